@@ -1,0 +1,103 @@
+"""Handles: how callers reach an agent's host, in-process or in a Ray actor, through one interface.
+
+Opening an operation returns once the host has accepted it (so an unknown run or a conflicting
+decision raises at the call), then the chunk batches follow.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import AsyncIterator
+from typing import Any
+
+from actors.host import AgentHost
+from actors.remote import RayActor
+from core.chunks import Chunk
+from core.requests import ChunkBatches, DecideRequest, StartRequest
+from core.results import RunResult
+
+
+async def _primed(batches: AsyncIterator[list[Chunk]]) -> ChunkBatches:
+    """Wait for the first batch (raising what the host raised while accepting), then chain the rest."""
+    first = await anext(batches)
+
+    async def chain() -> ChunkBatches:
+        yield first
+        async for batch in batches:
+            yield batch
+
+    return chain()
+
+
+class AgentHandle(abc.ABC):
+    agent_id: str
+
+    @abc.abstractmethod
+    async def start(self, request: StartRequest) -> ChunkBatches: ...
+
+    @abc.abstractmethod
+    async def decide(self, request: DecideRequest) -> ChunkBatches: ...
+
+    @abc.abstractmethod
+    async def generate(self, request: StartRequest) -> RunResult: ...
+
+    @abc.abstractmethod
+    async def generate_decision(self, request: DecideRequest) -> RunResult: ...
+
+    @abc.abstractmethod
+    async def close(self) -> None: ...
+
+
+class LocalHandle(AgentHandle):
+    def __init__(self, host: AgentHost) -> None:
+        self.host = host
+        self.agent_id = host.spec.id
+
+    async def start(self, request: StartRequest) -> ChunkBatches:
+        return await _primed(self.host.open_start(request))
+
+    async def decide(self, request: DecideRequest) -> ChunkBatches:
+        return await _primed(self.host.open_decision(request))
+
+    async def generate(self, request: StartRequest) -> RunResult:
+        return await self.host.generate_start(request)
+
+    async def generate_decision(self, request: DecideRequest) -> RunResult:
+        return await self.host.generate_decision(request)
+
+    async def close(self) -> None:
+        return None
+
+
+class RayHandle(AgentHandle):
+    """Picklable: a supervisor's actor holds these for its subagents."""
+
+    def __init__(self, actor: RayActor, agent_id: str) -> None:
+        self.actor = actor
+        self.agent_id = agent_id
+
+    def __reduce__(self) -> Any:
+        return (RayHandle, (self.actor, self.agent_id))
+
+    async def start(self, request: StartRequest) -> ChunkBatches:
+        return await _primed(self.actor.stream("open_start", request))
+
+    async def decide(self, request: DecideRequest) -> ChunkBatches:
+        return await _primed(self.actor.stream("open_decision", request))
+
+    async def generate(self, request: StartRequest) -> RunResult:
+        result: RunResult = await self.actor.call("generate_start", request)
+        return result
+
+    async def generate_decision(self, request: DecideRequest) -> RunResult:
+        result: RunResult = await self.actor.call("generate_decision", request)
+        return result
+
+    async def ready(self) -> None:
+        await self.actor.call("ping")
+
+    async def close(self) -> None:
+        self.actor.kill()
+
+
+__all__ = ["AgentHandle", "LocalHandle", "RayHandle"]

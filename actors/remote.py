@@ -1,0 +1,73 @@
+"""The one place Ray is touched in the actors layer: starting Ray, spawning actors, calling them.
+
+Plain classes (``AgentHost``, ``StoreHost``) become actors here and nowhere else. ``RayActor`` wraps an
+actor handle so that callers see the same exceptions they would see in-process: Ray's ``RayTaskError``
+wrapper is removed and the original (picklable) Troupe error re-raised.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import AsyncIterator
+from typing import Any
+
+import ray
+from ray.exceptions import RayTaskError
+
+# Agent steps must not be replayed by Ray: a replayed call could run a tool twice. Recovery after an
+# actor restart is Troupe's job (from the store), not Ray's.
+_ACTOR_OPTIONS: dict[str, Any] = {"num_cpus": 0, "max_restarts": 5, "max_task_retries": 0}
+
+
+def ensure_ray(address: str | None = None) -> None:
+    """Start (or connect to) Ray once per process, with the settings every Troupe process shares."""
+    if ray.is_initialized():
+        return
+    # Every process must agree on auth (Ray 2.60 turns token auth on by default and a mismatch hangs
+    # for 20 s), and Ray's unix sockets need a short temp path.
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    os.environ.setdefault("RAY_TMPDIR", os.path.join(tempfile.gettempdir(), "troupe-ray"))
+    ray.init(address=address, include_dashboard=False, log_to_driver=False,
+             configure_logging=False, _temp_dir=os.environ["RAY_TMPDIR"] if address is None else None)
+
+
+def _unwrap(exc: RayTaskError) -> BaseException:
+    cause = getattr(exc, "cause", None)
+    return cause if isinstance(cause, BaseException) else exc
+
+
+class RayActor:
+    """An actor handle whose calls raise what the actor raised."""
+
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+
+    @classmethod
+    def spawn(cls, actor_class: type, *args: Any, **options: Any) -> RayActor:
+        remote_class = ray.remote(**{**_ACTOR_OPTIONS, **options})(actor_class)
+        return cls(remote_class.remote(*args))
+
+    async def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await getattr(self.handle, method).remote(*args, **kwargs)
+        except RayTaskError as exc:
+            raise _unwrap(exc) from None
+
+    async def stream(self, method: str, *args: Any) -> AsyncIterator[Any]:
+        """Items of an async-generator method, as they are produced."""
+        refs = getattr(self.handle, method).remote(*args)
+        try:
+            async for ref in refs:
+                yield await ref
+        except RayTaskError as exc:
+            raise _unwrap(exc) from None
+
+    def kill(self) -> None:
+        ray.kill(self.handle, no_restart=True)
+
+    def __reduce__(self) -> Any:
+        return (RayActor, (self.handle,))
+
+
+__all__ = ["RayActor", "ensure_ray"]

@@ -1,0 +1,88 @@
+"""Stream chunks: what a run tells the world, in order.
+
+A chunk is ``Chunk(type, run_id, payload)``. Payload keys are snake_case in Python; ``to_wire`` gives the
+camelCase frame the HTTP front door sends (``{"type", "runId", "from", "payload"}``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+ChunkType = Literal[
+    "start",
+    "step-start",
+    "text-delta",
+    "tool-call",
+    "tool-call-approval",
+    "tool-call-suspended",
+    "tool-result",
+    "tool-error",
+    "tool-output",
+    "step-finish",
+    "finish",
+    "error",
+]
+
+# Chunk types that mean "a human must act"; they are emitted only after the pause is durable.
+PAUSE_TYPES: frozenset[str] = frozenset({"tool-call-approval", "tool-call-suspended"})
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    type: ChunkType
+    run_id: str
+    payload: dict[str, Any] = field(default_factory=dict)
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"type": self.type, "runId": self.run_id, "from": "AGENT", "payload": camelize(self.payload)}
+
+    @classmethod
+    def from_wire(cls, frame: dict[str, Any]) -> Chunk:
+        return cls(frame["type"], frame.get("runId", ""), snakify(frame.get("payload") or {}))
+
+
+_SNAKE = re.compile(r"_([a-z0-9])")
+_CAMEL = re.compile(r"([A-Z])")
+
+# Keys whose values are user data (tool args, outputs, schemas): their own keys are left as they are.
+_OPAQUE_KEYS = frozenset(
+    {"args", "result", "output", "suspend_payload", "resume_schema", "request_context", "edited_args",
+     "resume_data", "usage_raw"}
+)
+
+
+def _to_camel(key: str) -> str:
+    return _SNAKE.sub(lambda m: m.group(1).upper(), key)
+
+
+def _to_snake(key: str) -> str:
+    return _CAMEL.sub(lambda m: "_" + m.group(1).lower(), key)
+
+
+def _convert(value: Any, rename: Any, opaque: frozenset[str]) -> Any:
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            snake_key = _to_snake(key)
+            out[rename(key)] = item if snake_key in opaque else _convert(item, rename, opaque)
+        return out
+    if isinstance(value, list):
+        return [_convert(item, rename, opaque) for item in value]
+    return value
+
+
+def camelize(payload: dict[str, Any]) -> dict[str, Any]:
+    converted = _convert(payload, _to_camel, _OPAQUE_KEYS)
+    assert isinstance(converted, dict)
+    return converted
+
+
+def snakify(payload: dict[str, Any]) -> dict[str, Any]:
+    converted = _convert(payload, _to_snake, _OPAQUE_KEYS)
+    assert isinstance(converted, dict)
+    return converted
+
+
+__all__ = ["PAUSE_TYPES", "Chunk", "ChunkType", "camelize", "snakify"]

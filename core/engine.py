@@ -1,0 +1,215 @@
+"""The run engine of one agent: opens operations (start a run, decide a paused call) and executes them.
+
+An operation is opened in two phases. ``begin_*`` does everything that can fail because of the caller
+(unknown run, wrong call, conflicting or invalid decision) and, for a decision, claims it with a
+compare-and-set in the store. Only then is the operation handed back to be executed, streaming chunks
+through a sink. A per-run lock serialises operations on one run inside this process; the store's
+compare-and-set keeps other processes honest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from core.agent import AgentSpec
+from core.chunks import Chunk
+from core.decisions import already_decided, apply, check_kind, find_target
+from core.errors import SnapshotNotFoundError, StorageError, TroupeError
+from core.loop import ActiveRun, RunLoop
+from core.messages import normalize_messages
+from core.options import RunOptions
+from core.policy import RunPolicy
+from core.requests import AgentPort, ChunkBatches, DecideRequest, StartRequest
+from core.state import CallStatus, RunState
+from core.store import StaleSnapshotError, Store
+
+log = logging.getLogger(__name__)
+
+_CLAIM_ATTEMPTS = 5
+
+
+class RunLocks:
+    """One asyncio lock per run id, dropped when nobody holds or waits for it."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    async def acquire(self, key: str) -> Callable[[], None]:
+        lock, users = self._locks.get(key) or (asyncio.Lock(), 0)
+        self._locks[key] = (lock, users + 1)
+        try:
+            await lock.acquire()
+        except BaseException:
+            self._forget(key)
+            raise
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                lock.release()
+                self._forget(key)
+
+        return release
+
+    def _forget(self, key: str) -> None:
+        lock, users = self._locks[key]
+        if users <= 1:
+            del self._locks[key]
+        else:
+            self._locks[key] = (lock, users - 1)
+
+    def __len__(self) -> int:
+        return len(self._locks)
+
+
+class Operation:
+    """An accepted operation on a run, ready to execute. Executing it always ends the stream with a
+    ``finish`` chunk (``finish_reason="error"`` after an ``error`` chunk) and releases the run."""
+
+    def __init__(self, loop: RunLoop, run: ActiveRun, release: Callable[[], None],
+                 backlog: list[Chunk] | None = None) -> None:
+        self.run_id = run.state.run_id
+        self._loop = loop
+        self._run = run
+        self._release = release
+        self._backlog = backlog or []
+
+    async def execute(self, emit: Callable[[Chunk], None]) -> None:
+        run = self._run
+        run.emit = emit
+        try:
+            await self._loop.advance(run, self._backlog)
+        except Exception as exc:
+            if not isinstance(exc, TroupeError):
+                log.exception("run %s failed", self.run_id)
+            await self._loop.fail(run, exc)
+        finally:
+            self._release()
+
+    def cancel(self) -> None:
+        """Give the run back without executing (the caller could not take the stream)."""
+        self._release()
+
+
+class RunEngine:
+    def __init__(self, spec: AgentSpec, store: Store, ports: dict[str, AgentPort] | None = None) -> None:
+        self.spec = spec
+        self.store = store
+        self.loop = RunLoop(spec, store, ports or {})
+        self.locks = RunLocks()
+
+    # ---- starting a run -----------------------------------------------------------------------------
+
+    async def begin_start(self, request: StartRequest) -> Operation:
+        options = RunOptions.merge(dict(request.options_given), self.spec.default_options)
+        messages = normalize_messages(request.messages)
+        state = RunState(
+            run_id=options.run_id or str(uuid.uuid4()),
+            agent_id=self.spec.id,
+            thread_id=options.thread_id,
+            resource_id=options.resource_id,
+            request_context=options.request_context,
+            messages=messages,
+            max_steps=options.max_steps,
+            approval=self._storable_policy(request, options.require_tool_approval),
+            auto_resume=options.auto_resume_suspended_tools,
+            parent=request.parent,
+        )
+        release = await self.locks.acquire(state.run_id)
+        try:
+            # Durable from the first moment, so a crash before the first step still leaves a run to recover.
+            version = await self.store.create_run(state)
+        except BaseException:
+            release()
+            raise
+        return Operation(self.loop, ActiveRun(state, version, options.require_tool_approval), release)
+
+    def _storable_policy(self, request: StartRequest, policy: RunPolicy) -> Any:
+        if isinstance(policy, bool):
+            return "on" if policy else "off"
+        if "require_tool_approval" not in request.options_given:
+            return "agent-default"
+        return "on"  # a per-call function cannot be stored: a resumed run gates every call (fail-safe)
+
+    def _resumed_policy(self, state: RunState) -> RunPolicy:
+        if state.approval == "agent-default":
+            policy: RunPolicy = self.spec.default_options.get("require_tool_approval", True)
+            return policy
+        return state.approval == "on"
+
+    # ---- deciding a paused call ---------------------------------------------------------------------
+
+    async def begin_decision(self, request: DecideRequest) -> Operation:
+        release = await self.locks.acquire(request.run_id)
+        try:
+            run, backlog = await self._claim(request)
+        except BaseException:
+            release()
+            raise
+        return Operation(self.loop, run, release, backlog)
+
+    async def _claim(self, request: DecideRequest) -> tuple[ActiveRun, list[Chunk]]:
+        child_stream: ChunkBatches | None = None
+        for _ in range(_CLAIM_ATTEMPTS):
+            stored = await self.store.load_run(request.run_id)
+            if stored is None:
+                raise await self._missing(request)
+            state = stored.state
+            target = find_target(state, request)
+            check_kind(state.run_id, target, request)
+            call = target.call
+            delegation = self.loop.delegations.get(call.tool_name)
+            if delegation is not None and call.child is not None:
+                if child_stream is None:
+                    # The subagent checks and claims the decision for its own call first; a refusal
+                    # there leaves this level untouched too.
+                    child_stream = await delegation.port.decide(
+                        DecideRequest(
+                            run_id=call.child.run_id,
+                            decision=request.decision,
+                            tool_call_id=target.pause.inner_tool_call_id,
+                            fingerprint=target.pause.inner_fingerprint,
+                            decided_by=request.decided_by,
+                        )
+                    )
+                entry = apply(state, target, request, None)
+            else:
+                entry = apply(state, target, request, self.loop.tools.get(call.tool_name))
+            try:
+                version = await self.store.save_run(state, expected_version=stored.version, audit=(entry,))
+            except StaleSnapshotError:
+                continue
+            run = ActiveRun(state, version, self._resumed_policy(state))
+            backlog: list[Chunk] = []
+            if call.status is CallStatus.RUNNING:
+                run.todo.append(call.tool_call_id)
+                if child_stream is not None:
+                    run.child_streams[call.tool_call_id] = child_stream
+            else:
+                backlog.append(self.loop.decline_chunk(state.run_id, call))
+            return run, backlog
+        raise StaleSnapshotError(f"run {request.run_id} kept changing while a decision was claimed; retry")
+
+    async def _missing(self, request: DecideRequest) -> TroupeError:
+        """No snapshot: say whether the call was decided already, else why there is nothing to resume."""
+        if request.tool_call_id is not None:
+            for entry in await self.store.list_audit(request.run_id):
+                if entry.tool_call_id == request.tool_call_id:
+                    return already_decided(request.run_id, entry.tool_call_id, entry.kind, entry.decided_by)
+        return SnapshotNotFoundError(
+            f"snapshot not found for run {request.run_id} of agent {self.spec.id!r}: the run is unknown, "
+            "has already finished, or was never checkpointed (is storage configured?)",
+            run_id=request.run_id,
+        )
+
+    def is_idle(self) -> bool:
+        return len(self.locks) == 0
+
+
+__all__ = ["Operation", "RunEngine", "RunLocks"]

@@ -1,0 +1,178 @@
+"""Every error a Troupe caller can see, in one place.
+
+    TroupeError
+     ├── SnapshotNotFoundError        AGENT_RESUME_NO_SNAPSHOT_FOUND
+     ├── ToolCallNotSuspendedError    AGENT_RESUME_TOOL_CALL_NOT_SUSPENDED
+     ├── DecisionConflictError        AGENT_DECISION_CONFLICT
+     ├── DecisionRejectedError        AGENT_DECISION_REJECTED
+     │    └── ResumeDataValidationError   AGENT_RESUME_DATA_INVALID
+     ├── AmbiguousSuspendedRunsError  AGENT_SUSPENDED_RUNS_AMBIGUOUS
+     ├── NoSuspendedRunError          AGENT_NO_SUSPENDED_RUN
+     ├── InvalidPaginationError       INVALID_PAGINATION
+     ├── InvalidOptionError           INVALID_OPTION
+     ├── DuplicateRunError            AGENT_RUN_EXISTS
+     ├── AgentNotFoundError           AGENT_NOT_FOUND
+     ├── ModelError                   MODEL_ERROR
+     ├── RunFailedError               AGENT_RUN_FAILED
+     └── StorageError                 STORAGE_ERROR
+          ├── StorageUnavailableError     STORAGE_UNAVAILABLE
+          └── SnapshotVersionError        STORAGE_SNAPSHOT_VERSION
+
+Ray pickles exceptions between processes by calling ``cls(*args)``; every error here takes exactly
+``(message, **details)`` and carries ``__reduce__`` so it crosses actor boundaries intact.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class TroupeError(Exception):
+    code = "TROUPE_ERROR"
+    # HTTP status the front door maps this error to; caller mistakes are 4xx.
+    http_status = 500
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), self.message, self.details))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, "details": self.details}
+
+
+def _rebuild(cls: type[TroupeError], message: str, details: dict[str, Any]) -> TroupeError:
+    return cls(message, **details)
+
+
+class SnapshotNotFoundError(TroupeError):
+    code = "AGENT_RESUME_NO_SNAPSHOT_FOUND"
+    http_status = 404
+
+
+class ToolCallNotSuspendedError(TroupeError):
+    code = "AGENT_RESUME_TOOL_CALL_NOT_SUSPENDED"
+    http_status = 409
+
+
+class DecisionConflictError(TroupeError):
+    """The call was already decided (by this or another caller); the decision was not applied."""
+
+    code = "AGENT_DECISION_CONFLICT"
+    http_status = 409
+
+
+class DecisionRejectedError(TroupeError):
+    """The decision itself is invalid (e.g. edited args on a tool that does not allow them).
+
+    Nothing was claimed: the call stays paused and can still be decided.
+    """
+
+    code = "AGENT_DECISION_REJECTED"
+    http_status = 422
+
+
+class ResumeDataValidationError(DecisionRejectedError):
+    code = "AGENT_RESUME_DATA_INVALID"
+    http_status = 422
+
+
+class AmbiguousSuspendedRunsError(TroupeError):
+    code = "AGENT_SUSPENDED_RUNS_AMBIGUOUS"
+    http_status = 409
+
+
+class NoSuspendedRunError(TroupeError):
+    code = "AGENT_NO_SUSPENDED_RUN"
+    http_status = 404
+
+
+class InvalidPaginationError(TroupeError):
+    code = "INVALID_PAGINATION"
+    http_status = 422
+
+
+class InvalidOptionError(TroupeError):
+    code = "INVALID_OPTION"
+    http_status = 422
+
+
+class DuplicateRunError(TroupeError):
+    code = "AGENT_RUN_EXISTS"
+    http_status = 409
+
+
+class AgentNotFoundError(TroupeError):
+    code = "AGENT_NOT_FOUND"
+    http_status = 404
+
+
+class ModelError(TroupeError):
+    """The model failed or answered something the loop cannot use."""
+
+    code = "MODEL_ERROR"
+    http_status = 502
+
+
+class RunFailedError(TroupeError):
+    """A run ended with an error chunk; raised by ``result()``/``generate()`` so it is never silent."""
+
+    code = "AGENT_RUN_FAILED"
+
+
+class StorageError(TroupeError):
+    code = "STORAGE_ERROR"
+
+
+class StorageUnavailableError(StorageError):
+    code = "STORAGE_UNAVAILABLE"
+    http_status = 503
+
+
+class SnapshotVersionError(StorageError):
+    """A stored snapshot has a schema version this code does not know."""
+
+    code = "STORAGE_SNAPSHOT_VERSION"
+
+
+_BY_CODE: dict[str, type[TroupeError]] = {}
+
+
+def _index(cls: type[TroupeError]) -> None:
+    _BY_CODE[cls.code] = cls
+    for sub in cls.__subclasses__():
+        _index(sub)
+
+
+_index(TroupeError)
+
+
+def error_from_dict(data: dict[str, Any]) -> TroupeError:
+    """Rebuild an error from ``TroupeError.to_dict()`` (used for error chunks and HTTP bodies)."""
+    cls = _BY_CODE.get(str(data.get("code")), TroupeError)
+    return cls(str(data.get("message", "")), **dict(data.get("details") or {}))
+
+
+__all__ = [
+    "AgentNotFoundError",
+    "AmbiguousSuspendedRunsError",
+    "DecisionConflictError",
+    "DecisionRejectedError",
+    "DuplicateRunError",
+    "InvalidOptionError",
+    "InvalidPaginationError",
+    "ModelError",
+    "NoSuspendedRunError",
+    "ResumeDataValidationError",
+    "RunFailedError",
+    "SnapshotNotFoundError",
+    "SnapshotVersionError",
+    "StorageError",
+    "StorageUnavailableError",
+    "ToolCallNotSuspendedError",
+    "TroupeError",
+    "error_from_dict",
+]

@@ -1,0 +1,344 @@
+"""The agent loop: model turn, tool calls, pauses, checkpoints.
+
+``RunLoop.advance`` drives one ``ActiveRun`` from wherever its state stands until it finishes or pauses.
+It never waits for a human: a pause is a checkpoint followed by the pause chunks (in that order, so a
+pause is only announced once it is durable), and the operation ends. A decision later re-enters here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ValidationError
+
+from core.agent import DELEGATION_PREFIX, AgentSpec
+from core.chunks import PAUSE_TYPES, Chunk
+from core.decisions import parse_resume_data
+from core.delegation import Delegation, delegation_tool
+from core.errors import ModelError, StorageError, TroupeError
+from core.hooks import ToolCallOverride
+from core.messages import assistant_message, tool_message
+from core.model import ModelRequest, TextDelta, ToolCallPart, TurnEnd, Usage
+from core.policy import RunPolicy, requires_approval
+from core.requests import AgentPort, ChunkBatches
+from core.state import CallStatus, Pause, RunState, ToolCallState, fingerprint, utcnow
+from core.store import Store
+from core.tools import AgentContext, SuspendSignal, Tool, ToolContext
+
+log = logging.getLogger(__name__)
+
+Emit = Callable[[Chunk], None]
+
+
+@dataclass
+class ActiveRun:
+    """A run while an operation (start or decision) drives it. Lives only for that operation."""
+
+    state: RunState
+    version: int
+    policy: RunPolicy
+    emit: Emit = lambda chunk: None  # noqa: E731 - replaced by the operation's sink
+    # Calls this operation executes (claimed: RUNNING with no output yet).
+    todo: list[str] = field(default_factory=list)
+    # Decided delegation calls: the subagent's stream for the decision, opened when it was claimed.
+    child_streams: dict[str, ChunkBatches] = field(default_factory=dict)
+
+    def chunk(self, type_: Any, **payload: Any) -> None:
+        self.emit(Chunk(type_, self.state.run_id, payload))
+
+
+@dataclass
+class Turn:
+    text: str
+    calls: list[ToolCallPart]
+    finish_reason: str
+
+
+class RunLoop:
+    def __init__(self, spec: AgentSpec, store: Store, ports: dict[str, AgentPort]) -> None:
+        self.spec = spec
+        self.store = store
+        self.delegations = {
+            DELEGATION_PREFIX + key: Delegation(key, sub, ports[key])
+            for key, sub in spec.agents.items()
+            if key in ports
+        }
+        self.tools: dict[str, Tool] = {**spec.tools}
+        for name, delegation in self.delegations.items():
+            self.tools[name] = delegation_tool(delegation)
+        self.tool_specs = [tool.spec(name) for name, tool in self.tools.items()]
+
+    # ---- the loop ------------------------------------------------------------------------------------
+
+    async def advance(self, run: ActiveRun, backlog: list[Chunk] = ()) -> None:  # type: ignore[assignment]
+        state = run.state
+        run.chunk("start", agent_id=self.spec.id)
+        for chunk in backlog:
+            run.emit(chunk)
+        while True:
+            if state.calls:
+                await self._run_calls(run)
+                if state.paused_calls():
+                    await self._suspend(run)
+                    return
+                self._close_step(run)
+                if state.step >= state.max_steps:
+                    await self.finish(run, "tool-calls")
+                    return
+                await self.checkpoint(run)
+            turn = await self._model_turn(run)
+            if not turn.calls:
+                run.chunk("step-finish", step=state.step, finish_reason=turn.finish_reason)
+                await self.finish(run, turn.finish_reason)
+                return
+            await self._plan(run, turn.calls)
+
+    async def checkpoint(self, run: ActiveRun) -> None:
+        run.state.updated_at = utcnow()
+        run.version = await self.store.save_run(run.state, expected_version=run.version)
+
+    async def finish(self, run: ActiveRun, reason: str) -> None:
+        await self.store.delete_run(run.state.run_id, expected_version=run.version)
+        run.chunk("finish", finish_reason=reason, usage=self._usage(run.state).to_dict())
+
+    async def fail(self, run: ActiveRun, error: BaseException) -> None:
+        """Report a run that cannot go on.
+
+        A model or tool-infrastructure failure ends the run, so its snapshot goes. A storage failure leaves
+        the last durable checkpoint as it is, for recovery once storage is back.
+        """
+        if isinstance(error, TroupeError):
+            info = error.to_dict()
+        else:
+            info = {"code": "AGENT_RUN_FAILED", "message": f"{type(error).__name__}: {error}", "details": {}}
+        if not isinstance(error, StorageError):
+            try:
+                await self.store.delete_run(run.state.run_id)
+            except StorageError:
+                log.warning("could not delete the snapshot of failed run %s", run.state.run_id, exc_info=True)
+        run.chunk("error", error=info)
+        run.chunk("finish", finish_reason="error", usage=self._usage(run.state).to_dict())
+
+    # ---- model ---------------------------------------------------------------------------------------
+
+    async def _model_turn(self, run: ActiveRun) -> Turn:
+        state = run.state
+        run.chunk("step-start", step=state.step + 1)
+        system = [{"role": "system", "content": self.spec.instructions}] if self.spec.instructions else []
+        request = ModelRequest(messages=system + state.messages, tools=self.tool_specs)
+        text: list[str] = []
+        calls: list[ToolCallPart] = []
+        end = TurnEnd()
+        try:
+            async for event in self.spec.model.stream_turn(request):
+                if isinstance(event, TextDelta):
+                    text.append(event.text)
+                    run.chunk("text-delta", text=event.text)
+                elif isinstance(event, ToolCallPart):
+                    calls.append(event)
+                    run.chunk("tool-call", tool_call_id=event.id, tool_name=event.name, args=event.args)
+                elif isinstance(event, TurnEnd):
+                    end = event
+        except TroupeError:
+            raise
+        except Exception as exc:
+            raise ModelError(f"model {self.spec.model.id!r} failed: {type(exc).__name__}: {exc}") from exc
+        if len({c.id for c in calls}) != len(calls):
+            raise ModelError("the model gave two tool calls the same id in one turn")
+        state.step += 1
+        state.input_tokens += end.usage.input_tokens
+        state.output_tokens += end.usage.output_tokens
+        state.messages.append(assistant_message("".join(text), calls))
+        return Turn("".join(text), calls, "tool-calls" if calls else end.finish_reason)
+
+    # ---- planning a step -----------------------------------------------------------------------------
+
+    async def _plan(self, run: ActiveRun, parts: list[ToolCallPart]) -> None:
+        """Record the step's calls: invalid ones fail at once, gated ones wait, the rest are claimed to
+        run. One checkpoint covers all of it, before anything runs or is announced."""
+        state = run.state
+        state.calls = []
+        for part in parts:
+            call = ToolCallState(
+                tool_call_id=part.id,
+                tool_name=part.name,
+                args=part.args if isinstance(part.args, dict) else {},
+                status=CallStatus.RUNNING,
+            )
+            state.calls.append(call)
+            tool = self.tools.get(part.name)
+            parsed = self._parse_input(tool, part)
+            if isinstance(parsed, str):
+                self.done(run, call, {"error": parsed}, is_error=True)
+                continue
+            assert tool is not None
+            ctx = self.context(run.state, call, tool)
+            call.requires_approval = await requires_approval(tool, part.name, call.args, parsed, ctx, run.policy)
+            if call.requires_approval:
+                call.status = CallStatus.AWAITING_APPROVAL
+                call.pauses = [self._own_pause(state, call, tool, "approval")]
+            else:
+                run.todo.append(call.tool_call_id)
+        await self.checkpoint(run)
+
+    def _parse_input(self, tool: Tool | None, part: ToolCallPart) -> BaseModel | str:
+        """The validated input, or what is wrong with the call (the model is told, nothing runs)."""
+        if tool is None:
+            return f"unknown tool {part.name!r}; available tools: {', '.join(sorted(self.tools)) or 'none'}"
+        if not isinstance(part.args, dict):
+            return f"arguments for tool {part.name!r} are not a JSON object: {part.args!r}"
+        try:
+            return tool.parse_input(part.args)
+        except ValidationError as exc:
+            return f"invalid arguments for tool {part.name!r}: {exc.errors(include_url=False)}"
+
+    def _own_pause(
+        self,
+        state: RunState,
+        call: ToolCallState,
+        tool: Tool,
+        kind: Literal["approval", "suspend"],
+        payload: Any = None,
+    ) -> Pause:
+        state.pause_seq += 1
+        return Pause(
+            kind=kind,
+            tool_name=call.tool_name,
+            args=call.effective_args,
+            suspend_payload=payload,
+            resume_schema=tool.resume_json_schema(),
+            agent_path=[self.spec.id],
+            fingerprint=fingerprint(call.tool_call_id, call.tool_name, call.effective_args),
+            seq=state.pause_seq,
+        )
+
+    def next_seq(self, state: RunState) -> int:
+        state.pause_seq += 1
+        return state.pause_seq
+
+    # ---- executing calls -----------------------------------------------------------------------------
+
+    def context(self, state: RunState, call: ToolCallState, tool: Tool) -> ToolContext:
+        return ToolContext(
+            run_id=state.run_id,
+            tool_call_id=call.tool_call_id,
+            agent_id=self.spec.id,
+            thread_id=state.thread_id,
+            resource_id=state.resource_id,
+            request_context=state.request_context,
+            agent=AgentContext(suspend_schema=tool.suspend_schema),
+        )
+
+    async def _run_calls(self, run: ActiveRun) -> None:
+        todo, run.todo = run.todo, []
+        calls = [c for c in (run.state.call(i) for i in todo) if c is not None]
+        await asyncio.gather(*(self._execute(run, call) for call in calls))
+
+    async def _execute(self, run: ActiveRun, call: ToolCallState) -> None:
+        delegation = self.delegations.get(call.tool_name)
+        if delegation is not None:
+            await delegation.run(self, run, call)
+            return
+        tool = self.tools[call.tool_name]
+        ctx = self.context(run.state, call, tool)
+        if call.decision is not None and call.decision.kind == "resumed":
+            ctx.agent.resume_data = parse_resume_data(tool, call.decision.resume_data)
+        hooks = self.spec.hooks
+        try:
+            if hooks.before_tool_call is not None:
+                override = await _maybe_await(hooks.before_tool_call(call.tool_name, tool.parse_input(call.effective_args), ctx))
+                if isinstance(override, ToolCallOverride) and not override.proceed:
+                    self.done(run, call, override.output, overridden=True)
+                    return
+            output = await tool.run(call.effective_args, ctx)
+        except SuspendSignal as signal:
+            call.status = CallStatus.SUSPENDED
+            call.pauses = [self._own_pause(run.state, call, tool, "suspend", signal.payload)]
+            return
+        except Exception as exc:
+            self.done(run, call, {"error": f"{type(exc).__name__}: {exc}"}, is_error=True)
+            return
+        self.done(run, call, output)
+        if hooks.after_tool_call is not None:
+            try:
+                await _maybe_await(hooks.after_tool_call(call.tool_name, call.effective_args, output, ctx))
+            except Exception:
+                log.warning("after_tool_call hook failed for %s", call.tool_call_id, exc_info=True)
+
+    def done(self, run: ActiveRun, call: ToolCallState, output: Any, *, is_error: bool = False,
+              **extra: Any) -> None:
+        call.status = CallStatus.DONE
+        call.output = output
+        call.is_error = is_error
+        run.chunk(
+            "tool-error" if is_error else "tool-result",
+            tool_call_id=call.tool_call_id,
+            tool_name=call.tool_name,
+            args=call.effective_args,
+            result=output,
+            **extra,
+        )
+
+    @staticmethod
+    def decline_chunk(run_id: str, call: ToolCallState) -> Chunk:
+        return Chunk("tool-result", run_id, {"tool_call_id": call.tool_call_id, "tool_name": call.tool_name,
+                                             "args": call.effective_args, "result": call.output,
+                                             "declined": True})
+
+    # ---- closing a step ------------------------------------------------------------------------------
+
+    def _close_step(self, run: ActiveRun) -> None:
+        """Every call is resolved: results go to the model in the order the calls were made."""
+        state = run.state
+        state.messages.extend(tool_message(c.tool_call_id, c.output) for c in state.calls)
+        state.calls = []
+        run.chunk("step-finish", step=state.step, finish_reason="tool-calls")
+
+    async def _suspend(self, run: ActiveRun) -> None:
+        state = run.state
+        state.status = "suspended"
+        await self.checkpoint(run)
+        # Durable now: announce every open pause, oldest first, so the last one is the newest.
+        for call, pause in state.open_pauses():
+            run.emit(pause_chunk(state.run_id, call, pause))
+        run.chunk("finish", finish_reason="suspended", usage=self._usage(state).to_dict())
+
+    @staticmethod
+    def _usage(state: RunState) -> Usage:
+        return Usage(state.input_tokens, state.output_tokens)
+
+
+def pause_chunk(run_id: str, call: ToolCallState, pause: Pause) -> Chunk:
+    payload: dict[str, Any] = {
+        "tool_call_id": call.tool_call_id,
+        "tool_name": pause.tool_name,
+        "args": pause.args,
+        "resume_schema": pause.resume_schema,
+        "agent_path": pause.agent_path,
+        "fingerprint": pause.fingerprint,
+    }
+    if pause.interrupted:
+        payload["interrupted"] = True
+    if pause.expires_at is not None:
+        payload["expires_at"] = pause.expires_at.isoformat()
+    if pause.kind == "suspend":
+        payload["suspend_payload"] = pause.suspend_payload
+        return Chunk("tool-call-suspended", run_id, payload)
+    return Chunk("tool-call-approval", run_id, payload)
+
+
+def is_pause(chunk: Chunk) -> bool:
+    return chunk.type in PAUSE_TYPES
+
+
+async def _maybe_await(value: Any) -> Any:
+    if asyncio.iscoroutine(value) or isinstance(value, asyncio.Future):
+        return await value
+    return value
+
+
+__all__ = ["ActiveRun", "Emit", "RunLoop", "is_pause", "pause_chunk"]

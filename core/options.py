@@ -1,0 +1,63 @@
+"""Run options: what ``stream()``/``generate()`` take, merged over an agent's ``default_options``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from core.errors import InvalidOptionError
+from core.policy import RunPolicy
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    require_tool_approval: RunPolicy = False
+    auto_resume_suspended_tools: bool = False
+    thread_id: str | None = None
+    resource_id: str | None = None
+    request_context: dict[str, Any] = field(default_factory=dict)
+    max_steps: int = 10
+    run_id: str | None = None
+
+    @classmethod
+    def names(cls) -> frozenset[str]:
+        return frozenset(f.name for f in fields(cls))
+
+    @classmethod
+    def merge(cls, call: dict[str, Any], defaults: dict[str, Any] | None) -> RunOptions:
+        """Options given in the call win; omitted ones (``None``) come from the agent's defaults."""
+        merged = dict(defaults or {})
+        merged.update({k: v for k, v in call.items() if v is not None})
+        check_option_names(merged, "stream()")
+        options = cls(**merged)
+        options.validate()
+        return options
+
+    def validate(self) -> None:
+        policy = self.require_tool_approval
+        if not (isinstance(policy, bool) or callable(policy)):
+            raise InvalidOptionError(
+                "require_tool_approval must be a bool or a function "
+                "(tool_name, args, request_context, workspace) -> bool",
+                option="require_tool_approval",
+            )
+        if not isinstance(self.max_steps, int) or isinstance(self.max_steps, bool) or self.max_steps < 1:
+            raise InvalidOptionError(f"max_steps must be an integer >= 1, got {self.max_steps!r}",
+                                     option="max_steps")
+        if not isinstance(self.request_context, dict):
+            raise InvalidOptionError("request_context must be a dict", option="request_context")
+        if not isinstance(self.auto_resume_suspended_tools, bool):
+            raise InvalidOptionError("auto_resume_suspended_tools must be a bool",
+                                     option="auto_resume_suspended_tools")
+
+
+def check_option_names(options: dict[str, Any], where: str) -> None:
+    unknown = sorted(set(options) - RunOptions.names())
+    if unknown:
+        raise InvalidOptionError(
+            f"unknown option(s) for {where}: {', '.join(unknown)}; known: {', '.join(sorted(RunOptions.names()))}",
+            options=unknown,
+        )
+
+
+__all__ = ["RunOptions", "check_option_names"]

@@ -1,0 +1,74 @@
+"""What a caller asks of an agent's host: start a run, or decide a paused call.
+
+These travel to Ray actors, so they are plain picklable dataclasses. ``AgentPort`` is how anything
+(the public Agent, a supervisor delegating) reaches an agent's host without knowing where it runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from core.chunks import Chunk
+from core.state import ParentLink
+
+
+@dataclass(frozen=True)
+class StartRequest:
+    messages: str | list[dict[str, Any]]
+    # The options the caller gave (omitted ones absent); the agent's host merges its default_options.
+    options_given: dict[str, Any] = field(default_factory=dict)
+    parent: ParentLink | None = None
+
+
+@dataclass(frozen=True)
+class Approve:
+    edited_args: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Decline:
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Resume:
+    resume_data: Any = None
+
+
+DecisionInput = Approve | Decline | Resume
+
+
+@dataclass(frozen=True)
+class DecideRequest:
+    run_id: str
+    decision: DecisionInput
+    tool_call_id: str | None = None
+    # When given, the decision applies only if the paused call still has this fingerprint.
+    fingerprint: str | None = None
+    decided_by: str | None = None
+
+
+ChunkBatches = AsyncIterator[list[Chunk]]
+
+
+class AgentPort(Protocol):
+    """Opens operations on one agent. Both methods return once the operation has been accepted
+    (errors such as an unknown run or a conflicting decision are raised here), then stream chunks."""
+
+    async def start(self, request: StartRequest) -> ChunkBatches: ...
+
+    async def decide(self, request: DecideRequest) -> ChunkBatches: ...
+
+
+__all__ = [
+    "AgentPort",
+    "Approve",
+    "ChunkBatches",
+    "DecideRequest",
+    "Decline",
+    "DecisionInput",
+    "Resume",
+    "StartRequest",
+]

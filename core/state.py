@@ -1,0 +1,192 @@
+"""Run state: the versioned JSON snapshot a run is resumed from.
+
+A run between two model turns is fully described by ``RunState``: the conversation so far and, while a
+step is in progress, the state of each of its tool calls. A paused run is this snapshot in the store and
+nothing else; no coroutine waits for the human.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from core.errors import SnapshotVersionError
+
+SCHEMA_VERSION = 1
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def fingerprint(tool_call_id: str, tool_name: str, args: Any, *inner: str) -> str:
+    """Digest binding a decision to the exact call a human saw (id, tool and arguments)."""
+    canonical = json.dumps([tool_call_id, tool_name, args, *inner], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+
+
+class CallStatus(StrEnum):
+    AWAITING_APPROVAL = "awaiting-approval"  # gated; no decision yet
+    SUSPENDED = "suspended"  # the tool (or a subagent below) paused itself and waits for resume data
+    RUNNING = "running"  # claimed to execute; a crash here leaves it interrupted
+    DONE = "done"  # output recorded (result, error, decline or override)
+
+
+PAUSED = frozenset({CallStatus.AWAITING_APPROVAL, CallStatus.SUSPENDED})
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Decision(_Model):
+    kind: Literal["approved", "declined", "resumed", "expired"]
+    reason: str | None = None
+    edited_args: dict[str, Any] | None = None
+    resume_data: Any = None
+    decided_at: datetime = Field(default_factory=utcnow)
+    decided_by: str | None = None
+
+
+class Pause(_Model):
+    """What a human is asked about a call, as this agent announces it.
+
+    For a pause that comes from a subagent, ``tool_name``/``args`` are the leaf tool's, ``agent_path`` runs
+    from this agent to the leaf agent and ``inner_tool_call_id`` is the subagent's call it routes to.
+    """
+
+    kind: Literal["approval", "suspend"]
+    tool_name: str
+    args: dict[str, Any]
+    suspend_payload: Any = None
+    resume_schema: dict[str, Any] | None = None
+    agent_path: list[str]
+    fingerprint: str
+    inner_tool_call_id: str | None = None
+    inner_fingerprint: str | None = None
+    paused_at: datetime = Field(default_factory=utcnow)
+    seq: int = 0
+    interrupted: bool = False
+    expires_at: datetime | None = None
+
+
+class ChildLink(_Model):
+    """The run a delegation call started in a subagent."""
+
+    agent_key: str
+    agent_id: str
+    run_id: str
+
+
+class ToolCallState(_Model):
+    tool_call_id: str
+    tool_name: str
+    args: dict[str, Any]
+    requires_approval: bool = False
+    status: CallStatus
+    # Why it waits: one pause for the agent's own tools; a delegation call carries every pause that
+    # is open in the subagent below it (each decided on its own, targeted by fingerprint).
+    pauses: list[Pause] = Field(default_factory=list)
+    decision: Decision | None = None
+    # Arguments the tool runs with: the model's, or merged with a human's edits.
+    exec_args: dict[str, Any] | None = None
+    output: Any = None
+    is_error: bool = False
+    declined: bool = False
+    child: ChildLink | None = None
+
+    @property
+    def effective_args(self) -> dict[str, Any]:
+        return self.exec_args if self.exec_args is not None else self.args
+
+    @property
+    def latest_pause(self) -> Pause | None:
+        return max(self.pauses, key=lambda p: p.seq) if self.pauses else None
+
+
+class ParentLink(_Model):
+    """Where a subagent's run was delegated from."""
+
+    run_id: str
+    tool_call_id: str
+    agent_id: str
+
+
+class RunState(_Model):
+    schema_version: int = SCHEMA_VERSION
+    run_id: str
+    agent_id: str
+    thread_id: str | None = None
+    resource_id: str | None = None
+    request_context: dict[str, Any] = Field(default_factory=dict)
+    status: Literal["running", "suspended"] = "running"
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+    # The tool calls of the step in progress, in the order the model made them; empty between steps.
+    calls: list[ToolCallState] = Field(default_factory=list)
+    step: int = 0
+    max_steps: int = 10
+    # The run's approval policy as it can be stored: a policy function is not persisted, so a run that
+    # used one resumes with "on" (fail-safe), unless it came from the agent's own defaults.
+    approval: Literal["on", "off", "agent-default"] = "off"
+    auto_resume: bool = False
+    parent: ParentLink | None = None
+    pause_seq: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+    owner: str | None = None
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> RunState:
+        head = json.loads(raw)
+        version = head.get("schema_version") if isinstance(head, dict) else None
+        if version != SCHEMA_VERSION:
+            raise SnapshotVersionError(
+                f"snapshot has schema_version {version!r}; this Troupe reads version {SCHEMA_VERSION}",
+                schema_version=version,
+            )
+        return cls.model_validate(head)
+
+    def to_json(self) -> str:
+        return self.model_dump_json()
+
+    def call(self, tool_call_id: str) -> ToolCallState | None:
+        return next((c for c in self.calls if c.tool_call_id == tool_call_id), None)
+
+    def paused_calls(self) -> list[ToolCallState]:
+        return [c for c in self.calls if c.status in PAUSED]
+
+    def latest_paused(self) -> ToolCallState | None:
+        paused = [c for c in self.paused_calls() if c.pauses]
+        return max(paused, key=lambda c: c.latest_pause.seq if c.latest_pause else 0) if paused else None
+
+    def open_pauses(self) -> list[tuple[ToolCallState, Pause]]:
+        """Every pause waiting for a human, oldest first."""
+        pairs = [(c, p) for c in self.paused_calls() for p in c.pauses]
+        return sorted(pairs, key=lambda pair: pair[1].seq)
+
+    @property
+    def suspended_at(self) -> datetime | None:
+        stamps = [p.paused_at for c in self.paused_calls() for p in c.pauses]
+        return min(stamps) if stamps else None
+
+
+__all__ = [
+    "PAUSED",
+    "SCHEMA_VERSION",
+    "CallStatus",
+    "ChildLink",
+    "Decision",
+    "ParentLink",
+    "Pause",
+    "RunState",
+    "ToolCallState",
+    "fingerprint",
+    "utcnow",
+]

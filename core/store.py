@@ -1,0 +1,135 @@
+"""The storage contract the agent loop checkpoints through.
+
+The protocol lives here, beside the loop that needs it; ``storage/`` holds the backends (memory, SQLite,
+Redis), all held to one conformance suite. Writes of a run are compare-and-set on its ``version`` so that
+a decision is claimed atomically even across processes, and audit entries are written in the same atomic
+step as the state change they record.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from core.errors import InvalidPaginationError, TroupeError
+from core.state import RunState, utcnow
+
+
+class StaleSnapshotError(TroupeError):
+    """A compare-and-set lost: the run changed (or vanished) since it was read. Callers re-read."""
+
+    code = "STORAGE_STALE_SNAPSHOT"
+    http_status = 409
+
+
+class StoredRun(NamedTuple):
+    state: RunState
+    version: int
+
+
+class AuditEntry(BaseModel):
+    """One human decision (or expiry), kept after the run's snapshot is gone."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str
+    agent_id: str
+    tool_call_id: str
+    tool_name: str
+    args: dict[str, Any]
+    fingerprint: str
+    kind: Literal["approved", "declined", "resumed", "expired"]
+    reason: str | None = None
+    edited_args: dict[str, Any] | None = None
+    resume_data: Any = None
+    decided_by: str | None = None
+    decided_at: datetime = Field(default_factory=utcnow)
+    agent_path: list[str] = Field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SuspendedRunQuery:
+    agent_id: str
+    thread_id: str | None = None
+    resource_id: str | None = None
+    from_date: datetime | None = None
+    to_date: datetime | None = None
+    offset: int = 0
+    limit: int | None = None
+
+    @classmethod
+    def paged(cls, agent_id: str, *, page: int | None, per_page: int | None, **filters: Any) -> SuspendedRunQuery:
+        """Build a query from 0-based ``page`` and ``per_page``; bad paging is the caller's error."""
+        if per_page is not None and (not isinstance(per_page, int) or per_page < 1):
+            raise InvalidPaginationError(f"per_page must be a positive integer, got {per_page!r}")
+        if page is not None and (not isinstance(page, int) or page < 0):
+            raise InvalidPaginationError(f"page must be an integer >= 0, got {page!r}")
+        if page is not None and per_page is None:
+            raise InvalidPaginationError("page needs per_page")
+        offset = (page or 0) * (per_page or 0)
+        return cls(agent_id=agent_id, offset=offset, limit=per_page, **filters)
+
+    def matches(self, state: RunState) -> bool:
+        """The filter, for backends that check candidates in Python."""
+        if state.status != "suspended" or state.agent_id != self.agent_id:
+            return False
+        if self.thread_id is not None and state.thread_id != self.thread_id:
+            return False
+        if self.resource_id is not None and state.resource_id != self.resource_id:
+            return False
+        at = state.suspended_at
+        if at is None:
+            return False
+        if self.from_date is not None and at < self.from_date:
+            return False
+        return not (self.to_date is not None and at > self.to_date)
+
+
+def pause_timestamp(state: RunState) -> float | None:
+    """When the run started waiting for a human (epoch seconds), the key the suspended index sorts by."""
+    at = state.suspended_at
+    return at.timestamp() if at is not None else None
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Async storage for run snapshots, the decision audit log and conversation threads."""
+
+    async def create_run(self, state: RunState) -> int:
+        """Store a new run at version 1; ``DuplicateRunError`` if its id exists."""
+        ...
+
+    async def load_run(self, run_id: str) -> StoredRun | None: ...
+
+    async def save_run(
+        self, state: RunState, *, expected_version: int, audit: tuple[AuditEntry, ...] = ()
+    ) -> int:
+        """Replace the run if it is still at ``expected_version`` (else ``StaleSnapshotError``), appending
+        ``audit`` in the same atomic step. Returns the new version."""
+        ...
+
+    async def delete_run(self, run_id: str, *, expected_version: int | None = None) -> None: ...
+
+    async def list_suspended_runs(self, query: SuspendedRunQuery) -> tuple[list[RunState], int]:
+        """Suspended runs of one agent, newest pause first, and the total before paging."""
+        ...
+
+    async def list_running_runs(self, agent_id: str) -> list[str]:
+        """Ids of the agent's runs that were in flight (not paused) at their last checkpoint."""
+        ...
+
+    async def list_audit(self, run_id: str) -> list[AuditEntry]: ...
+
+    async def append_messages(
+        self, thread_id: str, resource_id: str | None, messages: list[dict[str, Any]]
+    ) -> None: ...
+
+    async def load_messages(self, thread_id: str) -> list[dict[str, Any]]: ...
+
+    async def close(self) -> None: ...
+
+
+__all__ = ["AuditEntry", "StaleSnapshotError", "Store", "StoredRun", "SuspendedRunQuery", "pause_timestamp"]

@@ -1,0 +1,15 @@
+"""Durable state behind the one ``Store`` protocol (defined in ``core.store``)."""
+
+from core.store import AuditEntry, StaleSnapshotError, Store, StoredRun, SuspendedRunQuery
+from storage.memory import MemoryStore
+from storage.sqlite import SqliteStore
+
+__all__ = [
+    "AuditEntry",
+    "MemoryStore",
+    "SqliteStore",
+    "StaleSnapshotError",
+    "Store",
+    "StoredRun",
+    "SuspendedRunQuery",
+]

@@ -1,0 +1,101 @@
+"""MemoryStore: the reference backend, in one process's memory (tests, notebooks, quick use).
+
+State is kept as JSON text, exactly as the durable backends keep it, so nothing a caller holds aliases
+what is stored and every round trip exercises the same (de)serialisation.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from typing import Any
+
+from core.errors import DuplicateRunError
+from core.state import RunState
+from core.store import AuditEntry, StaleSnapshotError, StoredRun, SuspendedRunQuery, pause_timestamp
+
+
+class MemoryStore:
+    # Under Ray a MemoryStore must be hosted once (in a store actor) rather than copied into each actor.
+    shared_across_processes = False
+
+    def __init__(self) -> None:
+        self.identity = f"memory:{uuid.uuid4().hex[:12]}"
+        self._runs: dict[str, tuple[str, int]] = {}
+        # Indexes: suspended and running run ids per agent.
+        self._suspended: dict[str, set[str]] = defaultdict(set)
+        self._running: dict[str, set[str]] = defaultdict(set)
+        self._audit: dict[str, list[str]] = defaultdict(list)
+        self._threads: dict[str, list[dict[str, Any]]] = defaultdict(list)
+
+    def __reduce__(self) -> Any:
+        raise TypeError("a MemoryStore lives in one process and cannot be pickled; under Ray the Runtime "
+                        "hosts it in a store actor")
+
+    async def create_run(self, state: RunState) -> int:
+        if state.run_id in self._runs:
+            raise DuplicateRunError(f"run {state.run_id} already exists", run_id=state.run_id)
+        self._put(state, 1)
+        return 1
+
+    async def load_run(self, run_id: str) -> StoredRun | None:
+        entry = self._runs.get(run_id)
+        if entry is None:
+            return None
+        return StoredRun(RunState.from_json(entry[0]), entry[1])
+
+    async def save_run(self, state: RunState, *, expected_version: int,
+                       audit: tuple[AuditEntry, ...] = ()) -> int:
+        entry = self._runs.get(state.run_id)
+        if entry is None or entry[1] != expected_version:
+            raise StaleSnapshotError(f"run {state.run_id} is not at version {expected_version}",
+                                     run_id=state.run_id)
+        version = expected_version + 1
+        self._put(state, version)
+        for item in audit:
+            self._audit[item.run_id].append(item.model_dump_json())
+        return version
+
+    def _put(self, state: RunState, version: int) -> None:
+        self._unindex(state.run_id, state.agent_id)
+        self._runs[state.run_id] = (state.to_json(), version)
+        (self._suspended if state.status == "suspended" else self._running)[state.agent_id].add(state.run_id)
+
+    def _unindex(self, run_id: str, agent_id: str) -> None:
+        self._suspended[agent_id].discard(run_id)
+        self._running[agent_id].discard(run_id)
+
+    async def delete_run(self, run_id: str, *, expected_version: int | None = None) -> None:
+        entry = self._runs.get(run_id)
+        if entry is None:
+            return
+        if expected_version is not None and entry[1] != expected_version:
+            raise StaleSnapshotError(f"run {run_id} is not at version {expected_version}", run_id=run_id)
+        state = RunState.from_json(entry[0])
+        del self._runs[run_id]
+        self._unindex(run_id, state.agent_id)
+
+    async def list_suspended_runs(self, query: SuspendedRunQuery) -> tuple[list[RunState], int]:
+        states = [RunState.from_json(self._runs[run_id][0]) for run_id in self._suspended[query.agent_id]]
+        matched = sorted((s for s in states if query.matches(s)), key=lambda s: pause_timestamp(s) or 0.0, reverse=True)
+        end = None if query.limit is None else query.offset + query.limit
+        return matched[query.offset:end], len(matched)
+
+    async def list_running_runs(self, agent_id: str) -> list[str]:
+        return sorted(self._running[agent_id])
+
+    async def list_audit(self, run_id: str) -> list[AuditEntry]:
+        return [AuditEntry.model_validate_json(raw) for raw in self._audit.get(run_id, [])]
+
+    async def append_messages(self, thread_id: str, resource_id: str | None,
+                              messages: list[dict[str, Any]]) -> None:
+        self._threads[thread_id].extend(dict(m) for m in messages)
+
+    async def load_messages(self, thread_id: str) -> list[dict[str, Any]]:
+        return [dict(m) for m in self._threads.get(thread_id, [])]
+
+    async def close(self) -> None:
+        return None
+
+
+__all__ = ["MemoryStore"]

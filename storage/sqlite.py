@@ -1,0 +1,240 @@
+"""SqliteStore: the embedded default. One file, safe for several processes (WAL, busy timeout).
+
+sqlite3 is blocking, so every call runs on one dedicated thread that owns the connection; the event
+loop only waits on it. Compare-and-set is an ``UPDATE ... WHERE version = ?`` inside a transaction,
+which SQLite serialises across processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from core.errors import DuplicateRunError, StorageUnavailableError
+from core.state import RunState
+from core.store import AuditEntry, StaleSnapshotError, StoredRun, SuspendedRunQuery, pause_timestamp
+
+T = TypeVar("T")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    agent_id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    thread_id TEXT,
+    resource_id TEXT,
+    suspended_at REAL,
+    version INTEGER NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_by_agent ON runs (agent_id, status, suspended_at);
+CREATE INDEX IF NOT EXISTS runs_by_thread ON runs (agent_id, thread_id, status, suspended_at);
+CREATE INDEX IF NOT EXISTS runs_by_resource ON runs (agent_id, resource_id, status, suspended_at);
+CREATE TABLE IF NOT EXISTS audit (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS audit_by_run ON audit (run_id, id);
+CREATE TABLE IF NOT EXISTS messages (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    thread_id TEXT NOT NULL,
+    resource_id TEXT,
+    body TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS messages_by_thread ON messages (thread_id, id);
+"""
+
+
+class SqliteStore:
+    shared_across_processes = True
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        if self.path == ":memory:":
+            self.shared_across_processes = False
+        self.identity = f"sqlite:{Path(self.path).resolve() if self.path != ':memory:' else id(self)}"
+        self._conn: sqlite3.Connection | None = None
+        self._executor: ThreadPoolExecutor | None = None
+
+    def __reduce__(self) -> Any:
+        # Each process opens its own connection to the same file.
+        return (SqliteStore, (self.path,))
+
+    # ---- plumbing -----------------------------------------------------------------------------------
+
+    async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="troupe-sqlite")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self._call, fn)
+
+    def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        try:
+            if self._conn is None:
+                self._conn = self._open()
+            return fn(self._conn)
+        except sqlite3.IntegrityError:
+            raise
+        except (sqlite3.OperationalError, sqlite3.DatabaseError) as exc:
+            raise StorageUnavailableError(f"SQLite store {self.path} failed: {exc}", path=self.path) from exc
+
+    def _open(self) -> sqlite3.Connection:
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+        conn.execute("PRAGMA journal_mode=WAL")
+        # NORMAL in WAL mode: a commit survives a process crash; only a power cut may lose the last ones.
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA busy_timeout=30000")
+        conn.executescript(_SCHEMA)
+        return conn
+
+    # ---- runs ---------------------------------------------------------------------------------------
+
+    async def create_run(self, state: RunState) -> int:
+        row = _row(state, 1)
+
+        def insert(conn: sqlite3.Connection) -> int:
+            try:
+                conn.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)
+            except sqlite3.IntegrityError as exc:
+                raise DuplicateRunError(f"run {state.run_id} already exists", run_id=state.run_id) from exc
+            return 1
+
+        return await self._run(insert)
+
+    async def load_run(self, run_id: str) -> StoredRun | None:
+        def select(conn: sqlite3.Connection) -> tuple[str, int] | None:
+            return conn.execute("SELECT body, version FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+
+        found = await self._run(select)
+        return None if found is None else StoredRun(RunState.from_json(found[0]), found[1])
+
+    async def save_run(self, state: RunState, *, expected_version: int,
+                       audit: tuple[AuditEntry, ...] = ()) -> int:
+        version = expected_version + 1
+        row = _row(state, version)
+        entries = [(a.run_id, a.model_dump_json()) for a in audit]
+
+        def update(conn: sqlite3.Connection) -> int:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                cursor = conn.execute(
+                    "UPDATE runs SET agent_id=?, status=?, thread_id=?, resource_id=?, suspended_at=?, "
+                    "version=?, body=? WHERE run_id=? AND version=?",
+                    (*row[1:], state.run_id, expected_version),
+                )
+                if cursor.rowcount != 1:
+                    conn.execute("ROLLBACK")
+                    raise StaleSnapshotError(f"run {state.run_id} is not at version {expected_version}",
+                                             run_id=state.run_id)
+                conn.executemany("INSERT INTO audit (run_id, body) VALUES (?, ?)", entries)
+                conn.execute("COMMIT")
+            except sqlite3.Error:
+                conn.execute("ROLLBACK")
+                raise
+            return version
+
+        return await self._run(update)
+
+    async def delete_run(self, run_id: str, *, expected_version: int | None = None) -> None:
+        def delete(conn: sqlite3.Connection) -> None:
+            if expected_version is None:
+                conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
+                return
+            cursor = conn.execute("DELETE FROM runs WHERE run_id = ? AND version = ?", (run_id, expected_version))
+            if cursor.rowcount != 1 and conn.execute(
+                "SELECT 1 FROM runs WHERE run_id = ?", (run_id,)
+            ).fetchone():
+                raise StaleSnapshotError(f"run {run_id} is not at version {expected_version}", run_id=run_id)
+
+        await self._run(delete)
+
+    async def list_suspended_runs(self, query: SuspendedRunQuery) -> tuple[list[RunState], int]:
+        where = ["agent_id = ?", "status = 'suspended'"]
+        params: list[Any] = [query.agent_id]
+        for column, value in (("thread_id", query.thread_id), ("resource_id", query.resource_id)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
+        if query.from_date is not None:
+            where.append("suspended_at >= ?")
+            params.append(query.from_date.timestamp())
+        if query.to_date is not None:
+            where.append("suspended_at <= ?")
+            params.append(query.to_date.timestamp())
+        clause = " AND ".join(where)
+        limit = -1 if query.limit is None else query.limit
+
+        def select(conn: sqlite3.Connection) -> tuple[list[str], int]:
+            total = conn.execute(f"SELECT COUNT(*) FROM runs WHERE {clause}", params).fetchone()[0]
+            rows = conn.execute(
+                f"SELECT body FROM runs WHERE {clause} ORDER BY suspended_at DESC, run_id LIMIT ? OFFSET ?",
+                [*params, limit, query.offset],
+            ).fetchall()
+            return [r[0] for r in rows], total
+
+        bodies, total = await self._run(select)
+        return [RunState.from_json(b) for b in bodies], total
+
+    async def list_running_runs(self, agent_id: str) -> list[str]:
+        def select(conn: sqlite3.Connection) -> list[str]:
+            rows = conn.execute(
+                "SELECT run_id FROM runs WHERE agent_id = ? AND status = 'running' ORDER BY run_id", (agent_id,)
+            ).fetchall()
+            return [r[0] for r in rows]
+
+        return await self._run(select)
+
+    # ---- audit and threads --------------------------------------------------------------------------
+
+    async def list_audit(self, run_id: str) -> list[AuditEntry]:
+        def select(conn: sqlite3.Connection) -> list[str]:
+            return [r[0] for r in conn.execute("SELECT body FROM audit WHERE run_id = ? ORDER BY id", (run_id,))]
+
+        return [AuditEntry.model_validate_json(b) for b in await self._run(select)]
+
+    async def append_messages(self, thread_id: str, resource_id: str | None,
+                              messages: list[dict[str, Any]]) -> None:
+        rows = [(thread_id, resource_id, json.dumps(m)) for m in messages]
+
+        def insert(conn: sqlite3.Connection) -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.executemany("INSERT INTO messages (thread_id, resource_id, body) VALUES (?, ?, ?)", rows)
+            conn.execute("COMMIT")
+
+        await self._run(insert)
+
+    async def load_messages(self, thread_id: str) -> list[dict[str, Any]]:
+        def select(conn: sqlite3.Connection) -> list[str]:
+            return [r[0] for r in conn.execute(
+                "SELECT body FROM messages WHERE thread_id = ? ORDER BY id", (thread_id,))]
+
+        return [json.loads(b) for b in await self._run(select)]
+
+    async def close(self) -> None:
+        if self._executor is None:
+            return
+
+        def shut(_conn: sqlite3.Connection) -> None:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+        await self._run(shut)
+        self._executor.shutdown(wait=False)
+        self._executor = None
+
+
+def _row(state: RunState, version: int) -> tuple[Any, ...]:
+    return (state.run_id, state.agent_id, state.status, state.thread_id, state.resource_id,
+            pause_timestamp(state), version, state.to_json())
+
+
+__all__ = ["SqliteStore"]

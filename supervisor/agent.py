@@ -1,0 +1,172 @@
+"""The public ``Agent``: an agent definition plus the run methods, bound to a Runtime.
+
+An Agent used without a Runtime runs on the process's default one (MemoryStore, Ray started locally).
+"""
+
+from __future__ import annotations
+
+import copy
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from core.agent import AgentSpec
+from core.policy import RunPolicy
+from core.requests import Approve, DecideRequest, Decline, DecisionInput, Resume, StartRequest
+from core.results import RunResult
+from core.stream import AgentStream
+from core.suspended import SuspendedRunList
+
+if TYPE_CHECKING:
+    from supervisor.runtime import Runtime
+
+Messages = str | list[dict[str, Any]]
+
+
+class Agent(AgentSpec):
+    _runtime: Runtime | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The runtime binding stays in the caller's process; hosts get the definition only.
+        state = self.__dict__.copy()
+        state.pop("_runtime", None)
+        return state
+
+    def bound_to(self, runtime: Runtime) -> Agent:
+        if self._runtime is None or self._runtime is runtime:
+            self._runtime = runtime
+            return self
+        other = copy.copy(self)
+        other._runtime = runtime
+        return other
+
+    @property
+    def runtime(self) -> Runtime:
+        if self._runtime is None:
+            from supervisor.default import default_runtime
+
+            default_runtime().register(self, replace=True)
+        assert self._runtime is not None
+        return self._runtime
+
+    # ---- running ------------------------------------------------------------------------------------
+
+    async def stream(
+        self,
+        messages: Messages,
+        *,
+        require_tool_approval: RunPolicy | None = None,
+        auto_resume_suspended_tools: bool | None = None,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        request_context: dict[str, Any] | None = None,
+        max_steps: int | None = None,
+        run_id: str | None = None,
+    ) -> AgentStream:
+        """Start a run and stream it. Omitted options come from ``default_options``."""
+        given = _given(require_tool_approval=require_tool_approval,
+                       auto_resume_suspended_tools=auto_resume_suspended_tools, thread_id=thread_id,
+                       resource_id=resource_id, request_context=request_context, max_steps=max_steps,
+                       run_id=run_id)
+        return await self.runtime.stream(self.id, StartRequest(messages, given))
+
+    async def generate(
+        self,
+        messages: Messages,
+        *,
+        require_tool_approval: RunPolicy | None = None,
+        auto_resume_suspended_tools: bool | None = None,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        request_context: dict[str, Any] | None = None,
+        max_steps: int | None = None,
+        run_id: str | None = None,
+    ) -> RunResult:
+        """Run to the end or to the first pause (``finish_reason == "suspended"``)."""
+        given = _given(require_tool_approval=require_tool_approval,
+                       auto_resume_suspended_tools=auto_resume_suspended_tools, thread_id=thread_id,
+                       resource_id=resource_id, request_context=request_context, max_steps=max_steps,
+                       run_id=run_id)
+        return await self.runtime.generate(self.id, StartRequest(messages, given))
+
+    # ---- deciding -----------------------------------------------------------------------------------
+
+    def _decision(self, run_id: str, decision: DecisionInput, tool_call_id: str | None,
+                  fingerprint: str | None, decided_by: str | None) -> DecideRequest:
+        return DecideRequest(run_id=run_id, decision=decision, tool_call_id=tool_call_id,
+                             fingerprint=fingerprint, decided_by=decided_by)
+
+    async def approve_tool_call(self, *, run_id: str, tool_call_id: str | None = None,
+                                edited_args: dict[str, Any] | None = None, fingerprint: str | None = None,
+                                decided_by: str | None = None) -> AgentStream:
+        request = self._decision(run_id, Approve(edited_args), tool_call_id, fingerprint, decided_by)
+        return await self.runtime.decide(self.id, request)
+
+    async def decline_tool_call(self, *, run_id: str, tool_call_id: str | None = None, reason: str | None = None,
+                                fingerprint: str | None = None, decided_by: str | None = None) -> AgentStream:
+        request = self._decision(run_id, Decline(reason), tool_call_id, fingerprint, decided_by)
+        return await self.runtime.decide(self.id, request)
+
+    async def approve_tool_call_generate(self, *, run_id: str, tool_call_id: str | None = None,
+                                         edited_args: dict[str, Any] | None = None,
+                                         fingerprint: str | None = None,
+                                         decided_by: str | None = None) -> RunResult:
+        request = self._decision(run_id, Approve(edited_args), tool_call_id, fingerprint, decided_by)
+        return await self.runtime.decide_generate(self.id, request)
+
+    async def decline_tool_call_generate(self, *, run_id: str, tool_call_id: str | None = None,
+                                         reason: str | None = None, fingerprint: str | None = None,
+                                         decided_by: str | None = None) -> RunResult:
+        request = self._decision(run_id, Decline(reason), tool_call_id, fingerprint, decided_by)
+        return await self.runtime.decide_generate(self.id, request)
+
+    async def resume_stream(self, resume_data: Any, *, run_id: str, tool_call_id: str | None = None,
+                            fingerprint: str | None = None, decided_by: str | None = None) -> AgentStream:
+        request = self._decision(run_id, Resume(resume_data), tool_call_id, fingerprint, decided_by)
+        return await self.runtime.decide(self.id, request)
+
+    async def resume_generate(self, resume_data: Any, *, run_id: str, tool_call_id: str | None = None,
+                              fingerprint: str | None = None, decided_by: str | None = None) -> RunResult:
+        request = self._decision(run_id, Resume(resume_data), tool_call_id, fingerprint, decided_by)
+        return await self.runtime.decide_generate(self.id, request)
+
+    # ---- finding paused runs ------------------------------------------------------------------------
+
+    async def list_suspended_runs(
+        self,
+        *,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        from_date: datetime | None = None,
+        to_date: datetime | None = None,
+        page: int | None = None,
+        per_page: int | None = None,
+    ) -> SuspendedRunList:
+        return await self.runtime.list_suspended_runs(
+            self.id, thread_id=thread_id, resource_id=resource_id, from_date=from_date, to_date=to_date,
+            page=page, per_page=per_page,
+        )
+
+    async def send_tool_approval(self, *, thread_id: str, resource_id: str | None, approved: bool,
+                                 tool_call_id: str | None = None, reason: str | None = None,
+                                 resume_data: Any = None, decided_by: str | None = None) -> AgentStream:
+        """Decide the paused call of the run suspended on a thread, without knowing its run id.
+
+        ``resume_data`` answers a ``suspend()`` pause; otherwise ``approved`` approves or declines.
+        """
+        run_id = await self.runtime.find_suspended_run(
+            self.id, thread_id=thread_id, resource_id=resource_id, tool_call_id=tool_call_id
+        )
+        decision: DecisionInput
+        if resume_data is not None:
+            decision = Resume(resume_data)
+        else:
+            decision = Approve() if approved else Decline(reason)
+        request = self._decision(run_id, decision, tool_call_id, None, decided_by)
+        return await self.runtime.decide(self.id, request)
+
+
+def _given(**options: Any) -> dict[str, Any]:
+    return {k: v for k, v in options.items() if v is not None}
+
+
+__all__ = ["Agent"]

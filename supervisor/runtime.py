@@ -1,0 +1,192 @@
+"""Runtime: the agents, their hosts (Ray actors or in-process) and the store, as one unit.
+
+The Mastra-instance analogue: register agents, get them back bound to this runtime's storage and
+actors. Hosts are created on first use, one per agent definition (a supervisor and each subagent),
+subagents first so a supervisor's host is born knowing how to reach them.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from actors.handle import AgentHandle, LocalHandle, RayHandle
+from actors.host import AgentHost
+from actors.remote import RayActor, ensure_ray
+from actors.store_host import RemoteStore, StoreHost
+from core.agent import AgentSpec
+from core.errors import (
+    AgentNotFoundError,
+    AmbiguousSuspendedRunsError,
+    NoSuspendedRunError,
+)
+from core.requests import DecideRequest, StartRequest
+from core.results import RunResult
+from core.store import Store, SuspendedRunQuery
+from core.stream import AgentStream
+from core.suspended import SuspendedRun, SuspendedRunList
+from storage.memory import MemoryStore
+from storage.sqlite import SqliteStore
+
+if TYPE_CHECKING:
+    from supervisor.agent import Agent
+
+Executor = Literal["ray", "local"]
+
+
+class Runtime:
+    def __init__(
+        self,
+        agents: Sequence[Agent] | Mapping[str, Agent] | None = None,
+        storage: Store | None = None,
+        executor: Executor = "ray",
+        ray_address: str | None = None,
+    ) -> None:
+        if executor not in ("ray", "local"):
+            raise ValueError(f"executor must be 'ray' or 'local', got {executor!r}")
+        self.storage: Store = storage if storage is not None else MemoryStore()
+        self.executor: Executor = executor
+        self.ray_address = ray_address
+        self._specs: dict[str, AgentSpec] = {}
+        self._agents: dict[str, Agent] = {}
+        self._handles: dict[str, AgentHandle] = {}
+        self._store: Store | None = None
+        items = agents.items() if isinstance(agents, Mapping) else ((None, a) for a in agents or ())
+        for key, agent in items:
+            self.register(agent, alias=key)
+
+    # ---- agents -------------------------------------------------------------------------------------
+
+    def register(self, agent: Agent, *, alias: str | None = None, replace: bool = False) -> Agent:
+        """Add an agent (and its subagents) and return it bound to this runtime."""
+        for spec in agent.tree().values():
+            known = self._specs.get(spec.id)
+            if known is not None and known is not spec:
+                if not replace:
+                    raise ValueError(f"another agent with id {spec.id!r} is already registered")
+                self._handles.pop(spec.id, None)
+            self._specs[spec.id] = spec
+        bound = agent.bound_to(self)
+        self._agents[agent.id] = bound
+        if alias is not None:
+            self._agents[alias] = bound
+        return bound
+
+    def get_agent(self, id: str) -> Agent:
+        try:
+            return self._agents[id]
+        except KeyError:
+            raise AgentNotFoundError(
+                f"no agent {id!r} in this runtime; registered: {', '.join(sorted(self._agents)) or 'none'}",
+                agent_id=id,
+            ) from None
+
+    def list_agents(self) -> list[Agent]:
+        return list({id(a): a for a in self._agents.values()}.values())
+
+    # ---- hosts and store ----------------------------------------------------------------------------
+
+    def store(self) -> Store:
+        """The store as this runtime's hosts see it (a shared store actor for in-memory stores on Ray)."""
+        if self._store is None:
+            if self.executor == "ray":
+                ensure_ray(self.ray_address)
+            if self.executor == "ray" and not getattr(self.storage, "shared_across_processes", True):
+                actor = RayActor.spawn(StoreHost, _fresh_store_factory(self.storage))
+                self._store = RemoteStore(actor, getattr(self.storage, "identity", "remote"))
+            else:
+                self._store = self.storage
+        return self._store
+
+    def handle(self, agent_id: str) -> AgentHandle:
+        found = self._handles.get(agent_id)
+        if found is not None:
+            return found
+        spec = self._specs.get(agent_id)
+        if spec is None:
+            raise AgentNotFoundError(f"no agent {agent_id!r} in this runtime", agent_id=agent_id)
+        subagents = {key: self.handle(sub.id) for key, sub in spec.agents.items()}
+        store = self.store()
+        handle: AgentHandle
+        if self.executor == "ray":
+            actor = RayActor.spawn(AgentHost, spec, store, subagents)
+            handle = RayHandle(actor, spec.id)
+        else:
+            handle = LocalHandle(AgentHost(spec, store, dict(subagents)))
+        self._handles[agent_id] = handle
+        return handle
+
+    async def shutdown(self) -> None:
+        """Stop this runtime's actors and close its store. Paused runs stay in a durable store."""
+        handles, self._handles = self._handles, {}
+        for handle in handles.values():
+            await handle.close()
+        if self._store is not None and self._store is not self.storage:
+            await self._store.close()
+        self._store = None
+        await self.storage.close()
+
+    # ---- operations (the public Agent's methods land here) ------------------------------------------
+
+    async def stream(self, agent_id: str, request: StartRequest) -> AgentStream:
+        return await AgentStream.open(await self.handle(agent_id).start(request))
+
+    async def generate(self, agent_id: str, request: StartRequest) -> RunResult:
+        return (await self.handle(agent_id).generate(request)).raise_for_error()
+
+    async def decide(self, agent_id: str, request: DecideRequest) -> AgentStream:
+        return await AgentStream.open(await self.handle(agent_id).decide(request), request.run_id)
+
+    async def decide_generate(self, agent_id: str, request: DecideRequest) -> RunResult:
+        return (await self.handle(agent_id).generate_decision(request)).raise_for_error()
+
+    async def list_suspended_runs(
+        self,
+        agent_id: str,
+        *,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        from_date: datetime | None = None,
+        to_date: datetime | None = None,
+        page: int | None = None,
+        per_page: int | None = None,
+    ) -> SuspendedRunList:
+        query = SuspendedRunQuery.paged(
+            agent_id, page=page, per_page=per_page, thread_id=thread_id, resource_id=resource_id,
+            from_date=from_date, to_date=to_date,
+        )
+        states, total = await self.store().list_suspended_runs(query)
+        return SuspendedRunList([SuspendedRun.from_state(s) for s in states], total)
+
+    async def find_suspended_run(self, agent_id: str, *, thread_id: str, resource_id: str | None,
+                                 tool_call_id: str | None) -> str:
+        """The run ``send_tool_approval`` means: the one on the thread holding ``tool_call_id``, or the
+        only paused run on the thread."""
+        found = await self.list_suspended_runs(agent_id, thread_id=thread_id, resource_id=resource_id)
+        runs = found.runs
+        if tool_call_id is not None:
+            runs = [r for r in runs if any(p.tool_call_id == tool_call_id for p in r.pending)]
+        if not runs:
+            raise NoSuspendedRunError(
+                f"no suspended run of agent {agent_id!r} on thread {thread_id!r}"
+                + (f" has tool call {tool_call_id!r} paused" if tool_call_id else ""),
+                thread_id=thread_id,
+            )
+        if len(runs) > 1:
+            raise AmbiguousSuspendedRunsError(
+                f"{len(runs)} runs of agent {agent_id!r} are suspended on thread {thread_id!r} "
+                f"({', '.join(r.run_id for r in runs)}); pass tool_call_id to choose one",
+                run_ids=[r.run_id for r in runs],
+            )
+        return runs[0].run_id
+
+
+def _fresh_store_factory(store: Store) -> Any:
+    if isinstance(store, SqliteStore):
+        return functools.partial(SqliteStore, store.path)
+    return type(store)
+
+
+__all__ = ["Executor", "Runtime"]

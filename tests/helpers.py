@@ -1,0 +1,84 @@
+"""Tools and models the tests share. Tools record executions in a CallLog so tests see them under Ray."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from troupe import AgentStream, Chunk, create_tool
+from troupe.testing import CallLog, FunctionModel, text, tool_call
+
+
+class RecordInput(BaseModel):
+    id: str
+
+
+class PaymentInput(BaseModel):
+    to: str
+    amount: int
+
+
+class AskCity(BaseModel):
+    message: str
+
+
+class CityAnswer(BaseModel):
+    city: str
+
+
+def delete_tool(log: CallLog, **options: Any):
+    def delete(inp: RecordInput, ctx: Any) -> dict[str, Any]:
+        log.record("delete_record", id=inp.id, run_id=ctx.run_id)
+        return {"deleted": inp.id}
+
+    return create_tool("delete_record", "Delete a record by id", RecordInput, delete,
+                       **{"require_approval": True, **options})
+
+
+def pay_tool(log: CallLog, **options: Any):
+    def pay(inp: PaymentInput, ctx: Any) -> dict[str, Any]:
+        log.record("pay", to=inp.to, amount=inp.amount)
+        return {"paid": inp.amount, "to": inp.to}
+
+    return create_tool("pay", "Send money", PaymentInput, pay, **options)
+
+
+def weather_tool(log: CallLog, **options: Any):
+    async def weather(inp: Any, ctx: Any) -> dict[str, Any]:
+        if ctx.agent.resume_data is None:
+            log.record("weather", phase="suspend")
+            return await ctx.agent.suspend({"message": "Which city?"})
+        log.record("weather", phase="resume", city=ctx.agent.resume_data.city)
+        return {"city": ctx.agent.resume_data.city, "forecast": "sunny"}
+
+    class NoInput(BaseModel):
+        pass
+
+    return create_tool("weather", "Weather for a city", NoInput, weather, suspend_schema=AskCity,
+                       resume_schema=CityAnswer, **options)
+
+
+def echo_model(*first_turn: Any) -> FunctionModel:
+    """Makes ``first_turn`` on the first model call; afterwards answers with every tool message it has
+    seen, in order ("id=content | ..."), so tests can read what the model was told."""
+
+    def turn(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        tool_messages = [m for m in messages if m["role"] == "tool"]
+        if not tool_messages:
+            return list(first_turn)
+        return text(" | ".join(f"{m['tool_call_id']}={m['content']}" for m in tool_messages))
+
+    return FunctionModel(turn)
+
+
+def one_call(name: str, args: dict[str, Any], id: str = "call-1") -> FunctionModel:
+    return echo_model(tool_call(name, args, id=id))
+
+
+async def chunks_of(stream: AgentStream) -> list[Chunk]:
+    return [c async for c in stream.full_stream]
+
+
+def types_of(chunks: list[Chunk]) -> list[str]:
+    return [c.type for c in chunks]
