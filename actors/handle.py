@@ -7,24 +7,32 @@ decision raises at the call), then the chunk batches follow.
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from actors.host import AgentHost
+from actors.host import AgentHost, Batch
 from actors.remote import RayActor
-from core.chunks import Chunk
 from core.requests import ChunkBatches, DecideRequest, StartRequest
 from core.results import RunResult
 
 
-async def _primed(batches: AsyncIterator[list[Chunk]]) -> ChunkBatches:
-    """Wait for the first batch (raising what the host raised while accepting), then chain the rest."""
-    first = await anext(batches)
+# Ray calls cost about 1 ms each: let chunks gather this long on the actor before a batch is sent.
+RAY_LINGER_S = 0.003
+
+Fetch = Callable[[str], Awaitable[Batch]]
+
+
+def _batches(first: Batch, fetch: Fetch) -> ChunkBatches:
+    """The first batch (already taken, so the host accepted the operation), then the rest as they come."""
 
     async def chain() -> ChunkBatches:
-        yield first
-        async for batch in batches:
-            yield batch
+        batch = first
+        while True:
+            if batch.chunks:
+                yield batch.chunks
+            if batch.done:
+                return
+            batch = await fetch(batch.op_id)
 
     return chain()
 
@@ -54,10 +62,10 @@ class LocalHandle(AgentHandle):
         self.agent_id = host.spec.id
 
     async def start(self, request: StartRequest) -> ChunkBatches:
-        return await _primed(self.host.open_start(request))
+        return _batches(await self.host.open_start(request), self.host.next_batch)
 
     async def decide(self, request: DecideRequest) -> ChunkBatches:
-        return await _primed(self.host.open_decision(request))
+        return _batches(await self.host.open_decision(request), self.host.next_batch)
 
     async def generate(self, request: StartRequest) -> RunResult:
         return await self.host.generate_start(request)
@@ -80,10 +88,14 @@ class RayHandle(AgentHandle):
         return (RayHandle, (self.actor, self.agent_id))
 
     async def start(self, request: StartRequest) -> ChunkBatches:
-        return await _primed(self.actor.stream("open_start", request))
+        return _batches(await self.actor.call("open_start", request, RAY_LINGER_S), self._next)
 
     async def decide(self, request: DecideRequest) -> ChunkBatches:
-        return await _primed(self.actor.stream("open_decision", request))
+        return _batches(await self.actor.call("open_decision", request, RAY_LINGER_S), self._next)
+
+    async def _next(self, op_id: str) -> Batch:
+        batch: Batch = await self.actor.call("next_batch", op_id, RAY_LINGER_S)
+        return batch
 
     async def generate(self, request: StartRequest) -> RunResult:
         result: RunResult = await self.actor.call("generate_start", request)

@@ -8,8 +8,8 @@ wrapper is removed and the original (picklable) Troupe error re-raised.
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
-from collections.abc import AsyncIterator
 from typing import Any
 
 import ray
@@ -28,8 +28,20 @@ def ensure_ray(address: str | None = None) -> None:
     # for 20 s), and Ray's unix sockets need a short temp path.
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     os.environ.setdefault("RAY_TMPDIR", os.path.join(tempfile.gettempdir(), "troupe-ray"))
-    ray.init(address=address, include_dashboard=False, log_to_driver=False,
-             configure_logging=False, _temp_dir=os.environ["RAY_TMPDIR"] if address is None else None)
+    if address is not None:
+        ray.init(address=address, log_to_driver=False, configure_logging=False)
+        return
+    # Workers of a local cluster inherit this environment: give them this process's import path, so
+    # agents and tools defined in the caller's own modules unpickle there (a remote cluster uses its
+    # job's runtime_env instead).
+    paths = [os.path.abspath(p) for p in sys.path if p and os.path.isdir(p)]
+    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    ray.init(
+        include_dashboard=False,
+        log_to_driver=False,
+        configure_logging=False,
+        _temp_dir=os.environ["RAY_TMPDIR"],
+    )
 
 
 def _unwrap(exc: RayTaskError) -> BaseException:
@@ -45,21 +57,12 @@ class RayActor:
 
     @classmethod
     def spawn(cls, actor_class: type, *args: Any, **options: Any) -> RayActor:
-        remote_class = ray.remote(**{**_ACTOR_OPTIONS, **options})(actor_class)
+        remote_class: Any = ray.remote(**{**_ACTOR_OPTIONS, **options})(actor_class)
         return cls(remote_class.remote(*args))
 
     async def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         try:
             return await getattr(self.handle, method).remote(*args, **kwargs)
-        except RayTaskError as exc:
-            raise _unwrap(exc) from None
-
-    async def stream(self, method: str, *args: Any) -> AsyncIterator[Any]:
-        """Items of an async-generator method, as they are produced."""
-        refs = getattr(self.handle, method).remote(*args)
-        try:
-            async for ref in refs:
-                yield await ref
         except RayTaskError as exc:
             raise _unwrap(exc) from None
 

@@ -44,8 +44,9 @@ class RemoteStore:
         stored: StoredRun | None = await self._invoke("load_run", run_id)
         return stored
 
-    async def save_run(self, state: RunState, *, expected_version: int,
-                       audit: tuple[AuditEntry, ...] = ()) -> int:
+    async def save_run(
+        self, state: RunState, *, expected_version: int, audit: tuple[AuditEntry, ...] = ()
+    ) -> int:
         version: int = await self._invoke("save_run", state, expected_version=expected_version, audit=audit)
         return version
 
@@ -64,8 +65,9 @@ class RemoteStore:
         found: list[AuditEntry] = await self._invoke("list_audit", run_id)
         return found
 
-    async def append_messages(self, thread_id: str, resource_id: str | None,
-                              messages: list[dict[str, Any]]) -> None:
+    async def append_messages(
+        self, thread_id: str, resource_id: str | None, messages: list[dict[str, Any]]
+    ) -> None:
         await self._invoke("append_messages", thread_id, resource_id, messages)
 
     async def load_messages(self, thread_id: str) -> list[dict[str, Any]]:

@@ -67,7 +67,9 @@ class AgentSpec:
         return found
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(id={self.id!r}, tools={sorted(self.tools)}, agents={sorted(self.agents)})"
+        return (
+            f"{type(self).__name__}(id={self.id!r}, tools={sorted(self.tools)}, agents={sorted(self.agents)})"
+        )
 
 
 def _tool_map(agent_id: str, tools: Mapping[str, Tool] | Sequence[Tool] | None) -> dict[str, Tool]:

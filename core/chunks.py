@@ -48,8 +48,17 @@ _CAMEL = re.compile(r"([A-Z])")
 
 # Keys whose values are user data (tool args, outputs, schemas): their own keys are left as they are.
 _OPAQUE_KEYS = frozenset(
-    {"args", "result", "output", "suspend_payload", "resume_schema", "request_context", "edited_args",
-     "resume_data", "usage_raw"}
+    {
+        "args",
+        "result",
+        "output",
+        "suspend_payload",
+        "resume_schema",
+        "request_context",
+        "edited_args",
+        "resume_data",
+        "usage_raw",
+    }
 )
 
 

@@ -51,7 +51,9 @@ def find_target(state: RunState, request: DecideRequest) -> Target:
         call = found
     if call.status not in (CallStatus.AWAITING_APPROVAL, CallStatus.SUSPENDED):
         if call.decision is not None:
-            raise already_decided(state.run_id, call.tool_call_id, call.decision.kind, call.decision.decided_by)
+            raise already_decided(
+                state.run_id, call.tool_call_id, call.decision.kind, call.decision.decided_by
+            )
         raise ToolCallNotSuspendedError(
             f"tool call {call.tool_call_id!r} of run {state.run_id} is {call.status.value}, not paused",
             run_id=state.run_id,

@@ -102,7 +102,9 @@ class Delegation:
             suspend_payload=inner.get("suspend_payload"),
             resume_schema=inner.get("resume_schema"),
             agent_path=[loop.spec.id, *inner["agent_path"]],
-            fingerprint=fingerprint(call.tool_call_id, inner["tool_name"], inner["args"], inner["fingerprint"]),
+            fingerprint=fingerprint(
+                call.tool_call_id, inner["tool_name"], inner["args"], inner["fingerprint"]
+            ),
             inner_tool_call_id=inner["tool_call_id"],
             inner_fingerprint=inner["fingerprint"],
             seq=loop.next_seq(run.state),

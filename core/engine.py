@@ -18,7 +18,7 @@ from typing import Any
 from core.agent import AgentSpec
 from core.chunks import Chunk
 from core.decisions import already_decided, apply, check_kind, find_target
-from core.errors import SnapshotNotFoundError, StorageError, TroupeError
+from core.errors import SnapshotNotFoundError, TroupeError
 from core.loop import ActiveRun, RunLoop
 from core.messages import normalize_messages
 from core.options import RunOptions
@@ -72,8 +72,9 @@ class Operation:
     """An accepted operation on a run, ready to execute. Executing it always ends the stream with a
     ``finish`` chunk (``finish_reason="error"`` after an ``error`` chunk) and releases the run."""
 
-    def __init__(self, loop: RunLoop, run: ActiveRun, release: Callable[[], None],
-                 backlog: list[Chunk] | None = None) -> None:
+    def __init__(
+        self, loop: RunLoop, run: ActiveRun, release: Callable[[], None], backlog: list[Chunk] | None = None
+    ) -> None:
         self.run_id = run.state.run_id
         self._loop = loop
         self._run = run

@@ -17,8 +17,10 @@ class ToolCallOverride:
     output: Any = None
 
 
-BeforeToolCall = Callable[[str, Any, ToolContext], "ToolCallOverride | None | Awaitable[ToolCallOverride | None]"]
-AfterToolCall = Callable[[str, Any, Any, ToolContext], "None | Awaitable[None]"]
+BeforeToolCall = Callable[
+    [str, Any, ToolContext], "ToolCallOverride | Awaitable[ToolCallOverride | None] | None"
+]
+AfterToolCall = Callable[[str, Any, Any, ToolContext], "Awaitable[None] | None"]
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ class ActiveRun:
     state: RunState
     version: int
     policy: RunPolicy
-    emit: Emit = lambda chunk: None  # noqa: E731 - replaced by the operation's sink
+    emit: Emit = lambda chunk: None
     # Calls this operation executes (claimed: RUNNING with no output yet).
     todo: list[str] = field(default_factory=list)
     # Decided delegation calls: the subagent's stream for the decision, opened when it was claimed.
@@ -96,6 +96,11 @@ class RunLoop:
                 await self.finish(run, turn.finish_reason)
                 return
             await self._plan(run, turn.calls)
+            if run.todo:
+                # Calls about to run are marked running in the store first: a crash mid-tool must be
+                # seen as an interrupted call, never silently re-run. (If nothing runs, the pause or
+                # the end of the step checkpoints the plan anyway.)
+                await self.checkpoint(run)
 
     async def checkpoint(self, run: ActiveRun) -> None:
         run.state.updated_at = utcnow()
@@ -159,7 +164,7 @@ class RunLoop:
 
     async def _plan(self, run: ActiveRun, parts: list[ToolCallPart]) -> None:
         """Record the step's calls: invalid ones fail at once, gated ones wait, the rest are claimed to
-        run. One checkpoint covers all of it, before anything runs or is announced."""
+        run (listed in ``run.todo``)."""
         state = run.state
         state.calls = []
         for part in parts:
@@ -177,13 +182,14 @@ class RunLoop:
                 continue
             assert tool is not None
             ctx = self.context(run.state, call, tool)
-            call.requires_approval = await requires_approval(tool, part.name, call.args, parsed, ctx, run.policy)
+            call.requires_approval = await requires_approval(
+                tool, part.name, call.args, parsed, ctx, run.policy
+            )
             if call.requires_approval:
                 call.status = CallStatus.AWAITING_APPROVAL
                 call.pauses = [self._own_pause(state, call, tool, "approval")]
             else:
                 run.todo.append(call.tool_call_id)
-        await self.checkpoint(run)
 
     def _parse_input(self, tool: Tool | None, part: ToolCallPart) -> BaseModel | str:
         """The validated input, or what is wrong with the call (the model is told, nothing runs)."""
@@ -250,7 +256,9 @@ class RunLoop:
         hooks = self.spec.hooks
         try:
             if hooks.before_tool_call is not None:
-                override = await _maybe_await(hooks.before_tool_call(call.tool_name, tool.parse_input(call.effective_args), ctx))
+                override = await _maybe_await(
+                    hooks.before_tool_call(call.tool_name, tool.parse_input(call.effective_args), ctx)
+                )
                 if isinstance(override, ToolCallOverride) and not override.proceed:
                     self.done(run, call, override.output, overridden=True)
                     return
@@ -269,8 +277,9 @@ class RunLoop:
             except Exception:
                 log.warning("after_tool_call hook failed for %s", call.tool_call_id, exc_info=True)
 
-    def done(self, run: ActiveRun, call: ToolCallState, output: Any, *, is_error: bool = False,
-              **extra: Any) -> None:
+    def done(
+        self, run: ActiveRun, call: ToolCallState, output: Any, *, is_error: bool = False, **extra: Any
+    ) -> None:
         call.status = CallStatus.DONE
         call.output = output
         call.is_error = is_error
@@ -285,9 +294,17 @@ class RunLoop:
 
     @staticmethod
     def decline_chunk(run_id: str, call: ToolCallState) -> Chunk:
-        return Chunk("tool-result", run_id, {"tool_call_id": call.tool_call_id, "tool_name": call.tool_name,
-                                             "args": call.effective_args, "result": call.output,
-                                             "declined": True})
+        return Chunk(
+            "tool-result",
+            run_id,
+            {
+                "tool_call_id": call.tool_call_id,
+                "tool_name": call.tool_name,
+                "args": call.effective_args,
+                "result": call.output,
+                "declined": True,
+            },
+        )
 
     # ---- closing a step ------------------------------------------------------------------------------
 

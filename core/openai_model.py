@@ -7,6 +7,7 @@ and does not depend on the worker's environment.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import AsyncIterator
@@ -19,27 +20,39 @@ _FINISH = {"tool_calls": "tool-calls", "function_call": "tool-calls", "content_f
 
 
 class OpenAIModel(Model):
-    def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
-                 temperature: float | None = None) -> None:
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        temperature: float | None = None,
+    ) -> None:
         self.model = model
         self.id = f"openai/{model}"
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL")
         self.api_key = api_key or os.environ.get("OPENAI_API_KEY")
         self.temperature = temperature
         self._client: Any = None
+        self._client_loop: asyncio.AbstractEventLoop | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_client"] = None  # an HTTP client is per process
+        state["_client_loop"] = None
         return state
 
     def _client_for_process(self) -> Any:
-        if self._client is None:
+        # Its pooled connections belong to the event loop that opened them: a script calling
+        # asyncio.run() once per step needs a fresh client in each new loop.
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._client_loop is not loop:
             from openai import AsyncOpenAI
 
             if not self.api_key:
                 raise ModelError(f"{self.id}: no API key (set OPENAI_API_KEY or pass api_key=)")
             self._client = AsyncOpenAI(base_url=self.base_url, api_key=self.api_key)
+            self._client_loop = loop
         return self._client
 
     async def stream_turn(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
@@ -79,8 +92,9 @@ class OpenAIModel(Model):
                     finish = choice.finish_reason
         for index in sorted(calls):
             slot = calls[index]
-            yield ToolCallPart(id=slot["id"] or f"call-{index}", name=slot["name"],
-                               args=_decode_args(slot["arguments"]))
+            yield ToolCallPart(
+                id=slot["id"] or f"call-{index}", name=slot["name"], args=_decode_args(slot["arguments"])
+            )
         yield TurnEnd(_FINISH.get(finish, finish), usage)
 
 

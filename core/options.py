@@ -42,20 +42,23 @@ class RunOptions:
                 option="require_tool_approval",
             )
         if not isinstance(self.max_steps, int) or isinstance(self.max_steps, bool) or self.max_steps < 1:
-            raise InvalidOptionError(f"max_steps must be an integer >= 1, got {self.max_steps!r}",
-                                     option="max_steps")
+            raise InvalidOptionError(
+                f"max_steps must be an integer >= 1, got {self.max_steps!r}", option="max_steps"
+            )
         if not isinstance(self.request_context, dict):
             raise InvalidOptionError("request_context must be a dict", option="request_context")
         if not isinstance(self.auto_resume_suspended_tools, bool):
-            raise InvalidOptionError("auto_resume_suspended_tools must be a bool",
-                                     option="auto_resume_suspended_tools")
+            raise InvalidOptionError(
+                "auto_resume_suspended_tools must be a bool", option="auto_resume_suspended_tools"
+            )
 
 
 def check_option_names(options: dict[str, Any], where: str) -> None:
     unknown = sorted(set(options) - RunOptions.names())
     if unknown:
         raise InvalidOptionError(
-            f"unknown option(s) for {where}: {', '.join(unknown)}; known: {', '.join(sorted(RunOptions.names()))}",
+            f"unknown option(s) for {where}: {', '.join(unknown)}; "
+            f"known: {', '.join(sorted(RunOptions.names()))}",
             options=unknown,
         )
 

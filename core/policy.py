@@ -49,7 +49,9 @@ async def requires_approval(
         return await _ask(tool.require_approval, parsed, ctx, what=f"require_approval of tool {tool_name!r}")
     if callable(run_policy):
         # Troupe has no workspace object (a Mastra concept); the fourth argument is always None.
-        return await _ask(run_policy, tool_name, args, ctx.request_context, None, what="require_tool_approval")
+        return await _ask(
+            run_policy, tool_name, args, ctx.request_context, None, what="require_tool_approval"
+        )
     return False
 
 

@@ -67,8 +67,8 @@ __all__ = [
     "Approve",
     "ChunkBatches",
     "DecideRequest",
-    "Decline",
     "DecisionInput",
+    "Decline",
     "Resume",
     "StartRequest",
 ]

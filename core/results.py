@@ -96,7 +96,9 @@ class ResultBuilder:
             result.finish_reason = payload.get("finish_reason")
             result.usage = payload.get("usage") or {}
             result.text = "".join(self._text)
-            if self._step is not None and (self._step.tool_calls or self._step.tool_results or self._step.text):
+            if self._step is not None and (
+                self._step.tool_calls or self._step.tool_results or self._step.text
+            ):
                 result.steps.append(self._step)
                 self._step = None
 

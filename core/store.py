@@ -61,7 +61,9 @@ class SuspendedRunQuery:
     limit: int | None = None
 
     @classmethod
-    def paged(cls, agent_id: str, *, page: int | None, per_page: int | None, **filters: Any) -> SuspendedRunQuery:
+    def paged(
+        cls, agent_id: str, *, page: int | None, per_page: int | None, **filters: Any
+    ) -> SuspendedRunQuery:
         """Build a query from 0-based ``page`` and ``per_page``; bad paging is the caller's error."""
         if per_page is not None and (not isinstance(per_page, int) or per_page < 1):
             raise InvalidPaginationError(f"per_page must be a positive integer, got {per_page!r}")

@@ -51,7 +51,9 @@ class SuspendedRun:
             )
             for call, pause in state.open_pauses()
         ]
-        return cls(state.run_id, state.agent_id, state.thread_id, state.resource_id, state.suspended_at, pending)
+        return cls(
+            state.run_id, state.agent_id, state.thread_id, state.resource_id, state.suspended_at, pending
+        )
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,9 @@ parallel calls of one step).
 from __future__ import annotations
 
 import inspect
+import itertools
 import json
 import os
-import itertools
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any

@@ -18,7 +18,7 @@ ApprovalRule = bool | Callable[[Any, "ToolContext"], bool | Awaitable[bool]]
 Execute = Callable[[Any, "ToolContext"], Any]
 
 
-class SuspendSignal(BaseException):  # noqa: N818 - control flow, not an error
+class SuspendSignal(BaseException):
     """Raised by ``ctx.agent.suspend``; derives from BaseException so a tool's ``except Exception``
     cannot swallow the pause."""
 

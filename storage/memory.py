@@ -29,8 +29,10 @@ class MemoryStore:
         self._threads: dict[str, list[dict[str, Any]]] = defaultdict(list)
 
     def __reduce__(self) -> Any:
-        raise TypeError("a MemoryStore lives in one process and cannot be pickled; under Ray the Runtime "
-                        "hosts it in a store actor")
+        raise TypeError(
+            "a MemoryStore lives in one process and cannot be pickled; under Ray the Runtime "
+            "hosts it in a store actor"
+        )
 
     async def create_run(self, state: RunState) -> int:
         if state.run_id in self._runs:
@@ -44,12 +46,14 @@ class MemoryStore:
             return None
         return StoredRun(RunState.from_json(entry[0]), entry[1])
 
-    async def save_run(self, state: RunState, *, expected_version: int,
-                       audit: tuple[AuditEntry, ...] = ()) -> int:
+    async def save_run(
+        self, state: RunState, *, expected_version: int, audit: tuple[AuditEntry, ...] = ()
+    ) -> int:
         entry = self._runs.get(state.run_id)
         if entry is None or entry[1] != expected_version:
-            raise StaleSnapshotError(f"run {state.run_id} is not at version {expected_version}",
-                                     run_id=state.run_id)
+            raise StaleSnapshotError(
+                f"run {state.run_id} is not at version {expected_version}", run_id=state.run_id
+            )
         version = expected_version + 1
         self._put(state, version)
         for item in audit:
@@ -77,9 +81,11 @@ class MemoryStore:
 
     async def list_suspended_runs(self, query: SuspendedRunQuery) -> tuple[list[RunState], int]:
         states = [RunState.from_json(self._runs[run_id][0]) for run_id in self._suspended[query.agent_id]]
-        matched = sorted((s for s in states if query.matches(s)), key=lambda s: pause_timestamp(s) or 0.0, reverse=True)
+        matched = sorted(
+            (s for s in states if query.matches(s)), key=lambda s: pause_timestamp(s) or 0.0, reverse=True
+        )
         end = None if query.limit is None else query.offset + query.limit
-        return matched[query.offset:end], len(matched)
+        return matched[query.offset : end], len(matched)
 
     async def list_running_runs(self, agent_id: str) -> list[str]:
         return sorted(self._running[agent_id])
@@ -87,8 +93,9 @@ class MemoryStore:
     async def list_audit(self, run_id: str) -> list[AuditEntry]:
         return [AuditEntry.model_validate_json(raw) for raw in self._audit.get(run_id, [])]
 
-    async def append_messages(self, thread_id: str, resource_id: str | None,
-                              messages: list[dict[str, Any]]) -> None:
+    async def append_messages(
+        self, thread_id: str, resource_id: str | None, messages: list[dict[str, Any]]
+    ) -> None:
         self._threads[thread_id].extend(dict(m) for m in messages)
 
     async def load_messages(self, thread_id: str) -> list[dict[str, Any]]:

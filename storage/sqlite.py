@@ -116,8 +116,9 @@ class SqliteStore:
         found = await self._run(select)
         return None if found is None else StoredRun(RunState.from_json(found[0]), found[1])
 
-    async def save_run(self, state: RunState, *, expected_version: int,
-                       audit: tuple[AuditEntry, ...] = ()) -> int:
+    async def save_run(
+        self, state: RunState, *, expected_version: int, audit: tuple[AuditEntry, ...] = ()
+    ) -> int:
         version = expected_version + 1
         row = _row(state, version)
         entries = [(a.run_id, a.model_dump_json()) for a in audit]
@@ -132,8 +133,9 @@ class SqliteStore:
                 )
                 if cursor.rowcount != 1:
                     conn.execute("ROLLBACK")
-                    raise StaleSnapshotError(f"run {state.run_id} is not at version {expected_version}",
-                                             run_id=state.run_id)
+                    raise StaleSnapshotError(
+                        f"run {state.run_id} is not at version {expected_version}", run_id=state.run_id
+                    )
                 conn.executemany("INSERT INTO audit (run_id, body) VALUES (?, ?)", entries)
                 conn.execute("COMMIT")
             except sqlite3.Error:
@@ -148,10 +150,13 @@ class SqliteStore:
             if expected_version is None:
                 conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
                 return
-            cursor = conn.execute("DELETE FROM runs WHERE run_id = ? AND version = ?", (run_id, expected_version))
-            if cursor.rowcount != 1 and conn.execute(
-                "SELECT 1 FROM runs WHERE run_id = ?", (run_id,)
-            ).fetchone():
+            cursor = conn.execute(
+                "DELETE FROM runs WHERE run_id = ? AND version = ?", (run_id, expected_version)
+            )
+            if (
+                cursor.rowcount != 1
+                and conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+            ):
                 raise StaleSnapshotError(f"run {run_id} is not at version {expected_version}", run_id=run_id)
 
         await self._run(delete)
@@ -186,7 +191,8 @@ class SqliteStore:
     async def list_running_runs(self, agent_id: str) -> list[str]:
         def select(conn: sqlite3.Connection) -> list[str]:
             rows = conn.execute(
-                "SELECT run_id FROM runs WHERE agent_id = ? AND status = 'running' ORDER BY run_id", (agent_id,)
+                "SELECT run_id FROM runs WHERE agent_id = ? AND status = 'running' ORDER BY run_id",
+                (agent_id,),
             ).fetchall()
             return [r[0] for r in rows]
 
@@ -196,12 +202,15 @@ class SqliteStore:
 
     async def list_audit(self, run_id: str) -> list[AuditEntry]:
         def select(conn: sqlite3.Connection) -> list[str]:
-            return [r[0] for r in conn.execute("SELECT body FROM audit WHERE run_id = ? ORDER BY id", (run_id,))]
+            return [
+                r[0] for r in conn.execute("SELECT body FROM audit WHERE run_id = ? ORDER BY id", (run_id,))
+            ]
 
         return [AuditEntry.model_validate_json(b) for b in await self._run(select)]
 
-    async def append_messages(self, thread_id: str, resource_id: str | None,
-                              messages: list[dict[str, Any]]) -> None:
+    async def append_messages(
+        self, thread_id: str, resource_id: str | None, messages: list[dict[str, Any]]
+    ) -> None:
         rows = [(thread_id, resource_id, json.dumps(m)) for m in messages]
 
         def insert(conn: sqlite3.Connection) -> None:
@@ -213,8 +222,12 @@ class SqliteStore:
 
     async def load_messages(self, thread_id: str) -> list[dict[str, Any]]:
         def select(conn: sqlite3.Connection) -> list[str]:
-            return [r[0] for r in conn.execute(
-                "SELECT body FROM messages WHERE thread_id = ? ORDER BY id", (thread_id,))]
+            return [
+                r[0]
+                for r in conn.execute(
+                    "SELECT body FROM messages WHERE thread_id = ? ORDER BY id", (thread_id,)
+                )
+            ]
 
         return [json.loads(b) for b in await self._run(select)]
 
@@ -233,8 +246,16 @@ class SqliteStore:
 
 
 def _row(state: RunState, version: int) -> tuple[Any, ...]:
-    return (state.run_id, state.agent_id, state.status, state.thread_id, state.resource_id,
-            pause_timestamp(state), version, state.to_json())
+    return (
+        state.run_id,
+        state.agent_id,
+        state.status,
+        state.thread_id,
+        state.resource_id,
+        pause_timestamp(state),
+        version,
+        state.to_json(),
+    )
 
 
 __all__ = ["SqliteStore"]

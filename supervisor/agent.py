@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.agent import AgentSpec
 from core.policy import RunPolicy
-from core.requests import Approve, DecideRequest, Decline, DecisionInput, Resume, StartRequest
+from core.requests import Approve, DecideRequest, DecisionInput, Decline, Resume, StartRequest
 from core.results import RunResult
 from core.stream import AgentStream
 from core.suspended import SuspendedRunList
@@ -63,10 +63,15 @@ class Agent(AgentSpec):
         run_id: str | None = None,
     ) -> AgentStream:
         """Start a run and stream it. Omitted options come from ``default_options``."""
-        given = _given(require_tool_approval=require_tool_approval,
-                       auto_resume_suspended_tools=auto_resume_suspended_tools, thread_id=thread_id,
-                       resource_id=resource_id, request_context=request_context, max_steps=max_steps,
-                       run_id=run_id)
+        given = _given(
+            require_tool_approval=require_tool_approval,
+            auto_resume_suspended_tools=auto_resume_suspended_tools,
+            thread_id=thread_id,
+            resource_id=resource_id,
+            request_context=request_context,
+            max_steps=max_steps,
+            run_id=run_id,
+        )
         return await self.runtime.stream(self.id, StartRequest(messages, given))
 
     async def generate(
@@ -82,50 +87,104 @@ class Agent(AgentSpec):
         run_id: str | None = None,
     ) -> RunResult:
         """Run to the end or to the first pause (``finish_reason == "suspended"``)."""
-        given = _given(require_tool_approval=require_tool_approval,
-                       auto_resume_suspended_tools=auto_resume_suspended_tools, thread_id=thread_id,
-                       resource_id=resource_id, request_context=request_context, max_steps=max_steps,
-                       run_id=run_id)
+        given = _given(
+            require_tool_approval=require_tool_approval,
+            auto_resume_suspended_tools=auto_resume_suspended_tools,
+            thread_id=thread_id,
+            resource_id=resource_id,
+            request_context=request_context,
+            max_steps=max_steps,
+            run_id=run_id,
+        )
         return await self.runtime.generate(self.id, StartRequest(messages, given))
 
     # ---- deciding -----------------------------------------------------------------------------------
 
-    def _decision(self, run_id: str, decision: DecisionInput, tool_call_id: str | None,
-                  fingerprint: str | None, decided_by: str | None) -> DecideRequest:
-        return DecideRequest(run_id=run_id, decision=decision, tool_call_id=tool_call_id,
-                             fingerprint=fingerprint, decided_by=decided_by)
+    def _decision(
+        self,
+        run_id: str,
+        decision: DecisionInput,
+        tool_call_id: str | None,
+        fingerprint: str | None,
+        decided_by: str | None,
+    ) -> DecideRequest:
+        return DecideRequest(
+            run_id=run_id,
+            decision=decision,
+            tool_call_id=tool_call_id,
+            fingerprint=fingerprint,
+            decided_by=decided_by,
+        )
 
-    async def approve_tool_call(self, *, run_id: str, tool_call_id: str | None = None,
-                                edited_args: dict[str, Any] | None = None, fingerprint: str | None = None,
-                                decided_by: str | None = None) -> AgentStream:
+    async def approve_tool_call(
+        self,
+        *,
+        run_id: str,
+        tool_call_id: str | None = None,
+        edited_args: dict[str, Any] | None = None,
+        fingerprint: str | None = None,
+        decided_by: str | None = None,
+    ) -> AgentStream:
         request = self._decision(run_id, Approve(edited_args), tool_call_id, fingerprint, decided_by)
         return await self.runtime.decide(self.id, request)
 
-    async def decline_tool_call(self, *, run_id: str, tool_call_id: str | None = None, reason: str | None = None,
-                                fingerprint: str | None = None, decided_by: str | None = None) -> AgentStream:
+    async def decline_tool_call(
+        self,
+        *,
+        run_id: str,
+        tool_call_id: str | None = None,
+        reason: str | None = None,
+        fingerprint: str | None = None,
+        decided_by: str | None = None,
+    ) -> AgentStream:
         request = self._decision(run_id, Decline(reason), tool_call_id, fingerprint, decided_by)
         return await self.runtime.decide(self.id, request)
 
-    async def approve_tool_call_generate(self, *, run_id: str, tool_call_id: str | None = None,
-                                         edited_args: dict[str, Any] | None = None,
-                                         fingerprint: str | None = None,
-                                         decided_by: str | None = None) -> RunResult:
+    async def approve_tool_call_generate(
+        self,
+        *,
+        run_id: str,
+        tool_call_id: str | None = None,
+        edited_args: dict[str, Any] | None = None,
+        fingerprint: str | None = None,
+        decided_by: str | None = None,
+    ) -> RunResult:
         request = self._decision(run_id, Approve(edited_args), tool_call_id, fingerprint, decided_by)
         return await self.runtime.decide_generate(self.id, request)
 
-    async def decline_tool_call_generate(self, *, run_id: str, tool_call_id: str | None = None,
-                                         reason: str | None = None, fingerprint: str | None = None,
-                                         decided_by: str | None = None) -> RunResult:
+    async def decline_tool_call_generate(
+        self,
+        *,
+        run_id: str,
+        tool_call_id: str | None = None,
+        reason: str | None = None,
+        fingerprint: str | None = None,
+        decided_by: str | None = None,
+    ) -> RunResult:
         request = self._decision(run_id, Decline(reason), tool_call_id, fingerprint, decided_by)
         return await self.runtime.decide_generate(self.id, request)
 
-    async def resume_stream(self, resume_data: Any, *, run_id: str, tool_call_id: str | None = None,
-                            fingerprint: str | None = None, decided_by: str | None = None) -> AgentStream:
+    async def resume_stream(
+        self,
+        resume_data: Any,
+        *,
+        run_id: str,
+        tool_call_id: str | None = None,
+        fingerprint: str | None = None,
+        decided_by: str | None = None,
+    ) -> AgentStream:
         request = self._decision(run_id, Resume(resume_data), tool_call_id, fingerprint, decided_by)
         return await self.runtime.decide(self.id, request)
 
-    async def resume_generate(self, resume_data: Any, *, run_id: str, tool_call_id: str | None = None,
-                              fingerprint: str | None = None, decided_by: str | None = None) -> RunResult:
+    async def resume_generate(
+        self,
+        resume_data: Any,
+        *,
+        run_id: str,
+        tool_call_id: str | None = None,
+        fingerprint: str | None = None,
+        decided_by: str | None = None,
+    ) -> RunResult:
         request = self._decision(run_id, Resume(resume_data), tool_call_id, fingerprint, decided_by)
         return await self.runtime.decide_generate(self.id, request)
 
@@ -142,13 +201,26 @@ class Agent(AgentSpec):
         per_page: int | None = None,
     ) -> SuspendedRunList:
         return await self.runtime.list_suspended_runs(
-            self.id, thread_id=thread_id, resource_id=resource_id, from_date=from_date, to_date=to_date,
-            page=page, per_page=per_page,
+            self.id,
+            thread_id=thread_id,
+            resource_id=resource_id,
+            from_date=from_date,
+            to_date=to_date,
+            page=page,
+            per_page=per_page,
         )
 
-    async def send_tool_approval(self, *, thread_id: str, resource_id: str | None, approved: bool,
-                                 tool_call_id: str | None = None, reason: str | None = None,
-                                 resume_data: Any = None, decided_by: str | None = None) -> AgentStream:
+    async def send_tool_approval(
+        self,
+        *,
+        thread_id: str,
+        resource_id: str | None,
+        approved: bool,
+        tool_call_id: str | None = None,
+        reason: str | None = None,
+        resume_data: Any = None,
+        decided_by: str | None = None,
+    ) -> AgentStream:
         """Decide the paused call of the run suspended on a thread, without knowing its run id.
 
         ``resume_data`` answers a ``suspend()`` pause; otherwise ``approved`` approves or declines.

@@ -154,14 +154,20 @@ class Runtime:
         per_page: int | None = None,
     ) -> SuspendedRunList:
         query = SuspendedRunQuery.paged(
-            agent_id, page=page, per_page=per_page, thread_id=thread_id, resource_id=resource_id,
-            from_date=from_date, to_date=to_date,
+            agent_id,
+            page=page,
+            per_page=per_page,
+            thread_id=thread_id,
+            resource_id=resource_id,
+            from_date=from_date,
+            to_date=to_date,
         )
         states, total = await self.store().list_suspended_runs(query)
         return SuspendedRunList([SuspendedRun.from_state(s) for s in states], total)
 
-    async def find_suspended_run(self, agent_id: str, *, thread_id: str, resource_id: str | None,
-                                 tool_call_id: str | None) -> str:
+    async def find_suspended_run(
+        self, agent_id: str, *, thread_id: str, resource_id: str | None, tool_call_id: str | None
+    ) -> str:
         """The run ``send_tool_approval`` means: the one on the thread holding ``tool_call_id``, or the
         only paused run on the thread."""
         found = await self.list_suspended_runs(agent_id, thread_id=thread_id, resource_id=resource_id)

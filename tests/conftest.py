@@ -21,16 +21,9 @@ def ray_session() -> Any:
     """Ray, started once for the whole session (a start costs seconds); workers can import test modules."""
     import ray
 
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    if not ray.is_initialized():
-        ray.init(
-            num_cpus=2,
-            include_dashboard=False,
-            log_to_driver=False,
-            configure_logging=False,
-            runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([str(TESTS), str(ROOT)]),
-                                      "RAY_AUTH_MODE": "disabled"}},
-        )
+    from actors.remote import ensure_ray
+
+    ensure_ray()  # the same start-up users get; workers import what this process can (tests included)
     yield ray
     ray.shutdown()
 
@@ -55,8 +48,9 @@ async def make_runtime(executor: str, tmp_path: Path) -> AsyncIterator[RuntimeFa
     made: list[Runtime] = []
 
     def make(agents: Any, storage: Any = None, **kwargs: Any) -> Runtime:
-        runtime = Runtime(agents, storage=storage or SqliteStore(tmp_path / "troupe.db"), executor=executor,
-                          **kwargs)
+        runtime = Runtime(
+            agents, storage=storage or SqliteStore(tmp_path / "troupe.db"), executor=executor, **kwargs
+        )
         made.append(runtime)
         return runtime
 

@@ -32,8 +32,9 @@ def delete_tool(log: CallLog, **options: Any):
         log.record("delete_record", id=inp.id, run_id=ctx.run_id)
         return {"deleted": inp.id}
 
-    return create_tool("delete_record", "Delete a record by id", RecordInput, delete,
-                       **{"require_approval": True, **options})
+    return create_tool(
+        "delete_record", "Delete a record by id", RecordInput, delete, **{"require_approval": True, **options}
+    )
 
 
 def pay_tool(log: CallLog, **options: Any):
@@ -55,8 +56,15 @@ def weather_tool(log: CallLog, **options: Any):
     class NoInput(BaseModel):
         pass
 
-    return create_tool("weather", "Weather for a city", NoInput, weather, suspend_schema=AskCity,
-                       resume_schema=CityAnswer, **options)
+    return create_tool(
+        "weather",
+        "Weather for a city",
+        NoInput,
+        weather,
+        suspend_schema=AskCity,
+        resume_schema=CityAnswer,
+        **options,
+    )
 
 
 def echo_model(*first_turn: Any) -> FunctionModel:

@@ -86,8 +86,9 @@ async def test_generate_returns_suspended_and_approve_generate_finishes(make_run
     assert paused.suspend_payload["tool_name"] == "delete_record"
     assert paused.suspend_payload["args"] == {"id": "r1"}
 
-    done = await agent.approve_tool_call_generate(run_id=paused.run_id,
-                                                  tool_call_id=paused.suspend_payload["tool_call_id"])
+    done = await agent.approve_tool_call_generate(
+        run_id=paused.run_id, tool_call_id=paused.suspend_payload["tool_call_id"]
+    )
     assert done.finish_reason == "stop"
     assert done.text == 'call-1={"deleted": "r1"}'
     assert calls.count() == 1
@@ -106,8 +107,10 @@ async def test_run_level_true_gates_every_tool(make_runtime, calls):
 
 
 async def test_policy_function_gates_only_the_calls_it_chooses(make_runtime, calls):
-    model = echo_model(tool_call("pay", {"to": "bob", "amount": 5}, id="small"),
-                       tool_call("pay", {"to": "eve", "amount": 500}, id="big"))
+    model = echo_model(
+        tool_call("pay", {"to": "bob", "amount": 5}, id="small"),
+        tool_call("pay", {"to": "eve", "amount": 500}, id="big"),
+    )
     agent = Agent("ops", model=model, tools=[pay_tool(calls)])
     make_runtime([agent])
 
@@ -146,8 +149,10 @@ async def test_a_tools_own_rule_overrides_the_run_function(make_runtime, calls):
 
 async def test_a_tool_rule_function_sees_the_validated_input(make_runtime, calls):
     big_only = pay_tool(calls, require_approval=lambda inp, ctx: inp.amount > 100)
-    model = echo_model(tool_call("pay", {"to": "a", "amount": 1}, id="c1"),
-                       tool_call("pay", {"to": "b", "amount": 101}, id="c2"))
+    model = echo_model(
+        tool_call("pay", {"to": "a", "amount": 1}, id="c1"),
+        tool_call("pay", {"to": "b", "amount": 101}, id="c2"),
+    )
     agent = Agent("ops", model=model, tools=[big_only])
     make_runtime([agent])
 
@@ -157,8 +162,12 @@ async def test_a_tool_rule_function_sees_the_validated_input(make_runtime, calls
 
 
 async def test_default_options_apply_when_the_call_omits_them(make_runtime, calls):
-    agent = Agent("ops", model=one_call("pay", {"to": "bob", "amount": 5}), tools=[pay_tool(calls)],
-                  default_options={"require_tool_approval": True})
+    agent = Agent(
+        "ops",
+        model=one_call("pay", {"to": "bob", "amount": 5}),
+        tools=[pay_tool(calls)],
+        default_options={"require_tool_approval": True},
+    )
     make_runtime([agent])
 
     assert (await agent.generate("pay")).finish_reason == "suspended"
@@ -187,8 +196,9 @@ async def test_three_gated_calls_decided_in_reverse_order(make_runtime, calls):
 
 
 async def test_omitted_tool_call_id_targets_the_most_recently_paused_call(make_runtime, calls):
-    model = echo_model(tool_call("delete_record", {"id": "a"}, id="c1"),
-                       tool_call("delete_record", {"id": "b"}, id="c2"))
+    model = echo_model(
+        tool_call("delete_record", {"id": "a"}, id="c1"), tool_call("delete_record", {"id": "b"}, id="c2")
+    )
     agent = Agent("ops", model=model, tools=[delete_tool(calls)])
     make_runtime([agent])
 
@@ -267,8 +277,9 @@ async def test_a_stale_fingerprint_is_refused(make_runtime, calls):
 
     with pytest.raises(DecisionConflictError, match="fingerprint"):
         await agent.approve_tool_call(run_id=paused.run_id, fingerprint="0" * 32)
-    done = await agent.approve_tool_call_generate(run_id=paused.run_id,
-                                                  fingerprint=paused.suspend_payload["fingerprint"])
+    done = await agent.approve_tool_call_generate(
+        run_id=paused.run_id, fingerprint=paused.suspend_payload["fingerprint"]
+    )
     assert done.finish_reason == "stop" and calls.count() == 1
 
 
@@ -290,8 +301,10 @@ async def test_wrong_ids_and_finished_runs_raise_clear_errors(make_runtime, call
 
 
 async def test_ungated_calls_of_a_step_run_while_the_gated_one_waits(make_runtime, calls):
-    model = echo_model(tool_call("delete_record", {"id": "a"}, id="gated"),
-                       tool_call("pay", {"to": "bob", "amount": 1}, id="free"))
+    model = echo_model(
+        tool_call("delete_record", {"id": "a"}, id="gated"),
+        tool_call("pay", {"to": "bob", "amount": 1}, id="free"),
+    )
     agent = Agent("ops", model=model, tools=[delete_tool(calls), pay_tool(calls)])
     make_runtime([agent])
 
@@ -315,10 +328,16 @@ async def test_before_tool_call_hook_can_block_a_call_and_after_hook_sees_output
     def after(name, inp, output, ctx):
         calls.record("after", tool=name, output=output)
 
-    model = echo_model(tool_call("pay", {"to": "a", "amount": 5}, id="ok"),
-                       tool_call("pay", {"to": "b", "amount": 5000}, id="huge"))
-    agent = Agent("ops", model=model, tools=[pay_tool(calls)], hooks=Hooks(before_tool_call=before,
-                                                                          after_tool_call=after))
+    model = echo_model(
+        tool_call("pay", {"to": "a", "amount": 5}, id="ok"),
+        tool_call("pay", {"to": "b", "amount": 5000}, id="huge"),
+    )
+    agent = Agent(
+        "ops",
+        model=model,
+        tools=[pay_tool(calls)],
+        hooks=Hooks(before_tool_call=before, after_tool_call=after),
+    )
     make_runtime([agent])
 
     result = await agent.generate("pay")
@@ -330,11 +349,13 @@ async def test_before_tool_call_hook_can_block_a_call_and_after_hook_sees_output
 
 async def test_approval_state_is_stored_with_the_run_so_a_resumed_run_stays_gated(make_runtime, calls):
     """A per-call policy function is not persisted: after a pause, later calls are gated (fail-safe)."""
-    model = ScriptedModel([
-        tool_call("delete_record", {"id": "a"}, id="c1"),
-        tool_call("pay", {"to": "b", "amount": 1}, id="c2"),
-        text("done"),
-    ])
+    model = ScriptedModel(
+        [
+            tool_call("delete_record", {"id": "a"}, id="c1"),
+            tool_call("pay", {"to": "b", "amount": 1}, id="c2"),
+            text("done"),
+        ]
+    )
     agent = Agent("ops", model=model, tools=[delete_tool(calls), pay_tool(calls)])
     make_runtime([agent])
 

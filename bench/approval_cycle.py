@@ -1,0 +1,103 @@
+"""W1: the approval cycle — stream -> tool-call-approval chunk -> approve -> final text.
+
+Instant scripted model, one gated tool. Prints median and p99 per configuration and the ratio to
+Mastra 1.71's published-on-this-machine-kind figures (8.4 ms in memory, 12.2 ms on its SQLite file).
+
+    python bench/approval_cycle.py [--cycles 500] [--configs local-memory,local-sqlite,ray-memory,ray-sqlite]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from troupe import Agent, MemoryStore, Runtime, SqliteStore, create_tool
+from troupe.testing import FunctionModel, text, tool_call
+
+MASTRA_MS = {"memory": 8.4, "sqlite": 12.2}
+
+
+class RecordId(BaseModel):
+    id: str
+
+
+def build_agent() -> Agent:
+    tool = create_tool("delete_record", "Delete a record", RecordId, lambda inp, ctx: {"deleted": inp.id},
+                       require_approval=True)
+
+    def turn(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        if messages[-1]["role"] == "tool":
+            return text("Deleted.")
+        return tool_call("delete_record", {"id": "abc-123"}, id="call-1")
+
+    return Agent("bench", model=FunctionModel(turn), tools=[tool])
+
+
+async def one_cycle(agent: Agent) -> float:
+    started = time.perf_counter()
+    stream = await agent.stream("delete abc-123")
+    call_id = None
+    async for chunk in stream.full_stream:
+        if chunk.type == "tool-call-approval":
+            call_id = chunk.payload["tool_call_id"]
+    assert call_id is not None
+    approved = await agent.approve_tool_call(run_id=stream.run_id, tool_call_id=call_id)
+    final = "".join([t async for t in approved.text_stream])
+    assert final == "Deleted.", final
+    return (time.perf_counter() - started) * 1000
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+async def run_config(name: str, cycles: int, workdir: Path) -> dict[str, Any]:
+    executor, store_kind = name.split("-")
+    storage = MemoryStore() if store_kind == "memory" else SqliteStore(workdir / f"{name}.db")
+    agent = build_agent()
+    runtime = Runtime([agent], storage=storage, executor=executor)  # type: ignore[arg-type]
+    try:
+        for _ in range(min(50, cycles)):  # warm-up: actor start, connections, JIT-free caches
+            await one_cycle(agent)
+        samples = [await one_cycle(agent) for _ in range(cycles)]
+    finally:
+        await runtime.shutdown()
+    median = statistics.median(samples)
+    return {
+        "config": name,
+        "cycles": cycles,
+        "median_ms": round(median, 3),
+        "p99_ms": round(percentile(samples, 0.99), 3),
+        "mastra_ms": MASTRA_MS[store_kind],
+        "speedup_vs_mastra": round(MASTRA_MS[store_kind] / median, 2),
+    }
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cycles", type=int, default=500)
+    parser.add_argument("--configs", default="local-memory,local-sqlite,ray-memory,ray-sqlite")
+    parser.add_argument("--json", type=Path, help="also write the rows to this file")
+    args = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.configs.split(","):
+            rows.append(await run_config(name, args.cycles, Path(tmp)))
+            row = rows[-1]
+            print(f"{row['config']:<14} median {row['median_ms']:7.2f} ms   p99 {row['p99_ms']:7.2f} ms   "
+                  f"Mastra 1.71 {row['mastra_ms']:5.1f} ms   -> {row['speedup_vs_mastra']:.1f}x faster", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

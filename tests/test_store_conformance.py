@@ -1,0 +1,167 @@
+"""One conformance suite for every Store backend."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from core.state import CallStatus, Pause, RunState, ToolCallState
+from core.store import AuditEntry, StaleSnapshotError, Store, SuspendedRunQuery
+from troupe import MemoryStore, SqliteStore
+from troupe.errors import DuplicateRunError, InvalidPaginationError
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+async def store(request: pytest.FixtureRequest, tmp_path: Any) -> AsyncIterator[Store]:
+    backend: Store = MemoryStore() if request.param == "memory" else SqliteStore(tmp_path / "s.db")
+    yield backend
+    await backend.close()
+
+
+def running(run_id: str, agent: str = "a", **fields: Any) -> RunState:
+    return RunState(run_id=run_id, agent_id=agent, messages=[{"role": "user", "content": run_id}], **fields)
+
+
+def suspended(run_id: str, at: datetime, agent: str = "a", **fields: Any) -> RunState:
+    pause = Pause(
+        kind="approval",
+        tool_name="t",
+        args={"x": 1},
+        agent_path=[agent],
+        fingerprint="f" * 32,
+        paused_at=at,
+        seq=1,
+    )
+    call = ToolCallState(
+        tool_call_id="c1",
+        tool_name="t",
+        args={"x": 1},
+        status=CallStatus.AWAITING_APPROVAL,
+        requires_approval=True,
+        pauses=[pause],
+    )
+    return running(run_id, agent, status="suspended", calls=[call], **fields)
+
+
+def audit(run_id: str, kind: str = "approved") -> AuditEntry:
+    return AuditEntry(
+        run_id=run_id, agent_id="a", tool_call_id="c1", tool_name="t", args={}, fingerprint="f", kind=kind
+    )
+
+
+async def test_a_run_round_trips_and_ids_are_unique(store: Store):
+    state = running("r1", thread_id="t1")
+    assert await store.create_run(state) == 1
+    loaded = await store.load_run("r1")
+    assert loaded is not None and loaded.version == 1
+    assert loaded.state == state
+    assert loaded.state is not state
+    with pytest.raises(DuplicateRunError):
+        await store.create_run(state)
+    assert await store.load_run("missing") is None
+
+
+async def test_saves_are_compare_and_set_on_the_version(store: Store):
+    state = running("r1")
+    await store.create_run(state)
+    state.step = 1
+    assert await store.save_run(state, expected_version=1) == 2
+    state.step = 99
+    with pytest.raises(StaleSnapshotError):
+        await store.save_run(state, expected_version=1)
+    loaded = await store.load_run("r1")
+    assert loaded is not None and loaded.state.step == 1 and loaded.version == 2
+    with pytest.raises(StaleSnapshotError):
+        await store.save_run(running("ghost"), expected_version=1)
+
+
+async def test_concurrent_saves_at_one_version_have_exactly_one_winner(store: Store):
+    await store.create_run(running("r1"))
+
+    async def claim(step: int) -> int | None:
+        state = running("r1", step=step)
+        try:
+            return await store.save_run(state, expected_version=1, audit=(audit("r1"),))
+        except StaleSnapshotError:
+            return None
+
+    outcomes = await asyncio.gather(*(claim(i) for i in range(10)))
+
+    assert [o for o in outcomes if o is not None] == [2]
+    assert len(await store.list_audit("r1")) == 1, "the losers' audit entries were not written"
+
+
+async def test_audit_entries_are_written_with_the_state_and_outlive_it(store: Store):
+    await store.create_run(running("r1"))
+    await store.save_run(running("r1"), expected_version=1, audit=(audit("r1"), audit("r1", "declined")))
+    await store.delete_run("r1")
+
+    assert await store.load_run("r1") is None
+    assert [e.kind for e in await store.list_audit("r1")] == ["approved", "declined"]
+
+
+async def test_delete_checks_the_version_when_given(store: Store):
+    await store.create_run(running("r1"))
+    with pytest.raises(StaleSnapshotError):
+        await store.delete_run("r1", expected_version=7)
+    await store.delete_run("r1", expected_version=1)
+    assert await store.load_run("r1") is None
+    await store.delete_run("r1")
+
+
+async def test_suspended_runs_are_listed_by_agent_thread_resource_and_time(store: Store):
+    runs = [
+        suspended("old", T0, thread_id="t1", resource_id="u1"),
+        suspended("mid", T0 + timedelta(hours=1), thread_id="t1", resource_id="u2"),
+        suspended("new", T0 + timedelta(hours=2), thread_id="t2", resource_id="u1"),
+        suspended("other-agent", T0, agent="b", thread_id="t1"),
+        running("busy", thread_id="t1"),
+    ]
+    for state in runs:
+        await store.create_run(state)
+
+    async def ids(**filters: Any) -> tuple[list[str], int]:
+        found, total = await store.list_suspended_runs(SuspendedRunQuery(agent_id="a", **filters))
+        return [s.run_id for s in found], total
+
+    assert await ids() == (["new", "mid", "old"], 3)
+    assert await ids(thread_id="t1") == (["mid", "old"], 2)
+    assert await ids(resource_id="u1") == (["new", "old"], 2)
+    assert await ids(from_date=T0 + timedelta(minutes=30)) == (["new", "mid"], 2)
+    assert await ids(to_date=T0 + timedelta(minutes=30)) == (["old"], 1)
+    assert await ids(offset=1, limit=1) == (["mid"], 3)
+    assert await store.list_running_runs("a") == ["busy"]
+
+
+async def test_a_run_leaves_the_suspended_index_when_it_resumes_or_ends(store: Store):
+    state = suspended("r1", T0)
+    await store.create_run(state)
+    state.status = "running"
+    state.calls = []
+    await store.save_run(state, expected_version=1)
+    assert (await store.list_suspended_runs(SuspendedRunQuery(agent_id="a")))[1] == 0
+    assert await store.list_running_runs("a") == ["r1"]
+    await store.delete_run("r1")
+    assert await store.list_running_runs("a") == []
+
+
+async def test_thread_messages_append_in_order(store: Store):
+    await store.append_messages("t1", "u1", [{"role": "user", "content": "a"}])
+    await store.append_messages("t1", "u1", [{"role": "assistant", "content": "b"}])
+    await store.append_messages("t2", "u1", [{"role": "user", "content": "other"}])
+
+    assert [m["content"] for m in await store.load_messages("t1")] == ["a", "b"]
+    assert await store.load_messages("none") == []
+
+
+def test_paging_arguments_are_checked():
+    assert SuspendedRunQuery.paged("a", page=2, per_page=10).offset == 20
+    for page, per_page in ((-1, 10), (0, 0), (1, None), (0, -5)):
+        with pytest.raises(InvalidPaginationError):
+            SuspendedRunQuery.paged("a", page=page, per_page=per_page)
