@@ -15,7 +15,6 @@ from actors.remote import RayActor
 from core.requests import ChunkBatches, DecideRequest, StartRequest
 from core.results import RunResult
 
-
 # Ray calls cost about 1 ms each: let chunks gather this long on the actor before a batch is sent.
 RAY_LINGER_S = 0.003
 

@@ -88,7 +88,9 @@ class AgentHost:
     async def next_batch(self, op_id: str, linger: float = 0.0) -> Batch:
         outbox = self._outboxes.get(op_id)
         if outbox is None:
-            raise KeyError(f"no operation {op_id!r} on agent {self.spec.id!r} (finished and read, or expired)")
+            raise KeyError(
+                f"no operation {op_id!r} on agent {self.spec.id!r} (finished and read, or expired)"
+            )
         chunks, done = await outbox.take(linger)
         if done:
             self._outboxes.pop(op_id, None)

@@ -30,8 +30,13 @@ class RecordId(BaseModel):
 
 
 def build_agent() -> Agent:
-    tool = create_tool("delete_record", "Delete a record", RecordId, lambda inp, ctx: {"deleted": inp.id},
-                       require_approval=True)
+    tool = create_tool(
+        "delete_record",
+        "Delete a record",
+        RecordId,
+        lambda inp, ctx: {"deleted": inp.id},
+        require_approval=True,
+    )
 
     def turn(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
         if messages[-1]["role"] == "tool":
@@ -57,7 +62,7 @@ async def one_cycle(agent: Agent) -> float:
 
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 async def run_config(name: str, cycles: int, workdir: Path) -> dict[str, Any]:
@@ -83,7 +88,9 @@ async def run_config(name: str, cycles: int, workdir: Path) -> dict[str, Any]:
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--cycles", type=int, default=500)
     parser.add_argument("--configs", default="local-memory,local-sqlite,ray-memory,ray-sqlite")
     parser.add_argument("--json", type=Path, help="also write the rows to this file")
@@ -93,8 +100,11 @@ async def main() -> None:
         for name in args.configs.split(","):
             rows.append(await run_config(name, args.cycles, Path(tmp)))
             row = rows[-1]
-            print(f"{row['config']:<14} median {row['median_ms']:7.2f} ms   p99 {row['p99_ms']:7.2f} ms   "
-                  f"Mastra 1.71 {row['mastra_ms']:5.1f} ms   -> {row['speedup_vs_mastra']:.1f}x faster", flush=True)
+            print(
+                f"{row['config']:<14} median {row['median_ms']:7.2f} ms   p99 {row['p99_ms']:7.2f} ms   "
+                f"Mastra 1.71 {row['mastra_ms']:5.1f} ms   -> {row['speedup_vs_mastra']:.1f}x faster",
+                flush=True,
+            )
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
 

@@ -1,0 +1,479 @@
+"""``troupe demo``: the project's main job end to end, on embedded defaults, driven from a terminal.
+
+An agent, ``records-assistant``, has two tools:
+
+- ``delete_record`` is destructive, so it needs approval (``require_approval=True``); the person at the
+  terminal approves or declines it (with an optional reason the model is told).
+- ``book_table`` pauses itself with ``ctx.agent.suspend({"question": "For how many people?"})``; the person's
+  answer is validated against its ``resume_schema`` (``{people: int}``) and the tool runs again with it.
+
+The run's state lives in a SQLite file (``--store``, default ``troupe-demo.db``); the demo's records and
+bookings are two tables (``demo_records``, ``demo_bookings``) in the same file. A run left paused (Ctrl-C,
+end of input) stays in that file, and the next ``troupe demo --store <same file>`` picks it up where it
+stopped. The model is OpenAI's when ``OPENAI_API_KEY`` is set, and otherwise a deterministic
+``FunctionModel`` that reads the conversation (so it is restart-safe).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import signal
+import sqlite3
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from core.chunks import Chunk
+from core.errors import DecisionRejectedError, ResumeDataValidationError, TroupeError
+from core.model import Model
+from core.results import RunResult
+from core.stream import AgentStream
+from core.testing import FunctionModel, Turn, text, tool_call
+from core.tools import Tool, ToolContext, create_tool
+from storage.sqlite import SqliteStore
+from supervisor.agent import Agent
+from supervisor.runtime import Executor, Runtime
+
+AGENT_ID = "records-assistant"
+DEFAULT_STORE = "troupe-demo.db"
+DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
+DEFAULT_PROMPT = "Please delete record abc-123, then book a table for dinner tonight."
+SAMPLE_RECORDS = (
+    ("abc-123", "Duplicate invoice #1042"),
+    ("def-456", "Customer: Ada Lovelace"),
+    ("ghi-789", "Meeting notes, 2 May"),
+)
+INSTRUCTIONS = (
+    "You manage a small records database and book restaurant tables. Delete records with delete_record "
+    "(a person approves each deletion) and book tables with book_table (it asks the person for the party "
+    "size itself; do not ask in text). Do the tasks in the order asked, one tool call at a time. Finish "
+    "with a short summary of what happened; if a deletion was declined, repeat the person's reason."
+)
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_INTERRUPTED = 130
+
+
+# ---- the demo's records: a table next to the run store, reachable from any process --------------------
+
+
+class RecordsDB:
+    """The records and bookings the tools act on. Plain sqlite3, opened per call: the tools run in the
+    agent's Ray actor (another process), so the data must live in a file, not in this process."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+
+    @contextlib.contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        conn = sqlite3.connect(self.path, timeout=30)
+        try:
+            with conn:
+                yield conn
+        finally:
+            conn.close()
+
+    def setup(self, *, seed: bool) -> None:
+        """Create the tables; ``seed`` puts back any sample record a previous demo deleted."""
+        with self._connect() as conn:
+            conn.execute("CREATE TABLE IF NOT EXISTS demo_records (id TEXT PRIMARY KEY, title TEXT NOT NULL)")
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS demo_bookings (id INTEGER PRIMARY KEY AUTOINCREMENT, "
+                "restaurant TEXT NOT NULL, time TEXT NOT NULL, people INTEGER NOT NULL)"
+            )
+            if seed:
+                conn.executemany("INSERT OR IGNORE INTO demo_records (id, title) VALUES (?, ?)",
+                                 SAMPLE_RECORDS)
+
+    def records(self) -> list[tuple[str, str]]:
+        with self._connect() as conn:
+            rows = conn.execute("SELECT id, title FROM demo_records ORDER BY id")
+            return [(str(r[0]), str(r[1])) for r in rows]
+
+    def delete(self, record_id: str) -> bool:
+        with self._connect() as conn:
+            return conn.execute("DELETE FROM demo_records WHERE id = ?", (record_id,)).rowcount > 0
+
+    def book(self, restaurant: str, time: str, people: int) -> int:
+        with self._connect() as conn:
+            cursor = conn.execute("INSERT INTO demo_bookings (restaurant, time, people) VALUES (?, ?, ?)",
+                                  (restaurant, time, people))
+            return int(cursor.lastrowid or 0)
+
+
+# ---- tools ------------------------------------------------------------------------------------------
+
+
+class RecordId(BaseModel):
+    id: str = Field(description="The id of the record, e.g. abc-123")
+
+
+class TableRequest(BaseModel):
+    restaurant: str = Field("Chez Troupe", description="Where to book")
+    time: str = Field("19:30", description="When, e.g. 19:30")
+
+
+class PartySizeQuestion(BaseModel):
+    question: str
+
+
+class PartySize(BaseModel):
+    people: int = Field(ge=1, le=20, description="How many people the table is for")
+
+
+def make_tools(db: RecordsDB) -> list[Tool]:
+    def delete_record(inp: RecordId, ctx: ToolContext) -> dict[str, Any]:
+        if not db.delete(inp.id):
+            raise LookupError(f"there is no record with id {inp.id!r}")
+        return {"deleted": inp.id}
+
+    async def book_table(inp: TableRequest, ctx: ToolContext) -> dict[str, Any]:
+        answer = ctx.agent.resume_data
+        if answer is None:
+            return await ctx.agent.suspend({"question": "For how many people?"})
+        booking = db.book(inp.restaurant, inp.time, answer.people)
+        return {"booked": booking, "restaurant": inp.restaurant, "time": inp.time, "people": answer.people}
+
+    return [
+        create_tool("delete_record", "Delete a record by id. Destructive: a person approves it first.",
+                    RecordId, delete_record, require_approval=True),
+        create_tool("book_table", "Book a restaurant table. Asks the person for the party size.",
+                    TableRequest, book_table, suspend_schema=PartySizeQuestion, resume_schema=PartySize),
+    ]
+
+
+# ---- the model: OpenAI when a key is set, otherwise a deterministic stand-in ---------------------------
+
+_RECORD_ID = re.compile(r"\b[a-z]{3}-\d{3}\b")
+
+
+def scripted_turn(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Turn:
+    """The stand-in model: its turn is a function of the conversation, so a run resumed in a new process
+    gets the same answers. Delete the record, then book a table, then summarise what the tools said
+    (a decline reason included)."""
+    names = {
+        call["id"]: call["function"]["name"]
+        for message in messages
+        if message.get("role") == "assistant"
+        for call in message.get("tool_calls") or ()
+    }
+    outputs = {names.get(m["tool_call_id"]): str(m["content"]) for m in messages if m.get("role") == "tool"}
+    user = next((str(m["content"]) for m in messages if m.get("role") == "user"), "")
+    found = _RECORD_ID.search(user)
+    record_id = found.group(0) if found else SAMPLE_RECORDS[0][0]
+    if "delete_record" not in outputs:
+        return [text(f"First I'll delete record {record_id}; that needs your approval. "),
+                tool_call("delete_record", {"id": record_id}, id="call-delete")]
+    if "book_table" not in outputs:
+        return [text("Now I'll book the table. "),
+                tool_call("book_table", {"restaurant": "Chez Troupe", "time": "19:30"}, id="call-book")]
+    return text(f"{_deletion_outcome(record_id, outputs['delete_record'])} "
+                f"{_booking_outcome(outputs['book_table'])}")
+
+
+def _json(content: str) -> Any:
+    try:
+        return json.loads(content)
+    except ValueError:
+        return None
+
+
+def _deletion_outcome(record_id: str, content: str) -> str:
+    data = _json(content)
+    if isinstance(data, dict) and data.get("deleted"):
+        return f"Deleted record {data['deleted']}."
+    if isinstance(data, dict) and "error" in data:
+        return f"Could not delete record {record_id}: {data['error']}."
+    return f"Record {record_id} was not deleted; you declined: {content}."
+
+
+def _booking_outcome(content: str) -> str:
+    data = _json(content)
+    if isinstance(data, dict) and data.get("booked"):
+        people = data["people"]
+        party = f"{people} {'person' if people == 1 else 'people'}"
+        where = f"at {data['restaurant']} at {data['time']}"
+        return f"Booked a table for {party} {where} (booking #{data['booked']})."
+    if isinstance(data, dict) and "error" in data:
+        return f"Could not book a table: {data['error']}."
+    return f"No table was booked: {content}."
+
+
+def choose_model(env: Mapping[str, str] = os.environ) -> tuple[Model | str, str]:
+    """The model to use and how to describe it in the header."""
+    if env.get("OPENAI_API_KEY"):
+        name = env.get("OPENAI_MODEL") or DEFAULT_OPENAI_MODEL
+        model = name if name.startswith("openai/") else f"openai/{name}"
+        where = f" via {env['OPENAI_BASE_URL']}" if env.get("OPENAI_BASE_URL") else ""
+        return model, f"{model}{where} (OPENAI_API_KEY is set)"
+    return (FunctionModel(scripted_turn),
+            "scripted FunctionModel (no OPENAI_API_KEY; set it to use openai/gpt-4o-mini)")
+
+
+def build_agent(db: RecordsDB, model: Model | str) -> Agent:
+    return Agent(AGENT_ID, name="Records assistant", instructions=INSTRUCTIONS, model=model,
+                 tools=make_tools(db))
+
+
+# ---- the terminal session ---------------------------------------------------------------------------
+
+
+@dataclass
+class Pause:
+    """A paused tool call as the terminal shows it (from a pause chunk or a stored suspended run)."""
+
+    kind: Literal["approval", "suspend"]
+    tool_call_id: str
+    tool_name: str
+    args: Any
+    fingerprint: str | None = None
+    suspend_payload: Any = None
+    resume_schema: dict[str, Any] | None = None
+
+    @classmethod
+    def from_chunk(cls, chunk: Chunk) -> Pause:
+        p = chunk.payload
+        return cls("approval" if chunk.type == "tool-call-approval" else "suspend", p["tool_call_id"],
+                   p["tool_name"], p.get("args"), p.get("fingerprint"), p.get("suspend_payload"),
+                   p.get("resume_schema"))
+
+
+class EndOfInput(Exception):
+    """The person closed the input (end of file)."""
+
+
+def ask(prompt: str) -> str:
+    try:
+        return input(prompt)
+    except EOFError:
+        print()
+        raise EndOfInput from None
+
+
+@dataclass
+class Session:
+    agent: Agent
+    db: RecordsDB
+    store_path: Path
+    prompt: str = DEFAULT_PROMPT
+    run_id: str | None = None
+    # True while the run is durably paused, waiting for the person at the terminal.
+    paused: bool = False
+    decisions: list[str] = field(default_factory=list)
+    _at_line_start: bool = True
+
+    # -- output --
+
+    def _line(self, message: str) -> None:
+        if not self._at_line_start:
+            print()
+            self._at_line_start = True
+        print(message, flush=True)
+
+    def show_chunk(self, chunk: Chunk) -> Pause | None:
+        p = chunk.payload
+        if chunk.type == "text-delta":
+            if self._at_line_start:
+                print("assistant: ", end="")
+            print(p["text"], end="", flush=True)
+            self._at_line_start = False
+        elif chunk.type == "tool-call":
+            self._line(f"  -> {p['tool_name']} {json.dumps(p.get('args'))}")
+        elif chunk.type == "tool-result":
+            if p.get("declined"):
+                self._line(f"  <- {p['tool_name']} declined: {p.get('result')}")
+            else:
+                self._line(f"  <- {p['tool_name']}: {json.dumps(p.get('result'))}")
+        elif chunk.type == "tool-error":
+            self._line(f"  <- {p['tool_name']} failed: {json.dumps(p.get('result'))}")
+        elif chunk.type == "error":
+            error = p.get("error") or {}
+            self._line(f"  !! run failed: {error.get('message', error)}")
+        elif chunk.type in ("tool-call-approval", "tool-call-suspended"):
+            return Pause.from_chunk(chunk)
+        return None
+
+    async def follow(self, stream: AgentStream) -> tuple[RunResult, list[Pause]]:
+        """Print a stream live; return its result and the pauses it announced (every open one)."""
+        self.run_id = stream.run_id or self.run_id
+        pauses: list[Pause] = []
+        async for chunk in stream.full_stream:
+            pause = self.show_chunk(chunk)
+            if pause is not None:
+                pauses.append(pause)
+        if not self._at_line_start:
+            print(flush=True)
+            self._at_line_start = True
+        result = await stream.result()
+        self.paused = result.suspended
+        return result, pauses
+
+    # -- deciding --
+
+    async def decide(self, pause: Pause) -> AgentStream:
+        assert self.run_id is not None
+        if pause.kind == "approval":
+            return await self._approve_or_decline(pause)
+        return await self._answer(pause)
+
+    async def _approve_or_decline(self, pause: Pause) -> AgentStream:
+        assert self.run_id is not None
+        print(f"\nApproval needed: {pause.tool_name} {json.dumps(pause.args)}", flush=True)
+        answer = ask("Approve? [y/N] ").strip().lower()
+        if answer in ("y", "yes"):
+            self.decisions.append(f"{pause.tool_name} approved")
+            return await self.agent.approve_tool_call(run_id=self.run_id, tool_call_id=pause.tool_call_id,
+                                                      fingerprint=pause.fingerprint)
+        reason = ask("Reason (optional, Enter to skip): ").strip() or None
+        self.decisions.append(f"{pause.tool_name} declined" + (f" ({reason})" if reason else ""))
+        return await self.agent.decline_tool_call(run_id=self.run_id, tool_call_id=pause.tool_call_id,
+                                                  reason=reason, fingerprint=pause.fingerprint)
+
+    async def _answer(self, pause: Pause) -> AgentStream:
+        assert self.run_id is not None
+        payload = pause.suspend_payload
+        question = payload.get("question") if isinstance(payload, dict) else None
+        print(f"\n{pause.tool_name} asks: {question or json.dumps(payload)}", flush=True)
+        while True:
+            answer = ask("Answer: ").strip()
+            if not answer:
+                print("Please type an answer (Ctrl-C leaves the run paused).", flush=True)
+                continue
+            data = resume_data_for(answer, pause.resume_schema)
+            try:
+                stream = await self.agent.resume_stream(data, run_id=self.run_id,
+                                                        tool_call_id=pause.tool_call_id,
+                                                        fingerprint=pause.fingerprint)
+            except ResumeDataValidationError as exc:
+                print(f"Not accepted: {exc.message}. Please try again.", flush=True)
+                continue
+            self.decisions.append(f"{pause.tool_name} answered {answer!r}")
+            return stream
+
+    # -- the whole conversation --
+
+    async def run(self) -> int:
+        found = await self.agent.list_suspended_runs()
+        if found.runs:
+            waiting = found.runs[0]  # newest first
+            self.run_id, self.paused = waiting.run_id, True
+            print(f"Resuming run {waiting.run_id}, left paused in this store"
+                  + (f" ({found.total - 1} more paused)" if found.total > 1 else "") + ".", flush=True)
+            self.db.setup(seed=False)
+            pauses = [Pause("approval" if p.requires_approval else "suspend", p.tool_call_id, p.tool_name,
+                            p.args, p.fingerprint, p.suspend_payload, p.resume_schema)
+                      for p in waiting.pending]
+            result: RunResult | None = None
+        else:
+            self.db.setup(seed=True)
+            print(f"Records: {', '.join(rid for rid, _ in self.db.records())}", flush=True)
+            print(f"\nyou: {self.prompt}", flush=True)
+            result, pauses = await self.follow(await self.agent.stream(self.prompt))
+        while result is None or result.suspended:
+            if not pauses:
+                print("The run is paused but announced nothing to decide.", flush=True)
+                return EXIT_FAILED
+            try:
+                stream = await self.decide(pauses[0])
+            except DecisionRejectedError as exc:
+                print(f"Refused: {exc.message}", flush=True)
+                continue
+            self.paused = False
+            result, pauses = await self.follow(stream)
+        final = result.steps[-1].text if result.steps and result.steps[-1].text else result.text
+        left = [rid for rid, _ in self.db.records()]
+        print(f"\nFinal answer: {final.strip()}")
+        print(f"Summary: run {self.run_id} finished ({result.finish_reason}); "
+              f"{'; '.join(self.decisions) or 'no decisions'}; records left: {', '.join(left) or 'none'}.",
+              flush=True)
+        return EXIT_OK
+
+    def left_paused_message(self, why: str) -> str:
+        again = f"troupe demo --store {self.store_path}"
+        if self.paused and self.run_id:
+            return (f"{why} Run {self.run_id} stays paused in the store {self.store_path}; "
+                    f"run `{again}` to resume it.")
+        return f"{why} Paused runs stay in the store {self.store_path}; run `{again}` to resume them."
+
+
+async def run_demo(store_path: Path, executor: Executor, session_out: list[Session]) -> int:
+    db = RecordsDB(store_path)
+    model, model_label = choose_model()
+    agent = build_agent(db, model)
+    runtime = Runtime(agents=[agent], storage=SqliteStore(store_path), executor=executor)
+    session = Session(runtime.get_agent(AGENT_ID), db, store_path)
+    session_out.append(session)
+    print("Troupe demo: agent records-assistant (tools: delete_record needs approval, book_table asks you)")
+    print(f"  model:    {model_label}")
+    print(f"  store:    {store_path} (SQLite)")
+    print(f"  executor: {executor}" + (" (starting Ray locally, a few seconds)" if executor == "ray" else ""),
+          flush=True)
+    try:
+        return await session.run()
+    except EndOfInput:
+        print(session.left_paused_message("No more input."), flush=True)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print("\n" + session.left_paused_message("Interrupted."), flush=True)
+        return EXIT_INTERRUPTED
+    except TroupeError as exc:
+        print(f"error: {exc.code}: {exc.message}", flush=True)
+        return EXIT_FAILED
+    finally:
+        await runtime.shutdown()
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def run(store: str | os.PathLike[str] = DEFAULT_STORE, executor: Executor = "ray") -> int:
+    """Run the demo in this terminal; returns the exit code."""
+    sessions: list[Session] = []
+    # asyncio.run's own SIGINT handler only cancels the main task, which cannot interrupt a blocking
+    # input(); a plain KeyboardInterrupt can, and the session turns it into a clean exit.
+    previous = signal.signal(signal.SIGINT, _interrupt)
+    try:
+        return asyncio.run(run_demo(Path(store).expanduser().resolve(), executor, sessions))
+    except KeyboardInterrupt:  # arrived outside the session (e.g. during start-up or shut-down)
+        message = sessions[0].left_paused_message("Interrupted.") if sessions else "Interrupted."
+        print("\n" + message, flush=True)
+        return EXIT_INTERRUPTED
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def resume_data_for(answer: str, schema: dict[str, Any] | None) -> Any:
+    """Turn a typed answer into resume data: a one-field schema gets ``{field: answer}`` (numbers and
+    booleans converted when they parse; otherwise sent as typed, so the run's own validation decides),
+    anything else is read as JSON."""
+    properties = (schema or {}).get("properties") or {}
+    if len(properties) == 1:
+        (name, spec), = properties.items()
+        return {name: _convert(answer, spec.get("type"))}
+    parsed = _json(answer)
+    return parsed if parsed is not None else answer
+
+
+def _convert(answer: str, kind: Any) -> Any:
+    try:
+        if kind == "integer":
+            return int(answer)
+        if kind == "number":
+            return float(answer)
+    except ValueError:
+        return answer
+    if kind == "boolean" and answer.lower() in ("y", "yes", "true", "n", "no", "false"):
+        return answer.lower() in ("y", "yes", "true")
+    return answer
+
+
+__all__ = ["AGENT_ID", "DEFAULT_STORE", "RecordsDB", "build_agent", "choose_model", "run", "scripted_turn"]
