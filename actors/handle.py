@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from actors.host import AgentHost, Batch
-from actors.remote import RayActor
+from actors.remote import RayActor, RayActorError
 from core.requests import ChunkBatches, DecideRequest, StartRequest
 from core.results import RunResult
 
@@ -46,10 +46,16 @@ class AgentHandle(abc.ABC):
     async def decide(self, request: DecideRequest) -> ChunkBatches: ...
 
     @abc.abstractmethod
+    async def attach(self, run_id: str) -> ChunkBatches | None: ...
+
+    @abc.abstractmethod
     async def generate(self, request: StartRequest) -> RunResult: ...
 
     @abc.abstractmethod
     async def generate_decision(self, request: DecideRequest) -> RunResult: ...
+
+    @abc.abstractmethod
+    async def recover(self, wait_s: float | None = None) -> list[str]: ...
 
     @abc.abstractmethod
     async def close(self) -> None: ...
@@ -66,18 +72,29 @@ class LocalHandle(AgentHandle):
     async def decide(self, request: DecideRequest) -> ChunkBatches:
         return _batches(await self.host.open_decision(request), self.host.next_batch)
 
+    async def attach(self, run_id: str) -> ChunkBatches | None:
+        first = await self.host.attach(run_id)
+        return None if first is None else _batches(first, self.host.next_batch)
+
     async def generate(self, request: StartRequest) -> RunResult:
         return await self.host.generate_start(request)
 
     async def generate_decision(self, request: DecideRequest) -> RunResult:
         return await self.host.generate_decision(request)
 
+    async def recover(self, wait_s: float | None = None) -> list[str]:
+        return await (self.host.recover() if wait_s is None else self.host.recover(wait_s))
+
     async def close(self) -> None:
-        return None
+        await self.host.close()
 
 
 class RayHandle(AgentHandle):
-    """Picklable: a supervisor's actor holds these for its subagents."""
+    """Picklable: a supervisor's actor holds these for its subagents.
+
+    If the actor dies while a stream is being read, Ray restarts it and the restarted host recovers the
+    run from its checkpoint; the stream re-attaches to it and carries on.
+    """
 
     def __init__(self, actor: RayActor, agent_id: str) -> None:
         self.actor = actor
@@ -92,8 +109,21 @@ class RayHandle(AgentHandle):
     async def decide(self, request: DecideRequest) -> ChunkBatches:
         return _batches(await self.actor.call("open_decision", request, RAY_LINGER_S), self._next)
 
+    async def attach(self, run_id: str) -> ChunkBatches | None:
+        first = await self._attach(run_id)
+        return None if first is None else _batches(first, self._next)
+
     async def _next(self, op_id: str) -> Batch:
-        batch: Batch = await self.actor.call("next_batch", op_id, RAY_LINGER_S)
+        try:
+            batch: Batch = await self.actor.call("next_batch", op_id, RAY_LINGER_S)
+            return batch
+        except (RayActorError, KeyError):
+            # The actor died (or restarted and forgot this operation): follow the recovered run instead.
+            run_id = op_id.rsplit("#", 1)[0]
+            return await self._attach(run_id) or Batch(op_id, [], True)
+
+    async def _attach(self, run_id: str) -> Batch | None:
+        batch: Batch | None = await self.actor.call_while_restarting("attach", run_id, RAY_LINGER_S)
         return batch
 
     async def generate(self, request: StartRequest) -> RunResult:
@@ -104,8 +134,13 @@ class RayHandle(AgentHandle):
         result: RunResult = await self.actor.call("generate_decision", request)
         return result
 
+    async def recover(self, wait_s: float | None = None) -> list[str]:
+        args = () if wait_s is None else (wait_s,)
+        recovered: list[str] = await self.actor.call_while_restarting("recover", *args)
+        return recovered
+
     async def ready(self) -> None:
-        await self.actor.call("ping")
+        await self.actor.call_while_restarting("ping")
 
     async def close(self) -> None:
         self.actor.kill()

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import time
+import uuid
 from typing import NamedTuple
 
+from actors.remote import current_actor_id
 from core.agent import AgentSpec
 from core.chunks import Chunk
 from core.engine import Operation, RunEngine
@@ -21,9 +24,15 @@ from core.requests import AgentPort, DecideRequest, StartRequest
 from core.results import ResultBuilder, RunResult
 from core.store import Store
 
+# Hosts renew their heartbeat every HEARTBEAT_S; a host silent for OWNER_TTL_S is dead and its running
+# runs may be taken over.
+HEARTBEAT_S = 2.0
+OWNER_TTL_S = 6.0
 # How long a finished operation's unread chunks are kept for a reader that may still come back.
 _UNREAD_TTL_S = 300.0
 _MAX_BATCH = 512
+
+log = logging.getLogger(__name__)
 
 
 class Batch(NamedTuple):
@@ -71,18 +80,33 @@ class Outbox:
 
 
 class AgentHost:
-    def __init__(self, spec: AgentSpec, store: Store, subagents: dict[str, AgentPort] | None = None) -> None:
+    def __init__(
+        self,
+        spec: AgentSpec,
+        store: Store,
+        subagents: dict[str, AgentPort] | None = None,
+        owner: str | None = None,
+    ) -> None:
         self.spec = spec
         self.store = store
-        self.engine = RunEngine(spec, store, subagents or {})
+        # A Ray actor keeps its id across restarts, so a restarted host knows which runs were its own.
+        self.owner = owner or current_actor_id() or f"local:{uuid.uuid4().hex}"
+        self.engine = RunEngine(spec, store, subagents or {}, owner=self.owner)
         self._outboxes: dict[str, Outbox] = {}
+        # run id -> op id of its latest operation here, until that operation's chunks are all read
+        self._live: dict[str, str] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._ids = itertools.count(1)
+        self._heartbeat: asyncio.Task[None] | None = None
+
+    # ---- operations ---------------------------------------------------------------------------------
 
     async def open_start(self, request: StartRequest, linger: float = 0.0) -> Batch:
+        await self._startup()
         return await self._launch(await self.engine.begin_start(request), linger)
 
     async def open_decision(self, request: DecideRequest, linger: float = 0.0) -> Batch:
+        await self._startup()
         return await self._launch(await self.engine.begin_decision(request), linger)
 
     async def next_batch(self, op_id: str, linger: float = 0.0) -> Batch:
@@ -93,20 +117,107 @@ class AgentHost:
             )
         chunks, done = await outbox.take(linger)
         if done:
-            self._outboxes.pop(op_id, None)
+            self._forget(op_id)
         return Batch(op_id, chunks, done)
 
+    async def attach(self, run_id: str, linger: float = 0.0) -> Batch | None:
+        """Follow ``run_id`` from here on: its live operation, a recovery of it if it was orphaned, or a
+        replay of where it stands. None if there is no such run."""
+        await self._startup()
+        op_id = self._live.get(run_id)
+        if op_id is not None and op_id in self._outboxes:
+            return await self.next_batch(op_id, linger)
+        stored = await self.store.load_run(run_id)
+        if stored is None:
+            return None
+        if stored.state.status == "running" and await self._orphaned(run_id, stored.state.owner):
+            operation = await self.engine.begin_recovery(run_id, stored.state.owner)
+            if operation is not None:
+                return await self._launch(operation, linger)
+        chunks = await self.engine.describe(run_id)
+        return None if chunks is None else Batch(f"{run_id}#replay", chunks, True)
+
     async def generate_start(self, request: StartRequest) -> RunResult:
+        await self._startup()
         return await self._collect(await self.engine.begin_start(request))
 
     async def generate_decision(self, request: DecideRequest) -> RunResult:
+        await self._startup()
         return await self._collect(await self.engine.begin_decision(request))
 
     async def ping(self) -> str:
+        await self._startup()
         return self.spec.id
 
     def active_operations(self) -> int:
         return len(self._tasks)
+
+    # ---- recovery -----------------------------------------------------------------------------------
+
+    async def recover(self, wait_s: float = OWNER_TTL_S + 1.0) -> list[str]:
+        """Take over this agent's orphaned runs (their host is gone) and drive each on from its last
+        checkpoint. Waits up to ``wait_s`` for the heartbeats of recently dead hosts to run out; runs a
+        live host still drives are left to it."""
+        await self._startup()
+        deadline = time.monotonic() + wait_s
+        recovered: list[str] = []
+        while True:
+            waiting = 0
+            for run_id in await self.store.list_running_runs(self.spec.id):
+                if self.engine.is_busy(run_id):
+                    continue
+                stored = await self.store.load_run(run_id)
+                if stored is None or stored.state.status != "running":
+                    continue
+                if not await self._orphaned(run_id, stored.state.owner):
+                    waiting += 1
+                    continue
+                operation = await self.engine.begin_recovery(run_id, stored.state.owner)
+                if operation is not None:
+                    await self._launch(operation, 0.0)
+                    recovered.append(run_id)
+            if not waiting or time.monotonic() >= deadline:
+                return recovered
+            await asyncio.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+
+    async def _orphaned(self, run_id: str, owner: str | None) -> bool:
+        if self.engine.is_busy(run_id):
+            return False
+        if owner == self.owner:
+            return True  # ours, yet nothing here drives it: left over from before a restart
+        return owner not in await self.store.live_owners()
+
+    async def _startup(self) -> None:
+        """Once per event loop: start the heartbeat, and pick up runs this host drove before a restart."""
+        loop = asyncio.get_running_loop()
+        if self._heartbeat is not None and not self._heartbeat.done() and self._heartbeat.get_loop() is loop:
+            return
+        await self.store.touch_owner(self.owner, OWNER_TTL_S)
+        self._heartbeat = loop.create_task(self._beat())
+        task = loop.create_task(self._recover_own())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _recover_own(self) -> None:
+        try:
+            await self.recover(wait_s=0.0)
+        except Exception:
+            log.exception("recovering runs of agent %s failed", self.spec.id)
+
+    async def _beat(self) -> None:
+        while True:
+            await asyncio.sleep(HEARTBEAT_S)
+            try:
+                await self.store.touch_owner(self.owner, OWNER_TTL_S)
+            except Exception:
+                log.warning("heartbeat of %s failed", self.owner, exc_info=True)
+
+    async def close(self) -> None:
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+            self._heartbeat = None
+
+    # ---- plumbing -----------------------------------------------------------------------------------
 
     async def _collect(self, operation: Operation) -> RunResult:
         builder = ResultBuilder(operation.run_id)
@@ -115,8 +226,10 @@ class AgentHost:
 
     async def _launch(self, operation: Operation, linger: float) -> Batch:
         self._sweep()
-        op_id = f"{operation.run_id}#{next(self._ids)}"
+        run_id = operation.run_id
+        op_id = f"{run_id}#{next(self._ids)}"
         outbox = self._outboxes[op_id] = Outbox()
+        self._live[run_id] = op_id
         task = asyncio.get_running_loop().create_task(operation.execute(outbox.put))
         self._tasks.add(task)
 
@@ -132,7 +245,13 @@ class AgentHost:
         now = time.monotonic()
         stale = [k for k, o in self._outboxes.items() if o.done and now - o.finished_at > _UNREAD_TTL_S]
         for key in stale:
-            del self._outboxes[key]
+            self._forget(key)
+
+    def _forget(self, op_id: str) -> None:
+        self._outboxes.pop(op_id, None)
+        run_id = op_id.rsplit("#", 1)[0]
+        if self._live.get(run_id) == op_id:
+            del self._live[run_id]
 
 
-__all__ = ["AgentHost", "Batch", "Outbox"]
+__all__ = ["HEARTBEAT_S", "OWNER_TTL_S", "AgentHost", "Batch", "Outbox"]

@@ -7,16 +7,20 @@ wrapper is removed and the original (picklable) Troupe error re-raised.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 import tempfile
+import time
 from typing import Any
 
 import ray
-from ray.exceptions import RayTaskError
+from ray.exceptions import RayActorError, RayTaskError
 
 # Agent steps must not be replayed by Ray: a replayed call could run a tool twice. Recovery after an
 # actor restart is Troupe's job (from the store), not Ray's.
+# How long callers keep retrying an actor that Ray is restarting (a restart takes about 1-1.5 s here).
+RESTART_WAIT_S = 30.0
 _ACTOR_OPTIONS: dict[str, Any] = {"num_cpus": 0, "max_restarts": 5, "max_task_retries": 0}
 
 
@@ -44,6 +48,14 @@ def ensure_ray(address: str | None = None) -> None:
     )
 
 
+def current_actor_id() -> str | None:
+    """The id of the Ray actor this code runs in (stable across its restarts), or None outside one."""
+    if not ray.is_initialized():
+        return None
+    actor_id = ray.get_runtime_context().get_actor_id()
+    return f"ray-actor:{actor_id}" if actor_id else None
+
+
 def _unwrap(exc: RayTaskError) -> BaseException:
     cause = getattr(exc, "cause", None)
     return cause if isinstance(cause, BaseException) else exc
@@ -66,6 +78,19 @@ class RayActor:
         except RayTaskError as exc:
             raise _unwrap(exc) from None
 
+    async def call_while_restarting(self, method: str, *args: Any) -> Any:
+        """``call`` for idempotent methods: retried while the actor is dead and being restarted."""
+        deadline = time.monotonic() + RESTART_WAIT_S
+        delay = 0.05
+        while True:
+            try:
+                return await self.call(method, *args)
+            except RayActorError:
+                if time.monotonic() >= deadline:
+                    raise
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
     def kill(self) -> None:
         ray.kill(self.handle, no_restart=True)
 
@@ -73,4 +98,4 @@ class RayActor:
         return (RayActor, (self.handle,))
 
 
-__all__ = ["RayActor", "ensure_ray"]
+__all__ = ["RESTART_WAIT_S", "RayActor", "RayActorError", "current_actor_id", "ensure_ray"]

@@ -65,6 +65,13 @@ class RemoteStore:
         found: list[AuditEntry] = await self._invoke("list_audit", run_id)
         return found
 
+    async def touch_owner(self, owner: str, ttl_s: float) -> None:
+        await self._invoke("touch_owner", owner, ttl_s)
+
+    async def live_owners(self) -> set[str]:
+        found: set[str] = await self._invoke("live_owners")
+        return found
+
     async def append_messages(
         self, thread_id: str, resource_id: str | None, messages: list[dict[str, Any]]
     ) -> None:

@@ -40,10 +40,23 @@ class Delegation:
     spec: AgentSpec
     port: AgentPort
 
-    async def run(self, loop: RunLoop, run: ActiveRun, call: ToolCallState) -> None:
+    async def run(
+        self, loop: RunLoop, run: ActiveRun, call: ToolCallState, *, reattach: bool = False
+    ) -> None:
+        """Start the subagent's run, or follow the one a decision was routed to; with ``reattach`` (a
+        recovered parent), pick up the subagent's run wherever it stands, starting it only if it never
+        began."""
         source = run.child_streams.pop(call.tool_call_id, None)
+        if source is None and reattach:
+            source = await self.port.attach(child_run_id(run.state.run_id, call.tool_call_id))
         if source is None:
             source = await self._start(loop, run, call)
+        else:
+            call.child = ChildLink(
+                agent_key=self.key,
+                agent_id=self.spec.id,
+                run_id=child_run_id(run.state.run_id, call.tool_call_id),
+            )
         await self._relay(loop, run, call, source)
 
     async def _start(self, loop: RunLoop, run: ActiveRun, call: ToolCallState) -> ChunkBatches:
@@ -63,7 +76,7 @@ class Delegation:
 
     async def _relay(self, loop: RunLoop, run: ActiveRun, call: ToolCallState, source: ChunkBatches) -> None:
         """Pass the subagent's chunks up as tool-output and turn its outcome into this call's outcome."""
-        text: list[str] = []
+        text: list[str] = []  # of the subagent's latest step: its answer is its last turn's text
         pauses: list[Chunk] = []
         error: dict[str, Any] | None = None
         async for batch in source:
@@ -72,7 +85,9 @@ class Delegation:
                     # Not relayed: this level announces the pause itself, once its own checkpoint holds it.
                     pauses.append(chunk)
                     continue
-                if chunk.type == "text-delta":
+                if chunk.type == "step-start":
+                    text = []
+                elif chunk.type == "text-delta":
                     text.append(chunk.payload["text"])
                 elif chunk.type == "error":
                     error = chunk.payload.get("error")
@@ -87,7 +102,10 @@ class Delegation:
             call.pauses = [self._lift(loop, run, call, chunk) for chunk in pauses]
             latest = call.pauses[-1]
             call.status = CallStatus.AWAITING_APPROVAL if latest.kind == "approval" else CallStatus.SUSPENDED
-        elif error is not None:
+            return
+        assert call.child is not None
+        run.consumed_children.append(call.child.run_id)
+        if error is not None:
             loop.done(run, call, {"error": error.get("message", "subagent failed")}, is_error=True)
         else:
             loop.done(run, call, "".join(text))

@@ -23,6 +23,7 @@ from core.loop import ActiveRun, RunLoop
 from core.messages import normalize_messages
 from core.options import RunOptions
 from core.policy import RunPolicy
+from core.recovery import prepare_recovery, replay
 from core.requests import AgentPort, ChunkBatches, DecideRequest, StartRequest
 from core.state import CallStatus, RunState
 from core.store import StaleSnapshotError, Store
@@ -64,6 +65,9 @@ class RunLocks:
         else:
             self._locks[key] = (lock, users - 1)
 
+    def held(self, key: str) -> bool:
+        return key in self._locks
+
     def __len__(self) -> int:
         return len(self._locks)
 
@@ -73,19 +77,25 @@ class Operation:
     ``finish`` chunk (``finish_reason="error"`` after an ``error`` chunk) and releases the run."""
 
     def __init__(
-        self, loop: RunLoop, run: ActiveRun, release: Callable[[], None], backlog: list[Chunk] | None = None
+        self,
+        loop: RunLoop,
+        run: ActiveRun,
+        release: Callable[[], None],
+        backlog: list[Chunk] | None = None,
+        start_note: dict[str, Any] | None = None,
     ) -> None:
         self.run_id = run.state.run_id
         self._loop = loop
         self._run = run
         self._release = release
         self._backlog = backlog or []
+        self._start_note = start_note or {}
 
     async def execute(self, emit: Callable[[Chunk], None]) -> None:
         run = self._run
         run.emit = emit
         try:
-            await self._loop.advance(run, self._backlog)
+            await self._loop.advance(run, self._backlog, self._start_note)
         except Exception as exc:
             if not isinstance(exc, TroupeError):
                 log.exception("run %s failed", self.run_id)
@@ -99,11 +109,19 @@ class Operation:
 
 
 class RunEngine:
-    def __init__(self, spec: AgentSpec, store: Store, ports: dict[str, AgentPort] | None = None) -> None:
+    def __init__(
+        self,
+        spec: AgentSpec,
+        store: Store,
+        ports: dict[str, AgentPort] | None = None,
+        owner: str | None = None,
+    ) -> None:
         self.spec = spec
         self.store = store
         self.loop = RunLoop(spec, store, ports or {})
         self.locks = RunLocks()
+        # Who drives the runs this engine works on (its host's identity; see RunState.owner).
+        self.owner = owner or f"engine:{uuid.uuid4().hex}"
 
     # ---- starting a run -----------------------------------------------------------------------------
 
@@ -121,6 +139,7 @@ class RunEngine:
             approval=self._storable_policy(request, options.require_tool_approval),
             auto_resume=options.auto_resume_suspended_tools,
             parent=request.parent,
+            owner=self.owner,
         )
         release = await self.locks.acquire(state.run_id)
         try:
@@ -182,6 +201,8 @@ class RunEngine:
                 entry = apply(state, target, request, None)
             else:
                 entry = apply(state, target, request, self.loop.tools.get(call.tool_name))
+            # In flight from here: a crash before the next checkpoint leaves it for recovery, not listed.
+            state.status, state.owner = "running", self.owner
             try:
                 version = await self.store.save_run(state, expected_version=stored.version, audit=(entry,))
             except StaleSnapshotError:
@@ -208,6 +229,44 @@ class RunEngine:
             "has already finished, or was never checkpointed (is storage configured?)",
             run_id=request.run_id,
         )
+
+    # ---- recovering an orphaned run ------------------------------------------------------------------
+
+    async def begin_recovery(self, run_id: str, expected_owner: str | None) -> Operation | None:
+        """Take over a run left ``running`` by ``expected_owner`` (a dead host, or this one before a
+        restart). None if the run has moved on or someone else took it first."""
+        release = await self.locks.acquire(run_id)
+        try:
+            stored = await self.store.load_run(run_id)
+            if stored is None or stored.state.status != "running" or stored.state.owner != expected_owner:
+                release()
+                return None
+            state = stored.state
+            state.owner = self.owner
+            run = ActiveRun(state, stored.version, self._resumed_policy(state))
+            notes = prepare_recovery(self.loop, run)
+            try:
+                run.version = await self.store.save_run(state, expected_version=stored.version)
+            except StaleSnapshotError:
+                release()
+                return None
+        except BaseException:
+            release()
+            raise
+        interrupted = [c.tool_call_id for c in state.calls if c.pauses and c.pauses[0].interrupted]
+        start_note = {
+            "recovered": True,
+            "interrupted_tool_calls": interrupted + [n.payload["tool_call_id"] for n in notes],
+        }
+        return Operation(self.loop, run, release, notes, start_note)
+
+    async def describe(self, run_id: str) -> list[Chunk] | None:
+        """Chunks telling where a run that is not in flight here stands (see ``core.recovery.replay``)."""
+        stored = await self.store.load_run(run_id)
+        return None if stored is None else replay(self.loop, stored.state)
+
+    def is_busy(self, run_id: str) -> bool:
+        return self.locks.held(run_id)
 
     def is_idle(self) -> bool:
         return len(self.locks) == 0

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -26,7 +26,7 @@ from core.model import ModelRequest, TextDelta, ToolCallPart, TurnEnd, Usage
 from core.policy import RunPolicy, requires_approval
 from core.requests import AgentPort, ChunkBatches
 from core.state import CallStatus, Pause, RunState, ToolCallState, fingerprint, utcnow
-from core.store import Store
+from core.store import StaleSnapshotError, Store
 from core.tools import AgentContext, SuspendSignal, Tool, ToolContext
 
 log = logging.getLogger(__name__)
@@ -46,6 +46,10 @@ class ActiveRun:
     todo: list[str] = field(default_factory=list)
     # Decided delegation calls: the subagent's stream for the decision, opened when it was claimed.
     child_streams: dict[str, ChunkBatches] = field(default_factory=dict)
+    # Delegation calls to re-attach to their subagent's run (a recovered parent).
+    reattach: set[str] = field(default_factory=set)
+    # Finished subagent runs whose outcome this run has taken: deleted once that is checkpointed here.
+    consumed_children: list[str] = field(default_factory=list)
 
     def chunk(self, type_: Any, **payload: Any) -> None:
         self.emit(Chunk(type_, self.state.run_id, payload))
@@ -74,9 +78,11 @@ class RunLoop:
 
     # ---- the loop ------------------------------------------------------------------------------------
 
-    async def advance(self, run: ActiveRun, backlog: list[Chunk] = ()) -> None:  # type: ignore[assignment]
+    async def advance(
+        self, run: ActiveRun, backlog: Sequence[Chunk] = (), start_note: dict[str, Any] | None = None
+    ) -> None:
         state = run.state
-        run.chunk("start", agent_id=self.spec.id)
+        run.chunk("start", agent_id=self.spec.id, **(start_note or {}))
         for chunk in backlog:
             run.emit(chunk)
         while True:
@@ -105,10 +111,27 @@ class RunLoop:
     async def checkpoint(self, run: ActiveRun) -> None:
         run.state.updated_at = utcnow()
         run.version = await self.store.save_run(run.state, expected_version=run.version)
+        await self._drop_consumed_children(run)
 
     async def finish(self, run: ActiveRun, reason: str) -> None:
-        await self.store.delete_run(run.state.run_id, expected_version=run.version)
+        await self._end(run, {"finish_reason": reason, "text": _final_text(run.state)})
         run.chunk("finish", finish_reason=reason, usage=self._usage(run.state).to_dict())
+
+    async def _end(self, run: ActiveRun, outcome: dict[str, Any]) -> None:
+        """A top-level run's snapshot goes. A subagent's run keeps a small finished record until its parent
+        has checkpointed the outcome, so a parent recovering from a crash can still collect it."""
+        state = run.state
+        if state.parent is None:
+            await self.store.delete_run(state.run_id, expected_version=run.version)
+        else:
+            state.status, state.outcome, state.calls = "finished", outcome, []
+            state.messages = []
+            await self.checkpoint(run)
+        await self._drop_consumed_children(run)
+
+    async def _drop_consumed_children(self, run: ActiveRun) -> None:
+        while run.consumed_children:
+            await self.store.delete_run(run.consumed_children.pop())
 
     async def fail(self, run: ActiveRun, error: BaseException) -> None:
         """Report a run that cannot go on.
@@ -122,9 +145,11 @@ class RunLoop:
             info = {"code": "AGENT_RUN_FAILED", "message": f"{type(error).__name__}: {error}", "details": {}}
         if not isinstance(error, StorageError):
             try:
-                await self.store.delete_run(run.state.run_id)
+                await self._end(run, {"finish_reason": "error", "error": info})
             except StorageError:
-                log.warning("could not delete the snapshot of failed run %s", run.state.run_id, exc_info=True)
+                log.warning("could not end the snapshot of failed run %s", run.state.run_id, exc_info=True)
+            except StaleSnapshotError:
+                log.warning("failed run %s was changed elsewhere; left as it is", run.state.run_id)
         run.chunk("error", error=info)
         run.chunk("finish", finish_reason="error", usage=self._usage(run.state).to_dict())
 
@@ -187,7 +212,7 @@ class RunLoop:
             )
             if call.requires_approval:
                 call.status = CallStatus.AWAITING_APPROVAL
-                call.pauses = [self._own_pause(state, call, tool, "approval")]
+                call.pauses = [self.own_pause(state, call, tool, "approval")]
             else:
                 run.todo.append(call.tool_call_id)
 
@@ -202,7 +227,7 @@ class RunLoop:
         except ValidationError as exc:
             return f"invalid arguments for tool {part.name!r}: {exc.errors(include_url=False)}"
 
-    def _own_pause(
+    def own_pause(
         self,
         state: RunState,
         call: ToolCallState,
@@ -247,7 +272,7 @@ class RunLoop:
     async def _execute(self, run: ActiveRun, call: ToolCallState) -> None:
         delegation = self.delegations.get(call.tool_name)
         if delegation is not None:
-            await delegation.run(self, run, call)
+            await delegation.run(self, run, call, reattach=call.tool_call_id in run.reattach)
             return
         tool = self.tools[call.tool_name]
         ctx = self.context(run.state, call, tool)
@@ -265,7 +290,7 @@ class RunLoop:
             output = await tool.run(call.effective_args, ctx)
         except SuspendSignal as signal:
             call.status = CallStatus.SUSPENDED
-            call.pauses = [self._own_pause(run.state, call, tool, "suspend", signal.payload)]
+            call.pauses = [self.own_pause(run.state, call, tool, "suspend", signal.payload)]
             return
         except Exception as exc:
             self.done(run, call, {"error": f"{type(exc).__name__}: {exc}"}, is_error=True)
@@ -327,6 +352,14 @@ class RunLoop:
     @staticmethod
     def _usage(state: RunState) -> Usage:
         return Usage(state.input_tokens, state.output_tokens)
+
+
+def _final_text(state: RunState) -> str:
+    """The run's answer: the text of its last assistant turn."""
+    for message in reversed(state.messages):
+        if message.get("role") == "assistant":
+            return str(message.get("content") or "")
+    return ""
 
 
 def pause_chunk(run_id: str, call: ToolCallState, pause: Pause) -> Chunk:

@@ -61,6 +61,11 @@ class AgentPort(Protocol):
 
     async def decide(self, request: DecideRequest) -> ChunkBatches: ...
 
+    async def attach(self, run_id: str) -> ChunkBatches | None:
+        """Follow a run wherever it stands: its live operation, or a replay of its paused or finished
+        state (recovering it first if it was orphaned). None if the run never existed."""
+        ...
+
 
 __all__ = [
     "AgentPort",

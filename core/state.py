@@ -124,7 +124,9 @@ class RunState(_Model):
     thread_id: str | None = None
     resource_id: str | None = None
     request_context: dict[str, Any] = Field(default_factory=dict)
-    status: Literal["running", "suspended"] = "running"
+    # running: in flight (or orphaned by a crash); suspended: waits for a human, nothing in flight;
+    # finished: only for a subagent's run, kept (with ``outcome``) until its parent has recorded it.
+    status: Literal["running", "suspended", "finished"] = "running"
     messages: list[dict[str, Any]] = Field(default_factory=list)
     # The tool calls of the step in progress, in the order the model made them; empty between steps.
     calls: list[ToolCallState] = Field(default_factory=list)
@@ -140,7 +142,10 @@ class RunState(_Model):
     output_tokens: int = 0
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
+    # The host that drives the run while it is running; another host takes over only once this one's
+    # heartbeat has expired.
     owner: str | None = None
+    outcome: dict[str, Any] | None = None
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> RunState:

@@ -125,6 +125,14 @@ class Store(Protocol):
 
     async def list_audit(self, run_id: str) -> list[AuditEntry]: ...
 
+    async def touch_owner(self, owner: str, ttl_s: float) -> None:
+        """Say that host ``owner`` is alive for the next ``ttl_s`` seconds (a heartbeat)."""
+        ...
+
+    async def live_owners(self) -> set[str]:
+        """Hosts whose heartbeat has not expired: runs owned by anyone else are orphans."""
+        ...
+
     async def append_messages(
         self, thread_id: str, resource_id: str | None, messages: list[dict[str, Any]]
     ) -> None: ...

@@ -6,6 +6,7 @@ what is stored and every round trip exercises the same (de)serialisation.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections import defaultdict
 from typing import Any
@@ -27,6 +28,7 @@ class MemoryStore:
         self._running: dict[str, set[str]] = defaultdict(set)
         self._audit: dict[str, list[str]] = defaultdict(list)
         self._threads: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        self._owners: dict[str, float] = {}
 
     def __reduce__(self) -> Any:
         raise TypeError(
@@ -63,7 +65,10 @@ class MemoryStore:
     def _put(self, state: RunState, version: int) -> None:
         self._unindex(state.run_id, state.agent_id)
         self._runs[state.run_id] = (state.to_json(), version)
-        (self._suspended if state.status == "suspended" else self._running)[state.agent_id].add(state.run_id)
+        if state.status == "suspended":
+            self._suspended[state.agent_id].add(state.run_id)
+        elif state.status == "running":
+            self._running[state.agent_id].add(state.run_id)
 
     def _unindex(self, run_id: str, agent_id: str) -> None:
         self._suspended[agent_id].discard(run_id)
@@ -92,6 +97,13 @@ class MemoryStore:
 
     async def list_audit(self, run_id: str) -> list[AuditEntry]:
         return [AuditEntry.model_validate_json(raw) for raw in self._audit.get(run_id, [])]
+
+    async def touch_owner(self, owner: str, ttl_s: float) -> None:
+        self._owners[owner] = time.time() + ttl_s
+
+    async def live_owners(self) -> set[str]:
+        now = time.time()
+        return {owner for owner, until in self._owners.items() if until > now}
 
     async def append_messages(
         self, thread_id: str, resource_id: str | None, messages: list[dict[str, Any]]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -48,6 +49,10 @@ CREATE TABLE IF NOT EXISTS messages (
     body TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS messages_by_thread ON messages (thread_id, id);
+CREATE TABLE IF NOT EXISTS owners (
+    owner TEXT PRIMARY KEY,
+    expires_at REAL NOT NULL
+);
 """
 
 
@@ -207,6 +212,24 @@ class SqliteStore:
             ]
 
         return [AuditEntry.model_validate_json(b) for b in await self._run(select)]
+
+    async def touch_owner(self, owner: str, ttl_s: float) -> None:
+        def upsert(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO owners VALUES (?, ?) "
+                "ON CONFLICT(owner) DO UPDATE SET expires_at = excluded.expires_at",
+                (owner, time.time() + ttl_s),
+            )
+
+        await self._run(upsert)
+
+    async def live_owners(self) -> set[str]:
+        def select(conn: sqlite3.Connection) -> set[str]:
+            now = time.time()
+            conn.execute("DELETE FROM owners WHERE expires_at <= ?", (now,))
+            return {r[0] for r in conn.execute("SELECT owner FROM owners")}
+
+        return await self._run(select)
 
     async def append_messages(
         self, thread_id: str, resource_id: str | None, messages: list[dict[str, Any]]

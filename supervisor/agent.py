@@ -188,6 +188,11 @@ class Agent(AgentSpec):
         request = self._decision(run_id, Resume(resume_data), tool_call_id, fingerprint, decided_by)
         return await self.runtime.decide_generate(self.id, request)
 
+    async def observe_stream(self, *, run_id: str) -> AgentStream:
+        """Follow a run from now on: the operation driving it (e.g. one recovered after a crash), or a
+        replay of where it stands (its open pauses). ``SnapshotNotFoundError`` once it has finished."""
+        return await self.runtime.observe(self.id, run_id)
+
     # ---- finding paused runs ------------------------------------------------------------------------
 
     async def list_suspended_runs(

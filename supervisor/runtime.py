@@ -7,6 +7,7 @@ subagents first so a supervisor's host is born knowing how to reach them.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -21,6 +22,7 @@ from core.errors import (
     AgentNotFoundError,
     AmbiguousSuspendedRunsError,
     NoSuspendedRunError,
+    SnapshotNotFoundError,
 )
 from core.requests import DecideRequest, StartRequest
 from core.results import RunResult
@@ -118,6 +120,15 @@ class Runtime:
         self._handles[agent_id] = handle
         return handle
 
+    async def recover(self, wait_s: float | None = None) -> dict[str, list[str]]:
+        """Pick up every run of this runtime's agents that a dead process left in flight, from its last
+        checkpoint (call at start-up). Runs another live process drives are left alone; heartbeats of a
+        process that died moments ago are waited out for up to ``wait_s`` seconds (default: one
+        heartbeat lifetime). Returns the recovered run ids per agent."""
+        ids = list(self._specs)
+        found = await asyncio.gather(*(self.handle(agent_id).recover(wait_s) for agent_id in ids))
+        return dict(zip(ids, found, strict=True))
+
     async def shutdown(self) -> None:
         """Stop this runtime's actors and close its store. Paused runs stay in a durable store."""
         handles, self._handles = self._handles, {}
@@ -138,6 +149,15 @@ class Runtime:
 
     async def decide(self, agent_id: str, request: DecideRequest) -> AgentStream:
         return await AgentStream.open(await self.handle(agent_id).decide(request), request.run_id)
+
+    async def observe(self, agent_id: str, run_id: str) -> AgentStream:
+        batches = await self.handle(agent_id).attach(run_id)
+        if batches is None:
+            raise SnapshotNotFoundError(
+                f"snapshot not found for run {run_id} of agent {agent_id!r}: unknown or already finished",
+                run_id=run_id,
+            )
+        return await AgentStream.open(batches, run_id)
 
     async def decide_generate(self, agent_id: str, request: DecideRequest) -> RunResult:
         return (await self.handle(agent_id).generate_decision(request)).raise_for_error()

@@ -1,0 +1,229 @@
+"""Crash recovery: a run whose actor or driver dies resumes from its last checkpoint and finishes once.
+
+An interrupted tool is re-run only if it is idempotent; a gated one goes back to its human marked
+interrupted; any other is reported to the model as interrupted. Nothing runs twice by accident.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from blocking import wait_for, worker_agent
+from helpers import chunks_of, types_of
+
+from troupe import Runtime, SqliteStore
+from troupe.testing import CallLog
+
+TESTS = Path(__file__).resolve().parent
+
+
+def started(log: CallLog) -> int:
+    return sum(1 for e in log.entries("work") if e["phase"] == "started")
+
+
+def finished(log: CallLog) -> int:
+    return sum(1 for e in log.entries("work") if e["phase"] == "finished")
+
+
+# ---- an agent actor killed mid-run (Ray restarts it) ------------------------------------------------
+
+
+@pytest.fixture
+def worker_setup(tmp_path: Path, ray_session):
+    log = CallLog(tmp_path / "calls.jsonl")
+    gate = str(tmp_path / "gate")
+    return log, gate, tmp_path / "t.db"
+
+
+async def _kill_mid_tool(runtime: Runtime, agent, log: CallLog, gate: str):
+    stream = await agent.stream("work please")
+    await wait_for(lambda: started(log) == 1, what="the tool to start")
+    ray = __import__("ray")
+    ray.kill(runtime.handle("worker").actor.handle, no_restart=False)
+    Path(gate).touch()  # whatever runs from now on may finish
+    return stream, await chunks_of(stream)
+
+
+async def test_a_killed_actor_restarts_and_reports_the_interrupted_tool_without_rerunning_it(worker_setup):
+    log, gate, db = worker_setup
+    agent = worker_agent(log, gate)
+    runtime = Runtime([agent], storage=SqliteStore(db), executor="ray")
+    try:
+        stream, chunks = await _kill_mid_tool(runtime, agent, log, gate)
+
+        starts = [c for c in chunks if c.type == "start"]
+        assert starts[-1].payload["recovered"] is True
+        assert starts[-1].payload["interrupted_tool_calls"] == ["w1"]
+        assert types_of(chunks).count("finish") == 1
+        result = await stream.result()
+        assert result.finish_reason == "stop"
+        assert "w1=" in result.text and "interrupted" in result.text
+        assert started(log) == 1 and finished(log) == 0, "the interrupted tool was not run again"
+        assert await runtime.store().load_run(stream.run_id) is None
+    finally:
+        await runtime.shutdown()
+
+
+async def test_an_idempotent_tool_interrupted_by_a_killed_actor_is_run_again(worker_setup):
+    log, gate, db = worker_setup
+    agent = worker_agent(log, gate, idempotent=True)
+    runtime = Runtime([agent], storage=SqliteStore(db), executor="ray")
+    try:
+        stream, _ = await _kill_mid_tool(runtime, agent, log, gate)
+
+        result = await stream.result()
+        assert result.text == 'w1={"done": "job-1"}'
+        assert started(log) == 2 and finished(log) == 1
+    finally:
+        await runtime.shutdown()
+
+
+async def test_an_approved_tool_interrupted_by_a_killed_actor_goes_back_to_its_human(worker_setup):
+    log, gate, db = worker_setup
+    agent = worker_agent(log, gate, require_approval=True)
+    runtime = Runtime([agent], storage=SqliteStore(db), executor="ray")
+    try:
+        paused = await agent.generate("work please")
+        approved = await agent.approve_tool_call(run_id=paused.run_id, tool_call_id="w1")
+        await wait_for(lambda: started(log) == 1, what="the approved tool to start")
+        __import__("ray").kill(runtime.handle("worker").actor.handle, no_restart=False)
+        chunks = await chunks_of(approved)
+
+        again = [c for c in chunks if c.type == "tool-call-approval"]
+        assert len(again) == 1
+        assert again[0].payload["interrupted"] is True
+        assert again[0].payload["tool_call_id"] == "w1"
+        assert (await approved.result()).finish_reason == "suspended"
+        listed = await agent.list_suspended_runs()
+        assert listed.runs[0].pending[0].interrupted is True
+
+        Path(gate).touch()
+        done = await agent.approve_tool_call_generate(run_id=paused.run_id, tool_call_id="w1")
+        assert done.text == 'w1={"done": "job-1"}'
+        assert started(log) == 2 and finished(log) == 1
+        [first, second] = await runtime.store().list_audit(paused.run_id)
+        assert first.kind == second.kind == "approved"
+    finally:
+        await runtime.shutdown()
+
+
+# ---- a driver process killed with SIGKILL ------------------------------------------------------------
+
+
+def _driver(tmp_path: Path, scenario: str, executor: str, address: str | None = None) -> subprocess.Popen:
+    args = [
+        sys.executable,
+        str(TESTS / "crash_driver.py"),
+        str(tmp_path / "t.db"),
+        str(tmp_path / "calls.jsonl"),
+        str(tmp_path / "gate"),
+        scenario,
+        executor,
+    ]
+    if address:
+        args.append(address)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent)])}
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+
+
+def _read_run_id(proc: subprocess.Popen, word: str) -> str:
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith(word):
+            return line.split()[1]
+    raise AssertionError(f"driver exited before printing {word} (code {proc.wait()})")
+
+
+async def _until_dead(store: SqliteStore, owner: str | None) -> None:
+    async def alive() -> bool:
+        return owner in await store.live_owners()
+
+    for _ in range(300):
+        if not await alive():
+            return
+        await asyncio.sleep(0.1)
+    raise TimeoutError(f"host {owner} kept its heartbeat after its driver was killed")
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+
+
+@pytest.mark.parametrize("driver_executor", ["local", "ray"])
+async def test_a_run_whose_driver_is_killed_mid_tool_is_recovered_by_the_next_process(
+    tmp_path: Path, ray_session, driver_executor: str
+):
+    log = CallLog(tmp_path / "calls.jsonl")
+    address = ray_session.get_runtime_context().gcs_address if driver_executor == "ray" else None
+    proc = _driver(tmp_path, "midtool", driver_executor, address)
+    run_id = _read_run_id(proc, "STARTED")
+    await wait_for(lambda: started(log) == 1, what="the tool to start in the driver")
+    _kill(proc)
+    store = SqliteStore(tmp_path / "t.db")
+    owner = (await store.load_run(run_id)).state.owner
+    # Under Ray the driver's actors die with it, a moment later; only then may the tool finish.
+    await _until_dead(store, owner)
+    (tmp_path / "gate").touch()
+
+    agent = worker_agent(log, str(tmp_path / "gate"))
+    runtime = Runtime([agent], storage=store, executor=driver_executor)  # type: ignore[arg-type]
+    try:
+        recovered = await runtime.recover()
+        assert recovered == {"worker": [run_id]}
+        observed = await agent.observe_stream(run_id=run_id)
+        result = await observed.result()
+        assert result.finish_reason == "stop"
+        assert "interrupted" in result.text
+        assert started(log) == 1 and finished(log) == 0
+        assert await runtime.store().load_run(run_id) is None
+        assert await runtime.recover(wait_s=0) == {"worker": []}, "finished once, nothing left to recover"
+    finally:
+        await runtime.shutdown()
+
+
+async def test_a_run_paused_when_its_driver_is_killed_is_decided_by_the_next_process(tmp_path: Path):
+    log = CallLog(tmp_path / "calls.jsonl")
+    proc = _driver(tmp_path, "paused", "local")
+    run_id = _read_run_id(proc, "PAUSED")
+    _kill(proc)
+    (tmp_path / "gate").touch()
+
+    agent = worker_agent(log, str(tmp_path / "gate"), require_approval=True)
+    runtime = Runtime([agent], storage=SqliteStore(tmp_path / "t.db"), executor="local")
+    try:
+        assert await runtime.recover(wait_s=0) == {"worker": []}, "a paused run needs no recovery"
+        listed = await agent.list_suspended_runs()
+        assert [r.run_id for r in listed.runs] == [run_id]
+        done = await agent.approve_tool_call_generate(run_id=run_id, tool_call_id="w1")
+        assert done.text == 'w1={"done": "job-1"}'
+        assert started(log) == 1 and finished(log) == 1
+    finally:
+        await runtime.shutdown()
+
+
+async def test_recover_leaves_runs_that_a_live_process_drives_alone(tmp_path: Path):
+    log = CallLog(tmp_path / "calls.jsonl")
+    gate = str(tmp_path / "gate")
+    first = worker_agent(log, gate)
+    busy = Runtime([first], storage=SqliteStore(tmp_path / "t.db"), executor="local")
+    stream = await first.stream("work please")
+    await wait_for(lambda: started(log) == 1)
+
+    second = worker_agent(log, gate)
+    other = Runtime([second], storage=SqliteStore(tmp_path / "t.db"), executor="local")
+    try:
+        assert await other.recover(wait_s=0.5) == {"worker": []}
+        Path(gate).touch()
+        result = await stream.result()
+        assert result.text == 'w1={"done": "job-1"}'
+        assert started(log) == 1 and finished(log) == 1
+    finally:
+        await other.shutdown()
+        await busy.shutdown()
