@@ -58,6 +58,9 @@ class AgentHandle(abc.ABC):
     async def recover(self, wait_s: float | None = None) -> list[str]: ...
 
     @abc.abstractmethod
+    async def expire_due(self) -> list[str]: ...
+
+    @abc.abstractmethod
     async def close(self) -> None: ...
 
 
@@ -84,6 +87,9 @@ class LocalHandle(AgentHandle):
 
     async def recover(self, wait_s: float | None = None) -> list[str]:
         return await (self.host.recover() if wait_s is None else self.host.recover(wait_s))
+
+    async def expire_due(self) -> list[str]:
+        return await self.host.expire_due()
 
     async def close(self) -> None:
         await self.host.close()
@@ -138,6 +144,10 @@ class RayHandle(AgentHandle):
         args = () if wait_s is None else (wait_s,)
         recovered: list[str] = await self.actor.call_while_restarting("recover", *args)
         return recovered
+
+    async def expire_due(self) -> list[str]:
+        expired: list[str] = await self.actor.call_while_restarting("expire_due")
+        return expired
 
     async def ready(self) -> None:
         await self.actor.call_while_restarting("ping")

@@ -20,6 +20,7 @@ from actors.remote import current_actor_id
 from core.agent import AgentSpec
 from core.chunks import Chunk
 from core.engine import Operation, RunEngine
+from core.errors import PauseExpiredError
 from core.requests import AgentPort, DecideRequest, StartRequest
 from core.results import ResultBuilder, RunResult
 from core.store import Store
@@ -107,7 +108,7 @@ class AgentHost:
 
     async def open_decision(self, request: DecideRequest, linger: float = 0.0) -> Batch:
         await self._startup()
-        return await self._launch(await self.engine.begin_decision(request), linger)
+        return await self._launch(await self._begin_decision(request), linger)
 
     async def next_batch(self, op_id: str, linger: float = 0.0) -> Batch:
         outbox = self._outboxes.get(op_id)
@@ -143,7 +144,31 @@ class AgentHost:
 
     async def generate_decision(self, request: DecideRequest) -> RunResult:
         await self._startup()
-        return await self._collect(await self.engine.begin_decision(request))
+        return await self._collect(await self._begin_decision(request))
+
+    async def _begin_decision(self, request: DecideRequest) -> Operation:
+        try:
+            return await self.engine.begin_decision(request)
+        except PauseExpiredError:
+            await self._expire(request.run_id)  # too late to decide: the run moves on without it
+            raise
+
+    # ---- expiry -------------------------------------------------------------------------------------
+
+    async def expire_due(self) -> list[str]:
+        """Decline every pause of this agent whose time has run out; the runs move on in the background."""
+        expired = []
+        for run_id in await self.store.list_expiring_runs(self.spec.id, time.time()):
+            if not self.engine.is_busy(run_id) and await self._expire(run_id):
+                expired.append(run_id)
+        return expired
+
+    async def _expire(self, run_id: str) -> bool:
+        operation = await self.engine.begin_expiry(run_id)
+        if operation is None:
+            return False
+        await self._launch(operation, 0.0)
+        return True
 
     async def ping(self) -> str:
         await self._startup()
@@ -205,10 +230,12 @@ class AgentHost:
             log.exception("recovering runs of agent %s failed", self.spec.id)
 
     async def _beat(self) -> None:
+        """Keep this host's claim on its runs alive, and decline pauses whose time has run out."""
         while True:
             await asyncio.sleep(HEARTBEAT_S)
             try:
                 await self.store.touch_owner(self.owner, OWNER_TTL_S)
+                await self.expire_due()
             except Exception:
                 log.warning("heartbeat of %s failed", self.owner, exc_info=True)
 

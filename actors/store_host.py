@@ -61,6 +61,10 @@ class RemoteStore:
         found: list[str] = await self._invoke("list_running_runs", agent_id)
         return found
 
+    async def list_expiring_runs(self, agent_id: str, before: float) -> list[str]:
+        found: list[str] = await self._invoke("list_expiring_runs", agent_id, before)
+        return found
+
     async def list_audit(self, run_id: str) -> list[AuditEntry]:
         found: list[AuditEntry] = await self._invoke("list_audit", run_id)
         return found

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
@@ -127,7 +128,12 @@ class Delegation:
             inner_fingerprint=inner["fingerprint"],
             seq=loop.next_seq(run.state),
             interrupted=bool(inner.get("interrupted")),
+            expires_at=loop.deadline(run.state, _parse_time(inner.get("expires_at"))),
         )
+
+
+def _parse_time(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
 
 
 def delegation_tool(delegation: Delegation) -> Tool:

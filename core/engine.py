@@ -16,16 +16,25 @@ from collections.abc import Callable
 from typing import Any
 
 from core.agent import AgentSpec
+from core.auto_resume import extract_resume_data, find_resumable
 from core.chunks import Chunk
 from core.decisions import already_decided, apply, check_kind, find_target
-from core.errors import SnapshotNotFoundError, TroupeError
+from core.errors import (
+    DecisionConflictError,
+    DecisionRejectedError,
+    PauseExpiredError,
+    SnapshotNotFoundError,
+    ToolCallNotSuspendedError,
+    TroupeError,
+)
 from core.loop import ActiveRun, RunLoop
-from core.messages import normalize_messages
+from core.memory import trim_history
+from core.messages import last_user_text, normalize_messages
 from core.options import RunOptions
 from core.policy import RunPolicy
 from core.recovery import prepare_recovery, replay
-from core.requests import AgentPort, ChunkBatches, DecideRequest, StartRequest
-from core.state import CallStatus, RunState
+from core.requests import AgentPort, ChunkBatches, DecideRequest, Decline, Resume, StartRequest
+from core.state import CallStatus, RunState, utcnow
 from core.store import StaleSnapshotError, Store
 
 log = logging.getLogger(__name__)
@@ -128,16 +137,26 @@ class RunEngine:
     async def begin_start(self, request: StartRequest) -> Operation:
         options = RunOptions.merge(dict(request.options_given), self.spec.default_options)
         messages = normalize_messages(request.messages)
+        memory = self.spec.memory
+        if memory is not None and options.thread_id is not None and options.auto_resume_suspended_tools:
+            resumed = await self._auto_resume(options, messages)
+            if resumed is not None:
+                return resumed
+        history: list[dict[str, Any]] = []
+        if memory is not None and options.thread_id is not None:
+            history = trim_history(await self.store.load_messages(options.thread_id), memory.last_messages)
         state = RunState(
             run_id=options.run_id or str(uuid.uuid4()),
             agent_id=self.spec.id,
             thread_id=options.thread_id,
             resource_id=options.resource_id,
             request_context=options.request_context,
-            messages=messages,
+            messages=history + messages,
+            memory_saved=len(history),
             max_steps=options.max_steps,
             approval=self._storable_policy(request, options.require_tool_approval),
             auto_resume=options.auto_resume_suspended_tools,
+            approval_timeout=options.approval_timeout,
             parent=request.parent,
             owner=self.owner,
         )
@@ -149,6 +168,31 @@ class RunEngine:
             release()
             raise
         return Operation(self.loop, ActiveRun(state, version, options.require_tool_approval), release)
+
+    async def _auto_resume(self, options: RunOptions, messages: list[dict[str, Any]]) -> Operation | None:
+        """If a tool on this thread waits for data, let this message answer it (see core.auto_resume)."""
+        assert options.thread_id is not None
+        found = await find_resumable(self.store, self.spec.id, options.thread_id, options.resource_id)
+        if found is None:
+            return None
+        state, call, pause = found
+        data = await extract_resume_data(self.spec.model, pause, last_user_text(messages))
+        if data is None:
+            return None
+        request = DecideRequest(
+            run_id=state.run_id,
+            decision=Resume(data),
+            tool_call_id=call.tool_call_id,
+            fingerprint=pause.fingerprint,
+            decided_by="auto-resume",
+        )
+        try:
+            operation = await self.begin_decision(request)
+        except (DecisionRejectedError, DecisionConflictError, ToolCallNotSuspendedError):
+            return None  # not an answer after all (or answered meanwhile): a new run takes the message
+        # The answer belongs to the thread's conversation, where the paused run's turns will follow it.
+        await self.store.append_messages(options.thread_id, options.resource_id, messages)
+        return operation
 
     def _storable_policy(self, request: StartRequest, policy: RunPolicy) -> Any:
         if isinstance(policy, bool):
@@ -174,7 +218,41 @@ class RunEngine:
             raise
         return Operation(self.loop, run, release, backlog)
 
-    async def _claim(self, request: DecideRequest) -> tuple[ActiveRun, list[Chunk]]:
+    async def begin_expiry(self, run_id: str) -> Operation | None:
+        """Decline the run's most overdue pause because its time ran out (the model is told so).
+        None if nothing in the run is overdue any more."""
+        release = await self.locks.acquire(run_id)
+        try:
+            stored = await self.store.load_run(run_id)
+            now = utcnow()
+            due = (
+                []
+                if stored is None or stored.state.parent is not None
+                else [
+                    (pause.expires_at, call, pause)
+                    for call, pause in stored.state.open_pauses()
+                    if pause.expires_at is not None and pause.expires_at <= now
+                ]
+            )
+            if not due:
+                release()
+                return None
+            deadline, call, pause = min(due, key=lambda item: item[0])
+            reason = f"No decision was made in time: the request expired at {deadline.isoformat()}"
+            request = DecideRequest(
+                run_id=run_id,
+                decision=Decline(reason),
+                tool_call_id=call.tool_call_id,
+                fingerprint=pause.fingerprint,
+                decided_by="expiry",
+            )
+            run, backlog = await self._claim(request, expiring=True)
+        except BaseException:
+            release()
+            raise
+        return Operation(self.loop, run, release, backlog)
+
+    async def _claim(self, request: DecideRequest, expiring: bool = False) -> tuple[ActiveRun, list[Chunk]]:
         child_stream: ChunkBatches | None = None
         for _ in range(_CLAIM_ATTEMPTS):
             stored = await self.store.load_run(request.run_id)
@@ -183,6 +261,14 @@ class RunEngine:
             state = stored.state
             target = find_target(state, request)
             check_kind(state.run_id, target, request)
+            expires_at = target.pause.expires_at
+            if not expiring and state.parent is None and expires_at is not None and expires_at <= utcnow():
+                raise PauseExpiredError(
+                    f"tool call {target.call.tool_call_id!r} of run {state.run_id} expired at "
+                    f"{expires_at.isoformat()}; it is declined for lack of a decision",
+                    run_id=state.run_id,
+                    tool_call_id=target.call.tool_call_id,
+                )
             call = target.call
             delegation = self.loop.delegations.get(call.tool_name)
             if delegation is not None and call.child is not None:
@@ -201,6 +287,9 @@ class RunEngine:
                 entry = apply(state, target, request, None)
             else:
                 entry = apply(state, target, request, self.loop.tools.get(call.tool_name))
+            if expiring:
+                assert call.decision is not None
+                call.decision.kind = entry.kind = "expired"
             # In flight from here: a crash before the next checkpoint leaves it for recovery, not listed.
             state.status, state.owner = "running", self.owner
             try:

@@ -4,6 +4,7 @@
      ├── SnapshotNotFoundError        AGENT_RESUME_NO_SNAPSHOT_FOUND
      ├── ToolCallNotSuspendedError    AGENT_RESUME_TOOL_CALL_NOT_SUSPENDED
      ├── DecisionConflictError        AGENT_DECISION_CONFLICT
+     │    └── PauseExpiredError           AGENT_DECISION_EXPIRED
      ├── DecisionRejectedError        AGENT_DECISION_REJECTED
      │    └── ResumeDataValidationError   AGENT_RESUME_DATA_INVALID
      ├── AmbiguousSuspendedRunsError  AGENT_SUSPENDED_RUNS_AMBIGUOUS
@@ -62,6 +63,13 @@ class DecisionConflictError(TroupeError):
     """The call was already decided (by this or another caller); the decision was not applied."""
 
     code = "AGENT_DECISION_CONFLICT"
+    http_status = 409
+
+
+class PauseExpiredError(DecisionConflictError):
+    """The pause ran out of time before this decision came; it is (being) declined as expired."""
+
+    code = "AGENT_DECISION_EXPIRED"
     http_status = 409
 
 
@@ -166,6 +174,7 @@ __all__ = [
     "InvalidPaginationError",
     "ModelError",
     "NoSuspendedRunError",
+    "PauseExpiredError",
     "ResumeDataValidationError",
     "RunFailedError",
     "SnapshotNotFoundError",

@@ -11,6 +11,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
@@ -21,6 +22,7 @@ from core.decisions import parse_resume_data
 from core.delegation import Delegation, delegation_tool
 from core.errors import ModelError, StorageError, TroupeError
 from core.hooks import ToolCallOverride
+from core.memory import remember, settled_length
 from core.messages import assistant_message, tool_message
 from core.model import ModelRequest, TextDelta, ToolCallPart, TurnEnd, Usage
 from core.policy import RunPolicy, requires_approval
@@ -122,6 +124,7 @@ class RunLoop:
         has checkpointed the outcome, so a parent recovering from a crash can still collect it."""
         state = run.state
         if state.parent is None:
+            await remember(self.store, self.spec.memory, state, upto=settled_length(state))
             await self.store.delete_run(state.run_id, expected_version=run.version)
         else:
             state.status, state.outcome, state.calls = "finished", outcome, []
@@ -235,7 +238,6 @@ class RunLoop:
         kind: Literal["approval", "suspend"],
         payload: Any = None,
     ) -> Pause:
-        state.pause_seq += 1
         return Pause(
             kind=kind,
             tool_name=call.tool_name,
@@ -244,12 +246,20 @@ class RunLoop:
             resume_schema=tool.resume_json_schema(),
             agent_path=[self.spec.id],
             fingerprint=fingerprint(call.tool_call_id, call.tool_name, call.effective_args),
-            seq=state.pause_seq,
+            seq=self.next_seq(state),
+            expires_at=self.deadline(state),
         )
 
     def next_seq(self, state: RunState) -> int:
         state.pause_seq += 1
         return state.pause_seq
+
+    @staticmethod
+    def deadline(state: RunState, inherited: datetime | None = None) -> datetime | None:
+        """A new pause's expiry: this run's approval_timeout from now, else what the subagent set."""
+        if state.approval_timeout is None:
+            return inherited
+        return utcnow() + timedelta(seconds=state.approval_timeout)
 
     # ---- executing calls -----------------------------------------------------------------------------
 
@@ -343,6 +353,7 @@ class RunLoop:
     async def _suspend(self, run: ActiveRun) -> None:
         state = run.state
         state.status = "suspended"
+        await remember(self.store, self.spec.memory, state, upto=settled_length(state))
         await self.checkpoint(run)
         # Durable now: announce every open pause, oldest first, so the last one is the newest.
         for call, pause in state.open_pauses():

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+from core.state import RunState
+from core.store import Store
 
 
 @dataclass(frozen=True)
@@ -19,4 +23,28 @@ class Memory:
             raise ValueError("last_messages must be >= 0")
 
 
-__all__ = ["Memory"]
+def trim_history(messages: list[dict[str, Any]], last: int | None) -> list[dict[str, Any]]:
+    """The thread's last ``last`` messages, starting at a user message so that no tool result is cut
+    off from the assistant turn that asked for it."""
+    kept = messages if last is None else messages[len(messages) - last :] if last else []
+    start = next((i for i, m in enumerate(kept) if m.get("role") == "user"), len(kept))
+    return kept[start:]
+
+
+def settled_length(state: RunState) -> int:
+    """How many of the run's messages form a complete conversation: while a step waits, its assistant
+    turn (tool calls without results yet) is not, and a later run on the thread must not see it."""
+    return len(state.messages) - 1 if state.calls else len(state.messages)
+
+
+async def remember(store: Store, memory: Memory | None, state: RunState, *, upto: int) -> None:
+    """Append the run's messages not yet in its thread, up to ``upto``."""
+    if memory is None or state.thread_id is None or state.parent is not None:
+        return
+    new = state.messages[state.memory_saved : upto]
+    if new:
+        await store.append_messages(state.thread_id, state.resource_id, new)
+        state.memory_saved = upto
+
+
+__all__ = ["Memory", "remember", "settled_length", "trim_history"]

@@ -18,6 +18,8 @@ class RunOptions:
     request_context: dict[str, Any] = field(default_factory=dict)
     max_steps: int = 10
     run_id: str | None = None
+    # Seconds a pause may wait for its human; after that it is declined with a reason the model sees.
+    approval_timeout: float | None = None
 
     @classmethod
     def names(cls) -> frozenset[str]:
@@ -47,6 +49,14 @@ class RunOptions:
             )
         if not isinstance(self.request_context, dict):
             raise InvalidOptionError("request_context must be a dict", option="request_context")
+        timeout = self.approval_timeout
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
+        ):
+            raise InvalidOptionError(
+                f"approval_timeout must be a positive number of seconds, got {timeout!r}",
+                option="approval_timeout",
+            )
         if not isinstance(self.auto_resume_suspended_tools, bool):
             raise InvalidOptionError(
                 "auto_resume_suspended_tools must be a bool", option="auto_resume_suspended_tools"

@@ -136,8 +136,11 @@ class RunState(_Model):
     # used one resumes with "on" (fail-safe), unless it came from the agent's own defaults.
     approval: Literal["on", "off", "agent-default"] = "off"
     auto_resume: bool = False
+    approval_timeout: float | None = None
     parent: ParentLink | None = None
     pause_seq: int = 0
+    # Memory: how many of ``messages`` are already in the thread (loaded history, or saved since).
+    memory_saved: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
     created_at: datetime = Field(default_factory=utcnow)
@@ -179,6 +182,16 @@ class RunState(_Model):
     @property
     def suspended_at(self) -> datetime | None:
         stamps = [p.paused_at for c in self.paused_calls() for p in c.pauses]
+        return min(stamps) if stamps else None
+
+    @property
+    def expires_at(self) -> datetime | None:
+        """When the first of its open pauses runs out of time. Only a top-level run expires its pauses:
+        a subagent's deadline travels up with the pause and is enforced from the top, so the decline
+        flows down the same way a human's would."""
+        if self.parent is not None:
+            return None
+        stamps = [p.expires_at for c in self.paused_calls() for p in c.pauses if p.expires_at is not None]
         return min(stamps) if stamps else None
 
 

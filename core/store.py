@@ -96,6 +96,12 @@ def pause_timestamp(state: RunState) -> float | None:
     return at.timestamp() if at is not None else None
 
 
+def expiry_timestamp(state: RunState) -> float | None:
+    """When the run's first open pause expires (epoch seconds), the key the expiry index sorts by."""
+    at = state.expires_at
+    return at.timestamp() if at is not None else None
+
+
 @runtime_checkable
 class Store(Protocol):
     """Async storage for run snapshots, the decision audit log and conversation threads."""
@@ -123,6 +129,11 @@ class Store(Protocol):
         """Ids of the agent's runs that were in flight (not paused) at their last checkpoint."""
         ...
 
+    async def list_expiring_runs(self, agent_id: str, before: float) -> list[str]:
+        """Ids of the agent's suspended runs with a pause whose deadline (``expiry_timestamp``) is at or
+        before ``before`` (epoch seconds)."""
+        ...
+
     async def list_audit(self, run_id: str) -> list[AuditEntry]: ...
 
     async def touch_owner(self, owner: str, ttl_s: float) -> None:
@@ -142,4 +153,12 @@ class Store(Protocol):
     async def close(self) -> None: ...
 
 
-__all__ = ["AuditEntry", "StaleSnapshotError", "Store", "StoredRun", "SuspendedRunQuery", "pause_timestamp"]
+__all__ = [
+    "AuditEntry",
+    "StaleSnapshotError",
+    "Store",
+    "StoredRun",
+    "SuspendedRunQuery",
+    "expiry_timestamp",
+    "pause_timestamp",
+]

@@ -13,7 +13,14 @@ from typing import Any
 
 from core.errors import DuplicateRunError
 from core.state import RunState
-from core.store import AuditEntry, StaleSnapshotError, StoredRun, SuspendedRunQuery, pause_timestamp
+from core.store import (
+    AuditEntry,
+    StaleSnapshotError,
+    StoredRun,
+    SuspendedRunQuery,
+    expiry_timestamp,
+    pause_timestamp,
+)
 
 
 class MemoryStore:
@@ -94,6 +101,14 @@ class MemoryStore:
 
     async def list_running_runs(self, agent_id: str) -> list[str]:
         return sorted(self._running[agent_id])
+
+    async def list_expiring_runs(self, agent_id: str, before: float) -> list[str]:
+        due = []
+        for run_id in self._suspended[agent_id]:
+            at = expiry_timestamp(RunState.from_json(self._runs[run_id][0]))
+            if at is not None and at <= before:
+                due.append(run_id)
+        return sorted(due)
 
     async def list_audit(self, run_id: str) -> list[AuditEntry]:
         return [AuditEntry.model_validate_json(raw) for raw in self._audit.get(run_id, [])]

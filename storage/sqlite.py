@@ -18,7 +18,14 @@ from typing import Any, TypeVar
 
 from core.errors import DuplicateRunError, StorageUnavailableError
 from core.state import RunState
-from core.store import AuditEntry, StaleSnapshotError, StoredRun, SuspendedRunQuery, pause_timestamp
+from core.store import (
+    AuditEntry,
+    StaleSnapshotError,
+    StoredRun,
+    SuspendedRunQuery,
+    expiry_timestamp,
+    pause_timestamp,
+)
 
 T = TypeVar("T")
 
@@ -31,7 +38,8 @@ CREATE TABLE IF NOT EXISTS runs (
     resource_id TEXT,
     suspended_at REAL,
     version INTEGER NOT NULL,
-    body TEXT NOT NULL
+    body TEXT NOT NULL,
+    expires_at REAL
 );
 CREATE INDEX IF NOT EXISTS runs_by_agent ON runs (agent_id, status, suspended_at);
 CREATE INDEX IF NOT EXISTS runs_by_thread ON runs (agent_id, thread_id, status, suspended_at);
@@ -98,6 +106,7 @@ class SqliteStore:
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA busy_timeout=30000")
         conn.executescript(_SCHEMA)
+        _migrate(conn)
         return conn
 
     # ---- runs ---------------------------------------------------------------------------------------
@@ -107,7 +116,7 @@ class SqliteStore:
 
         def insert(conn: sqlite3.Connection) -> int:
             try:
-                conn.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)
+                conn.execute(f"INSERT INTO runs ({_COLUMNS}) VALUES ({', '.join('?' * len(row))})", row)
             except sqlite3.IntegrityError as exc:
                 raise DuplicateRunError(f"run {state.run_id} already exists", run_id=state.run_id) from exc
             return 1
@@ -133,7 +142,7 @@ class SqliteStore:
             try:
                 cursor = conn.execute(
                     "UPDATE runs SET agent_id=?, status=?, thread_id=?, resource_id=?, suspended_at=?, "
-                    "version=?, body=? WHERE run_id=? AND version=?",
+                    "version=?, body=?, expires_at=? WHERE run_id=? AND version=?",
                     (*row[1:], state.run_id, expected_version),
                 )
                 if cursor.rowcount != 1:
@@ -192,6 +201,17 @@ class SqliteStore:
 
         bodies, total = await self._run(select)
         return [RunState.from_json(b) for b in bodies], total
+
+    async def list_expiring_runs(self, agent_id: str, before: float) -> list[str]:
+        def select(conn: sqlite3.Connection) -> list[str]:
+            rows = conn.execute(
+                "SELECT run_id FROM runs WHERE agent_id = ? AND status = 'suspended' AND expires_at <= ? "
+                "ORDER BY expires_at",
+                (agent_id, before),
+            ).fetchall()
+            return [r[0] for r in rows]
+
+        return await self._run(select)
 
     async def list_running_runs(self, agent_id: str) -> list[str]:
         def select(conn: sqlite3.Connection) -> list[str]:
@@ -278,7 +298,19 @@ def _row(state: RunState, version: int) -> tuple[Any, ...]:
         pause_timestamp(state),
         version,
         state.to_json(),
+        expiry_timestamp(state),
     )
+
+
+_COLUMNS = "run_id, agent_id, status, thread_id, resource_id, suspended_at, version, body, expires_at"
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Bring a file written by an older Troupe up to this schema (columns are only ever added)."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
+    if "expires_at" not in columns:
+        conn.execute("ALTER TABLE runs ADD COLUMN expires_at REAL")
+    conn.execute("CREATE INDEX IF NOT EXISTS runs_by_expiry ON runs (agent_id, status, expires_at)")
 
 
 __all__ = ["SqliteStore"]

@@ -61,6 +61,7 @@ class Agent(AgentSpec):
         request_context: dict[str, Any] | None = None,
         max_steps: int | None = None,
         run_id: str | None = None,
+        approval_timeout: float | None = None,
     ) -> AgentStream:
         """Start a run and stream it. Omitted options come from ``default_options``."""
         given = _given(
@@ -71,6 +72,7 @@ class Agent(AgentSpec):
             request_context=request_context,
             max_steps=max_steps,
             run_id=run_id,
+            approval_timeout=approval_timeout,
         )
         return await self.runtime.stream(self.id, StartRequest(messages, given))
 
@@ -85,6 +87,7 @@ class Agent(AgentSpec):
         request_context: dict[str, Any] | None = None,
         max_steps: int | None = None,
         run_id: str | None = None,
+        approval_timeout: float | None = None,
     ) -> RunResult:
         """Run to the end or to the first pause (``finish_reason == "suspended"``)."""
         given = _given(
@@ -95,6 +98,7 @@ class Agent(AgentSpec):
             request_context=request_context,
             max_steps=max_steps,
             run_id=run_id,
+            approval_timeout=approval_timeout,
         )
         return await self.runtime.generate(self.id, StartRequest(messages, given))
 

@@ -129,6 +129,13 @@ class Runtime:
         found = await asyncio.gather(*(self.handle(agent_id).recover(wait_s) for agent_id in ids))
         return dict(zip(ids, found, strict=True))
 
+    async def expire_due(self) -> dict[str, list[str]]:
+        """Decline now every pause whose ``approval_timeout`` has run out (hosts also do this on their
+        heartbeat, every couple of seconds). Returns the affected run ids per agent."""
+        ids = list(self._specs)
+        found = await asyncio.gather(*(self.handle(agent_id).expire_due() for agent_id in ids))
+        return dict(zip(ids, found, strict=True))
+
     async def shutdown(self) -> None:
         """Stop this runtime's actors and close its store. Paused runs stay in a durable store."""
         handles, self._handles = self._handles, {}
