@@ -11,7 +11,7 @@ import asyncio
 import functools
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from actors.handle import AgentHandle, LocalHandle, RayHandle
 from actors.host import AgentHost
@@ -31,9 +31,7 @@ from core.stream import AgentStream
 from core.suspended import SuspendedRun, SuspendedRunList
 from storage.memory import MemoryStore
 from storage.sqlite import SqliteStore
-
-if TYPE_CHECKING:
-    from supervisor.agent import Agent
+from supervisor.agent import Agent
 
 Executor = Literal["ray", "local"]
 
@@ -70,6 +68,8 @@ class Runtime:
                     raise ValueError(f"another agent with id {spec.id!r} is already registered")
                 self._handles.pop(spec.id, None)
             self._specs[spec.id] = spec
+            if spec is not agent and isinstance(spec, Agent) and spec.id not in self._agents:
+                self._agents[spec.id] = spec.bound_to(self)  # subagents can be run and listed directly too
         bound = agent.bound_to(self)
         self._agents[agent.id] = bound
         if alias is not None:
