@@ -99,6 +99,7 @@ class AgentHost:
         self._tasks: set[asyncio.Task[None]] = set()
         self._ids = itertools.count(1)
         self._heartbeat: asyncio.Task[None] | None = None
+        self._taken_over: list[str] = []  # runs this host recovered, in order
 
     # ---- operations ---------------------------------------------------------------------------------
 
@@ -167,7 +168,7 @@ class AgentHost:
         operation = await self.engine.begin_expiry(run_id)
         if operation is None:
             return False
-        await self._launch(operation, 0.0)
+        self._spawn(operation)
         return True
 
     async def ping(self) -> str:
@@ -182,62 +183,57 @@ class AgentHost:
     async def recover(self, wait_s: float = OWNER_TTL_S + 1.0) -> list[str]:
         """Take over this agent's orphaned runs (their host is gone) and drive each on from its last
         checkpoint. Waits up to ``wait_s`` for the heartbeats of recently dead hosts to run out; runs a
-        live host still drives are left to it."""
+        live host still drives are left to it. Returns the runs this host took over meanwhile (the
+        heartbeat may be the one that got to a run first)."""
         await self._startup()
         deadline = time.monotonic() + wait_s
-        recovered: list[str] = []
-        while True:
-            waiting = 0
-            for run_id in await self.store.list_running_runs(self.spec.id):
-                if self.engine.is_busy(run_id):
-                    continue
-                stored = await self.store.load_run(run_id)
-                if stored is None or stored.state.status != "running":
-                    continue
-                if not await self._orphaned(run_id, stored.state.owner):
-                    waiting += 1
-                    continue
-                operation = await self.engine.begin_recovery(run_id, stored.state.owner)
-                if operation is not None:
-                    await self._launch(operation, 0.0)
-                    recovered.append(run_id)
-            if not waiting or time.monotonic() >= deadline:
-                return recovered
+        first = len(self._taken_over)
+        while await self._take_over_orphans() and time.monotonic() < deadline:  # noqa: ASYNC110 - polls the store
             await asyncio.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+        return self._taken_over[first:]
+
+    async def _take_over_orphans(self) -> int:
+        """One pass over this agent's running runs; returns how many are still driven by a live host."""
+        waiting = 0
+        for run_id in await self.store.list_running_runs(self.spec.id):
+            stored = None if self.engine.is_busy(run_id) else await self.store.load_run(run_id)
+            if stored is None or stored.state.status != "running":
+                continue
+            if not await self._orphaned(run_id, stored.state.owner):
+                waiting += 1
+                continue
+            operation = await self.engine.begin_recovery(run_id, stored.state.owner)
+            if operation is not None:
+                self._taken_over.append(run_id)
+                self._spawn(operation)
+        return waiting
 
     async def _orphaned(self, run_id: str, owner: str | None) -> bool:
         if self.engine.is_busy(run_id):
             return False
         if owner == self.owner:
-            return True  # ours, yet nothing here drives it: left over from before a restart
+            return True  # ours, yet nothing here drives it: from before a restart, or a failed write
         return owner not in await self.store.live_owners()
 
     async def _startup(self) -> None:
-        """Once per event loop: start the heartbeat, and pick up runs this host drove before a restart."""
+        """Once per event loop: start the heartbeat (which also picks up orphaned runs)."""
         loop = asyncio.get_running_loop()
         if self._heartbeat is not None and not self._heartbeat.done() and self._heartbeat.get_loop() is loop:
             return
         await self.store.touch_owner(self.owner, OWNER_TTL_S)
         self._heartbeat = loop.create_task(self._beat())
-        task = loop.create_task(self._recover_own())
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _recover_own(self) -> None:
-        try:
-            await self.recover(wait_s=0.0)
-        except Exception:
-            log.exception("recovering runs of agent %s failed", self.spec.id)
 
     async def _beat(self) -> None:
-        """Keep this host's claim on its runs alive, and decline pauses whose time has run out."""
+        """Keep this host's claim on its runs alive; take over runs whose host died (or whose last write
+        failed while storage was down); decline pauses whose time has run out."""
         while True:
-            await asyncio.sleep(HEARTBEAT_S)
             try:
                 await self.store.touch_owner(self.owner, OWNER_TTL_S)
+                await self._take_over_orphans()
                 await self.expire_due()
             except Exception:
                 log.warning("heartbeat of %s failed", self.owner, exc_info=True)
+            await asyncio.sleep(HEARTBEAT_S)
 
     async def close(self) -> None:
         if self._heartbeat is not None:
@@ -252,6 +248,11 @@ class AgentHost:
         return builder.result
 
     async def _launch(self, operation: Operation, linger: float) -> Batch:
+        """Start the operation and hand its first batch to the caller who opened it."""
+        return await self.next_batch(self._spawn(operation), linger)
+
+    def _spawn(self, operation: Operation) -> str:
+        """Start the operation with nobody reading yet (its chunks wait for an ``attach``)."""
         self._sweep()
         run_id = operation.run_id
         op_id = f"{run_id}#{next(self._ids)}"
@@ -265,7 +266,7 @@ class AgentHost:
             outbox.close()
 
         task.add_done_callback(finished)
-        return await self.next_batch(op_id, linger)
+        return op_id
 
     def _sweep(self) -> None:
         """Forget operations that ended long ago and were never read to the end."""

@@ -1,9 +1,13 @@
-"""W1: the approval cycle — stream -> tool-call-approval chunk -> approve -> final text.
+"""Approval-cycle latency, instant scripted models.
 
-Instant scripted model, one gated tool. Prints median and p99 per configuration and the ratio to
-Mastra 1.71's published-on-this-machine-kind figures (8.4 ms in memory, 12.2 ms on its SQLite file).
+W1: stream -> tool-call-approval chunk -> approve -> final text, one agent with one gated tool.
+W2: the same through a supervisor that delegates to a subagent owning the gated tool (the pause
+    bubbles up, the decision routes down, the answer flows back).
 
-    python bench/approval_cycle.py [--cycles 500] [--configs local-memory,local-sqlite,ray-memory,ray-sqlite]
+Prints median and p99 per configuration and the ratio to Mastra 1.71 measured on a 2-core machine of
+this kind with an instant mock model: W1 8.4 ms (memory) / 12.2 ms (its SQLite file); W2 16.6 ms.
+
+    python bench/approval_cycle.py [--workload w1|w2|all] [--cycles 500] [--configs local-memory,...]
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from pydantic import BaseModel
 from troupe import Agent, MemoryStore, Runtime, SqliteStore, create_tool
 from troupe.testing import FunctionModel, text, tool_call
 
-MASTRA_MS = {"memory": 8.4, "sqlite": 12.2}
+MASTRA_MS = {("w1", "memory"): 8.4, ("w1", "sqlite"): 12.2, ("w2", "memory"): 16.6, ("w2", "sqlite"): 16.6}
 
 
 class RecordId(BaseModel):
@@ -46,6 +50,15 @@ def build_agent() -> Agent:
     return Agent("bench", model=FunctionModel(turn), tools=[tool])
 
 
+def build_supervisor() -> Agent:
+    def turn(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        if messages[-1]["role"] == "tool":
+            return text("Deleted.")
+        return tool_call("agent-records", {"prompt": "delete abc-123"}, id="d-1")
+
+    return Agent("bench-supervisor", model=FunctionModel(turn), agents={"records": build_agent()})
+
+
 async def one_cycle(agent: Agent) -> float:
     started = time.perf_counter()
     stream = await agent.stream("delete abc-123")
@@ -65,10 +78,10 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-async def run_config(name: str, cycles: int, workdir: Path) -> dict[str, Any]:
+async def run_config(workload: str, name: str, cycles: int, workdir: Path) -> dict[str, Any]:
     executor, store_kind = name.split("-")
-    storage = MemoryStore() if store_kind == "memory" else SqliteStore(workdir / f"{name}.db")
-    agent = build_agent()
+    storage = MemoryStore() if store_kind == "memory" else SqliteStore(workdir / f"{workload}-{name}.db")
+    agent = build_agent() if workload == "w1" else build_supervisor()
     runtime = Runtime([agent], storage=storage, executor=executor)  # type: ignore[arg-type]
     try:
         for _ in range(min(50, cycles)):  # warm-up: actor start, connections, JIT-free caches
@@ -78,12 +91,13 @@ async def run_config(name: str, cycles: int, workdir: Path) -> dict[str, Any]:
         await runtime.shutdown()
     median = statistics.median(samples)
     return {
+        "workload": workload,
         "config": name,
         "cycles": cycles,
         "median_ms": round(median, 3),
         "p99_ms": round(percentile(samples, 0.99), 3),
-        "mastra_ms": MASTRA_MS[store_kind],
-        "speedup_vs_mastra": round(MASTRA_MS[store_kind] / median, 2),
+        "mastra_ms": MASTRA_MS[workload, store_kind],
+        "speedup_vs_mastra": round(MASTRA_MS[workload, store_kind] / median, 2),
     }
 
 
@@ -91,20 +105,24 @@ async def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("--workload", choices=["w1", "w2", "all"], default="all")
     parser.add_argument("--cycles", type=int, default=500)
     parser.add_argument("--configs", default="local-memory,local-sqlite,ray-memory,ray-sqlite")
     parser.add_argument("--json", type=Path, help="also write the rows to this file")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for name in args.configs.split(","):
-            rows.append(await run_config(name, args.cycles, Path(tmp)))
-            row = rows[-1]
-            print(
-                f"{row['config']:<14} median {row['median_ms']:7.2f} ms   p99 {row['p99_ms']:7.2f} ms   "
-                f"Mastra 1.71 {row['mastra_ms']:5.1f} ms   -> {row['speedup_vs_mastra']:.1f}x faster",
-                flush=True,
-            )
+        workloads = ["w1", "w2"] if args.workload == "all" else [args.workload]
+        for workload in workloads:
+            for name in args.configs.split(","):
+                rows.append(await run_config(workload, name, args.cycles, Path(tmp)))
+                row = rows[-1]
+                print(
+                    f"{workload} {row['config']:<14} median {row['median_ms']:7.2f} ms   "
+                    f"p99 {row['p99_ms']:7.2f} ms   Mastra 1.71 {row['mastra_ms']:5.1f} ms   "
+                    f"-> {row['speedup_vs_mastra']:.1f}x faster",
+                    flush=True,
+                )
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
 

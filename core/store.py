@@ -131,7 +131,7 @@ class Store(Protocol):
 
     async def list_expiring_runs(self, agent_id: str, before: float) -> list[str]:
         """Ids of the agent's suspended runs with a pause whose deadline (``expiry_timestamp``) is at or
-        before ``before`` (epoch seconds)."""
+        before ``before`` (epoch seconds), most overdue first."""
         ...
 
     async def list_audit(self, run_id: str) -> list[AuditEntry]: ...

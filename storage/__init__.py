@@ -2,11 +2,13 @@
 
 from core.store import AuditEntry, StaleSnapshotError, Store, StoredRun, SuspendedRunQuery
 from storage.memory import MemoryStore
+from storage.redis import RedisStore
 from storage.sqlite import SqliteStore
 
 __all__ = [
     "AuditEntry",
     "MemoryStore",
+    "RedisStore",
     "SqliteStore",
     "StaleSnapshotError",
     "Store",

@@ -107,8 +107,8 @@ class MemoryStore:
         for run_id in self._suspended[agent_id]:
             at = expiry_timestamp(RunState.from_json(self._runs[run_id][0]))
             if at is not None and at <= before:
-                due.append(run_id)
-        return sorted(due)
+                due.append((at, run_id))
+        return [run_id for _, run_id in sorted(due)]
 
     async def list_audit(self, run_id: str) -> list[AuditEntry]:
         return [AuditEntry.model_validate_json(raw) for raw in self._audit.get(run_id, [])]

@@ -1,12 +1,15 @@
-"""Shared fixtures: one Ray instance per session, runtimes on both executors, a cross-process call log."""
+"""Shared fixtures: one Ray instance per session, runtimes on both executors, a cross-process call log,
+real redis-servers (one for the session, and one per test for tests that crash it)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from redis_server import RedisServer
 
 from troupe import Runtime, SqliteStore
 from troupe.testing import CallLog
@@ -56,3 +59,27 @@ async def make_runtime(executor: str, tmp_path: Path) -> AsyncIterator[RuntimeFa
     yield make
     for runtime in made:
         await runtime.shutdown()
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real redis-server for the whole session (127.0.0.1, a free port, its own directory)."""
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    yield server.url
+    server.stop()
+
+
+@pytest.fixture
+def redis_prefix() -> str:
+    """A key prefix of this test's own, so tests sharing the session's server never see each other."""
+    return f"test-{uuid.uuid4().hex[:12]}:"
+
+
+@pytest.fixture
+def dedicated_redis(tmp_path: Path) -> Iterator[RedisServer]:
+    """A redis-server of this test's own, for tests that kill and restart it."""
+    server = RedisServer(tmp_path / "redis")
+    server.start()
+    yield server
+    server.stop()

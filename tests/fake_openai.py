@@ -56,11 +56,21 @@ def call(name: str, arguments: dict[str, Any] | str, *, id: str) -> ScriptedCall
     return ScriptedCall(id=id, name=name, arguments=arguments)
 
 
-def reply(text: str = "", *, calls: Sequence[ScriptedCall] = (), usage: tuple[int, int] = (10, 5),
-          finish_reason: str | None = None) -> Reply:
+def reply(
+    text: str = "",
+    *,
+    calls: Sequence[ScriptedCall] = (),
+    usage: tuple[int, int] = (10, 5),
+    finish_reason: str | None = None,
+) -> Reply:
     """One scripted assistant turn: text and/or tool calls; ``usage`` is (prompt, completion) tokens."""
-    return Reply(text=text, calls=tuple(calls), prompt_tokens=usage[0], completion_tokens=usage[1],
-                 finish_reason=finish_reason)
+    return Reply(
+        text=text,
+        calls=tuple(calls),
+        prompt_tokens=usage[0],
+        completion_tokens=usage[1],
+        finish_reason=finish_reason,
+    )
 
 
 def split(value: str, pieces: int) -> list[str]:
@@ -68,7 +78,7 @@ def split(value: str, pieces: int) -> list[str]:
     if not value:
         return []
     size = -(-len(value) // pieces)
-    return [value[i:i + size] for i in range(0, len(value), size)]
+    return [value[i : i + size] for i in range(0, len(value), size)]
 
 
 @dataclass
@@ -98,8 +108,10 @@ class FakeOpenAI:
         if body.get("stream") is not True:
             return _error("this fake server only answers stream=true requests")
         if self.played >= len(self.script):
-            return _error(f"fake server script exhausted: request {len(self.requests)} but "
-                          f"{len(self.script)} scripted replies")
+            return _error(
+                f"fake server script exhausted: request {len(self.requests)} but "
+                f"{len(self.script)} scripted replies"
+            )
         scripted = self.script[self.played]
         self.played += 1
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
@@ -108,23 +120,39 @@ class FakeOpenAI:
 
     def chunks(self, scripted: Reply, *, model: str, include_usage: bool) -> list[dict[str, Any]]:
         """The ``chat.completion.chunk`` objects streamed for one reply, in order."""
-        base = {"id": f"chatcmpl-fake-{self.played}", "object": "chat.completion.chunk",
-                "created": int(time.time()), "model": model}
+        base = {
+            "id": f"chatcmpl-fake-{self.played}",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": model,
+        }
         if include_usage:
             base["usage"] = None
 
         def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
-            return {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None,
-                                         "finish_reason": finish_reason}]}
+            return {
+                **base,
+                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}],
+            }
 
         out = [chunk({"role": "assistant", "content": ""})]
         out += [chunk({"content": piece}) for piece in split(scripted.text, self.pieces)]
         fragments = []
         for index, scripted_call in enumerate(scripted.calls):
-            out.append(chunk({"tool_calls": [{
-                "index": index, "id": scripted_call.id, "type": "function",
-                "function": {"name": scripted_call.name, "arguments": ""},
-            }]}))
+            out.append(
+                chunk(
+                    {
+                        "tool_calls": [
+                            {
+                                "index": index,
+                                "id": scripted_call.id,
+                                "type": "function",
+                                "function": {"name": scripted_call.name, "arguments": ""},
+                            }
+                        ]
+                    }
+                )
+            )
             arguments = scripted_call.arguments
             raw = arguments if isinstance(arguments, str) else json.dumps(arguments)
             fragments.append([(index, piece) for piece in split(raw, self.pieces)])
@@ -135,11 +163,17 @@ class FakeOpenAI:
         finish = scripted.finish_reason or ("tool_calls" if scripted.calls else "stop")
         out.append(chunk({}, finish))
         if include_usage:
-            out.append({**base, "choices": [], "usage": {
-                "prompt_tokens": scripted.prompt_tokens,
-                "completion_tokens": scripted.completion_tokens,
-                "total_tokens": scripted.prompt_tokens + scripted.completion_tokens,
-            }})
+            out.append(
+                {
+                    **base,
+                    "choices": [],
+                    "usage": {
+                        "prompt_tokens": scripted.prompt_tokens,
+                        "completion_tokens": scripted.completion_tokens,
+                        "total_tokens": scripted.prompt_tokens + scripted.completion_tokens,
+                    },
+                }
+            )
         return out
 
 
@@ -155,15 +189,24 @@ async def _sse(chunks: list[dict[str, Any]]) -> AsyncIterator[str]:
 
 
 def _error(message: str) -> JSONResponse:
-    return JSONResponse({"error": {"message": message, "type": "invalid_request_error", "param": None,
-                                   "code": None}}, status_code=400)
+    return JSONResponse(
+        {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": None}},
+        status_code=400,
+    )
 
 
 @contextmanager
 def serving(server: FakeOpenAI, *, startup_timeout: float = 10.0) -> Iterator[str]:
     """Run ``server`` under uvicorn on 127.0.0.1 (a free port) in a background thread; yield its base URL."""
-    config = uvicorn.Config(server.app, host="127.0.0.1", port=0, log_level="warning", lifespan="off",
-                            ws="none", timeout_graceful_shutdown=2)
+    config = uvicorn.Config(
+        server.app,
+        host="127.0.0.1",
+        port=0,
+        log_level="warning",
+        lifespan="off",
+        ws="none",
+        timeout_graceful_shutdown=2,
+    )
     uv = uvicorn.Server(config)
     thread = threading.Thread(target=uv.run, name="fake-openai", daemon=True)
     thread.start()

@@ -25,6 +25,7 @@ def test_the_public_surface_is_pinned():
         "Model",
         "OpenAIModel",
         "PendingToolCall",
+        "RedisStore",
         "Runtime",
         "RunResult",
         "SqliteStore",

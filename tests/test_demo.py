@@ -31,8 +31,11 @@ def troupe_command() -> list[str]:
 
 
 def demo_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL", "RAY_ADDRESS")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL", "RAY_ADDRESS")
+    }
     env["TERM"] = "dumb"
     return env
 
@@ -43,8 +46,15 @@ class Terminal:
     def __init__(self, args: list[str], cwd: Path, timeout: float) -> None:
         self.timeout = timeout
         master, slave = os.openpty()
-        self.proc = subprocess.Popen([sys.executable, "-c", _LAUNCH, *args], stdin=slave, stdout=slave,
-                                     stderr=slave, cwd=cwd, env=demo_env(), close_fds=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _LAUNCH, *args],
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            cwd=cwd,
+            env=demo_env(),
+            close_fds=True,
+        )
         os.close(slave)
         self.fd = master
         self.output = ""
@@ -70,10 +80,12 @@ class Terminal:
                 self._seen = found.end()
                 return found
             left = deadline - time.monotonic()
-            if left <= 0 or (not self._read(min(left, 0.5)) and self.proc.poll() is not None
-                             and not self._read(0.2)):
-                raise AssertionError(f"never saw {pattern!r} (exit code {self.proc.poll()}); "
-                                     f"output so far:\n{self.output}")
+            if left <= 0 or (
+                not self._read(min(left, 0.5)) and self.proc.poll() is not None and not self._read(0.2)
+            ):
+                raise AssertionError(
+                    f"never saw {pattern!r} (exit code {self.proc.poll()}); output so far:\n{self.output}"
+                )
 
     def type(self, line: str) -> None:
         os.write(self.fd, line.encode() + b"\n")

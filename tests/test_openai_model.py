@@ -41,8 +41,9 @@ def model_for(server: FakeOpenAI, **options: Any) -> OpenAIModel:
     return OpenAIModel("gpt-test", base_url=server.base_url, api_key="sk-test", **options)
 
 
-async def one_turn(model: OpenAIModel, messages: Any = None, tools: Any = None,
-                   **request: Any) -> list[ModelEvent]:
+async def one_turn(
+    model: OpenAIModel, messages: Any = None, tools: Any = None, **request: Any
+) -> list[ModelEvent]:
     messages = messages or [{"role": "user", "content": "hi"}]
     return [e async for e in model.stream_turn(ModelRequest(messages, tools or [], **request))]
 
@@ -68,10 +69,14 @@ async def test_a_text_turn_streams_several_deltas_then_ends_with_the_servers_usa
 
 
 async def test_parallel_tool_calls_are_rebuilt_by_index_from_interleaved_fragments(server):
-    server.play(reply(calls=[
-        call("delete_record", {"id": "abc-123", "reason": "duplicate entry"}, id="call_a"),
-        call("pay", {"to": "bob", "amount": 5}, id="call_b"),
-    ]))
+    server.play(
+        reply(
+            calls=[
+                call("delete_record", {"id": "abc-123", "reason": "duplicate entry"}, id="call_a"),
+                call("pay", {"to": "bob", "amount": 5}, id="call_b"),
+            ]
+        )
+    )
 
     events = await one_turn(model_for(server), tools=[DELETE_SPEC])
 
@@ -110,8 +115,9 @@ async def test_a_turn_can_mix_text_and_a_tool_call(server):
     assert events[-1].finish_reason == "tool-calls"
 
 
-@pytest.mark.parametrize(("openai_reason", "troupe_reason"),
-                         [("length", "length"), ("content_filter", "content-filter")])
+@pytest.mark.parametrize(
+    ("openai_reason", "troupe_reason"), [("length", "length"), ("content_filter", "content-filter")]
+)
 async def test_other_finish_reasons_are_passed_on_in_troupe_spelling(server, openai_reason, troupe_reason):
     server.play(reply("cut sho", finish_reason=openai_reason))
 
@@ -125,10 +131,17 @@ async def test_the_request_carries_the_messages_and_tool_specs_it_was_given(serv
     messages = [
         {"role": "system", "content": "You manage records."},
         {"role": "user", "content": "delete abc-123"},
-        {"role": "assistant", "content": None, "tool_calls": [{
-            "id": "call_0", "type": "function",
-            "function": {"name": "delete_record", "arguments": '{"id": "abc-123"}'},
-        }]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_0",
+                    "type": "function",
+                    "function": {"name": "delete_record", "arguments": '{"id": "abc-123"}'},
+                }
+            ],
+        },
         {"role": "tool", "tool_call_id": "call_0", "content": '{"deleted": "abc-123"}'},
     ]
 
@@ -158,8 +171,10 @@ async def test_structured_output_and_temperature_reach_the_request(server):
     await one_turn(model_for(server, temperature=0.2), response_schema=schema)
 
     sent = server.requests[0]
-    assert sent["response_format"] == {"type": "json_schema",
-                                       "json_schema": {"name": "output", "schema": schema}}
+    assert sent["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "output", "schema": schema},
+    }
     assert sent["temperature"] == 0.2
 
 
@@ -218,13 +233,15 @@ async def test_a_missing_api_key_is_a_model_error_that_says_how_to_fix_it(server
 
 
 async def test_an_agent_pauses_for_approval_and_sends_the_tool_result_back_to_the_server(
-        server, calls, tmp_path):
+    server, calls, tmp_path
+):
     server.play(
         reply(calls=[call("delete_record", {"id": "abc-123"}, id="call_abc")]),
         reply("Record abc-123 is gone."),
     )
-    agent = Agent("ops", instructions="You manage records.", model=model_for(server),
-                  tools=[delete_tool(calls)])
+    agent = Agent(
+        "ops", instructions="You manage records.", model=model_for(server), tools=[delete_tool(calls)]
+    )
     runtime = Runtime([agent], storage=SqliteStore(tmp_path / "t.db"), executor="local")
 
     stream = await agent.stream("delete abc-123")
@@ -232,7 +249,10 @@ async def test_an_agent_pauses_for_approval_and_sends_the_tool_result_back_to_th
     assert types_of(chunks) == ["start", "step-start", "tool-call", "tool-call-approval", "finish"]
     approval = chunks[3].payload
     assert (approval["tool_call_id"], approval["tool_name"], approval["args"]) == (
-        "call_abc", "delete_record", {"id": "abc-123"})
+        "call_abc",
+        "delete_record",
+        {"id": "abc-123"},
+    )
     assert calls.count() == 0
     assert len(server.requests) == 1
 

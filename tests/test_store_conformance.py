@@ -11,15 +11,23 @@ import pytest
 
 from core.state import CallStatus, Pause, RunState, ToolCallState
 from core.store import AuditEntry, StaleSnapshotError, Store, SuspendedRunQuery
+from storage import RedisStore
 from troupe import MemoryStore, SqliteStore
 from troupe.errors import DuplicateRunError, InvalidPaginationError
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", pytest.param("redis", marks=pytest.mark.redis)])
 async def store(request: pytest.FixtureRequest, tmp_path: Any) -> AsyncIterator[Store]:
-    backend: Store = MemoryStore() if request.param == "memory" else SqliteStore(tmp_path / "s.db")
+    backend: Store
+    if request.param == "memory":
+        backend = MemoryStore()
+    elif request.param == "sqlite":
+        backend = SqliteStore(tmp_path / "s.db")
+    else:
+        redis_url, prefix = request.getfixturevalue("redis_url"), request.getfixturevalue("redis_prefix")
+        backend = RedisStore(redis_url, prefix=prefix)
     yield backend
     await backend.close()
 
@@ -28,7 +36,9 @@ def running(run_id: str, agent: str = "a", **fields: Any) -> RunState:
     return RunState(run_id=run_id, agent_id=agent, messages=[{"role": "user", "content": run_id}], **fields)
 
 
-def suspended(run_id: str, at: datetime, agent: str = "a", **fields: Any) -> RunState:
+def suspended(
+    run_id: str, at: datetime, agent: str = "a", expires_at: datetime | None = None, **fields: Any
+) -> RunState:
     pause = Pause(
         kind="approval",
         tool_name="t",
@@ -37,6 +47,7 @@ def suspended(run_id: str, at: datetime, agent: str = "a", **fields: Any) -> Run
         fingerprint="f" * 32,
         paused_at=at,
         seq=1,
+        expires_at=expires_at,
     )
     call = ToolCallState(
         tool_call_id="c1",
@@ -139,6 +150,29 @@ async def test_suspended_runs_are_listed_by_agent_thread_resource_and_time(store
     assert await store.list_running_runs("a") == ["busy"]
 
 
+async def test_thread_and_resource_filters_combine_and_page_together(store: Store):
+    later = T0 + timedelta(hours=1)
+    for i in range(5):
+        at = T0 + timedelta(minutes=i)
+        await store.create_run(suspended(f"both-{i}", at, thread_id="t1", resource_id="u1"))
+    await store.create_run(suspended("thread-only", later, thread_id="t1", resource_id="u2"))
+    await store.create_run(suspended("resource-only", later, thread_id="t2", resource_id="u1"))
+
+    async def ids(**filters: Any) -> tuple[list[str], int]:
+        query = SuspendedRunQuery(agent_id="a", thread_id="t1", resource_id="u1", **filters)
+        found, total = await store.list_suspended_runs(query)
+        return [s.run_id for s in found], total
+
+    assert await ids() == (["both-4", "both-3", "both-2", "both-1", "both-0"], 5)
+    assert await ids(offset=1, limit=2) == (["both-3", "both-2"], 5)
+    assert await ids(offset=4, limit=2) == (["both-0"], 5)
+    assert await ids(offset=9) == ([], 5)
+    assert await ids(from_date=T0 + timedelta(minutes=1), to_date=T0 + timedelta(minutes=3)) == (
+        ["both-3", "both-2", "both-1"],
+        3,
+    )
+
+
 async def test_a_run_leaves_the_suspended_index_when_it_resumes_or_ends(store: Store):
     state = suspended("r1", T0)
     await store.create_run(state)
@@ -165,3 +199,48 @@ def test_paging_arguments_are_checked():
     for page, per_page in ((-1, 10), (0, 0), (1, None), (0, -5)):
         with pytest.raises(InvalidPaginationError):
             SuspendedRunQuery.paged("a", page=page, per_page=per_page)
+
+
+async def test_expiring_runs_are_listed_most_overdue_first(store: Store):
+    hour = timedelta(hours=1)
+    await store.create_run(suspended("late", T0, expires_at=T0 + 2 * hour))
+    await store.create_run(suspended("later", T0, expires_at=T0 + 3 * hour))
+    await store.create_run(suspended("never", T0))
+    await store.create_run(suspended("other", T0, agent="b", expires_at=T0))
+    await store.create_run(suspended("overdue", T0, expires_at=T0 + hour))
+
+    assert await store.list_expiring_runs("a", (T0 + 2 * hour).timestamp()) == ["overdue", "late"]
+    assert await store.list_expiring_runs("a", T0.timestamp()) == []
+
+
+async def test_expiry_is_indexed_only_for_top_level_runs(store: Store):
+    from core.state import ParentLink
+
+    child = suspended(
+        "child", T0, expires_at=T0, parent=ParentLink(run_id="p", tool_call_id="c", agent_id="s")
+    )
+    await store.create_run(child)
+
+    assert await store.list_expiring_runs("a", (T0 + timedelta(days=1)).timestamp()) == []
+
+
+async def test_heartbeats_expire(store: Store):
+    await store.touch_owner("host-1", 60)
+    await store.touch_owner("host-2", 0.05)
+    await asyncio.sleep(0.1)
+
+    assert await store.live_owners() == {"host-1"}
+    await store.touch_owner("host-2", 60)
+    assert await store.live_owners() == {"host-1", "host-2"}
+
+
+async def test_finished_subagent_runs_are_in_no_index(store: Store):
+    state = suspended("r1", T0)
+    await store.create_run(state)
+    state.status, state.calls, state.outcome = "finished", [], {"text": "done"}
+    await store.save_run(state, expected_version=1)
+
+    assert (await store.list_suspended_runs(SuspendedRunQuery(agent_id="a")))[1] == 0
+    assert await store.list_running_runs("a") == []
+    loaded = await store.load_run("r1")
+    assert loaded is not None and loaded.state.outcome == {"text": "done"}

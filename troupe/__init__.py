@@ -12,7 +12,7 @@ from core.results import RunResult, StepResult
 from core.stream import AgentStream
 from core.suspended import PendingToolCall, SuspendedRun, SuspendedRunList
 from core.tools import Tool, ToolContext, create_tool
-from storage import MemoryStore, SqliteStore
+from storage import MemoryStore, RedisStore, SqliteStore
 from supervisor import Agent, Runtime
 from troupe import errors, testing
 
@@ -26,6 +26,7 @@ __all__ = [
     "Model",
     "OpenAIModel",
     "PendingToolCall",
+    "RedisStore",
     "RunResult",
     "Runtime",
     "SqliteStore",

@@ -1,6 +1,6 @@
 """The ``troupe`` command. Thin: it parses arguments and hands over to the module that does the work.
 
-    troupe demo [--store PATH] [--executor ray|local]
+troupe demo [--store PATH] [--executor ray|local]
 """
 
 from __future__ import annotations
@@ -23,10 +23,18 @@ def build_parser() -> argparse.ArgumentParser:
         "gpt-4o-mini), a scripted model otherwise. A run left paused is resumed by the next "
         "`troupe demo` on the same store.",
     )
-    demo.add_argument("--store", default=DEFAULT_STORE, metavar="PATH",
-                      help=f"SQLite file for run state and the demo's records (default: ./{DEFAULT_STORE})")
-    demo.add_argument("--executor", choices=("ray", "local"), default="ray",
-                      help="run the agent in a Ray actor (default; starts Ray locally) or in this process")
+    demo.add_argument(
+        "--store",
+        default=DEFAULT_STORE,
+        metavar="PATH",
+        help=f"SQLite file for run state and the demo's records (default: ./{DEFAULT_STORE})",
+    )
+    demo.add_argument(
+        "--executor",
+        choices=("ray", "local"),
+        default="ray",
+        help="run the agent in a Ray actor (default; starts Ray locally) or in this process",
+    )
     return parser
 
 

@@ -90,8 +90,9 @@ class RecordsDB:
                 "restaurant TEXT NOT NULL, time TEXT NOT NULL, people INTEGER NOT NULL)"
             )
             if seed:
-                conn.executemany("INSERT OR IGNORE INTO demo_records (id, title) VALUES (?, ?)",
-                                 SAMPLE_RECORDS)
+                conn.executemany(
+                    "INSERT OR IGNORE INTO demo_records (id, title) VALUES (?, ?)", SAMPLE_RECORDS
+                )
 
     def records(self) -> list[tuple[str, str]]:
         with self._connect() as conn:
@@ -104,8 +105,10 @@ class RecordsDB:
 
     def book(self, restaurant: str, time: str, people: int) -> int:
         with self._connect() as conn:
-            cursor = conn.execute("INSERT INTO demo_bookings (restaurant, time, people) VALUES (?, ?, ?)",
-                                  (restaurant, time, people))
+            cursor = conn.execute(
+                "INSERT INTO demo_bookings (restaurant, time, people) VALUES (?, ?, ?)",
+                (restaurant, time, people),
+            )
             return int(cursor.lastrowid or 0)
 
 
@@ -143,10 +146,21 @@ def make_tools(db: RecordsDB) -> list[Tool]:
         return {"booked": booking, "restaurant": inp.restaurant, "time": inp.time, "people": answer.people}
 
     return [
-        create_tool("delete_record", "Delete a record by id. Destructive: a person approves it first.",
-                    RecordId, delete_record, require_approval=True),
-        create_tool("book_table", "Book a restaurant table. Asks the person for the party size.",
-                    TableRequest, book_table, suspend_schema=PartySizeQuestion, resume_schema=PartySize),
+        create_tool(
+            "delete_record",
+            "Delete a record by id. Destructive: a person approves it first.",
+            RecordId,
+            delete_record,
+            require_approval=True,
+        ),
+        create_tool(
+            "book_table",
+            "Book a restaurant table. Asks the person for the party size.",
+            TableRequest,
+            book_table,
+            suspend_schema=PartySizeQuestion,
+            resume_schema=PartySize,
+        ),
     ]
 
 
@@ -170,13 +184,18 @@ def scripted_turn(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -
     found = _RECORD_ID.search(user)
     record_id = found.group(0) if found else SAMPLE_RECORDS[0][0]
     if "delete_record" not in outputs:
-        return [text(f"First I'll delete record {record_id}; that needs your approval. "),
-                tool_call("delete_record", {"id": record_id}, id="call-delete")]
+        return [
+            text(f"First I'll delete record {record_id}; that needs your approval. "),
+            tool_call("delete_record", {"id": record_id}, id="call-delete"),
+        ]
     if "book_table" not in outputs:
-        return [text("Now I'll book the table. "),
-                tool_call("book_table", {"restaurant": "Chez Troupe", "time": "19:30"}, id="call-book")]
-    return text(f"{_deletion_outcome(record_id, outputs['delete_record'])} "
-                f"{_booking_outcome(outputs['book_table'])}")
+        return [
+            text("Now I'll book the table. "),
+            tool_call("book_table", {"restaurant": "Chez Troupe", "time": "19:30"}, id="call-book"),
+        ]
+    return text(
+        f"{_deletion_outcome(record_id, outputs['delete_record'])} {_booking_outcome(outputs['book_table'])}"
+    )
 
 
 def _json(content: str) -> Any:
@@ -214,13 +233,16 @@ def choose_model(env: Mapping[str, str] = os.environ) -> tuple[Model | str, str]
         model = name if name.startswith("openai/") else f"openai/{name}"
         where = f" via {env['OPENAI_BASE_URL']}" if env.get("OPENAI_BASE_URL") else ""
         return model, f"{model}{where} (OPENAI_API_KEY is set)"
-    return (FunctionModel(scripted_turn),
-            "scripted FunctionModel (no OPENAI_API_KEY; set it to use openai/gpt-4o-mini)")
+    return (
+        FunctionModel(scripted_turn),
+        "scripted FunctionModel (no OPENAI_API_KEY; set it to use openai/gpt-4o-mini)",
+    )
 
 
 def build_agent(db: RecordsDB, model: Model | str) -> Agent:
-    return Agent(AGENT_ID, name="Records assistant", instructions=INSTRUCTIONS, model=model,
-                 tools=make_tools(db))
+    return Agent(
+        AGENT_ID, name="Records assistant", instructions=INSTRUCTIONS, model=model, tools=make_tools(db)
+    )
 
 
 # ---- the terminal session ---------------------------------------------------------------------------
@@ -241,9 +263,15 @@ class Pause:
     @classmethod
     def from_chunk(cls, chunk: Chunk) -> Pause:
         p = chunk.payload
-        return cls("approval" if chunk.type == "tool-call-approval" else "suspend", p["tool_call_id"],
-                   p["tool_name"], p.get("args"), p.get("fingerprint"), p.get("suspend_payload"),
-                   p.get("resume_schema"))
+        return cls(
+            "approval" if chunk.type == "tool-call-approval" else "suspend",
+            p["tool_call_id"],
+            p["tool_name"],
+            p.get("args"),
+            p.get("fingerprint"),
+            p.get("suspend_payload"),
+            p.get("resume_schema"),
+        )
 
 
 class EndOfInput(Exception):
@@ -330,12 +358,14 @@ class Session:
         answer = ask("Approve? [y/N] ").strip().lower()
         if answer in ("y", "yes"):
             self.decisions.append(f"{pause.tool_name} approved")
-            return await self.agent.approve_tool_call(run_id=self.run_id, tool_call_id=pause.tool_call_id,
-                                                      fingerprint=pause.fingerprint)
+            return await self.agent.approve_tool_call(
+                run_id=self.run_id, tool_call_id=pause.tool_call_id, fingerprint=pause.fingerprint
+            )
         reason = ask("Reason (optional, Enter to skip): ").strip() or None
         self.decisions.append(f"{pause.tool_name} declined" + (f" ({reason})" if reason else ""))
-        return await self.agent.decline_tool_call(run_id=self.run_id, tool_call_id=pause.tool_call_id,
-                                                  reason=reason, fingerprint=pause.fingerprint)
+        return await self.agent.decline_tool_call(
+            run_id=self.run_id, tool_call_id=pause.tool_call_id, reason=reason, fingerprint=pause.fingerprint
+        )
 
     async def _answer(self, pause: Pause) -> AgentStream:
         assert self.run_id is not None
@@ -349,9 +379,9 @@ class Session:
                 continue
             data = resume_data_for(answer, pause.resume_schema)
             try:
-                stream = await self.agent.resume_stream(data, run_id=self.run_id,
-                                                        tool_call_id=pause.tool_call_id,
-                                                        fingerprint=pause.fingerprint)
+                stream = await self.agent.resume_stream(
+                    data, run_id=self.run_id, tool_call_id=pause.tool_call_id, fingerprint=pause.fingerprint
+                )
             except ResumeDataValidationError as exc:
                 print(f"Not accepted: {exc.message}. Please try again.", flush=True)
                 continue
@@ -365,12 +395,25 @@ class Session:
         if found.runs:
             waiting = found.runs[0]  # newest first
             self.run_id, self.paused = waiting.run_id, True
-            print(f"Resuming run {waiting.run_id}, left paused in this store"
-                  + (f" ({found.total - 1} more paused)" if found.total > 1 else "") + ".", flush=True)
+            print(
+                f"Resuming run {waiting.run_id}, left paused in this store"
+                + (f" ({found.total - 1} more paused)" if found.total > 1 else "")
+                + ".",
+                flush=True,
+            )
             self.db.setup(seed=False)
-            pauses = [Pause("approval" if p.requires_approval else "suspend", p.tool_call_id, p.tool_name,
-                            p.args, p.fingerprint, p.suspend_payload, p.resume_schema)
-                      for p in waiting.pending]
+            pauses = [
+                Pause(
+                    "approval" if p.requires_approval else "suspend",
+                    p.tool_call_id,
+                    p.tool_name,
+                    p.args,
+                    p.fingerprint,
+                    p.suspend_payload,
+                    p.resume_schema,
+                )
+                for p in waiting.pending
+            ]
             result: RunResult | None = None
         else:
             self.db.setup(seed=True)
@@ -391,16 +434,20 @@ class Session:
         final = result.steps[-1].text if result.steps and result.steps[-1].text else result.text
         left = [rid for rid, _ in self.db.records()]
         print(f"\nFinal answer: {final.strip()}")
-        print(f"Summary: run {self.run_id} finished ({result.finish_reason}); "
-              f"{'; '.join(self.decisions) or 'no decisions'}; records left: {', '.join(left) or 'none'}.",
-              flush=True)
+        print(
+            f"Summary: run {self.run_id} finished ({result.finish_reason}); "
+            f"{'; '.join(self.decisions) or 'no decisions'}; records left: {', '.join(left) or 'none'}.",
+            flush=True,
+        )
         return EXIT_OK
 
     def left_paused_message(self, why: str) -> str:
         again = f"troupe demo --store {self.store_path}"
         if self.paused and self.run_id:
-            return (f"{why} Run {self.run_id} stays paused in the store {self.store_path}; "
-                    f"run `{again}` to resume it.")
+            return (
+                f"{why} Run {self.run_id} stays paused in the store {self.store_path}; "
+                f"run `{again}` to resume it."
+            )
         return f"{why} Paused runs stay in the store {self.store_path}; run `{again}` to resume them."
 
 
@@ -414,8 +461,10 @@ async def run_demo(store_path: Path, executor: Executor, session_out: list[Sessi
     print("Troupe demo: agent records-assistant (tools: delete_record needs approval, book_table asks you)")
     print(f"  model:    {model_label}")
     print(f"  store:    {store_path} (SQLite)")
-    print(f"  executor: {executor}" + (" (starting Ray locally, a few seconds)" if executor == "ray" else ""),
-          flush=True)
+    print(
+        f"  executor: {executor}" + (" (starting Ray locally, a few seconds)" if executor == "ray" else ""),
+        flush=True,
+    )
     try:
         return await session.run()
     except EndOfInput:
@@ -457,7 +506,7 @@ def resume_data_for(answer: str, schema: dict[str, Any] | None) -> Any:
     anything else is read as JSON."""
     properties = (schema or {}).get("properties") or {}
     if len(properties) == 1:
-        (name, spec), = properties.items()
+        ((name, spec),) = properties.items()
         return {name: _convert(answer, spec.get("type"))}
     parsed = _json(answer)
     return parsed if parsed is not None else answer

@@ -1,0 +1,140 @@
+"""The Lua scripts of RedisStore: each is one atomic step on the server.
+
+Reads that must agree with each other (a listing's total and its page) and writes that must happen
+together (a compare-and-set, its audit entries and the index changes) are each one script. Every write
+carries a random token so that a retried write whose first attempt landed recognises itself; see
+``storage.redis`` for why commands are retried at all.
+"""
+
+from __future__ import annotations
+
+# How long an append remembers its token: far longer than the immediate retry that needs it.
+TOKEN_TTL_S = 60
+
+# Shared by the write scripts. A run's hash records the index keys it is in, so that it leaves them
+# without the script parsing its state, and the token of the write that stored it, so that a retried
+# write recognises its own first attempt. ``put`` adds the run to KEYS[first_key..], each scored by the
+# ARGV from ``first_score`` on, in the same order.
+_RUN_HELPERS = """
+local function unindex(run_key, run_id)
+  local recorded = redis.call('HGET', run_key, 'indexes')
+  if recorded then
+    for _, index in ipairs(cjson.decode(recorded)) do redis.call('ZREM', index, run_id) end
+  end
+end
+local function put(run_key, state, version, token, run_id, first_key, first_score)
+  local indexes = {}
+  for i = first_key, #KEYS do
+    redis.call('ZADD', KEYS[i], ARGV[first_score + i - first_key], run_id)
+    indexes[#indexes + 1] = KEYS[i]
+  end
+  redis.call('HSET', run_key, 'state', state, 'version', version, 'write', token,
+             'indexes', cjson.encode(indexes))
+end
+"""
+
+# KEYS: run hash, then the indexes the run belongs to. ARGV: write token, state, run id, index scores.
+# Returns 1 (created, by this write or its first attempt), or 0 if the run exists.
+CREATE = (
+    _RUN_HELPERS
+    + """
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  if redis.call('HGET', KEYS[1], 'write') == ARGV[1] then return 1 end
+  return 0
+end
+put(KEYS[1], ARGV[2], 1, ARGV[1], ARGV[3], 2, 4)
+return 1
+"""
+)
+
+# KEYS: run hash, the audit list of each of the n entries, then the indexes the run belongs to now.
+# ARGV: write token, expected version, state, run id, n, the n audit entries, then the index scores.
+# Returns the new version, or 0 if the run is not at the expected version (or is gone).
+SAVE = (
+    _RUN_HELPERS
+    + """
+local version = redis.call('HGET', KEYS[1], 'version')
+if not version then return 0 end
+version = tonumber(version)
+local expected = tonumber(ARGV[2])
+if version ~= expected then
+  if version == expected + 1 and redis.call('HGET', KEYS[1], 'write') == ARGV[1] then return version end
+  return 0
+end
+unindex(KEYS[1], ARGV[4])
+local entries = tonumber(ARGV[5])
+put(KEYS[1], ARGV[3], version + 1, ARGV[1], ARGV[4], 2 + entries, 6 + entries)
+for i = 1, entries do redis.call('RPUSH', KEYS[1 + i], ARGV[5 + i]) end
+return version + 1
+"""
+)
+
+# KEYS: run hash. ARGV: expected version ('' for any), run id. Idempotent as it is.
+# Returns 1 (deleted, or already gone), or 0 if the run is at another version.
+DELETE = (
+    _RUN_HELPERS
+    + """
+local version = redis.call('HGET', KEYS[1], 'version')
+if not version then return 1 end
+if ARGV[1] ~= '' and tonumber(version) ~= tonumber(ARGV[1]) then return 0 end
+unindex(KEYS[1], ARGV[2])
+redis.call('DEL', KEYS[1])
+return 1
+"""
+)
+
+# KEYS: thread list, the write's token key. ARGV: messages. A retried append whose first attempt
+# landed finds its token key and appends nothing.
+APPEND = f"""
+if not redis.call('SET', KEYS[2], 1, 'NX', 'EX', {TOKEN_TTL_S}) then return 0 end
+for i = 1, #ARGV do redis.call('RPUSH', KEYS[1], ARGV[i]) end
+return 1
+"""
+
+# KEYS: a suspended index, and optionally a second one to intersect with (the smaller is walked).
+# ARGV: min score, max score, offset, count (-1 for all), run key prefix.
+# Returns {total, state...}: the count before paging and the page's states, read in one atomic step.
+LIST = """
+local first, second = KEYS[1], KEYS[2]
+local total, ids
+if second == nil then
+  total = redis.call('ZCOUNT', first, ARGV[1], ARGV[2])
+  ids = redis.call('ZRANGEBYSCORE', first, ARGV[1], ARGV[2], 'LIMIT', ARGV[3], ARGV[4])
+else
+  if redis.call('ZCARD', second) < redis.call('ZCARD', first) then first, second = second, first end
+  local matched = {}
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', first, ARGV[1], ARGV[2])) do
+    if redis.call('ZSCORE', second, id) then matched[#matched + 1] = id end
+  end
+  total = #matched
+  ids = {}
+  local offset, count = tonumber(ARGV[3]), tonumber(ARGV[4])
+  for i = offset + 1, #matched do
+    if count >= 0 and #ids >= count then break end
+    ids[#ids + 1] = matched[i]
+  end
+end
+local reply = {total}
+for _, id in ipairs(ids) do reply[#reply + 1] = redis.call('HGET', ARGV[5] .. id, 'state') end
+return reply
+"""
+
+# Host heartbeats, scored by expiry on the Redis server's clock (so hosts with skewed clocks agree).
+# KEYS: the owners zset. ARGV: owner, ttl in seconds.
+TOUCH_OWNER = """
+local now = redis.call('TIME')
+local expires = tonumber(now[1]) + tonumber(now[2]) / 1000000 + tonumber(ARGV[2])
+redis.call('ZADD', KEYS[1], string.format('%.6f', expires), ARGV[1])
+return 1
+"""
+
+# KEYS: the owners zset. Drops expired heartbeats and returns the live owners.
+LIVE_OWNERS = """
+local now = redis.call('TIME')
+local at = tonumber(now[1]) + tonumber(now[2]) / 1000000
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%.6f', at))
+return redis.call('ZRANGE', KEYS[1], 0, -1)
+"""
+
+
+__all__ = ["APPEND", "CREATE", "DELETE", "LIST", "LIVE_OWNERS", "SAVE", "TOKEN_TTL_S", "TOUCH_OWNER"]

@@ -1,0 +1,119 @@
+"""Redis goes away and comes back: nothing is lost, nothing runs twice, and the caller is told.
+
+Each test has a redis-server of its own (``dedicated_redis``) that it kills with SIGKILL and restarts on
+the same port and directory; the append-only file is fsynced on every write, so whatever Redis
+acknowledged before the crash is there afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+from helpers import chunks_of, delete_tool, one_call, types_of
+from pydantic import BaseModel
+from redis_server import RedisServer
+
+from core.state import CallStatus
+from storage import RedisStore
+from troupe import Agent, Runtime, create_tool
+from troupe.errors import StorageUnavailableError
+from troupe.testing import CallLog
+
+pytestmark = pytest.mark.redis
+
+
+@pytest.fixture
+async def store(dedicated_redis: RedisServer) -> AsyncIterator[RedisStore]:
+    backend = RedisStore(dedicated_redis.url, prefix="outage:")
+    yield backend
+    await backend.close()
+
+
+class NoInput(BaseModel):
+    pass
+
+
+class Gate:
+    """Lets a test act while a tool is in the middle of running (the local executor shares its loop)."""
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+        self.release = asyncio.Event()
+
+
+def gated_tool(log: CallLog, gate: Gate) -> Any:
+    async def work(inp: NoInput, ctx: Any) -> dict[str, Any]:
+        log.record("work", run_id=ctx.run_id)
+        gate.started.set()
+        await gate.release.wait()
+        return {"worked": True}
+
+    return create_tool("work", "Do something slow", NoInput, work)
+
+
+async def test_a_paused_run_waits_out_a_redis_crash_and_is_approved_once_redis_is_back(
+    dedicated_redis: RedisServer, store: RedisStore, make_runtime: Callable[..., Runtime], calls: CallLog
+):
+    agent = Agent("ops", model=one_call("delete_record", {"id": "abc-123"}), tools=[delete_tool(calls)])
+    make_runtime([agent], storage=store)  # on Ray, each actor unpickles its own RedisStore
+    paused = await agent.generate("delete abc-123")
+    assert paused.finish_reason == "suspended"
+
+    dedicated_redis.kill()
+
+    with pytest.raises(StorageUnavailableError) as refused:
+        await agent.approve_tool_call(run_id=paused.run_id, tool_call_id="call-1")
+    assert dedicated_redis.url in refused.value.message
+    assert "unavailable" in refused.value.message
+    assert refused.value.code == "STORAGE_UNAVAILABLE"
+    with pytest.raises(StorageUnavailableError):
+        await agent.list_suspended_runs()
+    assert calls.count() == 0
+
+    dedicated_redis.start()
+
+    listed = await agent.list_suspended_runs()
+    assert [r.run_id for r in listed.runs] == [paused.run_id]
+    assert listed.runs[0].pending[0].tool_call_id == "call-1"
+    approved = await agent.approve_tool_call(run_id=paused.run_id, tool_call_id="call-1")
+    result = await approved.result()
+    assert result.finish_reason == "stop"
+    assert result.text == 'call-1={"deleted": "abc-123"}'
+    assert calls.count("delete_record") == 1
+    assert await store.load_run(paused.run_id) is None
+    assert [e.kind for e in await store.list_audit(paused.run_id)] == ["approved"]
+
+
+@pytest.mark.parametrize("executor", ["local"])  # the gate is an asyncio.Event of the test's loop
+async def test_a_run_in_flight_when_redis_dies_fails_loudly_and_keeps_its_last_checkpoint(
+    dedicated_redis: RedisServer, store: RedisStore, make_runtime: Callable[..., Runtime], calls: CallLog
+):
+    gate = Gate()
+    agent = Agent("ops", model=one_call("work", {}), tools=[gated_tool(calls, gate)])
+    make_runtime([agent], storage=store)
+    stream = await agent.stream("work")
+    await asyncio.wait_for(gate.started.wait(), 10)
+
+    dedicated_redis.kill()
+    gate.release.set()  # the tool returns; the checkpoint after it finds Redis gone
+    chunks = await chunks_of(stream)
+
+    assert types_of(chunks)[-2:] == ["error", "finish"]
+    error = chunks[-2].payload["error"]
+    assert error["code"] == "STORAGE_UNAVAILABLE"
+    assert dedicated_redis.url in error["message"]
+    assert chunks[-1].payload["finish_reason"] == "error"
+    with pytest.raises(StorageUnavailableError):
+        await stream.result()
+
+    dedicated_redis.start()
+
+    stored = await store.load_run(stream.run_id)
+    assert stored is not None, "the last checkpoint must survive both the failure and the Redis crash"
+    assert stored.state.status == "running"
+    assert [(c.tool_name, c.status) for c in stored.state.calls] == [("work", CallStatus.RUNNING)]
+    assert await store.list_running_runs("ops") == [stream.run_id]
+    assert calls.count("work") == 1

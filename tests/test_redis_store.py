@@ -1,0 +1,233 @@
+"""What only RedisStore has to get right: its keys, its event loops, its pickling and its reconnects.
+
+The Store semantics themselves are held by the conformance suite (test_store_conformance.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import pickle
+import time
+import warnings
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import redis.asyncio
+from redis_server import RedisServer, free_port
+
+import storage.redis
+from core.state import CallStatus, Pause, RunState, ToolCallState
+from core.store import AuditEntry, StaleSnapshotError, SuspendedRunQuery
+from storage import RedisStore
+from troupe.errors import DuplicateRunError, StorageUnavailableError
+
+pytestmark = pytest.mark.redis
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@pytest.fixture
+async def store(redis_url: str, redis_prefix: str) -> AsyncIterator[RedisStore]:
+    backend = RedisStore(redis_url, prefix=redis_prefix)
+    yield backend
+    await backend.close()
+
+
+async def keys_under(url: str, prefix: str) -> set[str]:
+    client = redis.asyncio.Redis.from_url(url, decode_responses=True)
+    try:
+        return {key async for key in client.scan_iter(match=f"{prefix}*")}
+    finally:
+        await client.aclose()
+
+
+def paused(run_id: str, agent: str = "a", **fields: Any) -> RunState:
+    pause = Pause(
+        kind="approval", tool_name="t", args={}, agent_path=[agent], fingerprint="f" * 32, paused_at=T0, seq=1
+    )
+    call = ToolCallState(
+        tool_call_id="c1", tool_name="t", args={}, status=CallStatus.AWAITING_APPROVAL, pauses=[pause]
+    )
+    return RunState(run_id=run_id, agent_id=agent, status="suspended", calls=[call], **fields)
+
+
+async def test_a_finished_run_leaves_only_its_audit_behind(store: RedisStore, redis_url: str):
+    state = paused("r1", thread_id="t1", resource_id="u1")
+    await store.create_run(state)
+    assert await keys_under(redis_url, store.prefix) == {
+        f"{store.prefix}run:r1",
+        f"{store.prefix}suspended:a",
+        f"{store.prefix}suspended:a:thread:t1",
+        f"{store.prefix}suspended:a:resource:u1",
+    }
+
+    state.status, state.calls = "running", []
+    entry = AuditEntry(
+        run_id="r1", agent_id="a", tool_call_id="c1", tool_name="t", args={}, fingerprint="f", kind="approved"
+    )
+    await store.save_run(state, expected_version=1, audit=(entry,))
+    assert await keys_under(redis_url, store.prefix) == {
+        f"{store.prefix}run:r1",
+        f"{store.prefix}running:a",
+        f"{store.prefix}audit:r1",
+    }
+
+    await store.delete_run("r1", expected_version=2)
+    assert await keys_under(redis_url, store.prefix) == {f"{store.prefix}audit:r1"}
+
+
+async def test_ids_holding_the_key_separator_do_not_share_an_index(store: RedisStore):
+    await store.create_run(paused("plain", agent="a", thread_id="x"))
+    await store.create_run(paused("tricky", agent="a:thread:x"))
+
+    found, total = await store.list_suspended_runs(SuspendedRunQuery(agent_id="a", thread_id="x"))
+    assert ([s.run_id for s in found], total) == (["plain"], 1)
+    found, total = await store.list_suspended_runs(SuspendedRunQuery(agent_id="a:thread:x"))
+    assert ([s.run_id for s in found], total) == (["tricky"], 1)
+
+
+async def test_two_prefixes_on_one_server_are_two_stores(redis_url: str, redis_prefix: str):
+    one, two = RedisStore(redis_url, prefix=redis_prefix + "one:"), RedisStore(redis_url, prefix=redis_prefix)
+    await one.create_run(paused("r1"))
+    assert await two.load_run("r1") is None
+    assert (await two.list_suspended_runs(SuspendedRunQuery(agent_id="a")))[1] == 0
+    await one.close()
+    await two.close()
+
+
+async def test_runs_with_a_deadline_are_found_by_it_until_they_resume(store: RedisStore):
+    deadline = T0 + timedelta(hours=1)
+    state = paused("r1")
+    state.calls[0].pauses[0].expires_at = deadline
+    await store.create_run(state)
+    await store.create_run(paused("no-deadline"))
+
+    assert await store.list_expiring_runs("a", (deadline - timedelta(seconds=1)).timestamp()) == []
+    assert await store.list_expiring_runs("a", deadline.timestamp()) == ["r1"]
+    assert await store.list_expiring_runs("b", deadline.timestamp()) == []
+
+    state.status, state.calls = "running", []
+    await store.save_run(state, expected_version=1)
+    assert await store.list_expiring_runs("a", deadline.timestamp()) == []
+
+
+async def test_heartbeats_expire_on_the_servers_clock(store: RedisStore):
+    await store.touch_owner("host-1", 60)
+    await store.touch_owner("host-2", 0.05)
+    assert await store.live_owners() == {"host-1", "host-2"}
+    await asyncio.sleep(0.1)
+    assert await store.live_owners() == {"host-1"}
+
+
+def test_one_store_serves_event_loops_one_after_another(redis_url: str, redis_prefix: str):
+    store = RedisStore(redis_url, prefix=redis_prefix)
+
+    async def create(run_id: str) -> int:
+        return await store.create_run(paused(run_id))
+
+    async def listed() -> list[str]:
+        found, _ = await store.list_suspended_runs(SuspendedRunQuery(agent_id="a"))
+        return sorted(s.run_id for s in found)
+
+    gc.collect()  # what earlier tests left behind is not this test's business
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        assert asyncio.run(create("r1")) == 1
+        assert asyncio.run(create("r2")) == 1  # a new loop: the first loop's pool must not be reused
+        assert asyncio.run(listed()) == ["r1", "r2"]
+        gc.collect()
+    assert [str(w.message) for w in caught] == [], "each loop's connections close as that loop ends"
+
+
+async def test_a_closed_store_reconnects_on_its_next_call(store: RedisStore):
+    await store.create_run(paused("r1"))
+    await store.close()
+    loaded = await store.load_run("r1")
+    assert loaded is not None and loaded.version == 1
+
+
+async def test_a_retried_write_whose_first_attempt_landed_is_not_applied_twice(
+    store: RedisStore, monkeypatch: pytest.MonkeyPatch
+):
+    # A write is retried after a connection error, which may come after Redis applied it (only the reply
+    # was lost). The retry carries the same token as the first attempt; replaying with one token is that.
+    monkeypatch.setattr(storage.redis, "_token", lambda: "same-write")
+    entry = AuditEntry(
+        run_id="r1", agent_id="a", tool_call_id="c1", tool_name="t", args={}, fingerprint="f", kind="approved"
+    )
+
+    assert await store.create_run(paused("r1")) == 1
+    assert await store.create_run(paused("r1")) == 1
+    assert await store.save_run(paused("r1"), expected_version=1, audit=(entry,)) == 2
+    assert await store.save_run(paused("r1"), expected_version=1, audit=(entry,)) == 2
+    await store.append_messages("t1", None, [{"role": "user", "content": "once"}])
+    await store.append_messages("t1", None, [{"role": "user", "content": "once"}])
+
+    assert len(await store.list_audit("r1")) == 1
+    assert await store.load_messages("t1") == [{"role": "user", "content": "once"}]
+    monkeypatch.undo()
+    with pytest.raises(DuplicateRunError):
+        await store.create_run(paused("r1"))
+    with pytest.raises(StaleSnapshotError):
+        await store.save_run(paused("r1"), expected_version=1)
+
+
+async def test_it_pickles_as_its_url_and_prefix(store: RedisStore):
+    await store.create_run(paused("r1"))
+
+    copy = pickle.loads(pickle.dumps(store))
+
+    assert (copy.url, copy.prefix, copy.identity) == (store.url, store.prefix, store.identity)
+    loaded = await copy.load_run("r1")
+    assert loaded is not None and loaded.version == 1
+    await copy.close()
+
+
+async def test_an_unreachable_redis_is_reported_with_its_url_but_not_its_password():
+    port = free_port()  # nothing listens there
+    store = RedisStore(f"redis://:s3cret@127.0.0.1:{port}/0", prefix="x:")
+    started = time.monotonic()
+
+    with pytest.raises(StorageUnavailableError) as caught:
+        await store.load_run("r1")
+
+    assert time.monotonic() - started < 2, "no retry loop between the caller and the error"
+    message = caught.value.message
+    assert f"redis://:***@127.0.0.1:{port}/0" in message and "load_run" in message
+    assert "s3cret" not in message and "s3cret" not in store.identity and "s3cret" not in repr(store)
+    assert caught.value.details["url"] == f"redis://:***@127.0.0.1:{port}/0"
+    with pytest.raises(StorageUnavailableError):
+        await store.save_run(paused("r1"), expected_version=1)
+    await store.close()
+
+
+async def test_pooled_connections_recover_after_a_restart(dedicated_redis: RedisServer):
+    store = RedisStore(dedicated_redis.url, prefix="p:")
+    await store.create_run(paused("r1"))
+    # Several connections open at once, then idle in the pool while Redis restarts under them.
+    await asyncio.gather(*(store.load_run("r1") for _ in range(8)))
+
+    dedicated_redis.kill()
+    with pytest.raises(StorageUnavailableError):
+        await store.list_running_runs("a")
+    dedicated_redis.start()
+
+    loaded = await asyncio.gather(*(store.load_run("r1") for _ in range(8)))
+    assert all(found is not None and found.version == 1 for found in loaded)
+    assert (await store.list_suspended_runs(SuspendedRunQuery(agent_id="a")))[1] == 1
+    await store.close()
+
+
+async def test_pooled_connections_recover_from_a_restart_they_did_not_see(dedicated_redis: RedisServer):
+    store = RedisStore(dedicated_redis.url, prefix="p:")
+    await asyncio.gather(*(store.create_run(paused(f"r{i}")) for i in range(8)))
+
+    dedicated_redis.kill()
+    dedicated_redis.start()  # no command in between: every pooled connection is stale
+
+    saved = await asyncio.gather(*(store.save_run(paused(f"r{i}"), expected_version=1) for i in range(8)))
+    assert saved == [2] * 8
+    await store.close()
