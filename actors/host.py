@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import os
 import time
 import uuid
 from typing import NamedTuple
@@ -177,6 +178,17 @@ class AgentHost:
 
     def active_operations(self) -> int:
         return len(self._tasks)
+
+    async def stats(self) -> dict[str, int | str]:
+        """What this host holds right now (for operators and benchmarks)."""
+        return {
+            "agent_id": self.spec.id,
+            "pid": os.getpid(),
+            "owner": self.owner,
+            "operations": len(self._tasks),
+            "unread_outboxes": len(self._outboxes),
+            "runs_locked": len(self.engine.locks),
+        }
 
     # ---- recovery -----------------------------------------------------------------------------------
 

@@ -21,42 +21,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from bench_agents import build_agent, build_supervisor
 
-from troupe import Agent, MemoryStore, Runtime, SqliteStore, create_tool
-from troupe.testing import FunctionModel, text, tool_call
+from troupe import Agent, MemoryStore, Runtime, SqliteStore
 
 MASTRA_MS = {("w1", "memory"): 8.4, ("w1", "sqlite"): 12.2, ("w2", "memory"): 16.6, ("w2", "sqlite"): 16.6}
-
-
-class RecordId(BaseModel):
-    id: str
-
-
-def build_agent() -> Agent:
-    tool = create_tool(
-        "delete_record",
-        "Delete a record",
-        RecordId,
-        lambda inp, ctx: {"deleted": inp.id},
-        require_approval=True,
-    )
-
-    def turn(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
-        if messages[-1]["role"] == "tool":
-            return text("Deleted.")
-        return tool_call("delete_record", {"id": "abc-123"}, id="call-1")
-
-    return Agent("bench", model=FunctionModel(turn), tools=[tool])
-
-
-def build_supervisor() -> Agent:
-    def turn(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
-        if messages[-1]["role"] == "tool":
-            return text("Deleted.")
-        return tool_call("agent-records", {"prompt": "delete abc-123"}, id="d-1")
-
-    return Agent("bench-supervisor", model=FunctionModel(turn), agents={"records": build_agent()})
 
 
 async def one_cycle(agent: Agent) -> float:

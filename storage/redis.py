@@ -49,7 +49,7 @@ from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from redis import exceptions as redis_errors
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.commands.core import AsyncScript
@@ -68,6 +68,10 @@ from storage import redis_scripts as lua
 
 # Errors that say Redis cannot be reached now (a read-only replica answers while a failover is under way).
 _UNAVAILABLE = (redis_errors.ConnectionError, redis_errors.TimeoutError, redis_errors.ReadOnlyError, OSError)
+
+
+_MAX_CONNECTIONS = 64
+_POOL_WAIT_S = 30.0
 
 
 def _part(value: str) -> str:
@@ -135,8 +139,12 @@ class _Link:
     """One event loop's client (and connection pool), with the scripts bound to it."""
 
     def __init__(self, url: str, timeout: float) -> None:
-        self.client: Redis = Redis.from_url(
+        pool = BlockingConnectionPool.from_url(
             url,
+            # Under load callers queue for one of a bounded set of connections instead of failing with
+            # "too many connections" (or opening thousands).
+            max_connections=_MAX_CONNECTIONS,
+            timeout=_POOL_WAIT_S,
             decode_responses=True,
             socket_timeout=timeout,
             socket_connect_timeout=timeout,
@@ -144,6 +152,7 @@ class _Link:
             # restart. Timeouts are not retried, so a caller waits at most ``timeout`` to hear of an outage.
             retry=Retry(NoBackoff(), 1, supported_errors=(redis_errors.ConnectionError,)),
         )
+        self.client: Redis = Redis.from_pool(pool)
         self.create: AsyncScript = self.client.register_script(lua.CREATE)
         self.save: AsyncScript = self.client.register_script(lua.SAVE)
         self.delete: AsyncScript = self.client.register_script(lua.DELETE)

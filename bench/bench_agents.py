@@ -1,0 +1,40 @@
+"""The agents every benchmark drives: instant, restart-safe scripted models and one gated tool."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from troupe import Agent, create_tool
+from troupe.testing import FunctionModel, text, tool_call
+
+
+class RecordId(BaseModel):
+    id: str
+
+
+def build_agent() -> Agent:
+    tool = create_tool(
+        "delete_record",
+        "Delete a record",
+        RecordId,
+        lambda inp, ctx: {"deleted": inp.id},
+        require_approval=True,
+    )
+
+    def turn(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        if messages[-1]["role"] == "tool":
+            return text("Deleted.")
+        return tool_call("delete_record", {"id": "abc-123"}, id="call-1")
+
+    return Agent("bench", model=FunctionModel(turn), tools=[tool])
+
+
+def build_supervisor() -> Agent:
+    def turn(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        if messages[-1]["role"] == "tool":
+            return text("Deleted.")
+        return tool_call("agent-records", {"prompt": "delete abc-123"}, id="d-1")
+
+    return Agent("bench-supervisor", model=FunctionModel(turn), agents={"records": build_agent()})
