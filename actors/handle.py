@@ -13,7 +13,7 @@ from typing import Any
 from actors.host import AgentHost, Batch
 from actors.remote import RayActor, RayActorError
 from core.requests import ChunkBatches, DecideRequest, StartRequest
-from core.results import RunResult
+from core.results import ResultBuilder, RunResult
 
 # Ray calls cost about 1 ms each: let chunks gather this long on the actor before a batch is sent.
 RAY_LINGER_S = 0.003
@@ -133,12 +133,24 @@ class RayHandle(AgentHandle):
         return batch
 
     async def generate(self, request: StartRequest) -> RunResult:
-        result: RunResult = await self.actor.call("generate_start", request)
-        return result
+        return await self._generate("generate_start", request, request.options_given.get("run_id"))
 
     async def generate_decision(self, request: DecideRequest) -> RunResult:
-        result: RunResult = await self.actor.call("generate_decision", request)
-        return result
+        return await self._generate("generate_decision", request, request.run_id)
+
+    async def _generate(self, method: str, request: Any, run_id: str | None) -> RunResult:
+        try:
+            result: RunResult = await self.actor.call(method, request)
+            return result
+        except RayActorError:
+            # The actor died mid-run; Ray restarts it and it recovers the run: follow it to its end.
+            batches = await self._attach(run_id) if run_id else None
+            if batches is None:
+                raise
+            builder = ResultBuilder(run_id or "")
+            async for batch in _batches(batches, self._next):
+                builder.feed(batch)
+            return builder.result
 
     async def recover(self, wait_s: float | None = None) -> list[str]:
         args = () if wait_s is None else (wait_s,)

@@ -27,9 +27,10 @@ from core.results import ResultBuilder, RunResult
 from core.store import Store
 
 # Hosts renew their heartbeat every HEARTBEAT_S; a host silent for OWNER_TTL_S is dead and its running
-# runs may be taken over.
-HEARTBEAT_S = 2.0
-OWNER_TTL_S = 6.0
+# runs may be taken over. A shorter lifetime recovers sooner but risks taking over from a host that is
+# only slow; TROUPE_HEARTBEAT_S sets the beat (the lifetime is three beats).
+HEARTBEAT_S = float(os.environ.get("TROUPE_HEARTBEAT_S", "2.0"))
+OWNER_TTL_S = 3 * HEARTBEAT_S
 # How long a finished operation's unread chunks are kept for a reader that may still come back.
 _UNREAD_TTL_S = 300.0
 _MAX_BATCH = 512
@@ -106,7 +107,7 @@ class AgentHost:
 
     async def open_start(self, request: StartRequest, linger: float = 0.0) -> Batch:
         await self._startup()
-        return await self._launch(await self.engine.begin_start(request), linger)
+        return await self._launch(self._accept(await self.engine.begin_start(request)), linger)
 
     async def open_decision(self, request: DecideRequest, linger: float = 0.0) -> Batch:
         await self._startup()
@@ -142,7 +143,7 @@ class AgentHost:
 
     async def generate_start(self, request: StartRequest) -> RunResult:
         await self._startup()
-        return await self._collect(await self.engine.begin_start(request))
+        return await self._collect(self._accept(await self.engine.begin_start(request)))
 
     async def generate_decision(self, request: DecideRequest) -> RunResult:
         await self._startup()
@@ -150,10 +151,16 @@ class AgentHost:
 
     async def _begin_decision(self, request: DecideRequest) -> Operation:
         try:
-            return await self.engine.begin_decision(request)
+            return self._accept(await self.engine.begin_decision(request))
         except PauseExpiredError:
             await self._expire(request.run_id)  # too late to decide: the run moves on without it
             raise
+
+    def _accept(self, operation: Operation) -> Operation:
+        if operation.refusal is not None:
+            self._spawn(operation)  # the run catches up in the background; the caller hears why not
+            raise operation.refusal
+        return operation
 
     # ---- expiry -------------------------------------------------------------------------------------
 

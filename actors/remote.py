@@ -17,6 +17,8 @@ from typing import Any
 import ray
 from ray.exceptions import RayActorError, RayTaskError
 
+from core.errors import AgentUnavailableError
+
 # Agent steps must not be replayed by Ray: a replayed call could run a tool twice. Recovery after an
 # actor restart is Troupe's job (from the store), not Ray's.
 # How long callers keep retrying an actor that Ray is restarting (a restart takes about 1-1.5 s here).
@@ -57,7 +59,11 @@ def current_actor_id() -> str | None:
 
 
 def _unwrap(exc: RayTaskError) -> BaseException:
+    """The error the actor's method raised. If that was itself the death of *another* actor it called
+    (a subagent), say so as a Troupe error: a bare RayActorError would read as this actor's death."""
     cause = getattr(exc, "cause", None)
+    if isinstance(cause, RayActorError):
+        return AgentUnavailableError(f"an actor this agent called is unavailable: {cause}")
     return cause if isinstance(cause, BaseException) else exc
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from actors.remote import RayActor
 from core.state import RunState
-from core.store import AuditEntry, Store, StoredRun, SuspendedRunQuery
+from core.store import AuditEntry, Store, StoredRun, SuspendedRunQuery, ThreadAppend
 
 
 class StoreHost:
@@ -45,13 +45,22 @@ class RemoteStore:
         return stored
 
     async def save_run(
-        self, state: RunState, *, expected_version: int, audit: tuple[AuditEntry, ...] = ()
+        self,
+        state: RunState,
+        *,
+        expected_version: int,
+        audit: tuple[AuditEntry, ...] = (),
+        thread: ThreadAppend | None = None,
     ) -> int:
-        version: int = await self._invoke("save_run", state, expected_version=expected_version, audit=audit)
+        version: int = await self._invoke(
+            "save_run", state, expected_version=expected_version, audit=audit, thread=thread
+        )
         return version
 
-    async def delete_run(self, run_id: str, *, expected_version: int | None = None) -> None:
-        await self._invoke("delete_run", run_id, expected_version=expected_version)
+    async def delete_run(
+        self, run_id: str, *, expected_version: int | None = None, thread: ThreadAppend | None = None
+    ) -> None:
+        await self._invoke("delete_run", run_id, expected_version=expected_version, thread=thread)
 
     async def list_suspended_runs(self, query: SuspendedRunQuery) -> tuple[list[RunState], int]:
         found: tuple[list[RunState], int] = await self._invoke("list_suspended_runs", query)

@@ -33,13 +33,20 @@ from core.messages import last_user_text, normalize_messages
 from core.options import RunOptions
 from core.policy import RunPolicy
 from core.recovery import prepare_recovery, replay
-from core.requests import AgentPort, ChunkBatches, DecideRequest, Decline, Resume, StartRequest
-from core.state import CallStatus, RunState, utcnow
-from core.store import StaleSnapshotError, Store
+from core.requests import AgentPort, DecideRequest, Decline, Resume, StartRequest
+from core.state import CallStatus, Pause, RunState, ToolCallState, utcnow
+from core.store import AuditEntry, StaleSnapshotError, Store, ThreadAppend
 
 log = logging.getLogger(__name__)
 
 _CLAIM_ATTEMPTS = 5
+
+
+class ContinuedElsewhere(Exception):
+    def __init__(self, error: TroupeError, run: ActiveRun) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.run = run
 
 
 class RunLocks:
@@ -99,6 +106,9 @@ class Operation:
         self._release = release
         self._backlog = backlog or []
         self._start_note = start_note or {}
+        # Set when the caller's decision was refused but the run still has to move on: the host runs the
+        # operation with nobody reading and raises this to the caller.
+        self.refusal: TroupeError | None = None
 
     async def execute(self, emit: Callable[[Chunk], None]) -> None:
         run = self._run
@@ -186,13 +196,13 @@ class RunEngine:
             fingerprint=pause.fingerprint,
             decided_by="auto-resume",
         )
+        # The answer joins the thread's conversation (with the claim, atomically), where the paused run's
+        # turns will follow it.
+        said = ThreadAppend(options.thread_id, options.resource_id, messages)
         try:
-            operation = await self.begin_decision(request)
+            return await self.begin_decision(request, thread=said)
         except (DecisionRejectedError, DecisionConflictError, ToolCallNotSuspendedError):
             return None  # not an answer after all (or answered meanwhile): a new run takes the message
-        # The answer belongs to the thread's conversation, where the paused run's turns will follow it.
-        await self.store.append_messages(options.thread_id, options.resource_id, messages)
-        return operation
 
     def _storable_policy(self, request: StartRequest, policy: RunPolicy) -> Any:
         if isinstance(policy, bool):
@@ -209,10 +219,16 @@ class RunEngine:
 
     # ---- deciding a paused call ---------------------------------------------------------------------
 
-    async def begin_decision(self, request: DecideRequest) -> Operation:
+    async def begin_decision(self, request: DecideRequest, thread: ThreadAppend | None = None) -> Operation:
+        """Accept a decision. If it turns out the call was decided before and the run must catch up with
+        its subagent, the returned operation carries that error as ``refusal``: run it, then raise."""
         release = await self.locks.acquire(request.run_id)
         try:
-            run, backlog = await self._claim(request)
+            run, backlog = await self._claim(request, thread=thread)
+        except ContinuedElsewhere as moved:
+            operation = Operation(self.loop, moved.run, release)
+            operation.refusal = moved.error
+            return operation
         except BaseException:
             release()
             raise
@@ -252,8 +268,12 @@ class RunEngine:
             raise
         return Operation(self.loop, run, release, backlog)
 
-    async def _claim(self, request: DecideRequest, expiring: bool = False) -> tuple[ActiveRun, list[Chunk]]:
-        child_stream: ChunkBatches | None = None
+    async def _claim(
+        self, request: DecideRequest, expiring: bool = False, thread: ThreadAppend | None = None
+    ) -> tuple[ActiveRun, list[Chunk]]:
+        """Claim the decision with a compare-and-set on the run. For a delegated call this level claims
+        first and the subagent second (``_route``), so a crash between the two leaves this level ahead,
+        and recovery re-attaches to the subagent to find out where it really stands."""
         for _ in range(_CLAIM_ATTEMPTS):
             stored = await self.store.load_run(request.run_id)
             if stored is None:
@@ -270,42 +290,77 @@ class RunEngine:
                     tool_call_id=target.call.tool_call_id,
                 )
             call = target.call
-            delegation = self.loop.delegations.get(call.tool_name)
-            if delegation is not None and call.child is not None:
-                if child_stream is None:
-                    # The subagent checks and claims the decision for its own call first; a refusal
-                    # there leaves this level untouched too.
-                    child_stream = await delegation.port.decide(
-                        DecideRequest(
-                            run_id=call.child.run_id,
-                            decision=request.decision,
-                            tool_call_id=target.pause.inner_tool_call_id,
-                            fingerprint=target.pause.inner_fingerprint,
-                            decided_by=request.decided_by,
-                        )
-                    )
-                entry = apply(state, target, request, None)
-            else:
-                entry = apply(state, target, request, self.loop.tools.get(call.tool_name))
+            before = call.model_copy(deep=True)
+            delegated = call.tool_name in self.loop.delegations and call.child is not None
+            entry = apply(state, target, request, None if delegated else self.loop.tools.get(call.tool_name))
             if expiring:
                 assert call.decision is not None
                 call.decision.kind = entry.kind = "expired"
             # In flight from here: a crash before the next checkpoint leaves it for recovery, not listed.
             state.status, state.owner = "running", self.owner
             try:
-                version = await self.store.save_run(state, expected_version=stored.version, audit=(entry,))
+                # A delegated decision is audited once the subagent has accepted it (see _route).
+                audit = () if delegated else (entry,)
+                version = await self.store.save_run(
+                    state, expected_version=stored.version, audit=audit, thread=thread
+                )
             except StaleSnapshotError:
                 continue
             run = ActiveRun(state, version, self._resumed_policy(state))
-            backlog: list[Chunk] = []
+            if delegated:
+                await self._route(run, call, before, target.pause, request, entry)
+                return run, []
             if call.status is CallStatus.RUNNING:
                 run.todo.append(call.tool_call_id)
-                if child_stream is not None:
-                    run.child_streams[call.tool_call_id] = child_stream
-            else:
-                backlog.append(self.loop.decline_chunk(state.run_id, call))
-            return run, backlog
+                return run, []
+            return run, [self.loop.decline_chunk(state.run_id, call)]
         raise StaleSnapshotError(f"run {request.run_id} kept changing while a decision was claimed; retry")
+
+    async def _route(
+        self,
+        run: ActiveRun,
+        call: ToolCallState,
+        before: ToolCallState,
+        pause: Pause,
+        request: DecideRequest,
+        entry: AuditEntry,
+    ) -> None:
+        """Hand a claimed decision down to the subagent that owns the call."""
+        assert call.child is not None
+        delegation = self.loop.delegations[call.tool_name]
+        inner = DecideRequest(
+            run_id=call.child.run_id,
+            decision=request.decision,
+            tool_call_id=pause.inner_tool_call_id,
+            fingerprint=pause.inner_fingerprint,
+            decided_by=request.decided_by,
+        )
+        try:
+            run.child_streams[call.tool_call_id] = await delegation.port.decide(inner)
+        except (DecisionRejectedError, SnapshotNotFoundError):
+            # Refused below before anything was written there: put this level back as it was.
+            run.state.calls[run.state.calls.index(call)] = before
+            run.state.status = "suspended"
+            run.version = await self.store.save_run(run.state, expected_version=run.version)
+            raise
+        except (DecisionConflictError, ToolCallNotSuspendedError) as exc:
+            # The subagent moved on already (a decision whose answer was lost to a crash): this level
+            # follows it from here, and the caller hears that the call was decided before.
+            run.reattach.add(call.tool_call_id)
+            run.todo.append(call.tool_call_id)
+            raise ContinuedElsewhere(exc, run) from exc
+        except Exception:
+            # The subagent could not answer (its actor died, storage failed mid-write): whether it took
+            # the decision is unknown, so this level keeps its claim and follows the subagent's run
+            # wherever it stands; if the decision never landed, the pause comes back up to be decided.
+            log.warning(
+                "routing a decision to run %s failed; following it instead", inner.run_id, exc_info=True
+            )
+            run.reattach.add(call.tool_call_id)
+            run.todo.append(call.tool_call_id)
+            return
+        run.pending_audit.append(entry)
+        run.todo.append(call.tool_call_id)
 
     async def _missing(self, request: DecideRequest) -> TroupeError:
         """No snapshot: say whether the call was decided already, else why there is nothing to resume."""

@@ -13,6 +13,7 @@
      ├── InvalidOptionError           INVALID_OPTION
      ├── DuplicateRunError            AGENT_RUN_EXISTS
      ├── AgentNotFoundError           AGENT_NOT_FOUND
+     ├── AgentUnavailableError        AGENT_UNAVAILABLE
      ├── ModelError                   MODEL_ERROR
      ├── RunFailedError               AGENT_RUN_FAILED
      └── StorageError                 STORAGE_ERROR
@@ -118,6 +119,13 @@ class AgentNotFoundError(TroupeError):
     http_status = 404
 
 
+class AgentUnavailableError(TroupeError):
+    """An agent's actor could not be reached (it died and did not come back in time)."""
+
+    code = "AGENT_UNAVAILABLE"
+    http_status = 503
+
+
 class ModelError(TroupeError):
     """The model failed or answered something the loop cannot use."""
 
@@ -166,6 +174,7 @@ def error_from_dict(data: dict[str, Any]) -> TroupeError:
 
 __all__ = [
     "AgentNotFoundError",
+    "AgentUnavailableError",
     "AmbiguousSuspendedRunsError",
     "DecisionConflictError",
     "DecisionRejectedError",

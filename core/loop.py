@@ -19,16 +19,16 @@ from pydantic import BaseModel, ValidationError
 from core.agent import DELEGATION_PREFIX, AgentSpec
 from core.chunks import PAUSE_TYPES, Chunk
 from core.decisions import parse_resume_data
-from core.delegation import Delegation, delegation_tool
+from core.delegation import Delegation, child_run_id, delegation_tool
 from core.errors import ModelError, StorageError, TroupeError
 from core.hooks import ToolCallOverride
-from core.memory import remember, settled_length
+from core.memory import settled_length, take_unsaved
 from core.messages import assistant_message, tool_message
 from core.model import ModelRequest, TextDelta, ToolCallPart, TurnEnd, Usage
 from core.policy import RunPolicy, requires_approval
 from core.requests import AgentPort, ChunkBatches
 from core.state import CallStatus, Pause, RunState, ToolCallState, fingerprint, utcnow
-from core.store import StaleSnapshotError, Store
+from core.store import AuditEntry, StaleSnapshotError, Store, ThreadAppend
 from core.tools import AgentContext, SuspendSignal, Tool, ToolContext
 
 log = logging.getLogger(__name__)
@@ -50,6 +50,8 @@ class ActiveRun:
     child_streams: dict[str, ChunkBatches] = field(default_factory=dict)
     # Delegation calls to re-attach to their subagent's run (a recovered parent).
     reattach: set[str] = field(default_factory=set)
+    # Audit entries to write with the next checkpoint (a delegated decision, once the subagent took it).
+    pending_audit: list[AuditEntry] = field(default_factory=list)
     # Finished subagent runs whose outcome this run has taken: deleted once that is checkpointed here.
     consumed_children: list[str] = field(default_factory=list)
 
@@ -110,9 +112,12 @@ class RunLoop:
                 # the end of the step checkpoints the plan anyway.)
                 await self.checkpoint(run)
 
-    async def checkpoint(self, run: ActiveRun) -> None:
+    async def checkpoint(self, run: ActiveRun, thread: ThreadAppend | None = None) -> None:
         run.state.updated_at = utcnow()
-        run.version = await self.store.save_run(run.state, expected_version=run.version)
+        audit, run.pending_audit = tuple(run.pending_audit), []
+        run.version = await self.store.save_run(
+            run.state, expected_version=run.version, audit=audit, thread=thread
+        )
         await self._drop_consumed_children(run)
 
     async def finish(self, run: ActiveRun, reason: str) -> None:
@@ -120,17 +125,32 @@ class RunLoop:
         run.chunk("finish", finish_reason=reason, usage=self._usage(run.state).to_dict())
 
     async def _end(self, run: ActiveRun, outcome: dict[str, Any]) -> None:
-        """A top-level run's snapshot goes. A subagent's run keeps a small finished record until its parent
-        has checkpointed the outcome, so a parent recovering from a crash can still collect it."""
+        """A top-level run's snapshot goes (its last messages join its thread in the same write). A
+        subagent's run keeps a small finished record until its parent has checkpointed the outcome, so a
+        parent recovering from a crash can still collect it."""
         state = run.state
+        # Subagent records this run consumed but had not deleted yet (a crash in between) go first.
+        run.consumed_children.extend(self._children_of(state))
+        await self._drop_consumed_children(run)
         if state.parent is None:
-            await remember(self.store, self.spec.memory, state, upto=settled_length(state))
-            await self.store.delete_run(state.run_id, expected_version=run.version)
+            if run.pending_audit:
+                await self.checkpoint(run)
+            thread = take_unsaved(self.spec.memory, state, upto=len(state.messages))
+            await self.store.delete_run(state.run_id, expected_version=run.version, thread=thread)
         else:
             state.status, state.outcome, state.calls = "finished", outcome, []
             state.messages = []
             await self.checkpoint(run)
-        await self._drop_consumed_children(run)
+
+    def _children_of(self, state: RunState) -> list[str]:
+        """Run ids of the subagent runs this run delegated to (derived from its conversation)."""
+        return [
+            child_run_id(state.run_id, call["id"])
+            for message in state.messages
+            if message.get("role") == "assistant"
+            for call in message.get("tool_calls") or ()
+            if call["function"]["name"] in self.delegations
+        ]
 
     async def _drop_consumed_children(self, run: ActiveRun) -> None:
         while run.consumed_children:
@@ -353,8 +373,7 @@ class RunLoop:
     async def _suspend(self, run: ActiveRun) -> None:
         state = run.state
         state.status = "suspended"
-        await remember(self.store, self.spec.memory, state, upto=settled_length(state))
-        await self.checkpoint(run)
+        await self.checkpoint(run, take_unsaved(self.spec.memory, state, upto=settled_length(state)))
         # Durable now: announce every open pause, oldest first, so the last one is the newest.
         for call, pause in state.open_pauses():
             run.emit(pause_chunk(state.run_id, call, pause))

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.state import RunState
-from core.store import Store
+from core.store import ThreadAppend
 
 
 @dataclass(frozen=True)
@@ -37,14 +37,16 @@ def settled_length(state: RunState) -> int:
     return len(state.messages) - 1 if state.calls else len(state.messages)
 
 
-async def remember(store: Store, memory: Memory | None, state: RunState, *, upto: int) -> None:
-    """Append the run's messages not yet in its thread, up to ``upto``."""
+def take_unsaved(memory: Memory | None, state: RunState, *, upto: int) -> ThreadAppend | None:
+    """The run's messages not yet in its thread, up to ``upto``, marked as saved in ``state``: the caller
+    writes both in one atomic store write (so a crash cannot save them twice, or lose them)."""
     if memory is None or state.thread_id is None or state.parent is not None:
-        return
+        return None
     new = state.messages[state.memory_saved : upto]
-    if new:
-        await store.append_messages(state.thread_id, state.resource_id, new)
-        state.memory_saved = upto
+    if not new:
+        return None
+    state.memory_saved = upto
+    return ThreadAppend(state.thread_id, state.resource_id, new)
 
 
-__all__ = ["Memory", "remember", "settled_length", "trim_history"]
+__all__ = ["Memory", "settled_length", "take_unsaved", "trim_history"]

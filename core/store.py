@@ -30,6 +30,15 @@ class StoredRun(NamedTuple):
     version: int
 
 
+class ThreadAppend(NamedTuple):
+    """Messages that join a conversation thread in the same atomic step as a run's write, so that a
+    crash can never leave a thread saying more (or less) than the run's state."""
+
+    thread_id: str
+    resource_id: str | None
+    messages: list[dict[str, Any]]
+
+
 class AuditEntry(BaseModel):
     """One human decision (or expiry), kept after the run's snapshot is gone."""
 
@@ -113,13 +122,22 @@ class Store(Protocol):
     async def load_run(self, run_id: str) -> StoredRun | None: ...
 
     async def save_run(
-        self, state: RunState, *, expected_version: int, audit: tuple[AuditEntry, ...] = ()
+        self,
+        state: RunState,
+        *,
+        expected_version: int,
+        audit: tuple[AuditEntry, ...] = (),
+        thread: ThreadAppend | None = None,
     ) -> int:
         """Replace the run if it is still at ``expected_version`` (else ``StaleSnapshotError``), appending
-        ``audit`` in the same atomic step. Returns the new version."""
+        ``audit`` and ``thread`` in the same atomic step. Returns the new version."""
         ...
 
-    async def delete_run(self, run_id: str, *, expected_version: int | None = None) -> None: ...
+    async def delete_run(
+        self, run_id: str, *, expected_version: int | None = None, thread: ThreadAppend | None = None
+    ) -> None:
+        """Delete the run (if at ``expected_version`` when given) and append ``thread``, atomically."""
+        ...
 
     async def list_suspended_runs(self, query: SuspendedRunQuery) -> tuple[list[RunState], int]:
         """Suspended runs of one agent, newest pause first, and the total before paging."""
@@ -159,6 +177,7 @@ __all__ = [
     "Store",
     "StoredRun",
     "SuspendedRunQuery",
+    "ThreadAppend",
     "expiry_timestamp",
     "pause_timestamp",
 ]

@@ -18,6 +18,7 @@ from core.store import (
     StaleSnapshotError,
     StoredRun,
     SuspendedRunQuery,
+    ThreadAppend,
     expiry_timestamp,
     pause_timestamp,
 )
@@ -56,7 +57,12 @@ class MemoryStore:
         return StoredRun(RunState.from_json(entry[0]), entry[1])
 
     async def save_run(
-        self, state: RunState, *, expected_version: int, audit: tuple[AuditEntry, ...] = ()
+        self,
+        state: RunState,
+        *,
+        expected_version: int,
+        audit: tuple[AuditEntry, ...] = (),
+        thread: ThreadAppend | None = None,
     ) -> int:
         entry = self._runs.get(state.run_id)
         if entry is None or entry[1] != expected_version:
@@ -67,7 +73,12 @@ class MemoryStore:
         self._put(state, version)
         for item in audit:
             self._audit[item.run_id].append(item.model_dump_json())
+        self._append(thread)
         return version
+
+    def _append(self, thread: ThreadAppend | None) -> None:
+        if thread is not None:
+            self._threads[thread.thread_id].extend(dict(m) for m in thread.messages)
 
     def _put(self, state: RunState, version: int) -> None:
         self._unindex(state.run_id, state.agent_id)
@@ -81,15 +92,18 @@ class MemoryStore:
         self._suspended[agent_id].discard(run_id)
         self._running[agent_id].discard(run_id)
 
-    async def delete_run(self, run_id: str, *, expected_version: int | None = None) -> None:
+    async def delete_run(
+        self, run_id: str, *, expected_version: int | None = None, thread: ThreadAppend | None = None
+    ) -> None:
         entry = self._runs.get(run_id)
         if entry is None:
-            return
+            return  # already gone, and with it whatever its deletion appended
         if expected_version is not None and entry[1] != expected_version:
             raise StaleSnapshotError(f"run {run_id} is not at version {expected_version}", run_id=run_id)
         state = RunState.from_json(entry[0])
         del self._runs[run_id]
         self._unindex(run_id, state.agent_id)
+        self._append(thread)
 
     async def list_suspended_runs(self, query: SuspendedRunQuery) -> tuple[list[RunState], int]:
         states = [RunState.from_json(self._runs[run_id][0]) for run_id in self._suspended[query.agent_id]]
@@ -123,7 +137,7 @@ class MemoryStore:
     async def append_messages(
         self, thread_id: str, resource_id: str | None, messages: list[dict[str, Any]]
     ) -> None:
-        self._threads[thread_id].extend(dict(m) for m in messages)
+        self._append(ThreadAppend(thread_id, resource_id, messages))
 
     async def load_messages(self, thread_id: str) -> list[dict[str, Any]]:
         return [dict(m) for m in self._threads.get(thread_id, [])]

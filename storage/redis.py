@@ -61,6 +61,7 @@ from core.store import (
     StaleSnapshotError,
     StoredRun,
     SuspendedRunQuery,
+    ThreadAppend,
     expiry_timestamp,
     pause_timestamp,
 )
@@ -263,21 +264,23 @@ class RedisStore:
         return StoredRun(RunState.from_json(raw), int(version))
 
     async def save_run(
-        self, state: RunState, *, expected_version: int, audit: tuple[AuditEntry, ...] = ()
+        self,
+        state: RunState,
+        *,
+        expected_version: int,
+        audit: tuple[AuditEntry, ...] = (),
+        thread: ThreadAppend | None = None,
     ) -> int:
         indexes = self.keys.indexes(state)
-        keys = [
-            self.keys.run(state.run_id),
-            *(self.keys.audit(entry.run_id) for entry in audit),
-            *(key for key, _ in indexes),
-        ]
+        appends = self._appends(audit, thread)
+        keys = [self.keys.run(state.run_id), *(key for key, _ in appends), *(key for key, _ in indexes)]
         args: list[str | float] = [
             _token(),
             expected_version,
             state.to_json(),
             state.run_id,
-            len(audit),
-            *(entry.model_dump_json() for entry in audit),
+            len(appends),
+            *(value for _, value in appends),
             *(score for _, score in indexes),
         ]
         async with self._session("save_run") as link:
@@ -288,12 +291,23 @@ class RedisStore:
             )
         return version
 
-    async def delete_run(self, run_id: str, *, expected_version: int | None = None) -> None:
+    async def delete_run(
+        self, run_id: str, *, expected_version: int | None = None, thread: ThreadAppend | None = None
+    ) -> None:
         expected = "" if expected_version is None else expected_version
+        appends = self._appends((), thread)
+        keys = [self.keys.run(run_id), *(key for key, _ in appends)]
         async with self._session("delete_run") as link:
-            deleted = await link.delete(keys=[self.keys.run(run_id)], args=[expected, run_id])
+            deleted = await link.delete(keys=keys, args=[expected, run_id, *(value for _, value in appends)])
         if not deleted:
             raise StaleSnapshotError(f"run {run_id} is not at version {expected_version}", run_id=run_id)
+
+    def _appends(self, audit: tuple[AuditEntry, ...], thread: ThreadAppend | None) -> list[tuple[str, str]]:
+        """List pushes that ride along with a run's write: audit entries, then thread messages."""
+        pushes = [(self.keys.audit(entry.run_id), entry.model_dump_json()) for entry in audit]
+        if thread is not None:
+            pushes += [(self.keys.thread(thread.thread_id), json.dumps(m)) for m in thread.messages]
+        return pushes
 
     async def list_suspended_runs(self, query: SuspendedRunQuery) -> tuple[list[RunState], int]:
         keys = [self.keys.suspended(query.agent_id)]

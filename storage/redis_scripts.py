@@ -47,8 +47,9 @@ return 1
 """
 )
 
-# KEYS: run hash, the audit list of each of the n entries, then the indexes the run belongs to now.
-# ARGV: write token, expected version, state, run id, n, the n audit entries, then the index scores.
+# KEYS: run hash, the list each of the n pushes goes to (audit entries, thread messages), then the
+# indexes the run belongs to now. ARGV: write token, expected version, state, run id, n, the n values,
+# then the index scores.
 # Returns the new version, or 0 if the run is not at the expected version (or is gone).
 SAVE = (
     _RUN_HELPERS
@@ -69,7 +70,8 @@ return version + 1
 """
 )
 
-# KEYS: run hash. ARGV: expected version ('' for any), run id. Idempotent as it is.
+# KEYS: run hash, then one list key per value to push. ARGV: expected version ('' for any), run id,
+# the values. Idempotent as it is: a run already gone is not deleted again, nor are its pushes repeated.
 # Returns 1 (deleted, or already gone), or 0 if the run is at another version.
 DELETE = (
     _RUN_HELPERS
@@ -79,6 +81,7 @@ if not version then return 1 end
 if ARGV[1] ~= '' and tonumber(version) ~= tonumber(ARGV[1]) then return 0 end
 unindex(KEYS[1], ARGV[2])
 redis.call('DEL', KEYS[1])
+for i = 2, #KEYS do redis.call('RPUSH', KEYS[i], ARGV[i + 1]) end
 return 1
 """
 )

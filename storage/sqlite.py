@@ -13,8 +13,9 @@ import asyncio
 import json
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -25,6 +26,7 @@ from core.store import (
     StaleSnapshotError,
     StoredRun,
     SuspendedRunQuery,
+    ThreadAppend,
     expiry_timestamp,
     pause_timestamp,
 )
@@ -155,47 +157,48 @@ class SqliteStore:
         return None if found is None else StoredRun(RunState.from_json(found[0]), found[1])
 
     async def save_run(
-        self, state: RunState, *, expected_version: int, audit: tuple[AuditEntry, ...] = ()
+        self,
+        state: RunState,
+        *,
+        expected_version: int,
+        audit: tuple[AuditEntry, ...] = (),
+        thread: ThreadAppend | None = None,
     ) -> int:
         version = expected_version + 1
         row = _row(state, version)
         entries = [(a.run_id, a.model_dump_json()) for a in audit]
 
         def update(conn: sqlite3.Connection) -> int:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with _transaction(conn):
                 cursor = conn.execute(
                     "UPDATE runs SET agent_id=?, status=?, thread_id=?, resource_id=?, suspended_at=?, "
                     "version=?, body=?, expires_at=? WHERE run_id=? AND version=?",
                     (*row[1:], state.run_id, expected_version),
                 )
                 if cursor.rowcount != 1:
-                    conn.execute("ROLLBACK")
                     raise StaleSnapshotError(
                         f"run {state.run_id} is not at version {expected_version}", run_id=state.run_id
                     )
                 conn.executemany("INSERT INTO audit (run_id, body) VALUES (?, ?)", entries)
-                conn.execute("COMMIT")
-            except sqlite3.Error:
-                conn.execute("ROLLBACK")
-                raise
+                _insert_thread(conn, thread)
             return version
 
         return await self._run(update)
 
-    async def delete_run(self, run_id: str, *, expected_version: int | None = None) -> None:
+    async def delete_run(
+        self, run_id: str, *, expected_version: int | None = None, thread: ThreadAppend | None = None
+    ) -> None:
         def delete(conn: sqlite3.Connection) -> None:
-            if expected_version is None:
+            with _transaction(conn):
+                found = conn.execute("SELECT version FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+                if found is None:
+                    return  # already gone, and with it whatever its deletion appended
+                if expected_version is not None and found[0] != expected_version:
+                    raise StaleSnapshotError(
+                        f"run {run_id} is not at version {expected_version}", run_id=run_id
+                    )
                 conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
-                return
-            cursor = conn.execute(
-                "DELETE FROM runs WHERE run_id = ? AND version = ?", (run_id, expected_version)
-            )
-            if (
-                cursor.rowcount != 1
-                and conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-            ):
-                raise StaleSnapshotError(f"run {run_id} is not at version {expected_version}", run_id=run_id)
+                _insert_thread(conn, thread)
 
         await self._run(delete)
 
@@ -278,12 +281,9 @@ class SqliteStore:
     async def append_messages(
         self, thread_id: str, resource_id: str | None, messages: list[dict[str, Any]]
     ) -> None:
-        rows = [(thread_id, resource_id, json.dumps(m)) for m in messages]
-
         def insert(conn: sqlite3.Connection) -> None:
-            conn.execute("BEGIN IMMEDIATE")
-            conn.executemany("INSERT INTO messages (thread_id, resource_id, body) VALUES (?, ?, ?)", rows)
-            conn.execute("COMMIT")
+            with _transaction(conn):
+                _insert_thread(conn, ThreadAppend(thread_id, resource_id, messages))
 
         await self._run(insert)
 
@@ -308,6 +308,27 @@ class SqliteStore:
             if slow is not None:
                 await asyncio.get_running_loop().run_in_executor(executor, slow.close)
             executor.shutdown(wait=False)
+
+
+@contextmanager
+def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    """One write transaction. BEGIN IMMEDIATE takes the write lock first, so a busy database fails
+    before anything is done (and the call can be retried elsewhere)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def _insert_thread(conn: sqlite3.Connection, thread: ThreadAppend | None) -> None:
+    if thread is not None:
+        conn.executemany(
+            "INSERT INTO messages (thread_id, resource_id, body) VALUES (?, ?, ?)",
+            [(thread.thread_id, thread.resource_id, json.dumps(m)) for m in thread.messages],
+        )
 
 
 def _row(state: RunState, version: int) -> tuple[Any, ...]:

@@ -6,6 +6,7 @@ An Agent used without a Runtime runs on the process's default one (MemoryStore, 
 from __future__ import annotations
 
 import copy
+import uuid
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -74,6 +75,7 @@ class Agent(AgentSpec):
             run_id=run_id,
             approval_timeout=approval_timeout,
         )
+        given.setdefault("run_id", str(uuid.uuid4()))  # known here too, so a lost reply can be followed up
         return await self.runtime.stream(self.id, StartRequest(messages, given))
 
     async def generate(
@@ -100,6 +102,7 @@ class Agent(AgentSpec):
             run_id=run_id,
             approval_timeout=approval_timeout,
         )
+        given.setdefault("run_id", str(uuid.uuid4()))
         return await self.runtime.generate(self.id, StartRequest(messages, given))
 
     # ---- deciding -----------------------------------------------------------------------------------

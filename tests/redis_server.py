@@ -105,6 +105,26 @@ class RedisServer:
             process.kill()
             process.wait(timeout=10)
 
+    @property
+    def pid(self) -> int:
+        return self._running().pid
+
+    def restart(self) -> None:
+        """Start it again if it died (say, killed by a fault-injection test); a live server is left be."""
+        if self.process is not None and self.process.poll() is None:
+            return
+        if self.process is not None:
+            self.process.wait(timeout=10)
+            self.process = None
+        self.start()
+
+    def __enter__(self) -> RedisServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
     def _running(self) -> subprocess.Popen[bytes]:
         if self.process is None:
             raise RuntimeError(f"redis-server on port {self.port} is not running")

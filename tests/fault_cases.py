@@ -1,0 +1,90 @@
+"""The fault-injection matrix: for each target, find the run's boundaries with a clean run, then crash at
+each one (or every ``every``-th) in a fresh store and check the invariants (see ``fault_harness``)."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from fault_harness import Case, boundaries, plan, run_driver, settle
+from redis_server import RedisServer
+
+TARGETS = ("driver", "redis", "actor")
+
+
+@contextmanager
+def _case(
+    target: str, root: Path, name: str, ray_address: str | None
+) -> Iterator[tuple[Case, RedisServer | None]]:
+    workdir = root / name
+    workdir.mkdir()
+    if target == "redis":
+        with RedisServer(workdir / "redis") as server:
+            yield Case(workdir, server.url), server
+        return
+    executor = "ray" if target == "actor" else "local"
+    yield Case(workdir, str(workdir / "store.db"), executor, ray_address if target == "actor" else None), None
+
+
+def count_boundaries(target: str, root: Path, ray_address: str | None) -> list[str]:
+    with _case(target, root, f"{target}-dry", ray_address) as (case, _):
+        code = run_driver(case)
+        assert code == 0, f"the clean {target} run failed (exit {code})"
+        found = boundaries(case.workdir)
+        result = asyncio.run(settle(case))
+        assert not result["problems"], result
+        return found
+
+
+def crash_at(target: str, index: int, root: Path, ray_address: str | None) -> dict[str, Any]:
+    with _case(target, root, f"{target}-{index}", ray_address) as (case, server):
+        plan(case.workdir, index, target, server.pid if server else None)
+        code = run_driver(case)
+        if server is not None:
+            server.restart()  # whatever was killed comes back, with what it had made durable
+        result = asyncio.run(settle(case))
+        result.update(
+            target=target,
+            boundary=index,
+            driver_exit=code,
+            at=(boundaries(case.workdir)[index - 1] if len(boundaries(case.workdir)) >= index else "?"),
+        )
+        return result
+
+
+def run_matrix(targets: list[str], every: int = 1, ray_address: str | None = None) -> list[dict[str, Any]]:
+    """Run the matrix, print one line per case, return the failing cases."""
+    if "actor" in targets and ray_address is None:
+        from actors.remote import ensure_ray
+
+        ensure_ray()
+        import ray
+
+        ray_address = ray.get_runtime_context().gcs_address
+    failures = []
+    root = Path(tempfile.mkdtemp(prefix="troupe-faults-"))
+    try:
+        for target in targets:
+            points = count_boundaries(target, root, ray_address)
+            for index in range(1, len(points) + 1, every):
+                result = crash_at(target, index, root, ray_address)
+                status = "ok " if not result["problems"] else "FAIL"
+                print(
+                    f"{status} {target:<6} boundary {index:>2}/{len(points)} ({points[index - 1]}): "
+                    f"charge ran {result['charge_runs']}x, {result['decisions']} settling decision(s)"
+                    + ("" if not result["problems"] else f"  {result['problems']}"),
+                    flush=True,
+                )
+                if result["problems"]:
+                    failures.append(result)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return failures
+
+
+__all__ = ["TARGETS", "count_boundaries", "crash_at", "run_matrix"]
