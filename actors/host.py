@@ -25,6 +25,7 @@ from core.errors import PauseExpiredError
 from core.requests import AgentPort, DecideRequest, StartRequest
 from core.results import ResultBuilder, RunResult
 from core.store import Store
+from core.tracing import configure as configure_tracing
 
 # Hosts renew their heartbeat every HEARTBEAT_S; a host silent for OWNER_TTL_S is dead and its running
 # runs may be taken over. A shorter lifetime recovers sooner but risks taking over from a host that is
@@ -239,6 +240,7 @@ class AgentHost:
         loop = asyncio.get_running_loop()
         if self._heartbeat is not None and not self._heartbeat.done() and self._heartbeat.get_loop() is loop:
             return
+        configure_tracing()  # export this process's spans too, if the environment asks for it
         await self.store.touch_owner(self.owner, OWNER_TTL_S)
         self._heartbeat = loop.create_task(self._beat())
 

@@ -20,6 +20,7 @@ from core.chunks import PAUSE_TYPES, Chunk
 from core.requests import AgentPort, ChunkBatches, StartRequest
 from core.state import CallStatus, ChildLink, ParentLink, Pause, ToolCallState, fingerprint
 from core.tools import Tool, create_tool
+from core.tracing import carrier, span
 
 if TYPE_CHECKING:
     from core.loop import ActiveRun, RunLoop
@@ -47,18 +48,21 @@ class Delegation:
         """Start the subagent's run, or follow the one a decision was routed to; with ``reattach`` (a
         recovered parent), pick up the subagent's run wherever it stands, starting it only if it never
         began."""
-        source = run.child_streams.pop(call.tool_call_id, None)
-        if source is None and reattach:
-            source = await self.port.attach(child_run_id(run.state.run_id, call.tool_call_id))
-        if source is None:
-            source = await self._start(loop, run, call)
-        else:
-            call.child = ChildLink(
-                agent_key=self.key,
-                agent_id=self.spec.id,
-                run_id=child_run_id(run.state.run_id, call.tool_call_id),
-            )
-        await self._relay(loop, run, call, source)
+        child_id = child_run_id(run.state.run_id, call.tool_call_id)
+        with span(
+            "troupe.delegation",
+            troupe__agent_id=self.spec.id,
+            troupe__child_run_id=child_id,
+            troupe__reattach=reattach,
+        ):
+            source = run.child_streams.pop(call.tool_call_id, None)
+            if source is None and reattach:
+                source = await self.port.attach(child_id)
+            if source is None:
+                source = await self._start(loop, run, call)
+            else:
+                call.child = ChildLink(agent_key=self.key, agent_id=self.spec.id, run_id=child_id)
+            await self._relay(loop, run, call, source)
 
     async def _start(self, loop: RunLoop, run: ActiveRun, call: ToolCallState) -> ChunkBatches:
         state = run.state
@@ -71,6 +75,7 @@ class Delegation:
         request = StartRequest(
             messages=[{"role": "user", "content": prompt}],
             options_given=options,
+            trace=carrier(),
             parent=ParentLink(run_id=state.run_id, tool_call_id=call.tool_call_id, agent_id=loop.spec.id),
         )
         return await self.port.start(request)

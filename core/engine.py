@@ -36,6 +36,7 @@ from core.recovery import prepare_recovery, replay
 from core.requests import AgentPort, DecideRequest, Decline, Resume, StartRequest
 from core.state import CallStatus, Pause, RunState, ToolCallState, utcnow
 from core.store import AuditEntry, StaleSnapshotError, Store, ThreadAppend
+from core.tracing import carrier, record_wait, span
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +100,8 @@ class Operation:
         release: Callable[[], None],
         backlog: list[Chunk] | None = None,
         start_note: dict[str, Any] | None = None,
+        kind: str = "start",
+        caller: dict[str, str] | None = None,
     ) -> None:
         self.run_id = run.state.run_id
         self._loop = loop
@@ -106,21 +109,34 @@ class Operation:
         self._release = release
         self._backlog = backlog or []
         self._start_note = start_note or {}
+        self._kind = kind
+        self._caller = caller
         # Set when the caller's decision was refused but the run still has to move on: the host runs the
         # operation with nobody reading and raises this to the caller.
         self.refusal: TroupeError | None = None
 
     async def execute(self, emit: Callable[[Chunk], None]) -> None:
-        run = self._run
+        run, state = self._run, self._run.state
         run.emit = emit
-        try:
-            await self._loop.advance(run, self._backlog, self._start_note)
-        except Exception as exc:
-            if not isinstance(exc, TroupeError):
-                log.exception("run %s failed", self.run_id)
-            await self._loop.fail(run, exc)
-        finally:
-            self._release()
+        # The run's first operation starts under the caller's span; every later one continues the run's
+        # own trace, whatever process it runs in and however long after.
+        with span(
+            "troupe.run",
+            parent=state.trace or self._caller,
+            troupe__run_id=state.run_id,
+            troupe__agent_id=state.agent_id,
+            troupe__operation=self._kind,
+        ):
+            if state.trace is None:
+                state.trace = carrier()
+            try:
+                await self._loop.advance(run, self._backlog, self._start_note)
+            except Exception as exc:
+                if not isinstance(exc, TroupeError):
+                    log.exception("run %s failed", self.run_id)
+                await self._loop.fail(run, exc)
+            finally:
+                self._release()
 
     def cancel(self) -> None:
         """Give the run back without executing (the caller could not take the stream)."""
@@ -177,7 +193,8 @@ class RunEngine:
         except BaseException:
             release()
             raise
-        return Operation(self.loop, ActiveRun(state, version, options.require_tool_approval), release)
+        run = ActiveRun(state, version, options.require_tool_approval)
+        return Operation(self.loop, run, release, caller=request.trace)
 
     async def _auto_resume(self, options: RunOptions, messages: list[dict[str, Any]]) -> Operation | None:
         """If a tool on this thread waits for data, let this message answer it (see core.auto_resume)."""
@@ -226,13 +243,13 @@ class RunEngine:
         try:
             run, backlog = await self._claim(request, thread=thread)
         except ContinuedElsewhere as moved:
-            operation = Operation(self.loop, moved.run, release)
+            operation = Operation(self.loop, moved.run, release, kind="decision", caller=request.trace)
             operation.refusal = moved.error
             return operation
         except BaseException:
             release()
             raise
-        return Operation(self.loop, run, release, backlog)
+        return Operation(self.loop, run, release, backlog, kind="decision", caller=request.trace)
 
     async def begin_expiry(self, run_id: str) -> Operation | None:
         """Decline the run's most overdue pause because its time ran out (the model is told so).
@@ -266,7 +283,7 @@ class RunEngine:
         except BaseException:
             release()
             raise
-        return Operation(self.loop, run, release, backlog)
+        return Operation(self.loop, run, release, backlog, kind="expiry")
 
     async def _claim(
         self, request: DecideRequest, expiring: bool = False, thread: ThreadAppend | None = None
@@ -306,6 +323,17 @@ class RunEngine:
                 )
             except StaleSnapshotError:
                 continue
+            record_wait(
+                "troupe.approval_wait",
+                target.pause.paused_at,
+                state.trace,
+                troupe__run_id=state.run_id,
+                troupe__tool=target.pause.tool_name,
+                troupe__tool_call_id=call.tool_call_id,
+                troupe__decision=entry.kind,
+                troupe__fingerprint=entry.fingerprint,
+                troupe__decided_by=entry.decided_by,
+            )
             run = ActiveRun(state, version, self._resumed_policy(state))
             if delegated:
                 await self._route(run, call, before, target.pause, request, entry)
@@ -402,7 +430,7 @@ class RunEngine:
             "recovered": True,
             "interrupted_tool_calls": interrupted + [n.payload["tool_call_id"] for n in notes],
         }
-        return Operation(self.loop, run, release, notes, start_note)
+        return Operation(self.loop, run, release, notes, start_note, kind="recovery")
 
     async def describe(self, run_id: str) -> list[Chunk] | None:
         """Chunks telling where a run that is not in flight here stands (see ``core.recovery.replay``)."""

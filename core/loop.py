@@ -30,6 +30,7 @@ from core.requests import AgentPort, ChunkBatches
 from core.state import CallStatus, Pause, RunState, ToolCallState, fingerprint, utcnow
 from core.store import AuditEntry, StaleSnapshotError, Store, ThreadAppend
 from core.tools import AgentContext, SuspendSignal, Tool, ToolContext
+from core.tracing import span
 
 log = logging.getLogger(__name__)
 
@@ -90,27 +91,40 @@ class RunLoop:
         for chunk in backlog:
             run.emit(chunk)
         while True:
-            if state.calls:
-                await self._run_calls(run)
-                if state.paused_calls():
-                    await self._suspend(run)
+            # One span per step this operation works on: the model turn (unless the step was already
+            # planned, e.g. when a decision resumes it), then the step's tool calls.
+            resumed = bool(state.calls)
+            with span(
+                "troupe.step", troupe__step=state.step + (0 if resumed else 1), troupe__resumed=resumed
+            ):
+                if not await self._step(run):
                     return
-                self._close_step(run)
-                if state.step >= state.max_steps:
-                    await self.finish(run, "tool-calls")
-                    return
-                await self.checkpoint(run)
+
+    async def _step(self, run: ActiveRun) -> bool:
+        """Drive one step; False once the run has finished or paused."""
+        state = run.state
+        if not state.calls:
             turn = await self._model_turn(run)
             if not turn.calls:
                 run.chunk("step-finish", step=state.step, finish_reason=turn.finish_reason)
                 await self.finish(run, turn.finish_reason)
-                return
+                return False
             await self._plan(run, turn.calls)
             if run.todo:
                 # Calls about to run are marked running in the store first: a crash mid-tool must be
                 # seen as an interrupted call, never silently re-run. (If nothing runs, the pause or
                 # the end of the step checkpoints the plan anyway.)
                 await self.checkpoint(run)
+        await self._run_calls(run)
+        if state.paused_calls():
+            await self._suspend(run)
+            return False
+        self._close_step(run)
+        if state.step >= state.max_steps:
+            await self.finish(run, "tool-calls")
+            return False
+        await self.checkpoint(run)
+        return True
 
     async def checkpoint(self, run: ActiveRun, thread: ThreadAppend | None = None) -> None:
         run.state.updated_at = utcnow()
@@ -185,17 +199,9 @@ class RunLoop:
         request = ModelRequest(messages=system + state.messages, tools=self.tool_specs)
         text: list[str] = []
         calls: list[ToolCallPart] = []
-        end = TurnEnd()
         try:
-            async for event in self.spec.model.stream_turn(request):
-                if isinstance(event, TextDelta):
-                    text.append(event.text)
-                    run.chunk("text-delta", text=event.text)
-                elif isinstance(event, ToolCallPart):
-                    calls.append(event)
-                    run.chunk("tool-call", tool_call_id=event.id, tool_name=event.name, args=event.args)
-                elif isinstance(event, TurnEnd):
-                    end = event
+            with span("troupe.model", troupe__model=self.spec.model.id, troupe__step=state.step + 1):
+                end = await self._stream_turn(run, request, text, calls)
         except TroupeError:
             raise
         except Exception as exc:
@@ -207,6 +213,22 @@ class RunLoop:
         state.output_tokens += end.usage.output_tokens
         state.messages.append(assistant_message("".join(text), calls))
         return Turn("".join(text), calls, "tool-calls" if calls else end.finish_reason)
+
+    async def _stream_turn(
+        self, run: ActiveRun, request: ModelRequest, text: list[str], calls: list[ToolCallPart]
+    ) -> TurnEnd:
+        """Stream the model's turn out as chunks, collecting its text and tool calls."""
+        end = TurnEnd()
+        async for event in self.spec.model.stream_turn(request):
+            if isinstance(event, TextDelta):
+                text.append(event.text)
+                run.chunk("text-delta", text=event.text)
+            elif isinstance(event, ToolCallPart):
+                calls.append(event)
+                run.chunk("tool-call", tool_call_id=event.id, tool_name=event.name, args=event.args)
+            elif isinstance(event, TurnEnd):
+                end = event
+        return end
 
     # ---- planning a step -----------------------------------------------------------------------------
 
@@ -301,9 +323,20 @@ class RunLoop:
 
     async def _execute(self, run: ActiveRun, call: ToolCallState) -> None:
         delegation = self.delegations.get(call.tool_name)
-        if delegation is not None:
-            await delegation.run(self, run, call, reattach=call.tool_call_id in run.reattach)
-            return
+        with span(
+            "troupe.tool",
+            troupe__tool=call.tool_name,
+            troupe__tool_call_id=call.tool_call_id,
+            troupe__run_id=run.state.run_id,
+        ) as current:
+            if delegation is not None:
+                await delegation.run(self, run, call, reattach=call.tool_call_id in run.reattach)
+            else:
+                await self._execute_tool(run, call)
+            outcome = "error" if call.is_error else call.status.value
+            current.set_attribute("troupe.outcome", "declined" if call.declined else outcome)
+
+    async def _execute_tool(self, run: ActiveRun, call: ToolCallState) -> None:
         tool = self.tools[call.tool_name]
         ctx = self.context(run.state, call, tool)
         if call.decision is not None and call.decision.kind == "resumed":

@@ -20,6 +20,8 @@ class StartRequest:
     # The options the caller gave (omitted ones absent); the agent's host merges its default_options.
     options_given: dict[str, Any] = field(default_factory=dict)
     parent: ParentLink | None = None
+    # The caller's trace context (W3C traceparent), so the run's spans join the caller's trace.
+    trace: dict[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,7 @@ class DecideRequest:
     # When given, the decision applies only if the paused call still has this fingerprint.
     fingerprint: str | None = None
     decided_by: str | None = None
+    trace: dict[str, str] | None = None
 
 
 ChunkBatches = AsyncIterator[list[Chunk]]

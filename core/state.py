@@ -149,6 +149,8 @@ class RunState(_Model):
     # heartbeat has expired.
     owner: str | None = None
     outcome: dict[str, Any] | None = None
+    # The trace context of the run's first operation: later ones (decisions, recovery) continue it.
+    trace: dict[str, str] | None = None
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> RunState:

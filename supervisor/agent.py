@@ -16,6 +16,7 @@ from core.requests import Approve, DecideRequest, DecisionInput, Decline, Resume
 from core.results import RunResult
 from core.stream import AgentStream
 from core.suspended import SuspendedRunList
+from core.tracing import carrier
 
 if TYPE_CHECKING:
     from supervisor.runtime import Runtime
@@ -76,7 +77,7 @@ class Agent(AgentSpec):
             approval_timeout=approval_timeout,
         )
         given.setdefault("run_id", str(uuid.uuid4()))  # known here too, so a lost reply can be followed up
-        return await self.runtime.stream(self.id, StartRequest(messages, given))
+        return await self.runtime.stream(self.id, StartRequest(messages, given, trace=carrier()))
 
     async def generate(
         self,
@@ -103,7 +104,7 @@ class Agent(AgentSpec):
             approval_timeout=approval_timeout,
         )
         given.setdefault("run_id", str(uuid.uuid4()))
-        return await self.runtime.generate(self.id, StartRequest(messages, given))
+        return await self.runtime.generate(self.id, StartRequest(messages, given, trace=carrier()))
 
     # ---- deciding -----------------------------------------------------------------------------------
 
@@ -121,6 +122,7 @@ class Agent(AgentSpec):
             tool_call_id=tool_call_id,
             fingerprint=fingerprint,
             decided_by=decided_by,
+            trace=carrier(),
         )
 
     async def approve_tool_call(
