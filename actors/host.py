@@ -21,7 +21,7 @@ from actors.remote import current_actor_id
 from core.agent import AgentSpec
 from core.chunks import Chunk
 from core.engine import Operation, RunEngine
-from core.errors import PauseExpiredError
+from core.errors import AgentUnavailableError, PauseExpiredError
 from core.requests import AgentPort, DecideRequest, StartRequest
 from core.results import ResultBuilder, RunResult
 from core.store import Store
@@ -35,6 +35,8 @@ OWNER_TTL_S = 3 * HEARTBEAT_S
 # How long a finished operation's unread chunks are kept for a reader that may still come back.
 _UNREAD_TTL_S = 300.0
 _MAX_BATCH = 512
+# How long attach() waits for a run that another live host is driving before giving up on it.
+_FOLLOW_WAIT_S = 30.0
 
 log = logging.getLogger(__name__)
 
@@ -126,21 +128,32 @@ class AgentHost:
         return Batch(op_id, chunks, done)
 
     async def attach(self, run_id: str, linger: float = 0.0) -> Batch | None:
-        """Follow ``run_id`` from here on: its live operation, a recovery of it if it was orphaned, or a
-        replay of where it stands. None if there is no such run."""
+        """Follow ``run_id`` from here on: its live operation here, a recovery of it if it was orphaned,
+        or (once nothing drives it) a replay of where it stands. None if there is no such run."""
         await self._startup()
-        op_id = self._live.get(run_id)
-        if op_id is not None and op_id in self._outboxes:
-            return await self.next_batch(op_id, linger)
-        stored = await self.store.load_run(run_id)
-        if stored is None:
-            return None
-        if stored.state.status == "running" and await self._orphaned(run_id, stored.state.owner):
-            operation = await self.engine.begin_recovery(run_id, stored.state.owner)
-            if operation is not None:
-                return await self._launch(operation, linger)
-        chunks = await self.engine.describe(run_id)
-        return None if chunks is None else Batch(f"{run_id}#replay", chunks, True)
+        deadline = time.monotonic() + _FOLLOW_WAIT_S
+        while True:
+            op_id = self._live.get(run_id)
+            if op_id is not None and op_id in self._outboxes:
+                return await self.next_batch(op_id, linger)
+            stored = await self.store.load_run(run_id)
+            if stored is None:
+                return None
+            if stored.state.status != "running":
+                chunks = await self.engine.describe(run_id)
+                return None if chunks is None else Batch(f"{run_id}#replay", chunks, True)
+            if await self._orphaned(run_id, stored.state.owner):
+                operation = await self.engine.begin_recovery(run_id, stored.state.owner)
+                if operation is not None:
+                    return await self._launch(operation, linger)
+            elif time.monotonic() > deadline:
+                raise AgentUnavailableError(
+                    f"run {run_id} is being driven by {stored.state.owner}, which cannot be followed from "
+                    f"here; it will be listed once it pauses",
+                    run_id=run_id,
+                )
+            # Driven here by an operation still being set up, or taken over by another host: look again.
+            await asyncio.sleep(0.02)
 
     async def generate_start(self, request: StartRequest) -> RunResult:
         await self._startup()
