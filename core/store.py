@@ -61,7 +61,8 @@ class AuditEntry(BaseModel):
 
 @dataclass(frozen=True)
 class SuspendedRunQuery:
-    agent_id: str
+    # None: every agent's suspended runs (an operator's view; thread/resource filters need an agent).
+    agent_id: str | None
     thread_id: str | None = None
     resource_id: str | None = None
     from_date: datetime | None = None
@@ -71,7 +72,7 @@ class SuspendedRunQuery:
 
     @classmethod
     def paged(
-        cls, agent_id: str, *, page: int | None, per_page: int | None, **filters: Any
+        cls, agent_id: str | None, *, page: int | None, per_page: int | None, **filters: Any
     ) -> SuspendedRunQuery:
         """Build a query from 0-based ``page`` and ``per_page``; bad paging is the caller's error."""
         if per_page is not None and (not isinstance(per_page, int) or per_page < 1):
@@ -81,11 +82,14 @@ class SuspendedRunQuery:
         if page is not None and per_page is None:
             raise InvalidPaginationError("page needs per_page")
         offset = (page or 0) * (per_page or 0)
-        return cls(agent_id=agent_id, offset=offset, limit=per_page, **filters)
+        query = cls(agent_id=agent_id, offset=offset, limit=per_page, **filters)
+        if agent_id is None and (query.thread_id is not None or query.resource_id is not None):
+            raise InvalidPaginationError("filtering by thread or resource needs an agent")
+        return query
 
     def matches(self, state: RunState) -> bool:
         """The filter, for backends that check candidates in Python."""
-        if state.status != "suspended" or state.agent_id != self.agent_id:
+        if state.status != "suspended" or (self.agent_id is not None and state.agent_id != self.agent_id):
             return False
         if self.thread_id is not None and state.thread_id != self.thread_id:
             return False

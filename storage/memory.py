@@ -106,7 +106,9 @@ class MemoryStore:
         self._append(thread)
 
     async def list_suspended_runs(self, query: SuspendedRunQuery) -> tuple[list[RunState], int]:
-        states = [RunState.from_json(self._runs[run_id][0]) for run_id in self._suspended[query.agent_id]]
+        agents = [query.agent_id] if query.agent_id is not None else list(self._suspended)
+        ids = [run_id for agent in agents for run_id in self._suspended[agent]]
+        states = [RunState.from_json(self._runs[run_id][0]) for run_id in ids]
         matched = sorted(
             (s for s in states if query.matches(s)), key=lambda s: pause_timestamp(s) or 0.0, reverse=True
         )

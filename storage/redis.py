@@ -54,7 +54,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.commands.core import AsyncScript
 
-from core.errors import DuplicateRunError, StorageError, StorageUnavailableError
+from core.errors import DuplicateRunError, InvalidPaginationError, StorageError, StorageUnavailableError
 from core.state import RunState
 from core.store import (
     AuditEntry,
@@ -95,7 +95,10 @@ class Keys:
     def thread(self, thread_id: str) -> str:
         return f"{self.prefix}thread:{thread_id}"
 
-    def suspended(self, agent_id: str) -> str:
+    def suspended(self, agent_id: str | None) -> str:
+        """Suspended runs of one agent, or of all agents (``None``)."""
+        if agent_id is None:
+            return f"{self.prefix}suspended-all"
         return f"{self.prefix}suspended:{_part(agent_id)}"
 
     def suspended_on_thread(self, agent_id: str, thread_id: str) -> str:
@@ -125,7 +128,7 @@ class Keys:
             # A finished run is in no listing; nor is a suspended one with nothing paused (as in MemoryStore).
             return []
         agent = state.agent_id
-        found = [(self.suspended(agent), -at)]
+        found = [(self.suspended(agent), -at), (self.suspended(None), -at)]
         if state.thread_id is not None:
             found.append((self.suspended_on_thread(agent, state.thread_id), -at))
         if state.resource_id is not None:
@@ -312,6 +315,8 @@ class RedisStore:
     async def list_suspended_runs(self, query: SuspendedRunQuery) -> tuple[list[RunState], int]:
         keys = [self.keys.suspended(query.agent_id)]
         if query.thread_id is not None or query.resource_id is not None:
+            if query.agent_id is None:
+                raise InvalidPaginationError("filtering by thread or resource needs an agent")
             keys = []
             if query.thread_id is not None:
                 keys.append(self.keys.suspended_on_thread(query.agent_id, query.thread_id))

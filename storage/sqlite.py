@@ -203,8 +203,11 @@ class SqliteStore:
         await self._run(delete)
 
     async def list_suspended_runs(self, query: SuspendedRunQuery) -> tuple[list[RunState], int]:
-        where = ["agent_id = ?", "status = 'suspended'", "suspended_at IS NOT NULL"]
-        params: list[Any] = [query.agent_id]
+        where = ["status = 'suspended'", "suspended_at IS NOT NULL"]
+        params: list[Any] = []
+        if query.agent_id is not None:
+            where.append("agent_id = ?")
+            params.append(query.agent_id)
         for column, value in (("thread_id", query.thread_id), ("resource_id", query.resource_id)):
             if value is not None:
                 where.append(f"{column} = ?")
@@ -354,6 +357,7 @@ def _migrate(conn: sqlite3.Connection) -> None:
     if "expires_at" not in columns:
         conn.execute("ALTER TABLE runs ADD COLUMN expires_at REAL")
     conn.execute("CREATE INDEX IF NOT EXISTS runs_by_expiry ON runs (agent_id, status, expires_at)")
+    conn.execute("CREATE INDEX IF NOT EXISTS runs_by_pause ON runs (status, suspended_at)")
 
 
 __all__ = ["SqliteStore"]

@@ -244,3 +244,17 @@ async def test_finished_subagent_runs_are_in_no_index(store: Store):
     assert await store.list_running_runs("a") == []
     loaded = await store.load_run("r1")
     assert loaded is not None and loaded.state.outcome == {"text": "done"}
+
+
+async def test_suspended_runs_of_every_agent_can_be_listed_together(store: Store):
+    await store.create_run(suspended("a-old", T0))
+    await store.create_run(suspended("b-new", T0 + timedelta(hours=1), agent="b"))
+    await store.create_run(running("busy"))
+
+    found, total = await store.list_suspended_runs(SuspendedRunQuery(agent_id=None))
+
+    assert [s.run_id for s in found] == ["b-new", "a-old"] and total == 2
+    page, total = await store.list_suspended_runs(SuspendedRunQuery(agent_id=None, offset=1, limit=1))
+    assert [s.run_id for s in page] == ["a-old"] and total == 2
+    with pytest.raises(InvalidPaginationError):
+        SuspendedRunQuery.paged(None, page=None, per_page=None, thread_id="t")
