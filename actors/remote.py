@@ -21,6 +21,8 @@ from core.errors import AgentUnavailableError
 
 # Agent steps must not be replayed by Ray: a replayed call could run a tool twice. Recovery after an
 # actor restart is Troupe's job (from the store), not Ray's.
+# Troupe's actors live in their own Ray namespace, named after their runtime and agent.
+NAMESPACE = "troupe"
 # How long callers keep retrying an actor that Ray is restarting (a restart takes about 1-1.5 s here).
 RESTART_WAIT_S = 30.0
 _ACTOR_OPTIONS: dict[str, Any] = {"num_cpus": 0, "max_restarts": 5, "max_task_retries": 0}
@@ -68,15 +70,27 @@ def _unwrap(exc: RayTaskError) -> BaseException:
 
 
 class RayActor:
-    """An actor handle whose calls raise what the actor raised."""
+    """A named actor whose calls raise what the actor raised.
 
-    def __init__(self, handle: Any) -> None:
-        self.handle = handle
+    It travels (to other actors) as its name and is looked up where it lands: a supervisor's actor is
+    created with no actor handles among its arguments, so Ray keeps nothing in its object store that a
+    restart of that actor would depend on (ray-project/ray#53727).
+    """
+
+    def __init__(self, name: str, handle: Any = None) -> None:
+        self.name = name
+        self._handle = handle
 
     @classmethod
-    def spawn(cls, actor_class: type, *args: Any, **options: Any) -> RayActor:
+    def spawn(cls, actor_class: type, *args: Any, name: str, **options: Any) -> RayActor:
         remote_class: Any = ray.remote(**{**_ACTOR_OPTIONS, **options})(actor_class)
-        return cls(remote_class.remote(*args))
+        return cls(name, remote_class.options(name=name, namespace=NAMESPACE).remote(*args))
+
+    @property
+    def handle(self) -> Any:
+        if self._handle is None:
+            self._handle = ray.get_actor(self.name, namespace=NAMESPACE)
+        return self._handle
 
     async def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -101,7 +115,7 @@ class RayActor:
         ray.kill(self.handle, no_restart=True)
 
     def __reduce__(self) -> Any:
-        return (RayActor, (self.handle,))
+        return (RayActor, (self.name,))
 
 
 __all__ = ["RESTART_WAIT_S", "RayActor", "RayActorError", "current_actor_id", "ensure_ray"]

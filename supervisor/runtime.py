@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
+import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal
@@ -53,6 +55,9 @@ class Runtime:
         self._agents: dict[str, Agent] = {}
         self._handles: dict[str, AgentHandle] = {}
         self._store: Store | None = None
+        # Actor names are unique to this runtime: two runtimes (or two processes) never share one.
+        self._id = uuid.uuid4().hex[:12]
+        self._spawned = itertools.count(1)
         items = agents.items() if isinstance(agents, Mapping) else ((None, a) for a in agents or ())
         for key, agent in items:
             self.register(agent, alias=key)
@@ -96,11 +101,16 @@ class Runtime:
             if self.executor == "ray":
                 ensure_ray(self.ray_address)
             if self.executor == "ray" and not getattr(self.storage, "shared_across_processes", True):
-                actor = RayActor.spawn(StoreHost, _fresh_store_factory(self.storage))
+                actor = RayActor.spawn(
+                    StoreHost, _fresh_store_factory(self.storage), name=self._actor_name("store")
+                )
                 self._store = RemoteStore(actor, getattr(self.storage, "identity", "remote"))
             else:
                 self._store = self.storage
         return self._store
+
+    def _actor_name(self, what: str) -> str:
+        return f"{self._id}:{what}:{next(self._spawned)}"
 
     def handle(self, agent_id: str) -> AgentHandle:
         found = self._handles.get(agent_id)
@@ -113,7 +123,9 @@ class Runtime:
         store = self.store()
         handle: AgentHandle
         if self.executor == "ray":
-            actor = RayActor.spawn(AgentHost, spec, store, subagents)
+            actor = RayActor.spawn(
+                AgentHost, spec, store, subagents, name=self._actor_name(f"agent:{spec.id}")
+            )
             handle = RayHandle(actor, spec.id)
         else:
             handle = LocalHandle(AgentHost(spec, store, dict(subagents)))
@@ -191,6 +203,14 @@ class Runtime:
         )
         states, total = await self.store().list_suspended_runs(query)
         return SuspendedRunList([SuspendedRun.from_state(s) for s in states], total)
+
+    async def run_info(self, agent_id: str, run_id: str) -> dict[str, Any] | None:
+        """Whose a run is and where it stands (``run_id, agent_id, thread_id, resource_id, status``),
+        read from its snapshot; None if the agent has no such run (unknown, or finished and gone)."""
+        stored = await self.store().load_run(run_id)
+        if stored is None or stored.state.agent_id != agent_id:
+            return None
+        return stored.state.model_dump(include={"run_id", "agent_id", "thread_id", "resource_id", "status"})
 
     async def find_suspended_run(
         self, agent_id: str, *, thread_id: str, resource_id: str | None, tool_call_id: str | None
