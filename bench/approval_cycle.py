@@ -8,6 +8,9 @@ Prints median and p99 per configuration and the ratio to Mastra 1.71 measured on
 this kind with an instant mock model: W1 8.4 ms (memory) / 12.2 ms (its SQLite file); W2 16.6 ms.
 
     python bench/approval_cycle.py [--workload w1|w2|all] [--cycles 500] [--configs local-memory,...]
+                                   [--api stream|generate]
+
+bench/run_all.py runs the same workloads on Troupe and on LangGraph, the OpenAI Agents SDK and Pydantic AI.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_agents import build_agent, build_supervisor
+from bench_common import percentile
 
 from troupe import Agent, MemoryStore, Runtime, SqliteStore
 
@@ -42,26 +46,37 @@ async def one_cycle(agent: Agent) -> float:
     return (time.perf_counter() - started) * 1000
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+async def generate_cycle(agent: Agent) -> float:
+    """The same cycle through the non-streaming API: generate -> suspended -> approve -> final text."""
+    started = time.perf_counter()
+    paused = await agent.generate("delete abc-123")
+    assert paused.finish_reason == "suspended", paused.finish_reason
+    done = await agent.approve_tool_call_generate(
+        run_id=paused.run_id, tool_call_id=paused.suspend_payload["tool_call_id"]
+    )
+    assert done.text == "Deleted.", done.text
+    return (time.perf_counter() - started) * 1000
 
 
-async def run_config(workload: str, name: str, cycles: int, workdir: Path) -> dict[str, Any]:
+async def run_config(
+    workload: str, name: str, cycles: int, workdir: Path, api: str = "stream"
+) -> dict[str, Any]:
     executor, store_kind = name.split("-")
     storage = MemoryStore() if store_kind == "memory" else SqliteStore(workdir / f"{workload}-{name}.db")
     agent = build_agent() if workload == "w1" else build_supervisor()
     runtime = Runtime([agent], storage=storage, executor=executor)  # type: ignore[arg-type]
+    cycle = one_cycle if api == "stream" else generate_cycle
     try:
         for _ in range(min(50, cycles)):  # warm-up: actor start, connections, JIT-free caches
-            await one_cycle(agent)
-        samples = [await one_cycle(agent) for _ in range(cycles)]
+            await cycle(agent)
+        samples = [await cycle(agent) for _ in range(cycles)]
     finally:
         await runtime.shutdown()
     median = statistics.median(samples)
     return {
         "workload": workload,
         "config": name,
+        "api": api,
         "cycles": cycles,
         "median_ms": round(median, 3),
         "p99_ms": round(percentile(samples, 0.99), 3),
@@ -77,6 +92,9 @@ async def main() -> None:
     parser.add_argument("--workload", choices=["w1", "w2", "all"], default="all")
     parser.add_argument("--cycles", type=int, default=500)
     parser.add_argument("--configs", default="local-memory,local-sqlite,ray-memory,ray-sqlite")
+    parser.add_argument(
+        "--api", choices=["stream", "generate"], default="stream", help="streaming or non-streaming calls"
+    )
     parser.add_argument("--json", type=Path, help="also write the rows to this file")
     args = parser.parse_args()
     rows = []
@@ -84,7 +102,7 @@ async def main() -> None:
         workloads = ["w1", "w2"] if args.workload == "all" else [args.workload]
         for workload in workloads:
             for name in args.configs.split(","):
-                rows.append(await run_config(workload, name, args.cycles, Path(tmp)))
+                rows.append(await run_config(workload, name, args.cycles, Path(tmp), args.api))
                 row = rows[-1]
                 print(
                     f"{workload} {row['config']:<14} median {row['median_ms']:7.2f} ms   "

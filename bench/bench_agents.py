@@ -25,6 +25,8 @@ def build_agent() -> Agent:
 
     def turn(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
         if messages[-1]["role"] == "tool":
+            # The tool ran (approved), not a decline or an error message.
+            assert '"deleted"' in messages[-1]["content"], messages[-1]
             return text("Deleted.")
         return tool_call("delete_record", {"id": "abc-123"}, id="call-1")
 
@@ -34,6 +36,7 @@ def build_agent() -> Agent:
 def build_supervisor() -> Agent:
     def turn(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
         if messages[-1]["role"] == "tool":
+            assert "Deleted." in messages[-1]["content"], messages[-1]  # the subagent's answer
             return text("Deleted.")
         return tool_call("agent-records", {"prompt": "delete abc-123"}, id="d-1")
 

@@ -17,73 +17,18 @@ import argparse
 import asyncio
 import json
 import os
-import shutil
-import socket
-import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import redis
 from bench_agents import build_agent
+from bench_common import bounded, private_redis, redis_used, rss_mb
 
 from troupe import RedisStore, Runtime, SqliteStore
 
 MASTRA = {"runs": 200, "memory_s": 1.7, "sqlite_s": 2.4, "heap_kb_per_run": 55}
-
-
-def rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-@contextmanager
-def private_redis() -> Iterator[str]:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        raise SystemExit("redis-server is not installed (scripts/setup.sh --system installs it)")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    with tempfile.TemporaryDirectory() as data:
-        proc = subprocess.Popen(
-            [
-                binary,
-                "--bind",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--dir",
-                data,
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ],
-            stdout=subprocess.DEVNULL,
-        )
-        url = f"redis://127.0.0.1:{port}/0"
-        try:
-            for _ in range(200):
-                try:
-                    if redis.Redis.from_url(url).ping():
-                        break
-                except redis.ConnectionError:
-                    time.sleep(0.02)
-            yield url
-        finally:
-            proc.terminate()
-            proc.wait()
-
-
-def redis_used(url: str) -> int:
-    return int(redis.Redis.from_url(url).info("memory")["used_memory"])
 
 
 async def host_stats(runtime: Runtime) -> dict[str, Any]:
@@ -93,17 +38,6 @@ async def host_stats(runtime: Runtime) -> dict[str, Any]:
         return await handle.host.stats()  # type: ignore[attr-defined, no-any-return]
     stats: dict[str, Any] = await actor.call("stats")
     return stats
-
-
-async def bounded(jobs: list[Any], limit: int) -> list[Any]:
-    """Await the coroutines with at most ``limit`` in flight (users do not all click in the same ms)."""
-    gate = asyncio.Semaphore(limit)
-
-    async def one(job: Any) -> Any:
-        async with gate:
-            return await job
-
-    return await asyncio.gather(*(one(job) for job in jobs))
 
 
 async def run_config(name: str, runs: int, concurrency: int, redis_url: str, workdir: Path) -> dict[str, Any]:

@@ -60,6 +60,7 @@ async def test_a_finished_run_leaves_only_its_audit_behind(store: RedisStore, re
     assert await keys_under(redis_url, store.prefix) == {
         f"{store.prefix}run:r1",
         f"{store.prefix}suspended:a",
+        f"{store.prefix}suspended-all",
         f"{store.prefix}suspended:a:thread:t1",
         f"{store.prefix}suspended:a:resource:u1",
     }

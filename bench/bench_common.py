@@ -1,0 +1,126 @@
+"""Helpers every benchmark shares, free of Troupe and Ray imports (peer benchmarks import them too)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Awaitable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of a process in MiB (Linux /proc)."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except FileNotFoundError:
+        pass
+    return float("nan")
+
+
+def pss_mb(pid: int) -> float:
+    """Proportional set size of a process in MiB: shared pages (libraries, Ray's shared memory) split
+    between the processes that map them, so summing over processes does not count them twice."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as rollup:
+            for line in rollup:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) / 1024
+    except (FileNotFoundError, PermissionError, ProcessLookupError):
+        pass
+    return rss_mb(pid)
+
+
+async def bounded(jobs: list[Awaitable[Any]], limit: int) -> list[Any]:
+    """Await the coroutines with at most ``limit`` in flight (users do not all click in the same ms)."""
+    gate = asyncio.Semaphore(limit)
+
+    async def one(job: Awaitable[Any]) -> Any:
+        async with gate:
+            return await job
+
+    return await asyncio.gather(*(one(job) for job in jobs))
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextmanager
+def private_redis() -> Iterator[str]:
+    """A throw-away redis-server on a free loopback port, no persistence; yields its URL."""
+    import redis
+
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise SystemExit("redis-server is not installed (scripts/setup.sh --system installs it)")
+    port = free_port()
+    with tempfile.TemporaryDirectory() as data:
+        proc = subprocess.Popen(
+            [
+                binary,
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--dir",
+                data,
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ],
+            stdout=subprocess.DEVNULL,
+        )
+        url = f"redis://127.0.0.1:{port}/0"
+        try:
+            for _ in range(200):
+                try:
+                    if redis.Redis.from_url(url).ping():
+                        break
+                except redis.ConnectionError:
+                    time.sleep(0.02)
+            yield url
+        finally:
+            proc.terminate()
+            proc.wait()
+
+
+def redis_used(url: str) -> int:
+    """Redis INFO used_memory, in bytes."""
+    import redis
+
+    return int(redis.Redis.from_url(url).info("memory")["used_memory"])
+
+
+def redis_pid(url: str) -> int:
+    import redis
+
+    return int(redis.Redis.from_url(url).info("server")["process_id"])
+
+
+def path_bytes(*paths: str | os.PathLike[str]) -> int:
+    """Bytes on disk of files (and of every file under directories); missing paths count 0."""
+    total = 0
+    for path in paths:
+        if os.path.isdir(path):
+            for root, _dirs, files in os.walk(path):
+                total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
+        elif os.path.exists(path):
+            total += os.path.getsize(path)
+    return total

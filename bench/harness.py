@@ -1,0 +1,273 @@
+"""The workloads, written once and run the same way on every system (Troupe and its peers).
+
+A system is an adapter with a handful of async methods (``System`` below); ``run_phase`` drives one
+phase of one workload on it and returns result rows (plain dicts, JSON-ready). Every phase runs in a
+fresh process started by ``run_all.py``, so each system starts from the same conditions.
+
+W1  approval cycle: start -> paused for approval -> approve -> final text, timed per cycle.
+W2  supervisor -> subagent -> approval: the subagent's gated tool pauses the supervisor's run; the
+    decision is made on the supervisor's run and the final text comes back from it.
+W3  N runs paused at once (``concurrency`` calls in flight), then all approved; time, and memory per
+    paused run: RSS growth of every process the system runs while the N runs are paused (includes the
+    allocator's high-water mark from the calls in flight), the driver's retained Python heap per
+    paused run (tracemalloc, on a separate untimed pass), and store bytes where there is a store.
+W4  restart: one process pauses N runs and exits; a fresh process lists them from the durable store
+    and approves them all. Timed from the fresh process's spawn.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import statistics
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+from bench_common import bounded, percentile, pss_mb, rss_mb
+
+PROMPT = "delete abc-123"
+FINAL_TEXT = "Deleted."
+
+
+class Unsupported(Exception):
+    """The system cannot do this workload; the message says why (it goes into the report)."""
+
+
+class System:
+    """One configuration of one framework, driven by the workloads.
+
+    ``pause(i)`` starts run ``i`` and returns once it is paused for approval, with a token that
+    ``approve(token)`` needs to approve it and finish the run (checking the final text). Durable systems
+    also implement ``list_paused()`` for a fresh process, returning the tokens of every paused run.
+    """
+
+    key = ""
+    label = ""
+    family = ""
+    durable = False  # paused runs survive a restart of the process (W4 possible)
+    memory_only_note = "state lives only in the process's memory: a restart loses every paused run"
+
+    def __init__(self, workdir: Path, env: dict[str, Any]) -> None:
+        self.workdir = workdir
+        self.env = env
+        self.notes: list[str] = []
+
+    async def open(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def w1(self) -> None:
+        await self.approve(await self.pause(-1))
+
+    async def w2(self) -> None:
+        raise Unsupported("not implemented")
+
+    async def pause(self, i: int) -> Any:
+        raise NotImplementedError
+
+    async def approve(self, token: Any) -> None:
+        raise NotImplementedError
+
+    async def persist(self, tokens: list[Any]) -> None:
+        """Make paused runs survive the process (a no-op where the store already did)."""
+
+    async def list_paused(self) -> list[Any]:
+        raise Unsupported(self.memory_only_note)
+
+    async def pids(self) -> list[int]:
+        """Processes that hold this system's state besides the driver and its children."""
+        return []
+
+    def store_bytes(self) -> int | None:
+        """Bytes in the durable store (file sizes, Redis used_memory), or None without one."""
+        return None
+
+
+# ---- memory -------------------------------------------------------------------------------------------
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as listing:
+            kids = [int(p) for p in listing.read().split()]
+    except (FileNotFoundError, ProcessLookupError, ValueError):
+        return found
+    for kid in kids:
+        found.append(kid)
+        found.extend(_children(kid))
+    return found
+
+
+async def process_memory(system: System, measure: Any = rss_mb) -> dict[int, float]:
+    """Memory (MiB, RSS by default) of the driver, its descendants (Ray's processes and actors) and the
+    system's extra processes (a redis-server)."""
+    gc.collect()
+    pids = {os.getpid(), *_children(os.getpid()), *(await system.pids())}
+    return {pid: measure(pid) for pid in sorted(pids)}
+
+
+def rss_delta_mb(before: dict[int, float], after: dict[int, float]) -> float:
+    total = 0.0
+    for pid in set(before) | set(after):
+        b, a = before.get(pid, 0.0), after.get(pid, 0.0)
+        if a == a and b == b:  # skip NaN (a process that vanished)
+            total += a - b
+    return total
+
+
+def total_mb(snapshot: dict[int, float]) -> float:
+    return sum(v for v in snapshot.values() if v == v)
+
+
+# ---- phases ---------------------------------------------------------------------------------------------
+
+
+def base_row(system: System, workload: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "system": system.key,
+        "label": system.label,
+        "family": system.family,
+        "workload": workload,
+        **extra,
+    }
+
+
+async def latency(system: System, workload: str, cycles: int, warmup: int) -> dict[str, Any]:
+    cycle = system.w1 if workload == "w1" else system.w2
+    samples = []
+    try:
+        for _ in range(warmup):
+            await cycle()
+        for _ in range(cycles):
+            started = time.perf_counter()
+            await cycle()
+            samples.append((time.perf_counter() - started) * 1000)
+    except Unsupported as exc:
+        return base_row(system, workload, status="unsupported", note=str(exc))
+    footprint = await process_memory(system, pss_mb)
+    return base_row(
+        system,
+        workload,
+        status="ok",
+        cycles=cycles,
+        warmup=warmup,
+        median_ms=round(statistics.median(samples), 3),
+        p99_ms=round(percentile(samples, 0.99), 3),
+        mean_ms=round(statistics.fmean(samples), 3),
+        min_ms=round(min(samples), 3),
+        footprint_mb=round(total_mb(footprint), 1),
+        processes=len(footprint),
+    )
+
+
+async def _timed(job: Any, into: list[float], index: int) -> Any:
+    started = time.perf_counter()
+    out = await job
+    into[index] = (time.perf_counter() - started) * 1000
+    return out
+
+
+async def retained_heap_kb(system: System, runs: int) -> float:
+    """Python heap the driver keeps per paused run (tracemalloc, after a GC), on a separate untimed
+    pass of ``runs`` runs paused one by one; they are approved afterwards. State kept in other
+    processes (Ray actors, redis-server) does not show here: see RSS and store bytes."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        tokens = [await system.pause(i) for i in range(runs)]
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - base
+    finally:
+        tracemalloc.stop()
+    for token in tokens:
+        await system.approve(token)
+    return round(held / 1024 / runs, 2)
+
+
+async def suspended_scale(
+    system: System, runs: int, concurrency: int, warmup: int, heap_sample: int = 200
+) -> dict[str, Any]:
+    for _ in range(warmup):
+        await system.approve(await system.pause(-1))
+    before = await process_memory(system)
+    store_before = system.store_bytes()
+
+    pause_ms = [0.0] * runs
+    started = time.perf_counter()
+    tokens = await bounded([_timed(system.pause(i), pause_ms, i) for i in range(runs)], concurrency)
+    pause_s = time.perf_counter() - started
+    during = await process_memory(system)
+    footprint = await process_memory(system, pss_mb)
+    store_during = system.store_bytes()
+
+    approve_ms = [0.0] * runs
+    started = time.perf_counter()
+    await bounded([_timed(system.approve(t), approve_ms, i) for i, t in enumerate(tokens)], concurrency)
+    approve_s = time.perf_counter() - started
+
+    heap_runs = min(runs, heap_sample)
+    heap_kb = await retained_heap_kb(system, heap_runs) if heap_runs else None
+
+    per_run = [p + a for p, a in zip(pause_ms, approve_ms, strict=True)]
+    row = base_row(
+        system,
+        "w3",
+        status="ok",
+        n=runs,
+        concurrency=concurrency,
+        pause_s=round(pause_s, 3),
+        approve_s=round(approve_s, 3),
+        total_s=round(pause_s + approve_s, 3),
+        ms_per_run=round((pause_s + approve_s) * 1000 / runs, 3),
+        median_ms=round(statistics.median(per_run), 3),
+        p99_ms=round(percentile(per_run, 0.99), 3),
+        rss_kb_per_paused_run=round(rss_delta_mb(before, during) * 1024 / runs, 2),
+        heap_kb_per_paused_run=heap_kb,
+        heap_sample_runs=heap_runs,
+        footprint_mb=round(total_mb(footprint), 1),
+    )
+    if store_before is not None and store_during is not None:
+        row["store_bytes_per_paused_run"] = round((store_during - store_before) / runs)
+    return row
+
+
+async def restart_populate(system: System, runs: int, concurrency: int) -> dict[str, Any]:
+    if not system.durable:
+        return base_row(system, "w4", status="unsupported", n=runs, note=system.memory_only_note)
+    await system.approve(await system.pause(-1))  # the first process works normally before it stops
+    started = time.perf_counter()
+    tokens = await bounded([system.pause(i) for i in range(runs)], concurrency)
+    await system.persist(tokens)
+    return {"populate_s": round(time.perf_counter() - started, 3)}
+
+
+async def restart_resume(
+    system: System, runs: int, concurrency: int, spawned_at: float, ready_at: float, populated: dict[str, Any]
+) -> dict[str, Any]:
+    """In the fresh process (``system.open()`` already done at ``ready_at``): list, then approve all."""
+    tokens = await system.list_paused()
+    listed_at = time.time()
+    if len(tokens) != runs:
+        raise AssertionError(f"{system.key}: listed {len(tokens)} paused runs after restart, expected {runs}")
+    await bounded([system.approve(t) for t in tokens], concurrency)
+    decided_at = time.time()
+    left = await system.list_paused()
+    if left:
+        raise AssertionError(f"{system.key}: {len(left)} runs still paused after approving all")
+    return base_row(
+        system,
+        "w4",
+        status="ok",
+        n=runs,
+        concurrency=concurrency,
+        populate_s=populated.get("populate_s"),
+        startup_s=round(ready_at - spawned_at, 3),
+        list_s=round(listed_at - ready_at, 3),
+        decide_s=round(decided_at - listed_at, 3),
+        total_s=round(decided_at - spawned_at, 3),
+        ms_per_run=round((decided_at - ready_at) * 1000 / runs, 3),
+    )

@@ -1,0 +1,160 @@
+"""The OpenAI Agents SDK under the shared workloads.
+
+The gated tool is a ``function_tool(needs_approval=True)``; a paused run ends with
+``RunResult.interruptions``; ``result.to_state()`` gives the ``RunState``, ``state.approve(item)`` records
+the decision and ``Runner.run(agent, state)`` resumes. The model is a small scripted ``Model`` (below).
+Tracing is turned off: its exporter would need the network and an API key.
+
+Configurations: ``memory`` keeps each paused ``RunResult`` in the process; ``json`` writes each paused
+run's ``state.to_string()`` to a file and resumes from ``RunState.from_string`` (the SDK's documented way
+to keep a paused run across processes), which is also what W4 does from a fresh process.
+W2: the supervisor calls the subagent through ``Agent.as_tool``; the subagent tool's approval surfaces in
+the supervisor run's ``interruptions`` and is approved on the supervisor's state.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+from agents import Agent, Model, ModelResponse, Runner, RunState, Usage, function_tool, set_tracing_disabled
+from bench_common import path_bytes
+from harness import FINAL_TEXT, PROMPT, System
+from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
+
+set_tracing_disabled(True)
+
+
+class ScriptedResponsesModel(Model):
+    """An instant model: calls ``tool_name`` with ``tool_args`` unless the last input item is a tool
+    output, then answers ``final_text``. Restart-safe (the turn comes from the input)."""
+
+    def __init__(
+        self, tool_name: str, tool_args: dict[str, Any], expect_in_result: str, final_text: str = FINAL_TEXT
+    ) -> None:
+        self.tool_name = tool_name
+        self.tool_args = json.dumps(tool_args)
+        self.expect_in_result = expect_in_result  # in the tool's output when it ran (not a rejection)
+        self.final_text = final_text
+
+    async def get_response(
+        self,
+        system_instructions: Any,
+        input: Any,
+        model_settings: Any,
+        tools: Any,
+        output_schema: Any,
+        handoffs: Any,
+        tracing: Any,
+        *,
+        previous_response_id: Any = None,
+        conversation_id: Any = None,
+        prompt: Any = None,
+    ) -> ModelResponse:
+        names = [t.name for t in tools]
+        assert self.tool_name in names, f"tool {self.tool_name!r} not offered (offered: {names})"
+        last = input[-1] if isinstance(input, list) and input else None
+        kind = last.get("type") if isinstance(last, dict) else getattr(last, "type", None)
+        output: list[Any]
+        if kind == "function_call_output":
+            assert self.expect_in_result in str(last.get("output")), last
+            text = ResponseOutputText(type="output_text", text=self.final_text, annotations=[])
+            output = [
+                ResponseOutputMessage(
+                    id="msg-1", type="message", role="assistant", status="completed", content=[text]
+                )
+            ]
+        else:
+            output = [
+                ResponseFunctionToolCall(
+                    type="function_call",
+                    id="fc-1",
+                    call_id="call-1",
+                    name=self.tool_name,
+                    arguments=self.tool_args,
+                )
+            ]
+        return ModelResponse(output=output, usage=Usage(), response_id=None)
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("the benchmark runs non-streaming")
+
+
+@function_tool(needs_approval=True)
+def delete_record(id: str) -> str:
+    """Delete a record"""
+    return json.dumps({"deleted": id})
+
+
+class OpenAIAgentsSystem(System):
+    family = "OpenAI Agents SDK"
+
+    def __init__(self, workdir: Path, env: dict[str, Any], mode: str) -> None:
+        super().__init__(workdir, env)
+        self.mode = mode
+        self.key = f"openai-agents-{mode}"
+        where = "RunResult kept in memory" if mode == "memory" else "RunState JSON file per paused run"
+        self.label = f"OpenAI Agents SDK {version('openai-agents')} ({where})"
+        self.durable = mode == "json"
+        self.dir = workdir / f"{self.key}-{env['store_tag']}"
+        self.counter = itertools.count()
+
+    async def open(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.agent = Agent(
+            name="records",
+            instructions="You manage records.",
+            model=ScriptedResponsesModel("delete_record", {"id": "abc-123"}, '"deleted"'),
+            tools=[delete_record],
+        )
+        self.supervisor = Agent(
+            name="supervisor",
+            instructions="Delegate record work to the records agent.",
+            model=ScriptedResponsesModel("agent_records", {"input": PROMPT}, FINAL_TEXT),
+            tools=[self.agent.as_tool(tool_name="agent_records", tool_description="The records agent.")],
+        )
+
+    async def _pause(self, agent: Agent[Any], i: int) -> Any:
+        result = await Runner.run(agent, f"delete record {i}")
+        assert result.interruptions, f"run did not pause: {result.final_output!r}"
+        if self.mode == "memory":
+            return result
+        path = self.dir / f"run-{next(self.counter)}.json"
+        path.write_text(result.to_state().to_string())
+        return path
+
+    async def _approve(self, agent: Agent[Any], token: Any) -> None:
+        if self.mode == "memory":
+            state = token.to_state()
+        else:
+            state = await RunState.from_string(agent, token.read_text())
+        for item in state.get_interruptions():
+            state.approve(item)
+        result = await Runner.run(agent, state)
+        assert not result.interruptions and result.final_output == FINAL_TEXT, result.final_output
+        if self.mode == "json":
+            token.unlink()
+
+    async def pause(self, i: int) -> Any:
+        return await self._pause(self.agent, i)
+
+    async def approve(self, token: Any) -> None:
+        await self._approve(self.agent, token)
+
+    async def w2(self) -> None:
+        await self._approve(self.supervisor, await self._pause(self.supervisor, -1))
+
+    async def list_paused(self) -> list[Any]:
+        if not self.durable:
+            return await super().list_paused()
+        return sorted(self.dir.glob("run-*.json"))
+
+    def store_bytes(self) -> int | None:
+        return path_bytes(self.dir) if self.mode == "json" else None
+
+
+def make(key: str, workdir: Path, env: dict[str, Any]) -> System:
+    return OpenAIAgentsSystem(workdir, env, key.rsplit("-", 1)[1])

@@ -1,0 +1,317 @@
+"""Tables (markdown, also printed) and a PNG chart from run_all.py's result rows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+RATIO_HELP = (
+    "x = the peer's time / this Troupe configuration's time: above 1 Troupe is faster, below 1 slower"
+)
+
+
+def _num(value: Any, digits: int = 2) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float | int):
+        if abs(value) >= 100:
+            return f"{value:,.0f}"
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _ratio(peer: float | None, troupe: float | None) -> str:
+    if not peer or not troupe:
+        return "—"
+    r = peer / troupe
+    return f"{r:.1f}x" if r >= 0.95 else f"{r:.2f}x"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
+    line = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"  # noqa: E731
+    out = [line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
+    out += [line(r) for r in rows]
+    return out
+
+
+def _w4_ratio(peer: dict[str, Any] | None, troupe: dict[str, Any] | None) -> str:
+    if not peer or not troupe or peer.get("status") != "ok" or troupe.get("status") != "ok":
+        return "—"
+    after = _ratio(peer["list_s"] + peer["decide_s"], troupe["list_s"] + troupe["decide_s"])
+    return f"{_ratio(peer['total_s'], troupe['total_s'])} / {after}"
+
+
+def _metric(row: dict[str, Any]) -> float | None:
+    if row.get("status") != "ok":
+        return None
+    return row.get("median_ms") if row["workload"] in ("w1", "w2") else row.get("total_s")
+
+
+def tables(rows: list[dict[str, Any]], systems: list[str], meta: dict[str, Any]) -> str:
+    troupes = [s for s in systems if s.startswith("troupe-")]
+    ratio_head = [f"vs {t.removeprefix('troupe-')}" for t in troupes]
+    by = {(r["workload"], r.get("n"), r["system"]): r for r in rows}
+    out: list[str] = []
+
+    def ratios(workload: str, n: Any, system: str) -> list[str]:
+        if system.startswith("troupe-"):
+            return ["" for _ in troupes]
+        peer = by.get((workload, n, system))
+        if workload == "w4":
+            return [_w4_ratio(peer, by.get((workload, n, t))) for t in troupes]
+        return [
+            _ratio(
+                _metric(peer) if peer else None,
+                _metric(by[workload, n, t]) if (workload, n, t) in by else None,
+            )
+            for t in troupes
+        ]
+
+    def missing(row: dict[str, Any] | None, width: int) -> list[str]:
+        if row is None:
+            return ["not run"] + [""] * (width - 1)
+        label = "n/a" if row.get("status") == "unsupported" else "error"
+        return [label] + [""] * (width - 1)
+
+    for workload, title in (("w1", "W1 approval cycle"), ("w2", "W2 supervisor -> subagent -> approval")):
+        present = [s for s in systems if (workload, None, s) in by]
+        if not present:
+            continue
+        out += [
+            "",
+            f"### {title} ({meta['cycles']} cycles after {meta['warmup']} warm-up, one at a time)",
+            "",
+        ]
+        body = []
+        for s in present:
+            r = by[workload, None, s]
+            cells = (
+                [_num(r["median_ms"]), _num(r["p99_ms"]), _num(r["footprint_mb"], 0)]
+                if r.get("status") == "ok"
+                else missing(r, 3)
+            )
+            body.append([s, *cells, *ratios(workload, None, s)])
+        out += _table(["system", "median ms", "p99 ms", "memory MB (PSS)", *ratio_head], body)
+
+    for n in meta["runs"]:
+        present = [s for s in systems if ("w3", n, s) in by]
+        if not present:
+            continue
+        out += [
+            "",
+            f"### W3 {n:,} runs paused at once, then all approved ({meta['concurrency']} calls in flight)",
+            "",
+        ]
+        body = []
+        for s in present:
+            r = by["w3", n, s]
+            if r.get("status") == "ok":
+                cells = [
+                    _num(r["pause_s"]),
+                    _num(r["approve_s"]),
+                    _num(r["total_s"]),
+                    _num(r["ms_per_run"], 3),
+                    _num(r["median_ms"]),
+                    _num(r["p99_ms"]),
+                    _num(r["rss_kb_per_paused_run"], 1),
+                    _num(r.get("heap_kb_per_paused_run"), 1),
+                    _num(r.get("store_bytes_per_paused_run"), 0),
+                ]
+            else:
+                cells = missing(r, 9)
+            body.append([s, *cells, *ratios("w3", n, s)])
+        out += _table(
+            [
+                "system",
+                "pause all s",
+                "approve all s",
+                "total s",
+                "ms/run",
+                "run median ms",
+                "run p99 ms",
+                "RSS KB/paused run",
+                "heap KB/paused run",
+                "store B/paused run",
+                *ratio_head,
+            ],
+            body,
+        )
+
+    present = [s for s in systems if ("w4", meta["w4_runs"], s) in by]
+    if present:
+        out += [
+            "",
+            f"### W4 restart: {meta['w4_runs']:,} paused runs, a fresh process lists and approves them all",
+            "",
+        ]
+        body = []
+        for s in present:
+            r = by["w4", meta["w4_runs"], s]
+            if r.get("status") == "ok":
+                cells = [
+                    _num(r["startup_s"]),
+                    _num(r["list_s"]),
+                    _num(r["decide_s"]),
+                    _num(r["total_s"]),
+                    _num(r["ms_per_run"], 3),
+                ]
+            else:
+                cells = missing(r, 5)
+            body.append([s, *cells, *ratios("w4", meta["w4_runs"], s)])
+        out += _table(
+            ["system", "startup s", "list s", "decide s", "total s", "ms/run after start", *ratio_head], body
+        )
+
+    out += [
+        "",
+        f"Ratios: {RATIO_HELP}. W1/W2 on the median, W3 on the total time, W4 on the total time from the "
+        "fresh process's spawn / on list + decide only (without process start-up).",
+    ]
+    gaps = [r for r in rows if r.get("status") != "ok"]
+    if gaps:
+        out += ["", "Not measured:"]
+        seen = set()
+        for r in gaps:
+            key = (r["system"], r["workload"], r.get("note"))
+            if key in seen:
+                continue
+            seen.add(key)
+            out.append(f"- {r['system']} {r['workload'].upper()}: {r.get('status')} — {r.get('note', '')}")
+    return "\n".join(out).strip() + "\n"
+
+
+COLORS = {
+    "troupe-ray-redis": "#08306b",
+    "troupe-ray-sqlite": "#2171b5",
+    "troupe-ray-memory": "#4292c6",
+    "troupe-local-redis": "#3f4fa0",
+    "troupe-local-sqlite": "#5a7fd0",
+    "troupe-local-memory": "#9ecae1",
+    "langgraph-sqlite": "#1b7a1b",
+    "langgraph-memory": "#8fd18f",
+    "openai-agents-json": "#404040",
+    "openai-agents-memory": "#a8a8a8",
+    "pydantic-ai-json": "#b0186a",
+    "pydantic-ai-memory": "#f29cc8",
+}
+
+
+def _bars(ax: Any, labels: list[str], series: list[tuple[str, list[float | None], str]], log: bool) -> None:
+    """Grouped bars: one group per system, one bar per series (None = not measured, drawn as n/a)."""
+    xs = list(range(len(labels)))
+    width = 0.8 / len(series)
+    colors = [COLORS.get(s, "#999999") for s in labels]
+    positive = [v for _, values, _ in series for v in values if v]
+    for k, (name, values, hatch) in enumerate(series):
+        offsets = [x - 0.4 + width * (k + 0.5) for x in xs]
+        heights = [v if v and v > 0 else 0.0 for v in values]
+        ax.bar(offsets, heights, width=width * 0.95, color=colors, hatch=hatch, edgecolor="white", label=name)
+        for x, v in zip(offsets, values, strict=True):
+            if v is None:
+                ax.text(
+                    x, 0.02, "n/a", transform=ax.get_xaxis_transform(), ha="center", fontsize=8, color="#b00"
+                )
+            elif v > 0:
+                ax.text(x, v, f"{v:.3g}", ha="center", va="bottom", fontsize=7)
+    if log and positive:
+        ax.set_yscale("log")
+    ax.set_xticks(xs)
+    ax.set_xticklabels(labels, rotation=35, ha="right", fontsize=8)
+    if len(series) > 1:
+        ax.legend(fontsize=8)
+
+
+def chart(rows: list[dict[str, Any]], systems: list[str], meta: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    by = {(r["workload"], r.get("n"), r["system"]): r for r in rows}
+
+    def values(workload: str, n: Any, field: str) -> tuple[list[str], list[float | None]]:
+        labels, out = [], []
+        for s in systems:
+            r = by.get((workload, n, s))
+            if r is None:
+                continue
+            labels.append(s)
+            out.append(r.get(field) if r.get("status") == "ok" else None)
+        return labels, out
+
+    panels: list[tuple[str, str, Any]] = []
+    for workload, title in (("w1", "W1 approval cycle"), ("w2", "W2 supervisor -> subagent -> approval")):
+        labels, med = values(workload, None, "median_ms")
+        _, p99 = values(workload, None, "p99_ms")
+        if labels:
+            panels.append(
+                (f"{title}, ms (log)", "ms", (labels, [("median", med, ""), ("p99", p99, "//")], True))
+            )
+    for n in meta["runs"]:
+        labels, per_run = values("w3", n, "ms_per_run")
+        if labels:
+            title = f"W3 {n:,} paused at once, then approved: ms per run (log)"
+            panels.append((title, "ms per run", (labels, [("total time / N", per_run, "")], True)))
+    if meta["runs"]:
+        big = max(meta["runs"])
+        labels, rss = values("w3", big, "rss_kb_per_paused_run")
+        _, heap = values("w3", big, "heap_kb_per_paused_run")
+        if labels:
+            series = [("RSS growth", rss, ""), ("driver heap (tracemalloc)", heap, "//")]
+            panels.append((f"W3 memory per paused run (N={big:,})", "KB", (labels, series, False)))
+
+    cols = 3
+    extra = 1 if any(r["workload"] == "w4" for r in rows) else 0
+    rows_n = (len(panels) + extra + cols - 1) // cols
+    fig, axes = plt.subplots(rows_n, cols, figsize=(6.4 * cols, 4.8 * rows_n), squeeze=False)
+    flat = list(axes.flat)
+    for ax, (title, unit, (labels, series, log)) in zip(flat, panels, strict=False):
+        _bars(ax, labels, series, log)
+        ax.set_title(title, fontsize=10)
+        ax.set_ylabel(unit)
+        ax.grid(axis="y", alpha=0.3)
+    if extra:
+        ax = flat[len(panels)]
+        labels = [s for s in systems if ("w4", meta["w4_runs"], s) in by]
+        xs = list(range(len(labels)))
+        colors = [COLORS.get(s, "#999999") for s in labels]
+        bottoms = [0.0] * len(labels)
+        for part, hatch in (("startup_s", "//"), ("list_s", ".."), ("decide_s", "")):
+            heights = []
+            for s in labels:
+                r = by["w4", meta["w4_runs"], s]
+                heights.append(r[part] if r.get("status") == "ok" else 0.0)
+            ax.bar(
+                xs,
+                heights,
+                bottom=bottoms,
+                color=colors,
+                hatch=hatch,
+                edgecolor="white",
+                label=part.removesuffix("_s"),
+            )
+            bottoms = [b + h for b, h in zip(bottoms, heights, strict=True)]
+        for x, s in zip(xs, labels, strict=True):
+            r = by["w4", meta["w4_runs"], s]
+            if r.get("status") == "ok":
+                ax.text(x, r["total_s"], f"{r['total_s']:.3g}", ha="center", va="bottom", fontsize=7)
+            else:
+                ax.text(
+                    x, 0.02, "n/a", transform=ax.get_xaxis_transform(), ha="center", fontsize=8, color="#b00"
+                )
+        ax.set_xticks(xs)
+        ax.set_xticklabels(labels, rotation=35, ha="right", fontsize=8)
+        ax.set_title(f"W4 restart, {meta['w4_runs']:,} paused runs: s until all decided", fontsize=10)
+        ax.set_ylabel("s from the fresh process's spawn")
+        ax.legend(fontsize=8, loc="upper left")
+        ax.grid(axis="y", alpha=0.3)
+    for ax in flat[len(panels) + extra :]:
+        ax.axis("off")
+    fig.suptitle(
+        f"Troupe vs peers, same scripted workloads, instant models ({meta['machine']}; {meta['mode']} mode)",
+        fontsize=12,
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

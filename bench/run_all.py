@@ -1,0 +1,454 @@
+"""Troupe against the peers users would pick instead, on the same scripted workloads, in one run.
+
+    python bench/run_all.py                 # default: under 10 minutes on the 2-core machine
+    python bench/run_all.py --quick         # about a minute and a half: fewer cycles and runs
+    python bench/run_all.py --systems troupe-ray-sqlite,langgraph-sqlite --workloads w1,w4
+
+Systems (each with an instant scripted model of its own kind; no network, no API key):
+  troupe-ray-redis, troupe-ray-sqlite, troupe-local-memory   (also: troupe-local-sqlite,
+      troupe-local-redis, troupe-ray-memory)
+  langgraph-memory, langgraph-sqlite          StateGraph + ToolNode, interrupt() / Command(resume=...)
+  openai-agents-memory, openai-agents-json    needs_approval=True, RunState approve / resume
+  pydantic-ai-memory, pydantic-ai-json        requires_approval=True, DeferredToolRequests / Results
+Workloads (bench/harness.py): W1 approval cycle, W2 supervisor -> subagent -> approval, W3 N runs paused
+at once then all approved, W4 restart with N paused runs (fresh process lists and approves them).
+
+Every (workload, system) pair runs in a fresh Python process, one after the other (never two at once),
+workload by workload so that all systems of a workload are measured close together in time (--quick runs
+a system's W1-W3 in one process). Prints the tables and writes bench/results/latest.json, latest.md and
+latest.png. Needs `pip install -e '.[bench]'` and redis-server for the Redis configuration (a private one
+is started on a free port).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import importlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+MODULES = {
+    "troupe": "troupe_systems",
+    "langgraph": "peer_langgraph",
+    "openai": "peer_openai_agents",
+    "pydantic": "peer_pydantic_ai",
+}
+DEFAULT_SYSTEMS = [
+    "troupe-ray-redis",
+    "troupe-ray-sqlite",
+    "troupe-local-memory",
+    "langgraph-memory",
+    "langgraph-sqlite",
+    "openai-agents-memory",
+    "openai-agents-json",
+    "pydantic-ai-memory",
+    "pydantic-ai-json",
+]
+KNOWN_SYSTEMS = [
+    *DEFAULT_SYSTEMS,
+    "troupe-local-sqlite",
+    "troupe-local-redis",
+    "troupe-ray-memory",
+]
+NOTES = {
+    "troupe": "Troupe runs through its non-streaming API (generate / approve_tool_call_generate), like the "
+    "peers' Runner.run / ainvoke / agent.run; a paused run is checkpointed before the call returns.",
+    "troupe-ray": "On Ray every agent is an actor (a separate process): each call is a Ray hop from the "
+    "driver.",
+    "sqlite": "SQLite durability differs: Troupe's SqliteStore sets synchronous=NORMAL (WAL); LangGraph's "
+    "AsyncSqliteSaver keeps SQLite's default synchronous=FULL (WAL), an fsync per commit.",
+    "json": "openai-agents-json and pydantic-ai-json write one JSON file per paused run (no fsync), with no "
+    "index, claim or lock: a second approver could resume the same run twice.",
+    "openai": "OpenAI Agents SDK tracing is disabled (its exporter needs the network and an API key).",
+    "memory": "W3 memory per paused run: RSS = growth of every process the system runs (driver, Ray's "
+    "processes and actors, redis-server) while the N runs are paused, over N (it includes the allocator's "
+    "high-water mark from 100 calls in flight); heap = Python heap the driver retains per paused run "
+    "(tracemalloc, on a separate untimed pass of --heap-sample runs paused one by one; state in Ray "
+    "actors or redis-server is not in it); store = growth of the SQLite file, JSON files or Redis "
+    "used_memory. 'memory MB' in W1/W2 is the PSS of all the system's processes (Ray's included).",
+    "w4": "W4 times from the fresh process's spawn (interpreter, imports, Ray start where used) until every "
+    "run is decided; 'list' is finding the paused runs from the durable store alone.",
+}
+MEMORY_ONLY = {
+    "troupe-local-memory": "MemoryStore keeps paused runs in the process's memory: a restart loses them",
+    "troupe-ray-memory": "MemoryStore keeps paused runs in a store actor's memory: a restart loses them",
+    "langgraph-memory": "InMemorySaver keeps checkpoints in the process's memory: a restart loses them",
+    "openai-agents-memory": "paused RunResults are held in the process's memory: a restart loses them",
+    "pydantic-ai-memory": "paused Conversations are held in the process's memory: a restart loses them",
+}
+PACKAGES = [
+    "troupe",
+    "ray",
+    "redis",
+    "pydantic",
+    "langgraph",
+    "langgraph-checkpoint",
+    "langgraph-checkpoint-sqlite",
+    "langgraph-prebuilt",
+    "langchain-core",
+    "aiosqlite",
+    "openai-agents",
+    "openai",
+    "pydantic-ai-slim",
+    "matplotlib",
+]
+
+
+def module_for(key: str) -> str:
+    return MODULES[key.split("-", 1)[0]]
+
+
+# ---- child: one group of phases of one system, in a fresh process ----------------------------------------
+
+
+async def child(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    from harness import base_row, latency, restart_populate, restart_resume, suspended_scale
+
+    module = importlib.import_module(module_for(spec["system"]))
+    rows: list[dict[str, Any]] = []
+    system: Any = None
+    tag = None
+    try:
+        for phase, phase_tag in spec["phases"]:
+            if phase_tag != tag:  # each tag is its own store (SQLite file, Redis prefix, directory)
+                if system is not None:
+                    await system.close()
+                tag = phase_tag
+                system = module.make(spec["system"], Path(spec["workdir"]), {**spec["env"], "store_tag": tag})
+                await system.open()
+                ready_at = time.time()
+            name, _, arg = phase.partition(":")
+            try:
+                if name in ("w1", "w2"):
+                    rows.append(await latency(system, name, spec["cycles"], spec["warmup"]))
+                elif name == "w3":
+                    rows.append(
+                        await suspended_scale(
+                            system, int(arg), spec["concurrency"], spec["w3_warmup"], spec["heap_sample"]
+                        )
+                    )
+                elif name == "w4-populate":
+                    done = await restart_populate(system, int(arg), spec["concurrency"])
+                    rows.append(done if "workload" in done else {"phase": name, **done})
+                elif name == "w4-resume":
+                    rows.append(
+                        await restart_resume(
+                            system,
+                            int(arg),
+                            spec["concurrency"],
+                            spec["spawned_at"],
+                            ready_at,
+                            spec["populated"],
+                        )
+                    )
+            except Exception as exc:
+                traceback.print_exc()
+                workload = name.split("-")[0]
+                n = int(arg) if arg else None
+                rows.append(
+                    base_row(system, workload, n=n, status="error", note=f"{type(exc).__name__}: {exc}")
+                )
+    finally:
+        if system is not None:
+            await system.close()
+        teardown = getattr(module, "teardown", None)
+        if teardown is not None:
+            teardown()
+    return rows
+
+
+# ---- parent ---------------------------------------------------------------------------------------------
+
+
+def versions() -> dict[str, str]:
+    found = {}
+    for package in PACKAGES:
+        with contextlib.suppress(PackageNotFoundError):
+            found[package] = version(package)
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        out = subprocess.run(["redis-server", "--version"], capture_output=True, text=True, timeout=10).stdout
+        found["redis-server"] = next(
+            (w.split("=")[1] for w in out.split() if w.startswith("v=")), out.strip()
+        )
+    return found
+
+
+def machine() -> str:
+    mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return f"{os.cpu_count()} cores, {mem_gib:.0f} GiB, Python {platform.python_version()}"
+
+
+def git_state() -> dict[str, Any]:
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=HERE, capture_output=True, text=True).stdout.strip()
+
+    with contextlib.suppress(OSError):
+        return {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain"))}
+    return {}
+
+
+class Runner:
+    def __init__(self, args: argparse.Namespace, workdir: Path, env: dict[str, Any]) -> None:
+        self.args = args
+        self.workdir = workdir
+        self.env = env
+        self.count = 0
+        self.log = workdir / "children.log"
+
+    def spawn(self, system: str, phases: list[tuple[str, str]], **extra: Any) -> list[dict[str, Any]]:
+        """Run ``phases`` ((phase, store tag) pairs) of ``system`` in a fresh process; return its rows."""
+        self.count += 1
+        spec_path = self.workdir / f"spec-{self.count}.json"
+        out_path = self.workdir / f"out-{self.count}.json"
+        spec = {
+            "system": system,
+            "phases": phases,
+            "workdir": str(self.workdir),
+            "env": self.env,
+            "cycles": self.args.cycles,
+            "warmup": self.args.warmup,
+            "w3_warmup": self.args.w3_warmup,
+            "concurrency": self.args.concurrency,
+            "heap_sample": self.args.heap_sample,
+            "out": str(out_path),
+            **extra,
+        }
+        started = time.time()
+        spec["spawned_at"] = started
+        spec_path.write_text(json.dumps(spec))
+        label = f"{system} {','.join(p for p, _ in phases)}"
+        try:
+            with self.log.open("a") as log:
+                log.write(f"\n===== {label}\n")
+                log.flush()
+                proc = subprocess.run(
+                    [sys.executable, str(Path(__file__).resolve()), "--child", str(spec_path)],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    timeout=self.args.timeout,
+                    cwd=HERE.parent,
+                )
+            rows = json.loads(out_path.read_text()) if out_path.exists() else []
+            if proc.returncode != 0 and not rows:
+                rows = [self._error(system, phases, f"exit code {proc.returncode}: {self._tail()}")]
+        except subprocess.TimeoutExpired:
+            rows = [self._error(system, phases, f"timed out after {self.args.timeout} s")]
+        took = time.time() - started
+        states = ", ".join(f"{r.get('workload', r.get('phase'))}:{r.get('status', 'ok')}" for r in rows)
+        print(f"  [{took:6.1f} s] {label:<45} {states}", flush=True)
+        time.sleep(self.args.settle)  # let the child's processes (Ray's) finish exiting
+        return rows
+
+    def _tail(self) -> str:
+        return " | ".join(self.log.read_text().strip().splitlines()[-3:])[-400:]
+
+    @staticmethod
+    def _error(system: str, phases: list[tuple[str, str]], note: str) -> dict[str, Any]:
+        name, _, arg = phases[0][0].partition(":")
+        return {
+            "system": system,
+            "workload": name.split("-")[0],
+            "n": int(arg) if arg else None,
+            "status": "error",
+            "note": note,
+        }
+
+
+def run(
+    args: argparse.Namespace, systems: list[str], workloads: list[str], workdir: Path, env: dict[str, Any]
+) -> list[dict[str, Any]]:
+    runner = Runner(args, workdir, env)
+    rows: list[dict[str, Any]] = []
+    latency = [(w, "lat") for w in ("w1", "w2") if w in workloads]
+    scale = [(f"w3:{n}", f"w3-{n}") for n in args.runs] if "w3" in workloads else []
+    n4 = args.w4_runs
+
+    def restart(s: str, first: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        done = [r for r in first if r.get("phase") == "w4-populate"]
+        if not done:
+            return [r for r in first if r.get("workload") == "w4"]  # it failed
+        return runner.spawn(s, [(f"w4-resume:{n4}", "w4")], populated=done[0])
+
+    def memory_only(s: str) -> dict[str, Any]:
+        print(f"  {'':10} {s + ' w4':<45} n/a: memory only", flush=True)
+        return {"system": s, "workload": "w4", "n": n4, "status": "unsupported", "note": MEMORY_ONLY[s]}
+
+    if args.shared_process:  # one process per system for W1-W3 and the W4 populate; W4 resumes in another
+        print("W1-W3 and W4's first process, one process per system; then W4's fresh process", flush=True)
+        for s in systems:
+            populate = [(f"w4-populate:{n4}", "w4")] if "w4" in workloads and s not in MEMORY_ONLY else []
+            first = runner.spawn(s, latency + scale + populate)
+            rows += [r for r in first if "workload" in r and r["workload"] != "w4"]
+            if "w4" in workloads:
+                rows += [memory_only(s)] if s in MEMORY_ONLY else restart(s, first)
+        return rows
+
+    if latency:
+        print(f"{'/'.join(w.upper() for w, _ in latency)}: {args.cycles} cycles each", flush=True)
+        for s in systems:
+            rows += runner.spawn(s, latency)
+    for phase in scale:
+        print(f"W3: {phase[0][3:]} runs paused at once, then approved", flush=True)
+        for s in systems:
+            rows += runner.spawn(s, [phase])
+    if "w4" in workloads:
+        print(f"W4: restart with {n4} paused runs", flush=True)
+        for s in systems:
+            if s in MEMORY_ONLY:
+                rows.append(memory_only(s))
+            else:
+                rows += restart(s, runner.spawn(s, [(f"w4-populate:{n4}", "w4")]))
+    return rows
+
+
+def render(result: dict[str, Any], out: Path) -> None:
+    from report import chart, tables
+
+    meta, rows = result["meta"], result["rows"]
+    text = tables(rows, meta["systems"], meta)
+    print()
+    print(text)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "latest.json").write_text(json.dumps(result, indent=2))
+    header = [
+        "# Troupe vs peers",
+        "",
+        f"{meta['started']}, {meta['mode']} mode, {meta['machine']}, took {meta.get('duration_s')} s: "
+        f"`{meta['command']}`",
+        "",
+        "Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()),
+        "",
+        *[f"- {note}" for note in meta["notes"].values()],
+        "",
+    ]
+    (out / "latest.md").write_text("\n".join(header) + "\n" + text)
+    chart(rows, meta["systems"], meta, out / "latest.png")
+    print(f"Wrote {out / 'latest.json'}, latest.md, latest.png (run took {meta.get('duration_s')} s)")
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="about a minute and a half: 30 cycles, N=100")
+    parser.add_argument("--cycles", type=int, help="W1/W2 timed cycles per system (default 300; quick 30)")
+    parser.add_argument("--warmup", type=int, help="W1/W2 warm-up cycles (default 50; quick 10)")
+    parser.add_argument("--runs", help="W3 sizes, comma-separated (default 200,2000; quick 100)")
+    parser.add_argument("--w4-runs", type=int, help="W4 paused runs (default: the largest W3 size)")
+    parser.add_argument("--w3-warmup", type=int, help="cycles before W3 (default 20; quick 5)")
+    parser.add_argument("--concurrency", type=int, default=100, help="W3/W4 calls in flight (default 100)")
+    parser.add_argument(
+        "--heap-sample",
+        type=int,
+        default=200,
+        help="W3: runs paused one by one under tracemalloc (default 200)",
+    )
+    parser.add_argument(
+        "--systems", default=",".join(DEFAULT_SYSTEMS), help=f"from: {', '.join(KNOWN_SYSTEMS)}"
+    )
+    parser.add_argument("--workloads", default="w1,w2,w3,w4")
+    parser.add_argument(
+        "--out", type=Path, default=HERE / "results", help="directory for latest.{json,md,png}"
+    )
+    parser.add_argument("--redis-url", help="use this Redis instead of starting a private redis-server")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds per child process")
+    parser.add_argument(
+        "--settle", type=float, help="pause between child processes, s (default 0.5; quick 0.2)"
+    )
+    parser.add_argument(
+        "--shared-process",
+        action="store_true",
+        help="run a system's W1-W3 and W4's first half in one process (quick mode does; the default gives "
+        "each workload and each W3 size its own process)",
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the work directory (stores, child logs)")
+    parser.add_argument("--from-json", type=Path, help="only re-render the tables and chart from this JSON")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    quick = args.quick
+    args.cycles = args.cycles or (30 if quick else 300)
+    args.heap_sample = args.heap_sample if args.heap_sample is not None else (50 if quick else 200)
+    args.warmup = args.warmup if args.warmup is not None else (10 if quick else 50)
+    args.w3_warmup = args.w3_warmup if args.w3_warmup is not None else (5 if quick else 20)
+    args.runs = [int(n) for n in (args.runs or ("100" if quick else "200,2000")).split(",") if n]
+    args.w4_runs = args.w4_runs or max(args.runs)
+    args.settle = args.settle if args.settle is not None else (0.2 if quick else 0.5)
+    args.shared_process = args.shared_process or quick
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse(argv)
+    if args.child:
+        spec = json.loads(Path(args.child).read_text())
+        rows = asyncio.run(child(spec))
+        Path(spec["out"]).write_text(json.dumps(rows))
+        return
+
+    if args.from_json:
+        render(json.loads(args.from_json.read_text()), args.out)
+        return
+
+    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    unknown = [s for s in systems if s not in KNOWN_SYSTEMS]
+    if unknown:
+        raise SystemExit(f"unknown systems {unknown}; known: {', '.join(KNOWN_SYSTEMS)}")
+    workloads = [w.strip().lower() for w in args.workloads.split(",") if w.strip()]
+
+    from bench_common import private_redis
+
+    started = time.time()
+    meta: dict[str, Any] = {
+        "mode": "quick" if args.quick else "default",
+        "machine": machine(),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
+        "cycles": args.cycles,
+        "warmup": args.warmup,
+        "w3_warmup": args.w3_warmup,
+        "runs": args.runs,
+        "w4_runs": args.w4_runs,
+        "concurrency": args.concurrency,
+        "heap_sample": args.heap_sample,
+        "shared_process": args.shared_process,
+        "systems": systems,
+        "workloads": workloads,
+        "versions": versions(),
+        "git": git_state(),
+        "notes": NOTES,
+        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+    }
+    print(f"Troupe vs peers — {meta['machine']}; systems: {', '.join(systems)}", flush=True)
+    needs_redis = any(s.endswith("-redis") for s in systems)
+    workdir = Path(tempfile.mkdtemp(prefix="troupe-bench-"))
+    env = {"nonce": str(time.time_ns()), "redis_url": args.redis_url}
+    try:
+        with contextlib.ExitStack() as stack:
+            if needs_redis and not args.redis_url:
+                env["redis_url"] = stack.enter_context(private_redis())
+            rows = run(args, systems, workloads, workdir, env)
+        meta["duration_s"] = round(time.time() - started, 1)
+        render({"meta": meta, "rows": rows}, args.out)
+    finally:
+        if args.keep:
+            print(f"Work directory kept: {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

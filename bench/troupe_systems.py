@@ -1,0 +1,103 @@
+"""Troupe under the shared workloads: the same agents and cycles as bench/approval_cycle.py and
+bench/suspended_scale.py (bench_agents.build_agent / build_supervisor, generate_cycle, host_stats)."""
+
+from __future__ import annotations
+
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+from approval_cycle import generate_cycle
+from bench_agents import build_agent, build_supervisor
+from bench_common import path_bytes, redis_pid, redis_used
+from harness import FINAL_TEXT, System
+from suspended_scale import host_stats
+
+from troupe import MemoryStore, RedisStore, Runtime, SqliteStore
+
+STORE_NAMES = {"memory": "MemoryStore", "sqlite": "SqliteStore", "redis": "RedisStore"}
+
+
+class TroupeSystem(System):
+    family = "Troupe"
+
+    def __init__(self, workdir: Path, env: dict[str, Any], executor: str, store: str) -> None:
+        super().__init__(workdir, env)
+        self.executor = executor
+        self.store_kind = store
+        self.key = f"troupe-{executor}-{store}"
+        self.label = f"Troupe {version('troupe')} {executor} + {STORE_NAMES[store]}"
+        self.durable = store != "memory"
+        self.runtimes: list[Runtime] = []
+        self.supervisor: Any = None
+
+    def _storage(self, name: str) -> Any:
+        tag = f"{self.key}-{self.env['store_tag']}-{name}"
+        if self.store_kind == "memory":
+            return MemoryStore()
+        if self.store_kind == "sqlite":
+            return SqliteStore(self.workdir / f"{tag}.db")
+        return RedisStore.from_url(self.env["redis_url"], prefix=f"bench-{self.env['nonce']}-{tag}:")
+
+    def _runtime(self, agent: Any, name: str) -> Any:
+        runtime = Runtime([agent], storage=self._storage(name), executor=self.executor)  # type: ignore[arg-type]
+        self.runtimes.append(runtime)
+        return runtime
+
+    async def open(self) -> None:
+        self.runtime = self._runtime(build_agent(), "main")
+        self.agent = self.runtime.get_agent("bench")
+        await host_stats(self.runtime)  # starts Ray (if used) and the agent's host, as a restart would
+
+    async def close(self) -> None:
+        for runtime in self.runtimes:
+            await runtime.shutdown()
+
+    async def w1(self) -> None:
+        await generate_cycle(self.agent)
+
+    async def w2(self) -> None:
+        if self.supervisor is None:
+            self.supervisor = self._runtime(build_supervisor(), "w2").get_agent("bench-supervisor")
+        await generate_cycle(self.supervisor)
+
+    async def pause(self, i: int) -> Any:
+        paused = await self.agent.generate(f"delete record {i}")
+        assert paused.finish_reason == "suspended", paused.finish_reason
+        return paused.run_id, paused.suspend_payload["tool_call_id"]
+
+    async def approve(self, token: Any) -> None:
+        run_id, tool_call_id = token
+        done = await self.agent.approve_tool_call_generate(run_id=run_id, tool_call_id=tool_call_id)
+        assert done.text == FINAL_TEXT, done.text
+
+    async def list_paused(self) -> list[Any]:
+        listed = await self.agent.list_suspended_runs()
+        return [(run.run_id, run.pending[0].tool_call_id) for run in listed.runs]
+
+    async def pids(self) -> list[int]:
+        found = [int((await host_stats(self.runtime))["pid"])]
+        if self.store_kind == "redis":
+            found.append(redis_pid(self.env["redis_url"]))
+        return found
+
+    def store_bytes(self) -> int | None:
+        if self.store_kind == "sqlite":
+            db = self.workdir / f"{self.key}-{self.env['store_tag']}-main.db"
+            return path_bytes(db, f"{db}-wal", f"{db}-shm")
+        if self.store_kind == "redis":
+            return redis_used(self.env["redis_url"])
+        return None
+
+
+def teardown() -> None:
+    """End of the benchmark process: stop Ray if a configuration started it."""
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+
+
+def make(key: str, workdir: Path, env: dict[str, Any]) -> System:
+    _, executor, store = key.split("-")
+    return TroupeSystem(workdir, env, executor, store)
