@@ -1,8 +1,20 @@
 #!/usr/bin/env bash
-# Set up a fresh machine for Troupe: a virtualenv in .venv with Troupe and its dev tools, and the
-# system packages the test suite needs (redis-server). Safe to run again; it only adds what is missing.
+# Set up a fresh machine for Troupe: a virtualenv in .venv with Troupe and its dev tools, and (with
+# --system) the system packages the test suite needs (redis-server, npm) plus the Node packages of the
+# Mastra-client test (tests/js: Node 22 and @mastra/client-js from the lock file; --js does only that).
+# Safe to run again; it only adds what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+system=false
+js=false
+for arg in "$@"; do
+    case "$arg" in
+        --system) system=true; js=true ;;
+        --js) js=true ;;
+        *) echo "usage: $0 [--system] [--js]" >&2; exit 2 ;;
+    esac
+done
 
 if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
@@ -10,13 +22,23 @@ fi
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -e '.[dev]'
 
-if [ "${1:-}" = "--system" ]; then
+if $system; then
     missing=()
     command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+    command -v npm >/dev/null 2>&1 || missing+=(npm)
     if [ ${#missing[@]} -gt 0 ]; then
         sudo=""
         [ "$(id -u)" -eq 0 ] || sudo="sudo"
         $sudo apt-get update -qq
         DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+    fi
+fi
+
+if $js; then
+    # npm ci installs exactly the lock file; the stamp skips it when nothing changed since.
+    stamp=tests/js/node_modules/.troupe-installed-lock
+    if ! cmp -s tests/js/package-lock.json "$stamp" 2>/dev/null; then
+        (cd tests/js && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+        cp tests/js/package-lock.json "$stamp"
     fi
 fi

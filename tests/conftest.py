@@ -83,3 +83,21 @@ def dedicated_redis(tmp_path: Path) -> Iterator[RedisServer]:
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def http_server() -> Iterator[Callable[..., Any]]:
+    """Start real HTTP servers (uvicorn on a free port, own thread and loop): ``http_server(build,
+    keys=..., open_mode=...)`` with ``build`` returning the Runtime to serve. Stopped after the test."""
+    from http_server import LiveServer
+
+    started: list[LiveServer] = []
+
+    def start(build: Callable[[], Runtime], **options: Any) -> LiveServer:
+        server = LiveServer(build, **options).start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()

@@ -1,13 +1,18 @@
 """The ``troupe`` command. Thin: it parses arguments and hands over to the module that does the work.
 
 troupe demo [--store PATH] [--executor ray|local]
+troupe serve (--app MODULE:ATTR | --demo) [--host H] [--port P] [--ray-address A] (--keys FILE | --open)
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import inspect
+import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,16 +40,124 @@ def build_parser() -> argparse.ArgumentParser:
         default="ray",
         help="run the agent in a Ray actor (default; starts Ray locally) or in this process",
     )
+    _add_serve(commands)
     return parser
 
 
+def _add_serve(commands: Any) -> None:
+    from troupe.demo import DEFAULT_STORE
+
+    serve = commands.add_parser(
+        "serve",
+        help="serve a runtime's agents over HTTP (Mastra-compatible routes under /api)",
+        description="Serve a Runtime over HTTP with uvicorn until SIGTERM or Ctrl-C, then shut it down "
+        "cleanly. Callers authenticate with API keys (Authorization: Bearer <key>) from --keys, each "
+        "limited to its resources or an admin; --open lets anyone in (local use only).",
+    )
+    source = serve.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--app",
+        metavar="MODULE:ATTR",
+        help="a Runtime, or a function (sync or async) returning one, e.g. myproject.agents:runtime",
+    )
+    source.add_argument(
+        "--demo",
+        action="store_true",
+        help="serve the demo's records-assistant agent on a SQLite file (see `troupe demo`)",
+    )
+    serve.add_argument(
+        "--store",
+        default=DEFAULT_STORE,
+        metavar="PATH",
+        help="with --demo: the SQLite file (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--executor",
+        choices=("ray", "local"),
+        default="ray",
+        help="with --demo: where agents run (default: ray)",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="interface to listen on (default: %(default)s)")
+    serve.add_argument("--port", type=int, default=8000, help="port to listen on (default: %(default)s)")
+    serve.add_argument(
+        "--ray-address", metavar="ADDRESS", help="join this Ray cluster instead of starting one"
+    )
+    serve.add_argument(
+        "--keys",
+        metavar="FILE",
+        help='JSON API keys: {"<key>": {"name": "acme", "resources": ["acme"]}, "<key2>": {"admin": true}}',
+    )
+    serve.add_argument(
+        "--open", action="store_true", help="no key needed: every caller is an admin (local use only)"
+    )
+    serve.add_argument(
+        "--log-level", default="info", choices=("critical", "error", "warning", "info", "debug")
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     if args.command == "demo":
         from troupe.demo import run
 
         return run(args.store, args.executor)
+    if args.command == "serve":
+        return _serve(parser, args)
     raise AssertionError(f"unhandled command {args.command!r}")  # argparse rejects unknown commands
+
+
+def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from api.auth import KeyRing
+    from api.serve import serve
+
+    if not args.keys and not args.open:
+        parser.error("serve needs --keys FILE, or --open for local use without keys")
+    try:
+        keys = KeyRing.load(args.keys) if args.keys else None
+    except (OSError, ValueError) as exc:
+        parser.error(f"--keys {args.keys}: {exc}")
+    if args.demo:
+        source = lambda: _demo_runtime(args.store, args.executor, args.ray_address)  # noqa: E731
+    else:
+        source = lambda: _app_runtime(args.app, args.ray_address)  # noqa: E731
+    return serve(
+        source, host=args.host, port=args.port, keys=keys, open_mode=args.open, log_level=args.log_level
+    )
+
+
+def _demo_runtime(store: str, executor: Any, ray_address: str | None) -> Any:
+    from troupe import Runtime, SqliteStore
+    from troupe.demo import RecordsDB, build_agent, choose_model
+
+    path = os.path.abspath(os.path.expanduser(store))
+    db = RecordsDB(path)
+    db.setup(seed=True)
+    model, _ = choose_model()
+    return Runtime(
+        [build_agent(db, model)], storage=SqliteStore(path), executor=executor, ray_address=ray_address
+    )
+
+
+async def _app_runtime(spec: str, ray_address: str | None) -> Any:
+    """Import ``module:attr``; call it if it is a factory (awaiting it if async)."""
+    from troupe import Runtime
+
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise SystemExit(f"troupe serve: --app must be MODULE:ATTR, got {spec!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # like uvicorn: the current directory's modules can be served
+    made: Any = importlib.import_module(module_name)
+    for part in attr.split("."):
+        made = getattr(made, part)
+    if not isinstance(made, Runtime) and callable(made):
+        made = made()
+        if inspect.isawaitable(made):
+            made = await made
+    if isinstance(made, Runtime) and ray_address and made.executor == "ray":
+        made.ray_address = ray_address
+    return made
 
 
 if __name__ == "__main__":

@@ -1,0 +1,294 @@
+"""The Python client of a Troupe server: the agent methods of the Python API, over HTTP.
+
+    async with AsyncTroupeClient("http://127.0.0.1:8000", api_key="k-acme") as client:
+        agent = client.get_agent("records-assistant")
+        stream = await agent.stream("Delete abc-123", resource_id="acme")
+        async for chunk in stream.full_stream:          # troupe.Chunk, snake_case payloads
+            ...
+        approved = await agent.approve_tool_call(run_id=stream.run_id, tool_call_id="call-1")
+        print((await approved.result()).text)
+
+Streams come back as ``AgentStream`` (``run_id``, ``full_stream``, ``text_stream``, ``result()``), exactly
+as in-process; results as ``RunResult``; listings as ``SuspendedRunList``. An HTTP error is raised as the
+matching ``troupe.errors`` class (401/403/422 of the front door itself: ``AuthenticationError``,
+``PermissionDeniedError``, ``InvalidRequestError``). Over HTTP, ``approve``/``decline`` need the
+``tool_call_id``; ``require_tool_approval`` is a bool (a function is sent as ``True``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping
+from datetime import datetime
+from types import TracebackType
+from typing import Any
+from urllib.parse import quote, unquote
+
+import httpx
+
+from api.errors import HttpError, error_from_body
+from api.wire import RUN_ID_HEADER, run_result_from_json, suspended_runs_from_json
+from core.chunks import Chunk
+from core.results import RunResult
+from core.stream import AgentStream
+from core.suspended import SuspendedRunList
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+SSE = "text/event-stream"
+Messages = str | list[dict[str, Any]]
+
+
+class AsyncTroupeClient:
+    def __init__(
+        self,
+        base_url: str = DEFAULT_URL,
+        *,
+        api_key: str | None = None,
+        timeout: float | httpx.Timeout = 300.0,
+        headers: Mapping[str, str] | None = None,
+        http: httpx.AsyncClient | None = None,
+        api_prefix: str = "/api",
+    ) -> None:
+        sent = dict(headers or {})
+        if api_key is not None:
+            sent["Authorization"] = f"Bearer {api_key}"
+        if not isinstance(timeout, httpx.Timeout):
+            timeout = httpx.Timeout(
+                timeout, connect=min(timeout, 10.0)
+            )  # streams may wait long; connects not
+        self._own_http = http is None
+        self._http = http or httpx.AsyncClient(base_url=base_url, timeout=timeout)
+        self._headers = sent
+        self._prefix = "/" + api_prefix.strip("/") if api_prefix.strip("/") else ""
+
+    async def __aenter__(self) -> AsyncTroupeClient:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        if self._own_http:
+            await self._http.aclose()
+
+    def get_agent(self, agent_id: str) -> AsyncAgentClient:
+        return AsyncAgentClient(self, agent_id)
+
+    async def list_agents(self) -> dict[str, dict[str, Any]]:
+        """Every agent the server runs, keyed by id (Mastra's serialized agents)."""
+        found: dict[str, dict[str, Any]] = await self.request("GET", "/agents")
+        return found
+
+    # ---- transport ----------------------------------------------------------------------------------
+
+    async def request(
+        self, method: str, path: str, *, body: Any = None, params: Mapping[str, Any] | None = None
+    ) -> Any:
+        response = await self._http.request(
+            method, self._prefix + path, json=body, params=params, headers=self._headers
+        )
+        if response.is_error:
+            raise error_from_body(response.status_code, response.content)
+        return response.json()
+
+    async def open_stream(self, path: str, body: dict[str, Any]) -> AgentStream:
+        """POST ``body``; once the server accepted the operation, follow its chunks."""
+        request = self._http.build_request(
+            "POST", self._prefix + path, json=body, headers={**self._headers, "Accept": SSE}
+        )
+        response = await self._http.send(request, stream=True)
+        if response.is_error:
+            content = await response.aread()
+            await response.aclose()
+            raise error_from_body(response.status_code, content)
+        run_id = unquote(response.headers.get(RUN_ID_HEADER, ""))
+        return await AgentStream.open(_chunk_batches(response), run_id)
+
+
+async def _chunk_batches(response: httpx.Response) -> AsyncIterator[list[Chunk]]:
+    """The chunks of a server-sent-events response, one frame at a time, until ``data: [DONE]``."""
+    try:
+        data: list[str] = []
+        async for line in response.aiter_lines():
+            if line.startswith("data:"):
+                data.append(line[6:] if line.startswith("data: ") else line[5:])
+                continue
+            if line or not data:
+                continue  # comments and other fields, or a blank line between frames
+            text, data = "\n".join(data), []
+            if text == "[DONE]":
+                return
+            yield [Chunk.from_wire(json.loads(text))]
+        raise HttpError("the server closed the stream before [DONE]", status=response.status_code)
+    finally:
+        await response.aclose()
+
+
+class AsyncAgentClient:
+    """One agent of the server, with the run methods of ``troupe.Agent``."""
+
+    def __init__(self, client: AsyncTroupeClient, agent_id: str) -> None:
+        self.client = client
+        self.id = agent_id
+        self._base = f"/agents/{quote(agent_id, safe='')}"
+
+    def __repr__(self) -> str:
+        return f"AsyncAgentClient({self.id!r})"
+
+    async def details(self) -> dict[str, Any]:
+        found: dict[str, Any] = await self.client.request("GET", self._base)
+        return found
+
+    # ---- running ------------------------------------------------------------------------------------
+
+    async def stream(self, messages: Messages, **options: Any) -> AgentStream:
+        """Start a run and stream it. Options as ``Agent.stream``: ``require_tool_approval`` (bool),
+        ``auto_resume_suspended_tools``, ``thread_id``, ``resource_id``, ``request_context``,
+        ``max_steps``, ``run_id``, ``approval_timeout``."""
+        return await self.client.open_stream(f"{self._base}/stream", run_body(messages, options))
+
+    async def generate(self, messages: Messages, **options: Any) -> RunResult:
+        return await self._result("generate", run_body(messages, options))
+
+    # ---- deciding -----------------------------------------------------------------------------------
+
+    async def approve_tool_call(
+        self,
+        *,
+        run_id: str,
+        tool_call_id: str,
+        edited_args: dict[str, Any] | None = None,
+        fingerprint: str | None = None,
+    ) -> AgentStream:
+        body = _body(runId=run_id, toolCallId=tool_call_id, editedArgs=edited_args, fingerprint=fingerprint)
+        return await self.client.open_stream(f"{self._base}/approve-tool-call", body)
+
+    async def decline_tool_call(
+        self, *, run_id: str, tool_call_id: str, reason: str | None = None, fingerprint: str | None = None
+    ) -> AgentStream:
+        body = _body(runId=run_id, toolCallId=tool_call_id, reason=reason, fingerprint=fingerprint)
+        return await self.client.open_stream(f"{self._base}/decline-tool-call", body)
+
+    async def approve_tool_call_generate(
+        self,
+        *,
+        run_id: str,
+        tool_call_id: str,
+        edited_args: dict[str, Any] | None = None,
+        fingerprint: str | None = None,
+    ) -> RunResult:
+        body = _body(runId=run_id, toolCallId=tool_call_id, editedArgs=edited_args, fingerprint=fingerprint)
+        return await self._result("approve-tool-call-generate", body)
+
+    async def decline_tool_call_generate(
+        self, *, run_id: str, tool_call_id: str, reason: str | None = None, fingerprint: str | None = None
+    ) -> RunResult:
+        body = _body(runId=run_id, toolCallId=tool_call_id, reason=reason, fingerprint=fingerprint)
+        return await self._result("decline-tool-call-generate", body)
+
+    async def resume_stream(
+        self,
+        resume_data: Any,
+        *,
+        run_id: str,
+        tool_call_id: str | None = None,
+        fingerprint: str | None = None,
+    ) -> AgentStream:
+        body = {
+            "resumeData": resume_data,
+            **_body(runId=run_id, toolCallId=tool_call_id, fingerprint=fingerprint),
+        }
+        return await self.client.open_stream(f"{self._base}/resume-stream", body)
+
+    async def resume_generate(
+        self,
+        resume_data: Any,
+        *,
+        run_id: str,
+        tool_call_id: str | None = None,
+        fingerprint: str | None = None,
+    ) -> RunResult:
+        body = {
+            "resumeData": resume_data,
+            **_body(runId=run_id, toolCallId=tool_call_id, fingerprint=fingerprint),
+        }
+        return await self._result("resume-generate", body)
+
+    # ---- finding paused runs ------------------------------------------------------------------------
+
+    async def list_suspended_runs(
+        self,
+        *,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        from_date: datetime | None = None,
+        to_date: datetime | None = None,
+        page: int | None = None,
+        per_page: int | None = None,
+    ) -> SuspendedRunList:
+        params = _body(
+            threadId=thread_id,
+            resourceId=resource_id,
+            fromDate=from_date.isoformat() if from_date else None,
+            toDate=to_date.isoformat() if to_date else None,
+            page=page,
+            perPage=per_page,
+        )
+        data = await self.client.request("GET", f"{self._base}/suspended-runs", params=params)
+        return suspended_runs_from_json(data)
+
+    async def send_tool_approval(
+        self,
+        *,
+        thread_id: str,
+        resource_id: str | None,
+        approved: bool,
+        tool_call_id: str | None = None,
+        reason: str | None = None,
+        resume_data: Any = None,
+    ) -> AgentStream:
+        """Decide the paused call of the run suspended on a thread, and follow the run."""
+        body = _body(
+            threadId=thread_id,
+            resourceId=resource_id,
+            approved=approved,
+            toolCallId=tool_call_id,
+            reason=reason,
+            resumeData=resume_data,
+        )
+        return await self.client.open_stream(f"{self._base}/send-tool-approval", body)
+
+    async def _result(self, route: str, body: dict[str, Any]) -> RunResult:
+        data = await self.client.request("POST", f"{self._base}/{route}", body=body)
+        return run_result_from_json(data).raise_for_error()
+
+
+_RUN_OPTIONS = {
+    "require_tool_approval": "requireToolApproval",
+    "auto_resume_suspended_tools": "autoResumeSuspendedTools",
+    "thread_id": "threadId",
+    "resource_id": "resourceId",
+    "request_context": "requestContext",
+    "max_steps": "maxSteps",
+    "run_id": "runId",
+    "approval_timeout": "approvalTimeout",
+}
+
+
+def run_body(messages: Messages, options: Mapping[str, Any]) -> dict[str, Any]:
+    unknown = sorted(set(options) - set(_RUN_OPTIONS))
+    if unknown:
+        raise TypeError(f"unknown option(s): {', '.join(unknown)}; known: {', '.join(_RUN_OPTIONS)}")
+    given = dict(options)
+    if callable(given.get("require_tool_approval")):
+        given["require_tool_approval"] = True  # a policy function cannot travel: approval is required
+    return {"messages": messages, **_body(**{_RUN_OPTIONS[k]: v for k, v in given.items()})}
+
+
+def _body(**fields: Any) -> dict[str, Any]:
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+__all__ = ["AsyncAgentClient", "AsyncTroupeClient", "run_body"]

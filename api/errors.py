@@ -1,0 +1,103 @@
+"""Errors of the HTTP front door, and the JSON body every error travels in.
+
+    TroupeError (core.errors)
+     ├── AuthenticationError     UNAUTHENTICATED      401  no or unknown API key
+     ├── PermissionDeniedError   FORBIDDEN            403  the key may not see that resource
+     └── InvalidRequestError     INVALID_REQUEST      422  the body or query does not validate
+         (plus HttpError for the framework's own statuses: unknown route 404, wrong method 405)
+
+Every error response is ``{"error": {"code", "message", "details"}}`` with the error's ``http_status``;
+``error_from_body`` turns such a body back into the matching exception class (the Python client uses it).
+This module does not import FastAPI, so the client can use it on its own.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from core.errors import TroupeError, error_from_dict
+
+
+class AuthenticationError(TroupeError):
+    code = "UNAUTHENTICATED"
+    http_status = 401
+
+
+class PermissionDeniedError(TroupeError):
+    code = "FORBIDDEN"
+    http_status = 403
+
+
+class InvalidRequestError(TroupeError):
+    code = "INVALID_REQUEST"
+    http_status = 422
+
+
+class HttpError(TroupeError):
+    """A status the web framework answered by itself (no such route, method not allowed)."""
+
+    code = "HTTP_ERROR"
+
+
+_API_ERRORS: dict[str, type[TroupeError]] = {
+    cls.code: cls for cls in (AuthenticationError, PermissionDeniedError, InvalidRequestError, HttpError)
+}
+
+
+class ErrorDetail(BaseModel):
+    code: str = Field(description="Stable error code, e.g. AGENT_RESUME_TOOL_CALL_NOT_SUSPENDED")
+    message: str
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorDetail
+
+
+# The error statuses a route may answer, for the OpenAPI document.
+ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorResponse, "description": text}
+    for status, text in (
+        (401, "No or unknown API key"),
+        (403, "The key may not access that resource or run"),
+        (404, "Unknown agent, or no such paused run"),
+        (409, "The call is not paused, or was already decided"),
+        (422, "The body, query or decision is invalid"),
+    )
+}
+
+
+def error_body(error: TroupeError) -> bytes:
+    """The JSON body of an error response; details that are not JSON are sent as text."""
+    return json.dumps({"error": error.to_dict()}, default=str).encode()
+
+
+def error_from_body(status: int, body: bytes) -> TroupeError:
+    """The exception an error response stands for (a plain TroupeError if the body is not ours)."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        data = None
+    found = data.get("error") if isinstance(data, dict) else None
+    if not isinstance(found, dict) or "code" not in found:
+        text = body.decode(errors="replace").strip()
+        return HttpError(f"HTTP {status}: {text or 'no body'}", status=status)
+    cls = _API_ERRORS.get(str(found["code"]))
+    if cls is not None:
+        return cls(str(found.get("message", "")), **dict(found.get("details") or {}))
+    return error_from_dict(found)
+
+
+__all__ = [
+    "ERRORS",
+    "AuthenticationError",
+    "ErrorResponse",
+    "HttpError",
+    "InvalidRequestError",
+    "PermissionDeniedError",
+    "error_body",
+    "error_from_body",
+]

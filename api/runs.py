@@ -1,0 +1,202 @@
+"""Starting runs and deciding paused tool calls, Mastra's routes under ``/api/agents/{agentId}``.
+
+Streaming routes answer ``text/event-stream`` (see ``api.sse``); the ``-generate`` routes answer the
+folded ``RunResult`` as JSON (see ``api.wire``). Each route checks the caller first: a new run must belong
+to one of the caller's resources, and a decision may touch only a run of one (admins may do anything).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from api.bodies import ApproveBody, DeclineBody, ResumeBody, RunBody, ToolApprovalBody
+from api.errors import ERRORS
+from api.service import CallerDep, ServiceDep
+from api.sse import MEDIA_TYPE, sse_response
+from api.wire import run_result_json
+
+router = APIRouter(tags=["runs"])
+
+STREAM = {
+    **ERRORS,
+    200: {
+        "description": 'Server-sent events: `data: {"type", "runId", "from", "payload"}` frames, '
+        "then `data: [DONE]`",
+        "content": {MEDIA_TYPE: {"schema": {"type": "string"}}},
+    },
+}
+STREAM_ROUTE: dict[str, Any] = {"response_class": StreamingResponse, "responses": STREAM}
+JSON_ROUTE: dict[str, Any] = {"responses": ERRORS}
+
+
+# ---- starting -----------------------------------------------------------------------------------------
+
+
+@router.post("/agents/{agentId}/stream", operation_id="stream", **STREAM_ROUTE)
+async def stream(agentId: str, body: RunBody, service: ServiceDep, caller: CallerDep) -> StreamingResponse:
+    """Start a run and stream its chunks until it ends or pauses for a human."""
+    agent = service.agent(agentId)
+    resource_id = caller.own_resource(body.resource())
+    return sse_response(await agent.stream(body.python_messages(), **body.options(resource_id)))
+
+
+@router.post("/agents/{agentId}/generate", operation_id="generate", **JSON_ROUTE)
+async def generate(agentId: str, body: RunBody, service: ServiceDep, caller: CallerDep) -> dict[str, Any]:
+    """Run to the end or to the first pause (``finishReason: "suspended"``, ``suspendPayload`` set)."""
+    agent = service.agent(agentId)
+    resource_id = caller.own_resource(body.resource())
+    return run_result_json(await agent.generate(body.python_messages(), **body.options(resource_id)))
+
+
+# ---- deciding -----------------------------------------------------------------------------------------
+
+
+@router.post("/agents/{agentId}/approve-tool-call", operation_id="approveToolCall", **STREAM_ROUTE)
+async def approve_tool_call(
+    agentId: str,
+    body: ApproveBody,
+    service: ServiceDep,
+    caller: CallerDep,
+) -> StreamingResponse:
+    """Approve a paused call: the tool runs (once) and the run carries on."""
+    agent = service.agent(agentId)
+    await service.check_run(caller, agent, body.run_id)
+    stream = await agent.approve_tool_call(**_approval(body), decided_by=caller.name)
+    return sse_response(stream)
+
+
+@router.post("/agents/{agentId}/decline-tool-call", operation_id="declineToolCall", **STREAM_ROUTE)
+async def decline_tool_call(
+    agentId: str,
+    body: DeclineBody,
+    service: ServiceDep,
+    caller: CallerDep,
+) -> StreamingResponse:
+    """Decline a paused call: the tool never runs; the model is told ``reason``."""
+    agent = service.agent(agentId)
+    await service.check_run(caller, agent, body.run_id)
+    stream = await agent.decline_tool_call(**_refusal(body), decided_by=caller.name)
+    return sse_response(stream)
+
+
+@router.post(
+    "/agents/{agentId}/approve-tool-call-generate", operation_id="approveToolCallGenerate", **JSON_ROUTE
+)
+async def approve_tool_call_generate(
+    agentId: str,
+    body: ApproveBody,
+    service: ServiceDep,
+    caller: CallerDep,
+) -> dict[str, Any]:
+    agent = service.agent(agentId)
+    await service.check_run(caller, agent, body.run_id)
+    result = await agent.approve_tool_call_generate(**_approval(body), decided_by=caller.name)
+    return run_result_json(result)
+
+
+@router.post(
+    "/agents/{agentId}/decline-tool-call-generate", operation_id="declineToolCallGenerate", **JSON_ROUTE
+)
+async def decline_tool_call_generate(
+    agentId: str,
+    body: DeclineBody,
+    service: ServiceDep,
+    caller: CallerDep,
+) -> dict[str, Any]:
+    agent = service.agent(agentId)
+    await service.check_run(caller, agent, body.run_id)
+    result = await agent.decline_tool_call_generate(**_refusal(body), decided_by=caller.name)
+    return run_result_json(result)
+
+
+@router.post("/agents/{agentId}/resume-stream", operation_id="resumeStream", **STREAM_ROUTE)
+async def resume_stream(
+    agentId: str,
+    body: ResumeBody,
+    service: ServiceDep,
+    caller: CallerDep,
+) -> StreamingResponse:
+    """Answer a tool that paused itself (``suspend()``); ``resumeData`` is validated against its schema."""
+    agent = service.agent(agentId)
+    await service.check_run(caller, agent, body.run_id)
+    stream = await agent.resume_stream(body.resume_data, **_resumption(body), decided_by=caller.name)
+    return sse_response(stream)
+
+
+@router.post("/agents/{agentId}/resume-generate", operation_id="resumeGenerate", **JSON_ROUTE)
+async def resume_generate(
+    agentId: str,
+    body: ResumeBody,
+    service: ServiceDep,
+    caller: CallerDep,
+) -> dict[str, Any]:
+    """Troupe's addition: ``resume-stream`` answered with the folded result."""
+    agent = service.agent(agentId)
+    await service.check_run(caller, agent, body.run_id)
+    result = await agent.resume_generate(body.resume_data, **_resumption(body), decided_by=caller.name)
+    return run_result_json(result)
+
+
+@router.post(
+    "/agents/{agentId}/send-tool-approval",
+    operation_id="sendToolApproval",
+    responses={**STREAM, 200: {**STREAM[200], "content": {"application/json": {}, MEDIA_TYPE: {}}}},
+)
+async def send_tool_approval(
+    agentId: str,
+    body: ToolApprovalBody,
+    request: Request,
+    service: ServiceDep,
+    caller: CallerDep,
+) -> Any:
+    """Decide the paused call of the run suspended on a thread, without knowing its run id.
+
+    Answers ``{"accepted": true, "runId", "toolCallId"}`` as Mastra does, while the run carries on; with
+    ``Accept: text/event-stream`` it streams the run's chunks instead.
+    """
+    agent = service.agent(agentId)
+    resource_id = caller.own_resource(body.resource_id)
+    stream = await agent.send_tool_approval(
+        thread_id=body.thread_id,
+        resource_id=resource_id,
+        approved=body.approved,
+        tool_call_id=body.tool_call_id,
+        reason=body.reason,
+        resume_data=body.resume_data,
+        decided_by=caller.name,
+    )
+    if MEDIA_TYPE in request.headers.get("accept", ""):
+        return sse_response(stream)
+    service.spawn(stream.result())
+    accepted: dict[str, Any] = {"accepted": True, "runId": stream.run_id}
+    if body.tool_call_id is not None:
+        accepted["toolCallId"] = body.tool_call_id
+    return JSONResponse(accepted)
+
+
+def _approval(body: ApproveBody) -> dict[str, Any]:
+    return {
+        "run_id": body.run_id,
+        "tool_call_id": body.tool_call_id,
+        "edited_args": body.edited_args,
+        "fingerprint": body.fingerprint,
+    }
+
+
+def _refusal(body: DeclineBody) -> dict[str, Any]:
+    return {
+        "run_id": body.run_id,
+        "tool_call_id": body.tool_call_id,
+        "reason": body.reason,
+        "fingerprint": body.fingerprint,
+    }
+
+
+def _resumption(body: ResumeBody) -> dict[str, Any]:
+    return {"run_id": body.run_id, "tool_call_id": body.tool_call_id, "fingerprint": body.fingerprint}
+
+
+__all__ = ["router"]

@@ -1,0 +1,106 @@
+"""Serve a runtime over HTTP with uvicorn until SIGTERM or SIGINT, then shut it down cleanly (exit 0).
+
+uvicorn's own signal handling is replaced: it re-raises the signal after its graceful shutdown (the
+process would die of it), and ``ray.init`` swaps out the SIGTERM handler anyway. So Ray is started (or
+joined) first, then this module's handlers go in, and a signal only asks the server to stop; the runtime
+is shut down after the last connection closed (or a grace period ran out). A second SIGINT forces it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import signal
+import sys
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from typing import Any
+
+import uvicorn
+
+from api.app import create_app
+from api.auth import KeyRing
+from supervisor.runtime import Runtime
+
+log = logging.getLogger("troupe.serve")
+
+RuntimeSource = Runtime | Callable[[], Runtime | Awaitable[Runtime]]
+GRACE_S = 5
+
+
+class _Server(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield  # signals are handled by ``serve`` (see the module docstring)
+
+
+def serve(
+    source: RuntimeSource,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    keys: KeyRing | Mapping[str, Any] | None = None,
+    open_mode: bool = False,
+    log_level: str = "info",
+) -> int:
+    """Run the server in this (main) thread; returns the process exit code."""
+    return asyncio.run(_serve(source, host, port, keys, open_mode, log_level))
+
+
+async def _serve(
+    source: RuntimeSource,
+    host: str,
+    port: int,
+    keys: KeyRing | Mapping[str, Any] | None,
+    open_mode: bool,
+    log_level: str,
+) -> int:
+    runtime = await _runtime(source)
+    loop = asyncio.get_running_loop()
+    server: _Server | None = None
+    handled: list[int] = []
+    try:
+        runtime.store()  # starts or joins Ray when the runtime uses it: before the handlers below
+        await runtime.recover(0.0)  # start the hosts; they pick up runs a dead server left in flight
+        config = uvicorn.Config(
+            create_app(runtime, keys=keys, open_mode=open_mode),
+            host=host,
+            port=port,
+            log_level=log_level,
+            timeout_graceful_shutdown=GRACE_S,
+        )
+        server = _Server(config)
+        agents = ", ".join(sorted(a.id for a in runtime.list_agents()))
+        access = "open mode: no key needed, every caller is an admin" if open_mode else "API keys required"
+        print(
+            f"troupe: serving {agents} ({runtime.executor} executor; {access})", file=sys.stderr, flush=True
+        )
+
+        def stop(signum: int) -> None:
+            assert server is not None
+            if server.should_exit:
+                server.force_exit = True
+            server.should_exit = True
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop, sig)
+            handled.append(sig)
+        await server.serve()
+    finally:
+        for signum in handled:
+            loop.remove_signal_handler(signum)
+        await runtime.shutdown()
+    return 0 if server is not None and server.started else 1
+
+
+async def _runtime(source: RuntimeSource) -> Runtime:
+    made: Any = source() if callable(source) and not isinstance(source, Runtime) else source
+    if inspect.isawaitable(made):
+        made = await made
+    if not isinstance(made, Runtime):
+        raise TypeError(f"expected a troupe Runtime (or a function returning one), got {type(made).__name__}")
+    return made
+
+
+__all__ = ["serve"]

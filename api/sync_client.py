@@ -1,0 +1,192 @@
+"""``TroupeClient``: the blocking twin of ``AsyncTroupeClient``, for scripts without an event loop.
+
+It drives the async client on an event loop of its own in a background thread (an anyio blocking
+portal), so both behave the same: streams are ``SyncAgentStream`` (``run_id``, ``full_stream`` and
+``text_stream`` as plain iterators, ``result()``).
+
+    with TroupeClient("http://127.0.0.1:8000", api_key="k-acme") as client:
+        agent = client.get_agent("records-assistant")
+        paused = agent.generate("Delete abc-123", resource_id="acme")
+        done = agent.approve_tool_call_generate(run_id=paused.run_id, tool_call_id="call-1")
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from datetime import datetime
+from types import TracebackType
+from typing import Any, TypeVar
+
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+
+from api.client import DEFAULT_URL, AsyncAgentClient, AsyncTroupeClient, Messages
+from core.chunks import Chunk
+from core.results import RunResult
+from core.stream import AgentStream
+from core.suspended import SuspendedRunList
+
+T = TypeVar("T")
+
+
+class TroupeClient:
+    def __init__(self, base_url: str = DEFAULT_URL, **options: Any) -> None:
+        """Options as ``AsyncTroupeClient``: ``api_key``, ``timeout``, ``headers``, ``api_prefix``."""
+        self._exit = contextlib.ExitStack()
+        self._portal = self._exit.enter_context(start_blocking_portal("asyncio"))
+        try:
+            self._client: AsyncTroupeClient = self._portal.call(_make_client, base_url, options)
+        except BaseException:
+            self._exit.close()
+            raise
+
+    def __enter__(self) -> TroupeClient:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._exit is None:
+            return
+        try:
+            self._portal.call(self._client.aclose)
+        finally:
+            self._exit.close()
+            self._exit = None  # type: ignore[assignment]
+
+    def get_agent(self, agent_id: str) -> AgentClient:
+        return AgentClient(self._portal, self._client.get_agent(agent_id))
+
+    def list_agents(self) -> dict[str, dict[str, Any]]:
+        return self._portal.call(self._client.list_agents)
+
+
+async def _make_client(base_url: str, options: dict[str, Any]) -> AsyncTroupeClient:
+    return AsyncTroupeClient(base_url, **options)  # its connection pool belongs to the portal's loop
+
+
+class SyncAgentStream:
+    """An ``AgentStream`` read from a blocking caller."""
+
+    def __init__(self, portal: BlockingPortal, stream: AgentStream) -> None:
+        self._portal = portal
+        self.stream = stream
+        self.run_id = stream.run_id
+
+    @property
+    def full_stream(self) -> Iterator[Chunk]:
+        return _iterate(self._portal, self.stream.full_stream)
+
+    @property
+    def text_stream(self) -> Iterator[str]:
+        return _iterate(self._portal, self.stream.text_stream)
+
+    def result(self) -> RunResult:
+        return self._portal.call(self.stream.result)
+
+    def __repr__(self) -> str:
+        return f"Sync{self.stream!r}"
+
+
+def _iterate(portal: BlockingPortal, source: AsyncIterator[T]) -> Iterator[T]:
+    while True:
+        try:
+            yield portal.call(source.__anext__)
+        except StopAsyncIteration:
+            return
+
+
+class AgentClient:
+    """One agent of the server, blocking; the same methods as ``AsyncAgentClient``."""
+
+    def __init__(self, portal: BlockingPortal, agent: AsyncAgentClient) -> None:
+        self._portal = portal
+        self._agent = agent
+        self.id = agent.id
+
+    def __repr__(self) -> str:
+        return f"AgentClient({self.id!r})"
+
+    def _call(self, method: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
+        return self._portal.call(functools.partial(method, *args, **kwargs))
+
+    def _stream(
+        self, method: Callable[..., Awaitable[AgentStream]], *args: Any, **kwargs: Any
+    ) -> SyncAgentStream:
+        return SyncAgentStream(self._portal, self._call(method, *args, **kwargs))
+
+    def details(self) -> dict[str, Any]:
+        return self._call(self._agent.details)
+
+    def stream(self, messages: Messages, **options: Any) -> SyncAgentStream:
+        return self._stream(self._agent.stream, messages, **options)
+
+    def generate(self, messages: Messages, **options: Any) -> RunResult:
+        return self._call(self._agent.generate, messages, **options)
+
+    def approve_tool_call(self, *, run_id: str, tool_call_id: str, **options: Any) -> SyncAgentStream:
+        """``edited_args``, ``fingerprint`` as in ``AsyncAgentClient``."""
+        return self._stream(
+            self._agent.approve_tool_call, run_id=run_id, tool_call_id=tool_call_id, **options
+        )
+
+    def decline_tool_call(self, *, run_id: str, tool_call_id: str, **options: Any) -> SyncAgentStream:
+        """``reason``, ``fingerprint`` as in ``AsyncAgentClient``."""
+        return self._stream(
+            self._agent.decline_tool_call, run_id=run_id, tool_call_id=tool_call_id, **options
+        )
+
+    def approve_tool_call_generate(self, *, run_id: str, tool_call_id: str, **options: Any) -> RunResult:
+        return self._call(
+            self._agent.approve_tool_call_generate, run_id=run_id, tool_call_id=tool_call_id, **options
+        )
+
+    def decline_tool_call_generate(self, *, run_id: str, tool_call_id: str, **options: Any) -> RunResult:
+        return self._call(
+            self._agent.decline_tool_call_generate, run_id=run_id, tool_call_id=tool_call_id, **options
+        )
+
+    def resume_stream(self, resume_data: Any, *, run_id: str, **options: Any) -> SyncAgentStream:
+        return self._stream(self._agent.resume_stream, resume_data, run_id=run_id, **options)
+
+    def resume_generate(self, resume_data: Any, *, run_id: str, **options: Any) -> RunResult:
+        return self._call(self._agent.resume_generate, resume_data, run_id=run_id, **options)
+
+    def list_suspended_runs(
+        self,
+        *,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        from_date: datetime | None = None,
+        to_date: datetime | None = None,
+        page: int | None = None,
+        per_page: int | None = None,
+    ) -> SuspendedRunList:
+        return self._call(
+            self._agent.list_suspended_runs,
+            thread_id=thread_id,
+            resource_id=resource_id,
+            from_date=from_date,
+            to_date=to_date,
+            page=page,
+            per_page=per_page,
+        )
+
+    def send_tool_approval(
+        self, *, thread_id: str, resource_id: str | None, approved: bool, **options: Any
+    ) -> SyncAgentStream:
+        """``tool_call_id``, ``reason``, ``resume_data`` as in ``AsyncAgentClient``."""
+        return self._stream(
+            self._agent.send_tool_approval,
+            thread_id=thread_id,
+            resource_id=resource_id,
+            approved=approved,
+            **options,
+        )
+
+
+__all__ = ["AgentClient", "SyncAgentStream", "TroupeClient"]

@@ -1,0 +1,72 @@
+"""Schemathesis against the app's own OpenAPI document: generated requests (valid ones and invalid ones) to
+every operation never get a 5xx, in open mode and with a tenant's key. Bounded to stay quick."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import schemathesis
+from http_server import KEYS, A, runtime_factory
+from hypothesis import HealthCheck, given, settings
+from schemathesis import GenerationMode
+
+EXAMPLES = 20
+
+
+def fuzz(url: str, headers: dict[str, str]) -> dict[str, int]:
+    """Every operation, positive and negative cases; returns how many requests each got."""
+    schema = schemathesis.openapi.from_url(f"{url}/openapi.json")
+    sent: dict[str, int] = {}
+    operations = [op.ok() for op in schema.get_all_operations()]
+    assert len(operations) == 12, [op.label for op in operations]
+    for operation in operations:
+        for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
+            # Valid requests go to a real agent (so runs start and pause); invalid ones name any agent.
+            known = (
+                {"agentId": "ops"}
+                if mode is GenerationMode.POSITIVE and "{agentId}" in operation.path
+                else None
+            )
+            check(
+                operation,
+                operation.as_strategy(generation_mode=mode, path_parameters=known),
+                url,
+                headers,
+                sent,
+            )
+    return sent
+
+
+def check(operation: Any, strategy: Any, url: str, headers: dict[str, str], sent: dict[str, int]) -> None:
+    @settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(case=strategy)
+    def no_server_error(case: schemathesis.Case) -> None:
+        # The caller's credentials are the test's: a generated Authorization header only tests the 401.
+        case.headers = {k: v for k, v in (case.headers or {}).items() if k.lower() != "authorization"}
+        response = case.call(base_url=url, headers=headers, timeout=30)
+        sent[operation.label] = sent.get(operation.label, 0) + 1
+        assert response.status_code < 500, (
+            f"{case.method} {case.formatted_path} body={case.body!r} query={case.query!r} "
+            f"-> {response.status_code} {response.text[:500]}"
+        )
+
+    no_server_error()
+
+
+@pytest.mark.parametrize("mode", ["open", "tenant-key"])
+def test_generated_requests_never_get_a_server_error(http_server, tmp_path, calls, mode):
+    if mode == "open":
+        server = http_server(runtime_factory(tmp_path, calls), open_mode=True)
+        headers: dict[str, str] = {}
+    else:
+        server = http_server(runtime_factory(tmp_path, calls), keys=KEYS)
+        headers = A
+    sent = fuzz(server.url, headers)
+    assert all(count > 0 for count in sent.values()), sent

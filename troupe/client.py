@@ -1,0 +1,26 @@
+"""The Python client of a Troupe server (``troupe serve``): the agent methods of the Python API over HTTP.
+
+    from troupe.client import AsyncTroupeClient, TroupeClient
+
+``AsyncTroupeClient(url, api_key=...)`` / ``TroupeClient`` (blocking) -> ``.get_agent(id)`` with ``stream``,
+``generate``, ``approve_tool_call``, ``decline_tool_call``, their ``_generate`` forms, ``resume_stream``,
+``resume_generate``, ``list_suspended_runs`` and ``send_tool_approval``. HTTP errors are raised as the
+matching ``troupe.errors`` class, or as the front door's own ``AuthenticationError`` (401),
+``PermissionDeniedError`` (403) and ``InvalidRequestError`` (422), exported here.
+"""
+
+from api.client import AsyncAgentClient, AsyncTroupeClient
+from api.errors import AuthenticationError, HttpError, InvalidRequestError, PermissionDeniedError
+from api.sync_client import AgentClient, SyncAgentStream, TroupeClient
+
+__all__ = [
+    "AgentClient",
+    "AsyncAgentClient",
+    "AsyncTroupeClient",
+    "AuthenticationError",
+    "HttpError",
+    "InvalidRequestError",
+    "PermissionDeniedError",
+    "SyncAgentStream",
+    "TroupeClient",
+]
