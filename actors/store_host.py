@@ -90,6 +90,10 @@ class RemoteStore:
     ) -> None:
         await self._invoke("append_messages", thread_id, resource_id, messages)
 
+    async def thread_resource(self, thread_id: str) -> str | None:
+        found: str | None = await self._invoke("thread_resource", thread_id)
+        return found
+
     async def load_messages(self, thread_id: str) -> list[dict[str, Any]]:
         found: list[dict[str, Any]] = await self._invoke("load_messages", thread_id)
         return found

@@ -42,11 +42,6 @@ class HttpError(TroupeError):
     code = "HTTP_ERROR"
 
 
-_API_ERRORS: dict[str, type[TroupeError]] = {
-    cls.code: cls for cls in (AuthenticationError, PermissionDeniedError, InvalidRequestError, HttpError)
-}
-
-
 class ErrorDetail(BaseModel):
     code: str = Field(description="Stable error code, e.g. AGENT_RESUME_TOOL_CALL_NOT_SUSPENDED")
     message: str
@@ -85,9 +80,6 @@ def error_from_body(status: int, body: bytes) -> TroupeError:
     if not isinstance(found, dict) or "code" not in found:
         text = body.decode(errors="replace").strip()
         return HttpError(f"HTTP {status}: {text or 'no body'}", status=status)
-    cls = _API_ERRORS.get(str(found["code"]))
-    if cls is not None:
-        return cls(str(found.get("message", "")), **dict(found.get("details") or {}))
     return error_from_dict(found)
 
 

@@ -192,6 +192,7 @@ def apply(state: RunState, target: Target, request: DecideRequest, tool: Tool | 
         decided_by=record.decided_by,
         decided_at=record.decided_at,
         agent_path=pause.agent_path,
+        resource_id=state.resource_id,
     )
 
 

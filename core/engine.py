@@ -24,6 +24,7 @@ from core.errors import (
     DecisionRejectedError,
     PauseExpiredError,
     SnapshotNotFoundError,
+    ThreadAccessError,
     ToolCallNotSuspendedError,
     TroupeError,
 )
@@ -164,6 +165,8 @@ class RunEngine:
         options = RunOptions.merge(dict(request.options_given), self.spec.default_options)
         messages = normalize_messages(request.messages)
         memory = self.spec.memory
+        if memory is not None and options.thread_id is not None:
+            await self._check_thread(options.thread_id, options.resource_id)
         if memory is not None and options.thread_id is not None and options.auto_resume_suspended_tools:
             resumed = await self._auto_resume(options, messages)
             if resumed is not None:
@@ -195,6 +198,16 @@ class RunEngine:
             raise
         run = ActiveRun(state, version, options.require_tool_approval)
         return Operation(self.loop, run, release, caller=request.trace)
+
+    async def _check_thread(self, thread_id: str, resource_id: str | None) -> None:
+        """A thread's history is read only by runs of the resource it belongs to."""
+        owner = await self.store.thread_resource(thread_id)
+        if owner is not None and owner != (resource_id or ""):
+            raise ThreadAccessError(
+                f"thread {thread_id!r} belongs to another resource; a run for resource {resource_id!r} "
+                "cannot use it",
+                thread_id=thread_id,
+            )
 
     async def _auto_resume(self, options: RunOptions, messages: list[dict[str, Any]]) -> Operation | None:
         """If a tool on this thread waits for data, let this message answer it (see core.auto_resume)."""

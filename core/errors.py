@@ -9,6 +9,7 @@
      │    └── ResumeDataValidationError   AGENT_RESUME_DATA_INVALID
      ├── AmbiguousSuspendedRunsError  AGENT_SUSPENDED_RUNS_AMBIGUOUS
      ├── NoSuspendedRunError          AGENT_NO_SUSPENDED_RUN
+     ├── ThreadAccessError            AGENT_THREAD_RESOURCE_MISMATCH
      ├── InvalidPaginationError       INVALID_PAGINATION
      ├── InvalidOptionError           INVALID_OPTION
      ├── DuplicateRunError            AGENT_RUN_EXISTS
@@ -26,6 +27,7 @@ Ray pickles exceptions between processes by calling ``cls(*args)``; every error 
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
 
@@ -99,6 +101,13 @@ class NoSuspendedRunError(TroupeError):
     http_status = 404
 
 
+class ThreadAccessError(TroupeError):
+    """The thread belongs to another resource: its conversation is not this caller's to read."""
+
+    code = "AGENT_THREAD_RESOURCE_MISMATCH"
+    http_status = 403
+
+
 class InvalidPaginationError(TroupeError):
     code = "INVALID_PAGINATION"
     http_status = 422
@@ -154,21 +163,21 @@ class SnapshotVersionError(StorageError):
     code = "STORAGE_SNAPSHOT_VERSION"
 
 
-_BY_CODE: dict[str, type[TroupeError]] = {}
-
-
-def _index(cls: type[TroupeError]) -> None:
-    _BY_CODE[cls.code] = cls
-    for sub in cls.__subclasses__():
-        _index(sub)
-
-
-_index(TroupeError)
+def _error_class(code: str) -> type[TroupeError]:
+    """The error class with this code, searched when needed so that classes defined in other layers
+    (the front door's) are found too. Breadth first: Ray's wrapper subclasses come after their base."""
+    queue: deque[type[TroupeError]] = deque([TroupeError])
+    while queue:
+        cls = queue.popleft()
+        if cls.code == code and not cls.__module__.startswith("ray"):
+            return cls
+        queue.extend(cls.__subclasses__())
+    return TroupeError
 
 
 def error_from_dict(data: dict[str, Any]) -> TroupeError:
     """Rebuild an error from ``TroupeError.to_dict()`` (used for error chunks and HTTP bodies)."""
-    cls = _BY_CODE.get(str(data.get("code")), TroupeError)
+    cls = _error_class(str(data.get("code")))
     return cls(str(data.get("message", "")), **dict(data.get("details") or {}))
 
 
@@ -190,6 +199,7 @@ __all__ = [
     "SnapshotVersionError",
     "StorageError",
     "StorageUnavailableError",
+    "ThreadAccessError",
     "ToolCallNotSuspendedError",
     "TroupeError",
     "error_from_dict",

@@ -57,6 +57,8 @@ class AuditEntry(BaseModel):
     decided_by: str | None = None
     decided_at: datetime = Field(default_factory=utcnow)
     agent_path: list[str] = Field(default_factory=list)
+    # Whose run it was: tenancy checks still work once the run's snapshot is gone.
+    resource_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -171,6 +173,11 @@ class Store(Protocol):
     ) -> None: ...
 
     async def load_messages(self, thread_id: str) -> list[dict[str, Any]]: ...
+
+    async def thread_resource(self, thread_id: str) -> str | None:
+        """The resource a thread belongs to (the one its first messages were written with; ``""`` for
+        a thread started without one), or None if the thread has no messages yet."""
+        ...
 
     async def close(self) -> None: ...
 

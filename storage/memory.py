@@ -36,6 +36,7 @@ class MemoryStore:
         self._running: dict[str, set[str]] = defaultdict(set)
         self._audit: dict[str, list[str]] = defaultdict(list)
         self._threads: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        self._thread_resources: dict[str, str] = {}
         self._owners: dict[str, float] = {}
 
     def __reduce__(self) -> Any:
@@ -78,6 +79,7 @@ class MemoryStore:
 
     def _append(self, thread: ThreadAppend | None) -> None:
         if thread is not None:
+            self._thread_resources.setdefault(thread.thread_id, thread.resource_id or "")
             self._threads[thread.thread_id].extend(dict(m) for m in thread.messages)
 
     def _put(self, state: RunState, version: int) -> None:
@@ -143,6 +145,9 @@ class MemoryStore:
 
     async def load_messages(self, thread_id: str) -> list[dict[str, Any]]:
         return [dict(m) for m in self._threads.get(thread_id, [])]
+
+    async def thread_resource(self, thread_id: str) -> str | None:
+        return self._thread_resources.get(thread_id)
 
     async def close(self) -> None:
         return None

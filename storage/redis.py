@@ -309,7 +309,8 @@ class RedisStore:
         """List pushes that ride along with a run's write: audit entries, then thread messages."""
         pushes = [(self.keys.audit(entry.run_id), entry.model_dump_json()) for entry in audit]
         if thread is not None:
-            pushes += [(self.keys.thread(thread.thread_id), json.dumps(m)) for m in thread.messages]
+            pushes += [(self.keys.thread(thread.thread_id), _thread_entry(thread.resource_id, m))
+                       for m in thread.messages]
         return pushes
 
     async def list_suspended_runs(self, query: SuspendedRunQuery) -> tuple[list[RunState], int]:
@@ -369,13 +370,18 @@ class RedisStore:
         async with self._session("append_messages") as link:
             await link.append(
                 keys=[self.keys.thread(thread_id), self.keys.write_token(_token())],
-                args=[json.dumps(m) for m in messages],
+                args=[_thread_entry(resource_id, m) for m in messages],
             )
 
     async def load_messages(self, thread_id: str) -> list[dict[str, Any]]:
         async with self._session("load_messages") as link:
             raw = await link.client.lrange(self.keys.thread(thread_id), 0, -1)
-        return [json.loads(m) for m in raw]
+        return [json.loads(entry)["m"] for entry in raw]
+
+    async def thread_resource(self, thread_id: str) -> str | None:
+        async with self._session("thread_resource") as link:
+            first = await link.client.lindex(self.keys.thread(thread_id), 0)
+        return None if first is None else str(json.loads(first)["r"])
 
     async def close(self) -> None:
         """Close this event loop's connections. The store stays usable: the next call reconnects."""
@@ -384,6 +390,12 @@ class RedisStore:
         if link is not None:
             with self._errors("close"):
                 await link.close()
+
+
+def _thread_entry(resource_id: str | None, message: dict[str, Any]) -> str:
+    """A thread's list entry: the message, with the resource it was written for (so the thread's
+    first entry says whose the thread is)."""
+    return json.dumps({"r": resource_id or "", "m": message})
 
 
 def _token() -> str:

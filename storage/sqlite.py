@@ -301,6 +301,16 @@ class SqliteStore:
 
         return [json.loads(b) for b in await self._run(select)]
 
+    async def thread_resource(self, thread_id: str) -> str | None:
+        def select(conn: sqlite3.Connection) -> str | None:
+            row = conn.execute(
+                "SELECT COALESCE(resource_id, '') FROM messages WHERE thread_id = ? ORDER BY id LIMIT 1",
+                (thread_id,),
+            ).fetchone()
+            return None if row is None else str(row[0])
+
+        return await self._run(select)
+
     async def close(self) -> None:
         if self._fast is not None:
             self._fast.close()

@@ -208,9 +208,23 @@ class Runtime:
         """Whose a run is and where it stands (``run_id, agent_id, thread_id, resource_id, status``),
         read from its snapshot; None if the agent has no such run (unknown, or finished and gone)."""
         stored = await self.store().load_run(run_id)
-        if stored is None or stored.state.agent_id != agent_id:
-            return None
-        return stored.state.model_dump(include={"run_id", "agent_id", "thread_id", "resource_id", "status"})
+        if stored is not None:
+            if stored.state.agent_id != agent_id:
+                return None
+            return stored.state.model_dump(
+                include={"run_id", "agent_id", "thread_id", "resource_id", "status"}
+            )
+        # Finished and gone: its decisions are still on record, and say whose it was.
+        for entry in await self.store().list_audit(run_id):
+            if entry.agent_id == agent_id:
+                return {
+                    "run_id": run_id,
+                    "agent_id": agent_id,
+                    "thread_id": None,
+                    "resource_id": entry.resource_id,
+                    "status": "finished",
+                }
+        return None
 
     async def find_suspended_run(
         self, agent_id: str, *, thread_id: str, resource_id: str | None, tool_call_id: str | None

@@ -147,3 +147,21 @@ def test_listing_shows_a_key_only_its_resources_merged_and_paged(api):
         422,
         "INVALID_PAGINATION",
     )
+
+
+def test_a_finished_run_is_still_its_tenants_and_no_one_elses(api, calls):
+    run_id = start(api, "ops", "a1", A)
+    call_id = api.get("/agents/ops/suspended-runs", headers=A).json()["runs"][0]["toolCalls"][0]["toolCallId"]
+    decide = {"runId": run_id, "toolCallId": call_id}
+    assert api.post("/agents/ops/approve-tool-call-generate", json=decide, headers=A).status_code == 200
+
+    # The snapshot is gone, yet the audit log still says whose the run was: the owner hears that the
+    # call was decided already, another tenant hears nothing about it.
+    assert status(api.post("/agents/ops/decline-tool-call-generate", json=decide, headers=A)) == (
+        409,
+        "AGENT_DECISION_CONFLICT",
+    )
+    assert status(api.post("/agents/ops/decline-tool-call-generate", json=decide, headers=B)) == (
+        403,
+        "FORBIDDEN",
+    )

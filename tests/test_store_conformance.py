@@ -258,3 +258,14 @@ async def test_suspended_runs_of_every_agent_can_be_listed_together(store: Store
     assert [s.run_id for s in page] == ["a-old"] and total == 2
     with pytest.raises(InvalidPaginationError):
         SuspendedRunQuery.paged(None, page=None, per_page=None, thread_id="t")
+
+
+async def test_a_thread_belongs_to_the_resource_it_was_started_with(store: Store):
+    assert await store.thread_resource("t1") is None
+    await store.append_messages("t1", "u1", [{"role": "user", "content": "a"}])
+    await store.append_messages("t1", "u2", [{"role": "user", "content": "b"}])
+    await store.append_messages("t2", None, [{"role": "user", "content": "c"}])
+
+    assert await store.thread_resource("t1") == "u1"
+    assert await store.thread_resource("t2") == ""
+    assert [m["content"] for m in await store.load_messages("t1")] == ["a", "b"]

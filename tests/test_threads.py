@@ -201,3 +201,17 @@ async def test_a_model_can_never_approve_a_tool_call(make_runtime, calls):
     assert calls.count() == 0
     still = await agent.list_suspended_runs(thread_id="t1")
     assert paused.run_id in [r.run_id for r in still.runs]
+
+
+async def test_a_thread_of_one_resource_is_closed_to_runs_of_another(make_runtime):
+    from troupe.errors import ThreadAccessError
+
+    agent = Agent("chat", model=remembering_model(), memory=Memory())
+    make_runtime([agent])
+    await agent.generate("my secret is 42", thread_id="t1", resource_id="alice")
+
+    with pytest.raises(ThreadAccessError, match="another resource"):
+        await agent.generate("what is the secret?", thread_id="t1", resource_id="mallory")
+    with pytest.raises(ThreadAccessError):
+        await agent.generate("and now?", thread_id="t1")
+    assert (await agent.generate("again", thread_id="t1", resource_id="alice")).text.startswith("my secret")
