@@ -2,13 +2,12 @@
 
 troupe demo [--store PATH] [--executor ray|local]
 troupe serve (--app MODULE:ATTR | --demo) [--host H] [--port P] [--ray-address A] (--keys FILE | --open)
+troupe runs list|show, troupe approve|decline|resume RUN [CALL]   (--server URL | --app M:A | --store URL)
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import inspect
 import os
 import sys
 from collections.abc import Sequence
@@ -41,6 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the agent in a Ray actor (default; starts Ray locally) or in this process",
     )
     _add_serve(commands)
+    from troupe.operator import add_commands
+
+    add_commands(commands)
     return parser
 
 
@@ -104,12 +106,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run(args.store, args.executor)
     if args.command == "serve":
         return _serve(parser, args)
+    if args.command in ("runs", "approve", "decline", "resume"):
+        from troupe.operator import run_command
+
+        return run_command(args)
     raise AssertionError(f"unhandled command {args.command!r}")  # argparse rejects unknown commands
 
 
 def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from api.auth import KeyRing
     from api.serve import serve
+    from troupe.apps import load_runtime
 
     if not args.keys and not args.open:
         parser.error("serve needs --keys FILE, or --open for local use without keys")
@@ -120,7 +127,7 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.demo:
         source = lambda: _demo_runtime(args.store, args.executor, args.ray_address)  # noqa: E731
     else:
-        source = lambda: _app_runtime(args.app, args.ray_address)  # noqa: E731
+        source = lambda: load_runtime(args.app, args.ray_address)  # noqa: E731
     return serve(
         source, host=args.host, port=args.port, keys=keys, open_mode=args.open, log_level=args.log_level
     )
@@ -137,27 +144,6 @@ def _demo_runtime(store: str, executor: Any, ray_address: str | None) -> Any:
     return Runtime(
         [build_agent(db, model)], storage=SqliteStore(path), executor=executor, ray_address=ray_address
     )
-
-
-async def _app_runtime(spec: str, ray_address: str | None) -> Any:
-    """Import ``module:attr``; call it if it is a factory (awaiting it if async)."""
-    from troupe import Runtime
-
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise SystemExit(f"troupe serve: --app must be MODULE:ATTR, got {spec!r}")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())  # like uvicorn: the current directory's modules can be served
-    made: Any = importlib.import_module(module_name)
-    for part in attr.split("."):
-        made = getattr(made, part)
-    if not isinstance(made, Runtime) and callable(made):
-        made = made()
-        if inspect.isawaitable(made):
-            made = await made
-    if isinstance(made, Runtime) and ray_address and made.executor == "ray":
-        made.ray_address = ray_address
-    return made
 
 
 if __name__ == "__main__":

@@ -1,0 +1,46 @@
+"""Finding the user's runtime and store from command-line strings (``module:attr``, store URLs)."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import sys
+from typing import Any
+
+from core.store import Store
+from storage import RedisStore, SqliteStore
+from supervisor import Runtime
+
+
+async def load_runtime(spec: str, ray_address: str | None = None) -> Runtime:
+    """Import ``module:attr`` (a Runtime, or a sync/async function returning one)."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise SystemExit(f"--app must be MODULE:ATTR, got {spec!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # like uvicorn: the current directory's modules can be used
+    made: Any = importlib.import_module(module_name)
+    for part in attr.split("."):
+        made = getattr(made, part)
+    if not isinstance(made, Runtime) and callable(made):
+        made = made()
+        if inspect.isawaitable(made):
+            made = await made
+    if not isinstance(made, Runtime):
+        raise SystemExit(
+            f"--app {spec}: expected a Runtime (or a function returning one), got {type(made).__name__}"
+        )
+    if ray_address and made.executor == "ray":
+        made.ray_address = ray_address
+    return made
+
+
+def open_store(url: str, prefix: str = "troupe:") -> Store:
+    """``redis://…`` (or ``rediss://``) is a RedisStore; ``sqlite:///path`` or a plain path is SQLite."""
+    if url.startswith(("redis://", "rediss://", "unix://")):
+        return RedisStore.from_url(url, prefix=prefix)
+    return SqliteStore(url.removeprefix("sqlite://") if url.startswith("sqlite:///") else url)
+
+
+__all__ = ["load_runtime", "open_store"]
