@@ -1,4 +1,4 @@
-"""The operator CLI: troupe runs list|show, troupe approve|decline|resume — against a store, an app, a server."""
+"""The operator CLI: troupe runs list|show and approve|decline|resume, against a store, an app, a server."""
 
 from __future__ import annotations
 
@@ -44,7 +44,8 @@ def test_runs_list_shows_every_paused_call_from_a_store(paused, capsys):
     assert out.count("delete_record") == 2 and "weather" in out
     assert "3 call(s) waiting in 3 run(s)." in out
 
-    assert main(["runs", "list", "--store", paused["db"], "--agent", "ops", "--resource", "b1", "--json"]) == 0
+    only_b1 = ["--agent", "ops", "--resource", "b1", "--json"]
+    assert main(["runs", "list", "--store", paused["db"], *only_b1]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert [r["run_id"] for r in listed["runs"]] == [paused["b"]]
     assert listed["runs"][0]["pending"][0]["tool_name"] == "delete_record"
