@@ -3,45 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 from blocking import wait_for
 from helpers import chunks_of, delete_tool, echo_model, pay_tool, types_of, weather_tool
+from trees import delegating, leaf, three_levels, two_levels
 
 from troupe import Agent, Runtime, SqliteStore
-from troupe.testing import CallLog, FunctionModel, text, tool_call
-
-
-def delegating(name: str, *calls: tuple[str, str, str]) -> FunctionModel:
-    """Delegates ``(key, prompt, call_id)`` calls in one step, then reports its tool results as
-    ``"<name>: <id>=<content> | ..."``."""
-
-    def turn(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
-        results = [m for m in messages if m["role"] == "tool"]
-        if not results:
-            return [tool_call(f"agent-{key}", {"prompt": prompt}, id=cid) for key, prompt, cid in calls]
-        return text(f"{name}: " + " | ".join(f"{m['tool_call_id']}={m['content']}" for m in results))
-
-    return FunctionModel(turn)
-
-
-def leaf(calls: CallLog, agent_id: str = "data", **tool_options: Any) -> Agent:
-    return Agent(
-        agent_id,
-        description="Looks after records",
-        model=echo_model(tool_call("delete_record", {"id": "u1"}, id="leaf-1")),
-        tools=[delete_tool(calls, **tool_options)],
-    )
-
-
-def two_levels(calls: CallLog) -> Agent:
-    return Agent("sup", model=delegating("sup", ("data", "delete u1", "d1")), agents={"data": leaf(calls)})
-
-
-def three_levels(calls: CallLog) -> Agent:
-    mid = Agent("mid", model=delegating("mid", ("data", "delete u1", "m1")), agents={"data": leaf(calls)})
-    return Agent("top", model=delegating("top", ("mid", "clean up", "t1")), agents={"mid": mid})
+from troupe.testing import CallLog, tool_call
 
 
 async def test_a_subagent_approval_surfaces_at_the_top_and_the_decision_routes_down(make_runtime, calls):
@@ -289,5 +258,44 @@ async def test_a_killed_subagent_actor_is_restarted_and_the_delegated_run_finish
         assert result.text == 'sup: d1=w1={"done": "j"}'
         finished = [e for e in calls.entries("work") if e["phase"] == "finished"]
         assert len(finished) == 1
+    finally:
+        await runtime.shutdown()
+
+
+async def test_a_new_process_on_the_same_redis_decides_a_pause_at_depth_two(
+    tmp_path: Path, redis_url: str, redis_prefix: str, ray_session
+):
+    """The pause was made (and the process that made it has exited) on Ray; a fresh process with its own
+    runtime over the same Redis routes the decision down two levels."""
+    import os
+    import subprocess
+    import sys
+
+    from troupe import RedisStore
+
+    log = tmp_path / "calls.jsonl"
+    tests = Path(__file__).resolve().parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tests), str(tests.parent)])}
+    done = subprocess.run(
+        [sys.executable, str(tests / "tree_driver.py"), redis_url, redis_prefix, str(log)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    _, run_id, call_id = next(line for line in done.stdout.splitlines() if line.startswith("PAUSED")).split()
+
+    top = three_levels(CallLog(log))
+    runtime = Runtime([top], storage=RedisStore.from_url(redis_url, prefix=redis_prefix), executor="ray")
+    try:
+        listed = await top.list_suspended_runs()
+        assert [(r.run_id, r.pending[0].agent_path) for r in listed.runs] == [
+            (run_id, ["top", "mid", "data"])
+        ]
+        done_result = await top.approve_tool_call_generate(run_id=run_id, tool_call_id=call_id)
+        assert done_result.text == 'top: t1=mid: m1=leaf-1={"deleted": "u1"}'
+        assert CallLog(log).count("delete_record") == 1
     finally:
         await runtime.shutdown()

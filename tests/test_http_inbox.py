@@ -1,0 +1,138 @@
+"""``GET /api/inbox`` (every pending pause a caller may decide, across agents, in one call) and the
+``GET /inbox`` page's files, over real HTTP."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from http_server import ADMIN, KEYS, A, B
+from inbox_agents import inbox_runtime
+
+
+@pytest.fixture
+def server(http_server, tmp_path, calls):
+    return http_server(inbox_runtime(tmp_path, calls), keys=KEYS)
+
+
+@pytest.fixture
+def api(server):
+    with httpx.Client(base_url=server.url + "/api", timeout=30) as client:
+        yield client
+
+
+def start(api: httpx.Client, agent: str, message: str, resource: str, headers: dict[str, str]) -> str:
+    body = {"messages": message, "resourceId": resource, "threadId": f"thread-{message}"}
+    response = api.post(f"/agents/{agent}/generate", json=body, headers=headers)
+    assert response.status_code == 200, response.text
+    assert response.json()["finishReason"] == "suspended"
+    return response.json()["runId"]
+
+
+def inbox(api: httpx.Client, headers: dict[str, str], **query) -> tuple[list[str], int, dict]:
+    response = api.get("/inbox", params=query, headers=headers)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    return [r["runId"] for r in body["runs"]], body["total"], body
+
+
+def error_code(response: httpx.Response) -> tuple[int, str]:
+    assert response.headers["content-type"] == "application/json"
+    return response.status_code, response.json()["error"]["code"]
+
+
+def test_every_agents_pauses_once_newest_first_with_what_the_page_shows(api):
+    ops = start(api, "ops", "rec-1", "a1", ADMIN)
+    planner = start(api, "planner", "dinner", "a2", ADMIN)
+    nested = start(api, "sup", "rec-9", "b1", ADMIN)
+
+    ids, total, body = inbox(api, ADMIN)
+    assert (ids, total) == ([nested, planner, ops], 3), "one entry per top-level run, newest first"
+    runs = {r["runId"]: r for r in body["runs"]}
+
+    [call] = runs[ops]["toolCalls"]
+    assert runs[ops]["agentId"] == "ops" and runs[ops]["resourceId"] == "a1"
+    assert runs[ops]["threadId"] == "thread-rec-1"
+    assert call["toolName"] == "delete_record" and call["args"] == {"id": "rec-1"}
+    assert call["requiresApproval"] is True and call["agentPath"] == ["ops"]
+    assert call["fingerprint"] and call["pausedAt"] and call["expiresAt"] is None
+    assert call["interrupted"] is False
+
+    [ask] = runs[planner]["toolCalls"]
+    assert ask["requiresApproval"] is False
+    assert ask["suspendPayload"] == {"question": "How many people?"}
+    schema = ask["resumeSchema"]
+    assert schema["required"] == ["people"]
+    assert schema["properties"]["people"]["type"] == "integer"
+    assert schema["properties"]["seating"]["enum"] == ["indoor", "outdoor"]
+
+    # The subagent's pause shows once, at the top, with the top's ids; its own run is not listed.
+    [deep] = runs[nested]["toolCalls"]
+    assert runs[nested]["agentId"] == "sup"
+    assert deep["toolCallId"] == "d1" and deep["toolName"] == "delete_record"
+    assert deep["agentPath"] == ["sup", "data"] and deep["args"] == {"id": "rec-9"}
+    assert all(r["agentId"] != "data" for r in body["runs"])
+
+    assert inbox(api, ADMIN, perPage=2)[:2] == ([nested, planner], 3)
+    assert inbox(api, ADMIN, perPage=2, page=1)[:2] == ([ops], 3)
+    assert error_code(api.get("/inbox", params={"page": 1}, headers=ADMIN)) == (422, "INVALID_PAGINATION")
+    assert error_code(api.get("/inbox", params={"perPage": 0}, headers=ADMIN)) == (422, "INVALID_REQUEST")
+
+    # Decided through the listed ids and fingerprint, the pause leaves the inbox.
+    decided = api.post(
+        "/agents/sup/approve-tool-call-generate",
+        json={"runId": nested, "toolCallId": "d1", "fingerprint": deep["fingerprint"]},
+        headers=ADMIN,
+    )
+    assert decided.status_code == 200, decided.text
+    assert decided.json()["finishReason"] == "stop"
+    assert inbox(api, ADMIN)[:2] == ([planner, ops], 2)
+
+
+def test_a_key_sees_only_its_resources_and_anonymous_callers_none(api, calls):
+    mine = [start(api, "ops", "r1", "a1", A), start(api, "planner", "p", "a2", A)]
+    theirs = start(api, "sup", "r2", "b1", B)
+
+    assert inbox(api, A)[:2] == (mine[::-1], 2)
+    assert inbox(api, B)[:2] == ([theirs], 1)
+    assert inbox(api, ADMIN)[:2] == ([theirs, *mine[::-1]], 3)
+    for headers in ({}, {"Authorization": "Bearer nope"}):
+        response = api.get("/inbox", headers=headers)
+        assert error_code(response) == (401, "UNAUTHENTICATED")
+        assert response.headers["www-authenticate"] == "Bearer"
+    # Another tenant cannot decide what it cannot see.
+    refused = api.post(
+        "/agents/ops/approve-tool-call", json={"runId": mine[0], "toolCallId": "call-1"}, headers=B
+    )
+    assert error_code(refused) == (403, "FORBIDDEN")
+    assert calls.count("delete_record") == 0
+
+
+def test_open_mode_lists_everything_without_a_key(http_server, tmp_path, calls):
+    server = http_server(inbox_runtime(tmp_path, calls), open_mode=True)
+    with httpx.Client(base_url=server.url + "/api", timeout=30) as api:
+        run = api.post("/agents/ops/generate", json={"messages": "x"}).json()["runId"]
+        assert inbox(api, {})[:2] == ([run], 1)
+
+
+def test_the_page_and_its_files_are_served_without_a_key(server):
+    with httpx.Client(base_url=server.url, timeout=30) as web:
+        page = web.get("/inbox")
+        assert page.status_code == 200
+        assert page.headers["content-type"] == "text/html; charset=utf-8"
+        assert "script-src 'self'" in page.headers["content-security-policy"]
+        assert "connect-src 'self'" in page.headers["content-security-policy"]
+        assert '<script src="inbox/assets/inbox.js" defer></script>' in page.text
+        assert 'href="inbox/assets/inbox.css"' in page.text
+        slash = web.get("/inbox/")
+        assert slash.status_code == 307 and slash.headers["location"].endswith("/inbox")
+        script = web.get("/inbox/assets/inbox.js")
+        assert script.status_code == 200 and script.headers["content-type"].startswith("text/javascript")
+        assert "/inbox" in script.text and "sessionStorage" in script.text
+        style = web.get("/inbox/assets/inbox.css")
+        assert style.status_code == 200 and style.headers["content-type"].startswith("text/css")
+        missing = web.get("/inbox/assets/secret.py")
+        assert error_code(missing) == (404, "HTTP_ERROR")
+        assert error_code(web.get("/inbox/assets/..%2Fapp.py")) == (404, "HTTP_ERROR")
+        # The page is not part of the API document; the JSON listing is.
+        paths = web.get("/openapi.json").json()["paths"]
+        assert "/api/inbox" in paths and "/inbox" not in paths

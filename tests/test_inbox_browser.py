@@ -1,0 +1,357 @@
+"""The approval inbox page (``GET /inbox``) in a real browser: headless Chromium driven by Playwright,
+against a real server (uvicorn on 127.0.0.1, SqliteStore, executor="local").
+
+Chromium comes from Debian (``scripts/setup.sh --system`` installs it); without it these tests fail
+with a message saying so, they are never skipped. Screenshots of the inbox are kept in
+``test-artifacts/`` at the repository root.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from http_server import KEYS, A, B
+from inbox_agents import inbox_runtime
+
+from troupe import SqliteStore
+
+try:
+    from playwright.sync_api import Browser, Page, expect, sync_playwright
+except ImportError:  # pragma: no cover - reported by the fixture below
+    sync_playwright = None  # type: ignore[assignment]
+
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+WAIT_MS = 10_000  # for anything the page does by itself (a decision, a listing)
+POLL_WAIT_MS = 6_000  # a new pause shows within one poll (~2 s)
+
+
+def chromium_path() -> str:
+    found = os.environ.get("TROUPE_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    if not found and os.path.exists("/usr/bin/chromium"):
+        found = "/usr/bin/chromium"
+    if not found:
+        pytest.fail(
+            "Chromium is not installed, so the inbox page cannot be tested: run "
+            "`bash scripts/setup.sh --system` (it runs `apt-get install -y chromium`), or set "
+            "TROUPE_CHROMIUM to a Chromium binary",
+            pytrace=False,
+        )
+    return found
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if sync_playwright is None:
+        pytest.fail("Playwright is not installed: `pip install -e '.[dev]'` (or `pip install playwright`)")
+    path = chromium_path()
+    ARTIFACTS.mkdir(exist_ok=True)
+    expect.set_options(timeout=WAIT_MS)
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=path, headless=True, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+class Inbox:
+    """One tab on the inbox page, with the console watched for errors (a CSP violation shows there)."""
+
+    def __init__(self, browser: Browser, url: str) -> None:
+        self.url = url
+        self.context = browser.new_context(viewport={"width": 1280, "height": 900})
+        self.page: Page = self.context.new_page()
+        self.page.set_default_timeout(WAIT_MS)
+        self.problems: list[str] = []
+        self.allowed: set[int] = set()  # HTTP error statuses a test provokes on purpose
+        self.page.on("pageerror", lambda exc: self.problems.append(f"page error: {exc}"))
+        self.page.on("console", self._console)
+
+    def allow(self, *statuses: int) -> None:
+        """Chromium logs every failed request (no key yet, a refused answer) as a console error."""
+        self.allowed.update(statuses)
+
+    def _console(self, message: Any) -> None:
+        if message.type != "error":
+            return
+        failed = re.search(r"status of (\d{3})", message.text)
+        if failed is None or int(failed.group(1)) not in self.allowed:
+            self.problems.append(f"console: {message.text}")
+
+    def open(self) -> Inbox:
+        self.page.goto(self.url + "/inbox")
+        return self
+
+    def cards(self):
+        return self.page.get_by_test_id("pause")
+
+    def card(self, run_id: str):
+        return self.page.locator(f'[data-testid="pause"][data-run-id="{run_id}"]')
+
+    def shown_runs(self) -> set[str]:
+        return {c.get_attribute("data-run-id") or "" for c in self.cards().all()}
+
+    def screenshot(self, name: str) -> Path:
+        path = ARTIFACTS / name
+        self.page.evaluate("window.scrollTo(0, 0)")  # the sticky header at the top
+        self.page.screenshot(path=str(path), full_page=True)
+        assert path.stat().st_size > 10_000, "a screenshot of the page, not a blank"
+        return path
+
+    def close(self) -> None:
+        self.context.close()
+        assert not self.problems, self.problems
+
+
+@pytest.fixture
+def tabs(browser: Browser) -> Iterator[Any]:
+    opened: list[Inbox] = []
+
+    def open_tab(url: str) -> Inbox:
+        tab = Inbox(browser, url)
+        opened.append(tab)
+        return tab.open()
+
+    yield open_tab
+    for tab in opened:
+        tab.close()
+
+
+@pytest.fixture
+def server(http_server, tmp_path, calls):
+    return http_server(inbox_runtime(tmp_path, calls), open_mode=True)
+
+
+@pytest.fixture
+def api(server) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server.url + "/api", timeout=30) as client:
+        yield client
+
+
+def start(api: httpx.Client, agent: str, message: str, headers: Any = None, **options: Any) -> str:
+    body: dict[str, Any] = {"messages": message, "threadId": f"thread-{message}", **options}
+    response = api.post(f"/agents/{agent}/generate", json=body, headers=headers)
+    assert response.status_code == 200, response.text
+    assert response.json()["finishReason"] == "suspended"
+    return response.json()["runId"]
+
+
+def pending(api: httpx.Client, headers: Any = None) -> set[str]:
+    response = api.get("/inbox", headers=headers)
+    assert response.status_code == 200, response.text
+    return {r["runId"] for r in response.json()["runs"]}
+
+
+def audit(tmp_path: Path, run_id: str) -> tuple[list[Any], Any]:
+    """The run's decisions and what is left of its snapshot, read from the server's SQLite file (in a
+    thread of its own: Playwright's sync API keeps an event loop running in this one)."""
+
+    async def read() -> tuple[list[Any], Any]:
+        store = SqliteStore(tmp_path / "inbox.db")
+        try:
+            return await store.list_audit(run_id), await store.load_run(run_id)
+        finally:
+            await store.close()
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, read()).result()
+
+
+# ---- tests --------------------------------------------------------------------------------------------
+
+
+def test_approve_from_the_page_runs_the_tool_once_and_shows_the_result(server, api, tabs, calls):
+    ops = start(api, "ops", "rec-1", approvalTimeout=3600)
+    planner = start(api, "planner", "dinner")
+    nested = start(api, "sup", "rec-9")
+    inbox = tabs(server.url)
+    expect(inbox.cards()).to_have_count(3)
+    assert [c.get_attribute("data-run-id") for c in inbox.cards().all()] == [nested, planner, ops]
+    expect(inbox.page.get_by_test_id("count")).to_have_text("3 waiting")
+    expect(inbox.page.get_by_test_id("who")).to_have_text("Open mode (no key)")
+    expect(inbox.page.get_by_test_id("status")).to_contain_text("Live")
+
+    card = inbox.card(ops)
+    expect(card.get_by_test_id("agent-path")).to_have_text("ops")
+    expect(card.get_by_test_id("tool")).to_have_text("delete_record")
+    expect(card.get_by_test_id("args")).to_have_text('{\n  "id": "rec-1"\n}')
+    expect(card.get_by_test_id("thread")).to_have_text("thread-rec-1")
+    expect(card.get_by_test_id("resource")).to_have_text("—")
+    expect(card.get_by_test_id("waiting-since")).to_have_text(re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$"))
+    expect(card.get_by_test_id("expires")).to_have_text(re.compile(r"^\d{4}-.* \(in (59 min|1 h 0 min)\)$"))
+    expect(inbox.card(planner).get_by_test_id("expires")).to_have_text("never")
+    expect(card.get_by_test_id("since")).to_contain_text("waiting")
+    expect(card.get_by_test_id("badge")).to_have_text("needs approval")
+    expect(card.get_by_test_id("interrupted")).to_have_count(0)
+    expect(inbox.card(nested).get_by_test_id("agent-path")).to_have_text("sup\u203adata")
+    inbox.screenshot("inbox.png")
+
+    card.get_by_test_id("approve").click()
+    expect(card).to_have_attribute("data-state", "decided")
+    outcome = card.get_by_test_id("outcome")
+    expect(outcome.get_by_test_id("verdict")).to_have_text("Approved")
+    expect(card.get_by_test_id("badge")).to_have_text("approved")
+    expect(outcome.get_by_test_id("result")).to_have_text('{\n  "deleted": "rec-1"\n}')
+    expect(outcome.get_by_test_id("final-text")).to_have_text('call-1={"deleted": "rec-1"}')
+    expect(outcome.get_by_test_id("progress")).to_have_text("Run finished (stop).")
+    expect(card.get_by_test_id("approve")).to_be_hidden()
+    assert [e["id"] for e in calls.entries("delete_record")] == ["rec-1"], "the tool ran once"
+
+    # A subagent's pause is decided at the top; the decision routes down to it.
+    deep = inbox.card(nested)
+    deep.get_by_test_id("approve").click()
+    expect(deep.get_by_test_id("final-text")).to_have_text('sup: d1=call-1={"deleted": "rec-9"}')
+    expect(deep.get_by_test_id("result")).to_have_text('call-1={"deleted": "rec-9"}')  # the subagent's text
+    assert [e["id"] for e in calls.entries("delete_record")] == ["rec-1", "rec-9"]
+    expect(inbox.page.get_by_test_id("count")).to_have_text("1 waiting")
+    assert pending(api) == {planner}
+    inbox.screenshot("inbox-decided.png")
+
+
+def test_decline_with_a_reason_the_model_is_told(server, api, tabs, calls, tmp_path):
+    run = start(api, "ops", "rec-2")
+    inbox = tabs(server.url)
+    card = inbox.card(run)
+    card.get_by_test_id("reason").fill("keep it for the audit")
+    card.get_by_test_id("decline").click()
+
+    outcome = card.get_by_test_id("outcome")
+    expect(outcome.get_by_test_id("verdict")).to_have_text("Declined: keep it for the audit")
+    expect(outcome.get_by_test_id("result")).to_have_text("keep it for the audit")
+    expect(card.get_by_test_id("badge")).to_have_text("declined")
+    expect(outcome.get_by_test_id("final-text")).to_have_text("call-1=keep it for the audit")
+    expect(outcome).to_have_attribute("data-finish", "stop")
+    assert calls.count("delete_record") == 0, "a declined tool never runs"
+    decisions, snapshot = audit(tmp_path, run)
+    assert [(d.kind, d.reason, d.decided_by) for d in decisions] == [
+        ("declined", "keep it for the audit", "anonymous")
+    ]
+    assert snapshot is None, "the run finished (its snapshot is gone)"
+    assert pending(api) == set()
+    expect(inbox.page.get_by_test_id("empty")).to_be_visible()
+
+
+def test_a_suspension_is_answered_through_the_form_built_from_its_resume_schema(server, api, tabs, calls):
+    run = start(api, "planner", "dinner")
+    inbox = tabs(server.url)
+    card = inbox.card(run)
+    expect(card).to_have_attribute("data-kind", "input")
+    expect(card.get_by_test_id("asks")).to_have_text('{\n  "question": "How many people?"\n}')
+    expect(card.get_by_test_id("approve")).to_have_count(0)
+    people = card.locator('input[data-field="people"]')
+    seating = card.locator('select[data-field="seating"]')
+    expect(people).to_have_attribute("type", "number")
+    expect(card.locator('label[for="' + (people.get_attribute("id") or "") + '"] .required')).to_have_count(1)
+    expect(seating).to_have_value("0")  # the schema's default, "indoor"
+    assert seating.locator("option").all_text_contents() == ["indoor", "outdoor"]
+
+    # Nothing typed: the form says so and sends nothing.
+    card.get_by_test_id("send-answer").click()
+    expect(card.get_by_test_id("field-error").first).to_have_text("Required.")
+    expect(card).to_have_attribute("data-state", "pending")
+
+    # Out of range: the server refuses it, the page shows why, and the run stays paused.
+    inbox.allow(422)
+    people.fill("0")
+    card.get_by_test_id("send-answer").click()
+    expect(card.get_by_test_id("error")).to_contain_text("people: Input should be greater than or equal to 1")
+    inbox.screenshot("inbox-answer-refused.png")
+    expect(card).to_have_attribute("data-state", "pending")
+    assert pending(api) == {run}
+    assert [e["phase"] for e in calls.entries("book_table")] == ["suspend"]
+
+    people.fill("4")
+    seating.select_option(label="outdoor")
+    card.get_by_test_id("send-answer").click()
+    outcome = card.get_by_test_id("outcome")
+    expect(outcome.get_by_test_id("verdict")).to_have_text("Answered")
+    expect(outcome.get_by_test_id("result")).to_have_text('{\n  "booked": 4,\n  "seating": "outdoor"\n}')
+    expect(outcome.get_by_test_id("final-text")).to_have_text('b1={"booked": 4, "seating": "outdoor"}')
+    expect(card.get_by_test_id("error")).to_be_hidden()
+    assert calls.entries("book_table")[1:] == [{"name": "book_table", "phase": "resume", "people": 4}]
+    assert pending(api) == set()
+
+
+def test_new_pauses_appear_without_a_reload_and_a_reload_shows_exactly_what_is_pending(
+    server, api, tabs, calls
+):
+    inbox = tabs(server.url)
+    expect(inbox.page.get_by_test_id("empty")).to_be_visible()
+
+    first = start(api, "ops", "rec-a")
+    expect(inbox.card(first)).to_be_visible(timeout=POLL_WAIT_MS)
+    expect(inbox.page.get_by_test_id("empty")).to_be_hidden()
+    second = start(api, "planner", "lunch")
+    third = start(api, "sup", "rec-c")
+    expect(inbox.cards()).to_have_count(3, timeout=POLL_WAIT_MS)
+    assert inbox.cards().first.get_attribute("data-run-id") == third, "the newest on top"
+
+    # Half-typed input survives the listings that arrive meanwhile.
+    inbox.card(second).locator('input[data-field="people"]').fill("7")
+    inbox.card(first).get_by_test_id("approve").click()
+    expect(inbox.card(first).get_by_test_id("final-text")).to_have_text('call-1={"deleted": "rec-a"}')
+    # Decided elsewhere (another person, over the API): the page sees it go.
+    api.post("/agents/sup/decline-tool-call", json={"runId": third, "toolCallId": "d1", "reason": "no"})
+    expect(inbox.card(third)).to_have_attribute("data-state", "gone", timeout=POLL_WAIT_MS * 2)
+    expect(inbox.card(third).get_by_test_id("gone")).to_be_visible()
+    expect(inbox.card(second).locator('input[data-field="people"]')).to_have_value("7")
+
+    inbox.page.reload()
+    expect(inbox.cards()).to_have_count(1)
+    assert inbox.shown_runs() == pending(api) == {second}
+    expect(inbox.card(second)).to_have_attribute("data-state", "pending")
+    assert calls.count("delete_record") == 1
+
+
+def test_with_an_api_key_a_tenant_sees_and_decides_only_its_own_pauses(http_server, tmp_path, calls, tabs):
+    server = http_server(inbox_runtime(tmp_path, calls), keys=KEYS)
+    with httpx.Client(base_url=server.url + "/api", timeout=30) as api:
+        own = start(api, "ops", "rec-a1", A, resourceId="a1")
+        asks = start(api, "planner", "supper", A, resourceId="a2")
+        other = start(api, "ops", "rec-b1", B, resourceId="b1")
+
+        inbox = tabs(server.url)
+        inbox.allow(401)
+        login = inbox.page.get_by_test_id("login")
+        expect(login).to_be_visible()
+        expect(inbox.cards()).to_have_count(0)
+        inbox.page.locator("#api-key").fill("not-a-key")
+        inbox.page.locator("#api-key").press("Enter")
+        expect(login).to_contain_text("That key was not accepted")
+
+        inbox.page.locator("#api-key").fill("key-a")
+        inbox.page.get_by_role("button", name="Use key").click()
+        expect(inbox.cards()).to_have_count(2)
+        assert inbox.shown_runs() == {own, asks}, "never another tenant's pause"
+        assert other not in inbox.shown_runs()
+        expect(inbox.page.get_by_test_id("who")).to_have_text("Key …ey-a")
+        assert inbox.page.evaluate("sessionStorage.getItem('troupe.inbox.apiKey')") == "key-a"
+        inbox.screenshot("inbox-tenant.png")
+
+        inbox.card(own).get_by_test_id("approve").click()
+        expect(inbox.card(own).get_by_test_id("final-text")).to_have_text('call-1={"deleted": "rec-a1"}')
+        decisions, _ = audit(tmp_path, own)
+        assert [(d.kind, d.decided_by) for d in decisions] == [("approved", "tenant-a")]
+        assert [e["id"] for e in calls.entries("delete_record")] == ["rec-a1"]
+
+        inbox.page.reload()  # the key stays for this tab
+        expect(inbox.cards()).to_have_count(1)
+        assert inbox.shown_runs() == {asks}
+        assert pending(api, B) == {other}, "the other tenant's pause is untouched"
