@@ -4,6 +4,8 @@
                                     "k-ops": {"name": "ops", "admin": True}})
     app = create_app(runtime, open_mode=True)   # local use only: no key needed, everything visible
 
+``GET /inbox`` serves the approval inbox page (see ``api.inbox``).
+
 Every error is JSON ``{"error": {"code", "message", "details"}}`` with the error's ``http_status``: a
 caller's mistake is a 4xx (a body that does not validate, or is not JSON, is 422), never a 500. The app
 does not own the runtime: whoever created the runtime shuts it down (``troupe serve`` does).
@@ -21,7 +23,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from api import catalog, runs, suspended
+from api import catalog, inbox, runs, suspended
 from api.auth import Gate, KeyRing, keyring
 from api.errors import AuthenticationError, HttpError, InvalidRequestError, error_body
 from api.service import Service
@@ -48,8 +50,9 @@ def create_app(
 
     app = FastAPI(title="Troupe", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
     app.state.troupe = service
-    for module in (catalog, runs, suspended):
+    for module in (catalog, runs, suspended, inbox):
         app.include_router(module.router, prefix="/api")
+    app.include_router(inbox.page_router)  # GET /inbox: the approval inbox page
     app.add_exception_handler(TroupeError, _on_troupe_error)
     app.add_exception_handler(RequestValidationError, _on_invalid_request)
     app.add_exception_handler(StarletteHTTPException, _on_http_error)

@@ -74,7 +74,10 @@ async def _serve(
         agents = ", ".join(sorted(a.id for a in runtime.list_agents()))
         access = "open mode: no key needed, every caller is an admin" if open_mode else "API keys required"
         print(
-            f"troupe: serving {agents} ({runtime.executor} executor; {access})", file=sys.stderr, flush=True
+            f"troupe: serving {agents} ({runtime.executor} executor; {access}); "
+            f"approval inbox at http://{host}:{port}/inbox",
+            file=sys.stderr,
+            flush=True,
         )
 
         def stop(signum: int) -> None:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up a fresh machine for Troupe: a virtualenv in .venv with Troupe and its dev tools, and (with
-# --system) the system packages the test suite needs (redis-server, npm) plus the Node packages of the
+# --system) the system packages the test suite needs (redis-server, npm, chromium for the inbox page's
+# browser tests, driven by Playwright without `playwright install`) plus the Node packages of the
 # Mastra-client test (tests/js: Node 22 and @mastra/client-js from the lock file; --js does only that).
 # Safe to run again; it only adds what is missing.
 set -euo pipefail
@@ -26,6 +27,7 @@ if $system; then
     missing=()
     command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
     command -v npm >/dev/null 2>&1 || missing+=(npm)
+    command -v chromium >/dev/null 2>&1 || missing+=(chromium)
     if [ ${#missing[@]} -gt 0 ]; then
         sudo=""
         [ "$(id -u)" -eq 0 ] || sudo="sudo"

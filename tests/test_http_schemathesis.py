@@ -19,7 +19,7 @@ def fuzz(url: str, headers: dict[str, str]) -> dict[str, int]:
     schema = schemathesis.openapi.from_url(f"{url}/openapi.json")
     sent: dict[str, int] = {}
     operations = [op.ok() for op in schema.get_all_operations()]
-    assert len(operations) == 12, [op.label for op in operations]
+    assert len(operations) == 13, [op.label for op in operations]
     for operation in operations:
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
             # Valid requests go to a real agent (so runs start and pause); invalid ones name any agent.

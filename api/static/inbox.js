@@ -1,0 +1,771 @@
+// Troupe's approval inbox: lists every pause waiting for a human (GET /api/inbox, polled) and decides
+// them with the ordinary routes (approve-tool-call, decline-tool-call, resume-stream), reading the run's
+// server-sent events to show what happened next. Plain JavaScript, no build step, no dependencies.
+// Everything shown comes from the server and is put in the page as text, never as HTML.
+"use strict";
+
+(() => {
+  const KEY_STORE = "troupe.inbox.apiKey";
+  const query = new URLSearchParams(location.search);
+  const POLL_MS = Math.max(200, Number(query.get("poll")) || 2000);
+  // The API sits next to the page, whatever prefix the app is mounted under.
+  const BASE = location.pathname.replace(/\/inbox\/?$/, "") + "/api";
+
+  const state = {
+    key: sessionStorage.getItem(KEY_STORE) || "",
+    cards: new Map(), // pause id -> card
+    timer: 0,
+    polling: false,
+    again: false,
+    paused: false, // waiting for a key
+  };
+
+  const $ = (id) => document.getElementById(id);
+
+  // ---- small helpers ------------------------------------------------------------------------------
+
+  function el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [name, value] of Object.entries(attrs || {})) {
+      if (value === null || value === undefined || value === false) continue;
+      if (name === "class") node.className = value;
+      else if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
+      else node.setAttribute(name, value === true ? "" : String(value));
+    }
+    for (const child of children.flat(Infinity)) {
+      if (child === null || child === undefined || child === false) continue;
+      node.append(child instanceof Node ? child : String(child));
+    }
+    return node;
+  }
+
+  const pretty = (value) => {
+    if (value === undefined) return "";
+    try {
+      return JSON.stringify(value, null, 2);
+    } catch {
+      return String(value);
+    }
+  };
+
+  // A tool's result as it is: text as text, anything else as JSON.
+  const shown = (value) => (typeof value === "string" ? value : pretty(value));
+
+  const pad = (n) => String(n).padStart(2, "0");
+
+  function stamp(date) {
+    return (
+      `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())} ` +
+      `${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())}`
+    );
+  }
+
+  function span(ms) {
+    const s = Math.max(0, Math.round(Math.abs(ms) / 1000));
+    if (s < 60) return `${s} s`;
+    if (s < 3600) return `${Math.floor(s / 60)} min`;
+    if (s < 86400) return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
+    return `${Math.floor(s / 86400)} d ${Math.floor((s % 86400) / 3600)} h`;
+  }
+
+  const dateOf = (iso) => {
+    if (!iso) return null;
+    const date = new Date(iso);
+    return Number.isNaN(date.getTime()) ? null : date;
+  };
+
+  class ApiError extends Error {
+    constructor(status, code, message, details) {
+      super(message);
+      this.status = status;
+      this.code = code;
+      this.details = details || {};
+    }
+  }
+
+  async function api(method, path, body, accept) {
+    const headers = { Accept: accept || "application/json" };
+    if (state.key) headers.Authorization = `Bearer ${state.key}`;
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    let response;
+    try {
+      response = await fetch(BASE + path, {
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+        cache: "no-store",
+        credentials: "omit",
+      });
+    } catch (err) {
+      throw new ApiError(0, "NETWORK", `the server cannot be reached (${err.message})`);
+    }
+    if (!response.ok) {
+      let error = null;
+      try {
+        error = (await response.json()).error;
+      } catch {
+        // not one of ours: keep the status
+      }
+      throw new ApiError(
+        response.status,
+        (error && error.code) || `HTTP_${response.status}`,
+        (error && error.message) || `HTTP ${response.status}`,
+        error && error.details,
+      );
+    }
+    return response;
+  }
+
+  // The chunks of a server-sent event stream: `data: {...}` frames, up to `data: [DONE]`.
+  async function* chunksOf(response) {
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      buffer += decoder.decode(value || new Uint8Array(), { stream: !done });
+      let cut;
+      while ((cut = buffer.search(/\r?\n\r?\n/)) >= 0) {
+        const block = buffer.slice(0, cut);
+        buffer = buffer.slice(cut).replace(/^\r?\n\r?\n/, "");
+        const data = block
+          .split(/\r?\n/)
+          .filter((line) => line.startsWith("data:"))
+          .map((line) => line.slice(5).replace(/^ /, ""))
+          .join("\n");
+        if (!data) continue;
+        if (data === "[DONE]") return;
+        yield JSON.parse(data);
+      }
+      if (done) return;
+    }
+  }
+
+  // ---- the key --------------------------------------------------------------------------------------
+
+  function useKey(key) {
+    state.key = key;
+    if (key) sessionStorage.setItem(KEY_STORE, key);
+    else sessionStorage.removeItem(KEY_STORE);
+  }
+
+  function showLogin(reason) {
+    state.paused = true;
+    clearTimeout(state.timer);
+    clearCards();
+    $("login-reason").textContent = reason;
+    $("login").hidden = false;
+    $("empty").hidden = true;
+    $("count").textContent = "";
+    $("who").textContent = "";
+    $("change-key").hidden = true;
+    setStatus("", "");
+    $("api-key").value = "";
+    $("api-key").focus();
+  }
+
+  function showWho() {
+    $("who").textContent = state.key ? `Key …${state.key.slice(-4)}` : "Open mode (no key)";
+    $("change-key").textContent = state.key ? "Change key" : "Use a key";
+    $("change-key").hidden = false;
+  }
+
+  function onUnauthorized(err) {
+    const had = Boolean(state.key);
+    useKey("");
+    showLogin(had ? `That key was not accepted (${err.message}). Enter another one.` : err.message);
+  }
+
+  // ---- polling --------------------------------------------------------------------------------------
+
+  function setStatus(kind, text) {
+    const status = $("status");
+    status.className = `status ${kind}`;
+    status.textContent = text;
+  }
+
+  function schedule() {
+    clearTimeout(state.timer);
+    if (!state.paused) state.timer = setTimeout(poll, POLL_MS);
+  }
+
+  async function poll() {
+    clearTimeout(state.timer);
+    if (state.paused) return;
+    if (state.polling) {
+      state.again = true;
+      return;
+    }
+    state.polling = true;
+    try {
+      const response = await api("GET", "/inbox");
+      const data = await response.json();
+      if (state.paused) return;
+      render(data);
+      showWho();
+      setStatus("live", `Live · updated ${stamp(new Date()).slice(11)}`);
+    } catch (err) {
+      if (err.status === 401) {
+        onUnauthorized(err);
+        return;
+      }
+      setStatus("error", `Cannot load the inbox: ${err.message}. Retrying…`);
+    } finally {
+      state.polling = false;
+      if (state.again) {
+        state.again = false;
+        setTimeout(poll, 0);
+      } else {
+        schedule();
+      }
+    }
+  }
+
+  const pauseId = (run, call) =>
+    [run.agentId, run.runId, call.toolCallId, call.fingerprint, call.pausedAt].join("\u0000");
+
+  function render(data) {
+    const listed = new Set();
+    const fresh = [];
+    let waiting = 0;
+    for (const run of data.runs || []) {
+      for (const call of run.toolCalls || []) {
+        const id = pauseId(run, call);
+        listed.add(id);
+        waiting += 1;
+        let card = state.cards.get(id);
+        if (!card) {
+          card = makeCard(id, run, call);
+          state.cards.set(id, card);
+          fresh.push(card);
+        }
+        card.missed = 0;
+        if (card.status === "gone") setCardStatus(card, "pending");
+      }
+    }
+    const list = $("pauses");
+    const first = list.firstChild;
+    for (const card of fresh) list.insertBefore(card.el, first);
+    for (const [id, card] of state.cards) {
+      // A pause missing from two listings in a row was decided elsewhere (or expired).
+      if (!listed.has(id) && card.status === "pending" && ++card.missed >= 2) setCardStatus(card, "gone");
+    }
+    for (const card of state.cards.values()) refreshTimes(card);
+    $("count").textContent = waiting ? `${waiting} waiting` : "";
+    document.title = waiting ? `(${waiting}) Approval inbox · Troupe` : "Approval inbox · Troupe";
+    $("empty").hidden = waiting > 0;
+  }
+
+  function clearCards() {
+    state.cards.clear();
+    $("pauses").replaceChildren();
+  }
+
+  // ---- one pause ------------------------------------------------------------------------------------
+
+  function makeCard(id, run, call) {
+    const kind = call.requiresApproval ? "approval" : "input";
+    const path = call.agentPath && call.agentPath.length ? call.agentPath : [run.agentId];
+    const card = { id, run, call, kind, status: "pending", missed: 0 };
+
+    card.since = el("span", { class: "since", "data-testid": "since" });
+    card.badge = el("span", { class: `badge ${kind}`, "data-testid": "badge" });
+    card.expires = el("dd", { "data-testid": "expires" });
+    card.sinceAt = el("dd", { "data-testid": "waiting-since" });
+    card.error = el("p", { class: "error", "data-testid": "error", role: "alert", hidden: true });
+    card.outcome = el("div", { class: "outcome", "data-testid": "outcome", hidden: true });
+    card.gone = el(
+      "p",
+      { class: "gone-note", "data-testid": "gone", hidden: true },
+      "No longer pending: decided elsewhere or expired.",
+    );
+
+    const head = el(
+      "div",
+      { class: "head" },
+      el(
+        "span",
+        { class: "path", "data-testid": "agent-path", title: "Agent path, from the top agent" },
+        path.map((name, i) => [i ? el("span", { class: "chev" }, "›") : null, el("span", {}, name)]),
+      ),
+      el("code", { class: "tool", "data-testid": "tool" }, call.toolName),
+      card.badge,
+      call.interrupted
+        ? el(
+            "span",
+            {
+              class: "badge warn",
+              "data-testid": "interrupted",
+              title: "The tool was interrupted by a crash while running; it has not finished",
+            },
+            "interrupted",
+          )
+        : null,
+      el("span", { class: "spacer" }),
+      card.since,
+    );
+
+    const meta = el(
+      "dl",
+      { class: "meta" },
+      el("dt", {}, "Thread"),
+      el("dd", { "data-testid": "thread" }, run.threadId || "—"),
+      el("dt", {}, "Resource"),
+      el("dd", { "data-testid": "resource" }, run.resourceId || "—"),
+      el("dt", {}, "Waiting since"),
+      card.sinceAt,
+      el("dt", {}, "Expires"),
+      card.expires,
+      el("dt", {}, "Run"),
+      el("dd", {}, el("code", { "data-testid": "run-id" }, run.runId)),
+      el("dt", {}, "Tool call"),
+      el("dd", {}, el("code", { "data-testid": "tool-call-id" }, call.toolCallId)),
+    );
+
+    const details = el(
+      "div",
+      { class: "details" },
+      el(
+        "section",
+        { class: "args" },
+        el("h3", {}, "Arguments"),
+        el("pre", { "data-testid": "args" }, pretty(call.args)),
+      ),
+      kind === "input"
+        ? el(
+            "section",
+            { class: "asks" },
+            el("h3", {}, "The tool asks"),
+            el("pre", { "data-testid": "asks" }, pretty(call.suspendPayload)),
+          )
+        : null,
+    );
+
+    card.actions = el("div", { class: "actions" });
+    if (kind === "approval") {
+      card.actions.append(
+        el(
+          "button",
+          { type: "button", class: "primary", "data-testid": "approve", onclick: () => decide(card, "approve") },
+          "Approve",
+        ),
+      );
+    } else {
+      card.actions.append(answerForm(card, call.resumeSchema));
+    }
+    card.reason = el("input", {
+      type: "text",
+      class: "reason",
+      "data-testid": "reason",
+      placeholder: "Reason (optional)",
+      title: "Why you decline: the model is told",
+      "aria-label": "Reason for declining",
+      maxlength: 100000,
+    });
+    card.actions.append(
+      el(
+        "div",
+        { class: "decline" },
+        card.reason,
+        el(
+          "button",
+          { type: "button", class: "danger", "data-testid": "decline", onclick: () => decide(card, "decline") },
+          "Decline",
+        ),
+      ),
+    );
+
+    card.el = el(
+      "li",
+      {
+        class: `pause ${kind}`,
+        "data-testid": "pause",
+        "data-state": "pending",
+        "data-kind": kind,
+        "data-agent": run.agentId,
+        "data-run-id": run.runId,
+        "data-tool-call-id": call.toolCallId,
+        "data-tool": call.toolName,
+      },
+      head,
+      meta,
+      details,
+      card.actions,
+      card.error,
+      card.gone,
+      card.outcome,
+    );
+    setCardStatus(card, "pending");
+    refreshTimes(card);
+    return card;
+  }
+
+  function refreshTimes(card) {
+    if (card.status !== "pending" && card.status !== "gone") {
+      card.since.textContent = "";
+      return;
+    }
+    const now = Date.now();
+    const since = dateOf(card.call.pausedAt);
+    card.sinceAt.textContent = since ? stamp(since) : "—";
+    card.since.textContent = since ? `waiting ${span(now - since.getTime())}` : "";
+    const expires = dateOf(card.call.expiresAt);
+    if (!expires) card.expires.textContent = "never";
+    else if (expires.getTime() > now) card.expires.textContent = `${stamp(expires)} (in ${span(expires - now)})`;
+    else card.expires.textContent = `${stamp(expires)} (expired)`;
+  }
+
+  const BADGES = {
+    pending: (card) => [card.kind, card.kind === "approval" ? "needs approval" : "waits for an answer"],
+    deciding: () => ["busy", "deciding…"],
+    decided: (card) => (card.verdict === "declined" ? ["declined", "declined"] : ["done", card.verdict]),
+    gone: () => ["gone", "no longer pending"],
+  };
+
+  function setCardStatus(card, status) {
+    card.status = status;
+    card.el.dataset.state = status;
+    const [look, label] = BADGES[status](card);
+    card.badge.className = `badge ${look}`;
+    card.badge.textContent = label;
+    const locked = status !== "pending";
+    for (const control of card.actions.querySelectorAll("button, input, select, textarea")) {
+      control.disabled = locked;
+    }
+    card.actions.hidden = status === "decided" || status === "gone";
+    card.gone.hidden = status !== "gone";
+    if (status === "decided") refreshTimes(card);
+  }
+
+  function showError(card, message) {
+    card.error.textContent = message;
+    card.error.hidden = !message;
+  }
+
+  // ---- deciding -------------------------------------------------------------------------------------
+
+  async function decide(card, action, resumeData) {
+    if (card.status !== "pending") return;
+    const { run, call } = card;
+    const body = { runId: run.runId, toolCallId: call.toolCallId, fingerprint: call.fingerprint };
+    let route;
+    let verdict;
+    if (action === "approve") {
+      route = "approve-tool-call";
+      verdict = "Approved";
+    } else if (action === "decline") {
+      route = "decline-tool-call";
+      const reason = card.reason.value.trim();
+      if (reason) body.reason = reason;
+      verdict = reason ? `Declined: ${reason}` : "Declined";
+    } else {
+      route = "resume-stream";
+      body.resumeData = resumeData;
+      verdict = "Answered";
+    }
+    showError(card, "");
+    setCardStatus(card, "deciding");
+    let response;
+    try {
+      response = await api(
+        "POST",
+        `/agents/${encodeURIComponent(run.agentId)}/${route}`,
+        body,
+        "text/event-stream",
+      );
+    } catch (err) {
+      if (err.status === 401) {
+        onUnauthorized(err);
+        return;
+      }
+      setCardStatus(card, "pending");
+      showError(card, err.message);
+      if (err.status === 404 || err.status === 409) poll(); // decided elsewhere, or it changed
+      return;
+    }
+    // The decision is claimed: whatever the stream says now is the run carrying on.
+    card.verdict = { approve: "approved", decline: "declined", answer: "answered" }[action];
+    setCardStatus(card, "decided");
+    const outcome = startOutcome(card, action, verdict, resumeData);
+    try {
+      for await (const chunk of chunksOf(response)) outcome.add(chunk);
+    } catch (err) {
+      outcome.add({ type: "error", payload: { error: { message: `the stream broke: ${err.message}` } } });
+    }
+    outcome.end();
+    poll(); // the next pause, if any, shows as its own entry
+  }
+
+  function startOutcome(card, action, verdict, resumeData) {
+    const box = card.outcome;
+    box.dataset.outcome = { approve: "approved", decline: "declined", answer: "answered" }[action];
+    box.replaceChildren(el("p", { class: "verdict", "data-testid": "verdict" }, verdict));
+    if (action === "answer") box.append(el("pre", { class: "answer-data" }, pretty(resumeData)));
+    const progress = el("p", { class: "progress", "data-testid": "progress" }, "Running…");
+    box.append(progress);
+    box.hidden = false;
+    let text = "";
+    let textEl = null;
+    let finish = null;
+    let next = null;
+    let error = null;
+    const mine = (payload) => payload.toolCallId === card.call.toolCallId;
+    return {
+      add(chunk) {
+        const p = chunk.payload || {};
+        switch (chunk.type) {
+          case "tool-result":
+          case "tool-error":
+            if (mine(p)) {
+              const label = p.declined ? "The model is told" : chunk.type === "tool-error" ? "Tool error" : "Tool result";
+              box.insertBefore(
+                el("section", { class: "result" }, el("h3", {}, label), el("pre", { "data-testid": "result" }, shown(p.result))),
+                progress,
+              );
+            }
+            break;
+          case "text-delta":
+            text += p.text || "";
+            if (!textEl) {
+              textEl = el("p", { class: "final-text", "data-testid": "final-text" });
+              box.insertBefore(el("section", { class: "answer" }, el("h3", {}, "The model answered"), textEl), progress);
+            }
+            textEl.textContent = text;
+            break;
+          case "tool-call-approval":
+          case "tool-call-suspended":
+            next = chunk;
+            break;
+          case "finish":
+            finish = p.finishReason || null;
+            break;
+          case "error":
+            error = (p.error && p.error.message) || "the run failed";
+            break;
+          default:
+            break;
+        }
+      },
+      end() {
+        box.dataset.finish = error ? "error" : finish || "";
+        progress.classList.toggle("bad", Boolean(error));
+        if (error) {
+          progress.textContent = `The run failed: ${error}`;
+        } else if (next) {
+          const p = next.payload || {};
+          const where = (p.agentPath || []).join(" › ");
+          const what = next.type === "tool-call-approval" ? "needs approval" : "waits for an answer";
+          progress.textContent = `Paused again: ${p.toolName}${where ? ` (${where})` : ""} ${what}; it is listed as a new entry.`;
+        } else if (finish === "suspended") {
+          progress.textContent = "The run still waits for another decision.";
+        } else {
+          progress.textContent = finish ? `Run finished (${finish}).` : "Run finished.";
+        }
+      },
+    };
+  }
+
+  // ---- the answer form of a suspend() pause, from its resume schema ------------------------------------
+
+  const primitive = (v) => v === null || ["string", "number", "boolean"].includes(typeof v);
+
+  function resolve(schema, root) {
+    let s = schema;
+    for (let hops = 0; s && typeof s.$ref === "string" && s.$ref.startsWith("#/") && hops < 20; hops++) {
+      let target = root;
+      for (const part of s.$ref.slice(2).split("/")) {
+        target = target && target[part.replace(/~1/g, "/").replace(/~0/g, "~")];
+      }
+      s = target ? { ...target, ...without(s, "$ref") } : null;
+    }
+    return s;
+  }
+
+  function without(obj, key) {
+    const copy = { ...obj };
+    delete copy[key];
+    return copy;
+  }
+
+  // What input a property gets: string, integer, number, boolean, enum, or json for anything else.
+  function describe(raw, root) {
+    let s = resolve(raw, root) || {};
+    let nullable = false;
+    const alternatives = s.anyOf || s.oneOf;
+    if (Array.isArray(alternatives)) {
+      const real = alternatives.map((a) => resolve(a, root)).filter((a) => a && a.type !== "null");
+      nullable = real.length < alternatives.length;
+      if (real.length !== 1) return { kind: "json", schema: s, nullable };
+      s = { ...real[0], title: s.title ?? real[0].title, description: s.description ?? real[0].description, default: s.default ?? real[0].default };
+    }
+    if (Array.isArray(s.enum) && s.enum.length && s.enum.every(primitive)) return { kind: "enum", options: s.enum, schema: s, nullable };
+    if ("const" in s && primitive(s.const)) return { kind: "enum", options: [s.const], schema: s, nullable };
+    let type = s.type;
+    if (Array.isArray(type)) {
+      const real = type.filter((t) => t !== "null");
+      nullable = nullable || real.length < type.length;
+      type = real.length === 1 ? real[0] : null;
+    }
+    if (["string", "integer", "number", "boolean"].includes(type)) return { kind: type, schema: s, nullable };
+    return { kind: "json", schema: s, nullable };
+  }
+
+  function answerForm(card, schema) {
+    const root = schema || {};
+    const top = resolve(schema, root);
+    const fields = [];
+    if (top && top.properties && typeof top.properties === "object" && Object.keys(top.properties).length) {
+      const required = new Set(Array.isArray(top.required) ? top.required : []);
+      for (const [name, raw] of Object.entries(top.properties)) {
+        fields.push(field(card, name, describe(raw, root), required.has(name)));
+      }
+    } else {
+      // No object schema with properties: the whole answer as JSON.
+      fields.push(field(card, null, { kind: "json", schema: top || {}, nullable: false }, true));
+    }
+    const form = el(
+      "form",
+      { class: "answer-form", "data-testid": "answer-form", novalidate: true },
+      fields.map((f) => f.row),
+      el("div", { class: "form-actions" }, el("button", { type: "submit", class: "primary", "data-testid": "send-answer" }, "Send answer")),
+    );
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      let ok = true;
+      let data = {};
+      for (const f of fields) {
+        const read = f.read();
+        f.error.textContent = read.error || "";
+        f.error.hidden = !read.error;
+        f.input.setAttribute("aria-invalid", read.error ? "true" : "false");
+        if (read.error) ok = false;
+        else if (f.name === null) data = read.value;
+        else if (!read.omit) data[f.name] = read.value;
+      }
+      if (!ok) {
+        showError(card, "Fix the marked fields first.");
+        return;
+      }
+      decide(card, "answer", data);
+    });
+    return form;
+  }
+
+  function field(card, name, spec, required) {
+    const s = spec.schema;
+    const id = `f-${Math.random().toString(36).slice(2)}-${name === null ? "answer" : name}`;
+    const label = name === null ? "Answer (JSON)" : s.title || name;
+    let input;
+    const hint = [];
+    if (spec.kind === "boolean") {
+      input = el("input", { type: "checkbox", id, checked: s.default === true });
+    } else if (spec.kind === "enum") {
+      input = el(
+        "select",
+        { id },
+        s.default === undefined ? el("option", { value: "" }, required ? "Choose…" : "—") : null,
+        spec.options.map((option, i) =>
+          el("option", { value: String(i), selected: s.default === option }, option === null ? "null" : String(option)),
+        ),
+      );
+    } else if (spec.kind === "integer" || spec.kind === "number") {
+      input = el("input", {
+        type: "number",
+        id,
+        step: spec.kind === "integer" ? "1" : "any",
+        inputmode: spec.kind === "integer" ? "numeric" : "decimal",
+        min: s.minimum ?? s.exclusiveMinimum,
+        max: s.maximum ?? s.exclusiveMaximum,
+        value: typeof s.default === "number" ? s.default : null,
+      });
+      hint.push(spec.kind === "integer" ? "whole number" : "number");
+      if (s.minimum !== undefined) hint.push(`≥ ${s.minimum}`);
+      if (s.exclusiveMinimum !== undefined) hint.push(`> ${s.exclusiveMinimum}`);
+      if (s.maximum !== undefined) hint.push(`≤ ${s.maximum}`);
+      if (s.exclusiveMaximum !== undefined) hint.push(`< ${s.exclusiveMaximum}`);
+    } else if (spec.kind === "string") {
+      input = el("input", {
+        type: "text",
+        id,
+        maxlength: s.maxLength,
+        value: typeof s.default === "string" ? s.default : null,
+        spellcheck: "false",
+      });
+    } else {
+      input = el("textarea", { id, rows: 4, spellcheck: "false", placeholder: "JSON" });
+      if (s.default !== undefined) input.value = pretty(s.default);
+      hint.push("JSON");
+    }
+    input.dataset.field = name === null ? "" : name;
+    if (required) input.setAttribute("aria-required", "true");
+    const error = el("span", { class: "field-error", "data-testid": "field-error", hidden: true });
+    const labelEl = el(
+      "label",
+      { for: id },
+      label,
+      required ? el("span", { class: "required", title: "required", "aria-hidden": "true" }, "*") : null,
+    );
+    const row = el(
+      "div",
+      { class: `field ${spec.kind}` },
+      spec.kind === "boolean" ? el("div", { class: "check" }, input, labelEl) : [labelEl, input],
+      s.description || hint.length
+        ? el("span", { class: "field-hint" }, [s.description, hint.join(", ")].filter(Boolean).join(" · "))
+        : null,
+      error,
+    );
+    const missing = () => (required ? { error: "Required." } : { omit: true });
+    const read = () => {
+      if (spec.kind === "boolean") return { value: input.checked };
+      if (spec.kind === "enum") {
+        if (input.value === "") return missing();
+        return { value: spec.options[Number(input.value)] };
+      }
+      if (spec.kind === "integer" || spec.kind === "number") {
+        if (input.validity && input.validity.badInput) return { error: `Enter a ${hint[0]}.` };
+        const text = input.value.trim();
+        if (text === "") return missing();
+        const n = Number(text);
+        if (!Number.isFinite(n) || (spec.kind === "integer" && !Number.isInteger(n))) return { error: `Enter a ${hint[0]}.` };
+        return { value: n };
+      }
+      if (spec.kind === "string") return input.value === "" ? missing() : { value: input.value };
+      const text = input.value.trim();
+      if (text === "") return missing();
+      try {
+        return { value: JSON.parse(text) };
+      } catch (err) {
+        return { error: `Not valid JSON: ${err.message}` };
+      }
+    };
+    return { name, input, row, error, read };
+  }
+
+  // ---- start ----------------------------------------------------------------------------------------
+
+  function start() {
+    $("login-form").addEventListener("submit", (event) => {
+      event.preventDefault();
+      const key = $("api-key").value.trim();
+      if (!key) return;
+      useKey(key);
+      $("login").hidden = true;
+      state.paused = false;
+      clearCards();
+      setStatus("", "Loading…");
+      poll();
+    });
+    $("change-key").addEventListener("click", () => {
+      useKey("");
+      showLogin("Enter the API key to use.");
+    });
+    // Relative times move on between listings too.
+    setInterval(() => {
+      for (const card of state.cards.values()) refreshTimes(card);
+    }, 1000);
+    setStatus("", "Loading…");
+    poll();
+  }
+
+  start();
+})();
