@@ -55,6 +55,18 @@ def free_port() -> int:
 
 
 def start_server(executor: str, store: str, workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """``troupe serve`` on a free port; tried again on another port if it fails to start (the port we
+    probed can be taken by someone else before the server binds it)."""
+    for attempt in range(3):
+        try:
+            return _start_server(executor, store, workdir)
+        except RuntimeError:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _start_server(executor: str, store: str, workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     db = "memory" if store == "memory" else str(workdir / f"{executor}.db")
     env = {**os.environ, "TROUPE_BENCH_EXECUTOR": executor, "TROUPE_BENCH_DB": db}
