@@ -16,7 +16,7 @@ from core.requests import ChunkBatches, DecideRequest, StartRequest
 from core.results import ResultBuilder, RunResult
 
 # Ray calls cost about 1 ms each: let chunks gather this long on the actor before a batch is sent.
-RAY_LINGER_S = 0.003
+RAY_LINGER_S = 0.010
 
 Fetch = Callable[[str], Awaitable[Batch]]
 
