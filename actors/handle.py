@@ -161,9 +161,6 @@ class RayHandle(AgentHandle):
         expired: list[str] = await self.actor.call_while_restarting("expire_due")
         return expired
 
-    async def ready(self) -> None:
-        await self.actor.call_while_restarting("ping")
-
     async def close(self) -> None:
         self.actor.kill()
 

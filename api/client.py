@@ -21,7 +21,7 @@ import json
 from collections.abc import AsyncIterator, Mapping
 from datetime import datetime
 from types import TracebackType
-from typing import Any
+from typing import Any, Unpack
 from urllib.parse import quote, unquote
 
 import httpx
@@ -29,6 +29,7 @@ import httpx
 from api.errors import HttpError, error_from_body
 from api.wire import RUN_ID_HEADER, run_result_from_json, suspended_runs_from_json
 from core.chunks import Chunk
+from core.options import StreamOptions
 from core.results import RunResult
 from core.stream import AgentStream
 from core.suspended import SuspendedRunList
@@ -143,13 +144,12 @@ class AsyncAgentClient:
 
     # ---- running ------------------------------------------------------------------------------------
 
-    async def stream(self, messages: Messages, **options: Any) -> AgentStream:
-        """Start a run and stream it. Options as ``Agent.stream``: ``require_tool_approval`` (bool),
-        ``auto_resume_suspended_tools``, ``thread_id``, ``resource_id``, ``request_context``,
-        ``max_steps``, ``run_id``, ``approval_timeout``."""
+    async def stream(self, messages: Messages, **options: Unpack[StreamOptions]) -> AgentStream:
+        """Start a run and stream it. Options as ``Agent.stream`` (``require_tool_approval`` as a bool:
+        a function cannot cross HTTP)."""
         return await self.client.open_stream(f"{self._base}/stream", run_body(messages, options))
 
-    async def generate(self, messages: Messages, **options: Any) -> RunResult:
+    async def generate(self, messages: Messages, **options: Unpack[StreamOptions]) -> RunResult:
         return await self._result("generate", run_body(messages, options))
 
     # ---- deciding -----------------------------------------------------------------------------------

@@ -139,10 +139,6 @@ class Operation:
             finally:
                 self._release()
 
-    def cancel(self) -> None:
-        """Give the run back without executing (the caller could not take the stream)."""
-        self._release()
-
 
 class RunEngine:
     def __init__(
@@ -452,9 +448,6 @@ class RunEngine:
 
     def is_busy(self, run_id: str) -> bool:
         return self.locks.held(run_id)
-
-    def is_idle(self) -> bool:
-        return len(self.locks) == 0
 
 
 __all__ = ["Operation", "RunEngine", "RunLocks"]

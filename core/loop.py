@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 
 from core.agent import DELEGATION_PREFIX, AgentSpec
-from core.chunks import PAUSE_TYPES, Chunk
+from core.chunks import Chunk
 from core.decisions import parse_resume_data
 from core.delegation import Delegation, child_run_id, delegation_tool
 from core.errors import ModelError, StorageError, TroupeError
@@ -444,14 +444,10 @@ def pause_chunk(run_id: str, call: ToolCallState, pause: Pause) -> Chunk:
     return Chunk("tool-call-approval", run_id, payload)
 
 
-def is_pause(chunk: Chunk) -> bool:
-    return chunk.type in PAUSE_TYPES
-
-
 async def _maybe_await(value: Any) -> Any:
     if asyncio.iscoroutine(value) or isinstance(value, asyncio.Future):
         return await value
     return value
 
 
-__all__ = ["ActiveRun", "Emit", "RunLoop", "is_pause", "pause_chunk"]
+__all__ = ["ActiveRun", "Emit", "RunLoop", "pause_chunk"]

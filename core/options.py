@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, TypedDict
 
 from core.errors import InvalidOptionError
 from core.policy import RunPolicy
@@ -63,6 +63,19 @@ class RunOptions:
             )
 
 
+class StreamOptions(TypedDict, total=False):
+    """The keyword options of ``stream()`` and ``generate()``; defaults are RunOptions'."""
+
+    require_tool_approval: RunPolicy
+    auto_resume_suspended_tools: bool
+    thread_id: str
+    resource_id: str
+    request_context: dict[str, Any]
+    max_steps: int
+    run_id: str
+    approval_timeout: float
+
+
 def check_option_names(options: dict[str, Any], where: str) -> None:
     unknown = sorted(set(options) - RunOptions.names())
     if unknown:
@@ -73,4 +86,4 @@ def check_option_names(options: dict[str, Any], where: str) -> None:
         )
 
 
-__all__ = ["RunOptions", "check_option_names"]
+__all__ = ["RunOptions", "StreamOptions", "check_option_names"]

@@ -8,10 +8,10 @@ from __future__ import annotations
 import copy
 import uuid
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from core.agent import AgentSpec
-from core.policy import RunPolicy
+from core.options import StreamOptions
 from core.requests import Approve, DecideRequest, DecisionInput, Decline, Resume, StartRequest
 from core.results import RunResult
 from core.stream import AgentStream
@@ -52,59 +52,19 @@ class Agent(AgentSpec):
 
     # ---- running ------------------------------------------------------------------------------------
 
-    async def stream(
-        self,
-        messages: Messages,
-        *,
-        require_tool_approval: RunPolicy | None = None,
-        auto_resume_suspended_tools: bool | None = None,
-        thread_id: str | None = None,
-        resource_id: str | None = None,
-        request_context: dict[str, Any] | None = None,
-        max_steps: int | None = None,
-        run_id: str | None = None,
-        approval_timeout: float | None = None,
-    ) -> AgentStream:
+    async def stream(self, messages: Messages, **options: Unpack[StreamOptions]) -> AgentStream:
         """Start a run and stream it. Omitted options come from ``default_options``."""
-        given = _given(
-            require_tool_approval=require_tool_approval,
-            auto_resume_suspended_tools=auto_resume_suspended_tools,
-            thread_id=thread_id,
-            resource_id=resource_id,
-            request_context=request_context,
-            max_steps=max_steps,
-            run_id=run_id,
-            approval_timeout=approval_timeout,
-        )
-        given.setdefault("run_id", str(uuid.uuid4()))  # known here too, so a lost reply can be followed up
-        return await self.runtime.stream(self.id, StartRequest(messages, given, trace=carrier()))
+        return await self.runtime.stream(self.id, self._start(messages, options))
 
-    async def generate(
-        self,
-        messages: Messages,
-        *,
-        require_tool_approval: RunPolicy | None = None,
-        auto_resume_suspended_tools: bool | None = None,
-        thread_id: str | None = None,
-        resource_id: str | None = None,
-        request_context: dict[str, Any] | None = None,
-        max_steps: int | None = None,
-        run_id: str | None = None,
-        approval_timeout: float | None = None,
-    ) -> RunResult:
+    async def generate(self, messages: Messages, **options: Unpack[StreamOptions]) -> RunResult:
         """Run to the end or to the first pause (``finish_reason == "suspended"``)."""
-        given = _given(
-            require_tool_approval=require_tool_approval,
-            auto_resume_suspended_tools=auto_resume_suspended_tools,
-            thread_id=thread_id,
-            resource_id=resource_id,
-            request_context=request_context,
-            max_steps=max_steps,
-            run_id=run_id,
-            approval_timeout=approval_timeout,
-        )
-        given.setdefault("run_id", str(uuid.uuid4()))
-        return await self.runtime.generate(self.id, StartRequest(messages, given, trace=carrier()))
+        return await self.runtime.generate(self.id, self._start(messages, options))
+
+    @staticmethod
+    def _start(messages: Messages, options: StreamOptions) -> StartRequest:
+        given: dict[str, Any] = {k: v for k, v in options.items() if v is not None}
+        given.setdefault("run_id", str(uuid.uuid4()))  # known here too, so a lost reply can be followed up
+        return StartRequest(messages, given, trace=carrier())
 
     # ---- deciding -----------------------------------------------------------------------------------
 
@@ -249,10 +209,6 @@ class Agent(AgentSpec):
             decision = Approve() if approved else Decline(reason)
         request = self._decision(run_id, decision, tool_call_id, None, decided_by)
         return await self.runtime.decide(self.id, request)
-
-
-def _given(**options: Any) -> dict[str, Any]:
-    return {k: v for k, v in options.items() if v is not None}
 
 
 __all__ = ["Agent"]
