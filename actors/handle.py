@@ -110,10 +110,27 @@ class RayHandle(AgentHandle):
         return (RayHandle, (self.actor, self.agent_id))
 
     async def start(self, request: StartRequest) -> ChunkBatches:
-        return _batches(await self.actor.call("open_start", request, RAY_LINGER_S), self._next)
+        run_id = request.options_given.get("run_id")
+        try:
+            first = await self.actor.call("open_start", request, RAY_LINGER_S)
+        except RayActorError:
+            # The actor died while taking the run. If the run got as far as the store, its restarted
+            # host recovers it and we follow; if not, nothing happened yet and it is started again.
+            first = await self._attach(run_id) if run_id else None
+            if first is None:
+                first = await self.actor.call_while_restarting("open_start", request, RAY_LINGER_S)
+        return _batches(first, self._next)
 
     async def decide(self, request: DecideRequest) -> ChunkBatches:
-        return _batches(await self.actor.call("open_decision", request, RAY_LINGER_S), self._next)
+        try:
+            first = await self.actor.call("open_decision", request, RAY_LINGER_S)
+        except RayActorError:
+            # Whether the decision was claimed before the actor died is unknown: follow the run from its
+            # checkpoint (if the claim never landed, its pause is announced again, to be decided again).
+            first = await self._attach(request.run_id)
+            if first is None:
+                raise
+        return _batches(first, self._next)
 
     async def attach(self, run_id: str) -> ChunkBatches | None:
         first = await self._attach(run_id)

@@ -299,3 +299,45 @@ async def test_a_new_process_on_the_same_redis_decides_a_pause_at_depth_two(
         assert CallLog(log).count("delete_record") == 1
     finally:
         await runtime.shutdown()
+
+
+async def test_a_subagent_actor_dying_while_it_takes_the_run_is_followed_after_its_restart(
+    tmp_path: Path, ray_session
+):
+    """The subagent's tool kills its own actor process the first time it runs, before the supervisor
+    has even had the first answer to its call: the run was already durable, so the restarted actor
+    recovers it (the tool is idempotent: it runs again) and the supervisor follows it to the end."""
+    import os
+    import signal
+
+    from pydantic import BaseModel
+
+    from troupe import create_tool
+
+    calls = CallLog(tmp_path / "calls.jsonl")
+    marker = str(tmp_path / "crashed-once")
+
+    class Job(BaseModel):
+        name: str
+
+    def crash_once(inp: Job, ctx):
+        calls.record("work", run_id=ctx.run_id)
+        if not os.path.exists(marker):
+            open(marker, "w").close()
+            os.kill(os.getpid(), signal.SIGKILL)
+        return {"done": inp.name}
+
+    worker = Agent(
+        "worker",
+        model=echo_model(tool_call("work", {"name": "j"}, id="w1")),
+        tools=[create_tool("work", "work", Job, crash_once, idempotent=True)],
+    )
+    sup = Agent("sup", model=delegating("sup", ("worker", "do the job", "d1")), agents={"worker": worker})
+    runtime = Runtime([sup], storage=SqliteStore(tmp_path / "t.db"), executor="ray")
+    try:
+        result = await (await sup.stream("go")).result()
+        assert result.text == 'sup: d1=w1={"done": "j"}'
+        assert calls.count("work") == 2, "ran, died with its actor, ran again after the restart"
+        assert len({e["run_id"] for e in calls.entries("work")}) == 1, "the same subagent run both times"
+    finally:
+        await runtime.shutdown()
