@@ -249,6 +249,8 @@ async def decide(args: Any, out: TextIO) -> int:
     try:
         agent_id = args.agent or await _agent_of(source, args.run)
         agent = source.agent(agent_id)
+        if args.call is None and source.client is not None:
+            args.call = await _latest_call(source, agent_id, args.run)  # the HTTP API names the call
         if args.command == "approve":
             edited = json.loads(args.edited_args) if args.edited_args else None
             stream = await agent.approve_tool_call(
@@ -274,6 +276,13 @@ async def _agent_of(source: Source, run_id: str) -> str:
         if run.run_id == run_id:
             return run.agent_id
     raise AgentNotFoundError(f"no paused run {run_id} found; pass --agent if it is not paused", run_id=run_id)
+
+
+async def _latest_call(source: Source, agent_id: str, run_id: str) -> str:
+    for run in await source.pending(agent_id, None, None, Progress()):
+        if run.run_id == run_id and run.pending:
+            return max(run.pending, key=lambda call: call.paused_at).tool_call_id
+    raise SnapshotNotFoundError(f"run {run_id} has no call waiting for a decision", run_id=run_id)
 
 
 async def _follow(stream: Any, out: TextIO) -> int:
@@ -332,6 +341,10 @@ def run_command(args: Any, out: TextIO | None = None) -> int:
     handler = handlers[args.runs_command] if args.command == "runs" else decide
     try:
         return asyncio.run(handler(args, out))
+    except BrokenPipeError:
+        # The reader went away (`| head`): stop quietly, as Unix tools do.
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - flushing at exit must not fail again
+        return 0
     except TroupeError as exc:
         sys.stderr.write(f"troupe {args.command}: {exc} [{exc.code}]\n")
         return 1
