@@ -49,3 +49,13 @@ def worker_agent(log: CallLog, gate: str, **tool_options: Any):
         model=echo_model(tool_call("work", {"name": "job-1"}, id="w1")),
         tools=[blocking_tool(log, gate, **tool_options)],
     )
+
+
+async def kill_actor(actor) -> None:
+    """SIGKILL an agent's actor (Ray restarts it) and return once its process is really gone: ``ray.kill``
+    only asks, so a tool released right after it could still finish in the dying process."""
+    import ray
+
+    pid = int((await actor.call("stats"))["pid"])
+    ray.kill(actor.handle, no_restart=False)
+    await wait_for(lambda: not os.path.exists(f"/proc/{pid}"), what=f"actor process {pid} to exit")

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from blocking import wait_for, worker_agent
+from blocking import kill_actor, wait_for, worker_agent
 from helpers import chunks_of, types_of
 
 from troupe import Runtime, SqliteStore
@@ -44,8 +44,7 @@ def worker_setup(tmp_path: Path, ray_session):
 async def _kill_mid_tool(runtime: Runtime, agent, log: CallLog, gate: str):
     stream = await agent.stream("work please")
     await wait_for(lambda: started(log) == 1, what="the tool to start")
-    ray = __import__("ray")
-    ray.kill(runtime.handle("worker").actor.handle, no_restart=False)
+    await kill_actor(runtime.handle("worker").actor)
     Path(gate).touch()  # whatever runs from now on may finish
     return stream, await chunks_of(stream)
 
@@ -92,7 +91,7 @@ async def test_an_approved_tool_interrupted_by_a_killed_actor_goes_back_to_its_h
         paused = await agent.generate("work please")
         approved = await agent.approve_tool_call(run_id=paused.run_id, tool_call_id="w1")
         await wait_for(lambda: started(log) == 1, what="the approved tool to start")
-        __import__("ray").kill(runtime.handle("worker").actor.handle, no_restart=False)
+        await kill_actor(runtime.handle("worker").actor)
         chunks = await chunks_of(approved)
 
         again = [c for c in chunks if c.type == "tool-call-approval"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from blocking import wait_for
+from blocking import kill_actor, wait_for
 from helpers import chunks_of, delete_tool, echo_model, pay_tool, types_of, weather_tool
 from trees import delegating, leaf, three_levels, two_levels
 
@@ -243,7 +243,7 @@ async def test_a_killed_subagent_actor_is_restarted_and_the_delegated_run_finish
     try:
         stream = await sup.stream("go")
         await wait_for(lambda: calls.count("work") == 1, what="the subagent's tool to start")
-        ray_session.kill(runtime.handle("worker").actor.handle, no_restart=False)
+        await kill_actor(runtime.handle("worker").actor)
         gate.touch()
         chunks = await chunks_of(stream)
 
