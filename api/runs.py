@@ -62,8 +62,7 @@ async def approve_tool_call(
     caller: CallerDep,
 ) -> StreamingResponse:
     """Approve a paused call: the tool runs (once) and the run carries on."""
-    agent = service.agent(agentId)
-    await service.check_run(caller, agent, body.run_id)
+    agent = await service.run_agent(caller, agentId, body.run_id)
     stream = await agent.approve_tool_call(**_approval(body), decided_by=caller.name)
     return sse_response(stream)
 
@@ -76,8 +75,7 @@ async def decline_tool_call(
     caller: CallerDep,
 ) -> StreamingResponse:
     """Decline a paused call: the tool never runs; the model is told ``reason``."""
-    agent = service.agent(agentId)
-    await service.check_run(caller, agent, body.run_id)
+    agent = await service.run_agent(caller, agentId, body.run_id)
     stream = await agent.decline_tool_call(**_refusal(body), decided_by=caller.name)
     return sse_response(stream)
 
@@ -91,8 +89,7 @@ async def approve_tool_call_generate(
     service: ServiceDep,
     caller: CallerDep,
 ) -> dict[str, Any]:
-    agent = service.agent(agentId)
-    await service.check_run(caller, agent, body.run_id)
+    agent = await service.run_agent(caller, agentId, body.run_id)
     result = await agent.approve_tool_call_generate(**_approval(body), decided_by=caller.name)
     return run_result_json(result)
 
@@ -106,8 +103,7 @@ async def decline_tool_call_generate(
     service: ServiceDep,
     caller: CallerDep,
 ) -> dict[str, Any]:
-    agent = service.agent(agentId)
-    await service.check_run(caller, agent, body.run_id)
+    agent = await service.run_agent(caller, agentId, body.run_id)
     result = await agent.decline_tool_call_generate(**_refusal(body), decided_by=caller.name)
     return run_result_json(result)
 
@@ -120,8 +116,7 @@ async def resume_stream(
     caller: CallerDep,
 ) -> StreamingResponse:
     """Answer a tool that paused itself (``suspend()``); ``resumeData`` is validated against its schema."""
-    agent = service.agent(agentId)
-    await service.check_run(caller, agent, body.run_id)
+    agent = await service.run_agent(caller, agentId, body.run_id)
     stream = await agent.resume_stream(body.resume_data, **_resumption(body), decided_by=caller.name)
     return sse_response(stream)
 
@@ -134,8 +129,7 @@ async def resume_generate(
     caller: CallerDep,
 ) -> dict[str, Any]:
     """Troupe's addition: ``resume-stream`` answered with the folded result."""
-    agent = service.agent(agentId)
-    await service.check_run(caller, agent, body.run_id)
+    agent = await service.run_agent(caller, agentId, body.run_id)
     result = await agent.resume_generate(body.resume_data, **_resumption(body), decided_by=caller.name)
     return run_result_json(result)
 

@@ -28,6 +28,12 @@ class Service:
     def agent(self, agent_id: str) -> Agent:
         return self.runtime.get_agent(agent_id)
 
+    async def run_agent(self, caller: Principal, agent_id: str, run_id: str) -> Agent:
+        """The agent, once ``caller`` is known to be allowed to act on its run ``run_id``."""
+        agent = self.agent(agent_id)
+        await self.check_run(caller, agent, run_id)
+        return agent
+
     async def check_run(self, caller: Principal, agent: Agent, run_id: str) -> None:
         """Let ``caller`` act on the run only if it belongs to one of the caller's resources. An admin is
         not checked here (the runtime itself says if the run is unknown)."""

@@ -88,21 +88,19 @@ def _pick_pause(run_id: str, call: ToolCallState, fingerprint: str | None) -> Pa
     )
 
 
+# What each kind of decision needs the pause to be, and what to say when it is not.
+_FITS: dict[type, tuple[str, str]] = {
+    Approve: ("approval", "waits for resume data, not approval: use resume_stream/resume_generate"),
+    Resume: ("suspend", "waits for approval, not resume data: use approve_tool_call or decline_tool_call"),
+}
+
+
 def check_kind(run_id: str, target: Target, request: DecideRequest) -> None:
     """Approve only what waits for approval, resume only what waits for resume data; decline either."""
-    decision = request.decision
-    kind = target.pause.kind
-    if isinstance(decision, Approve) and kind != "approval":
+    fit = _FITS.get(type(request.decision))
+    if fit is not None and target.pause.kind != fit[0]:
         raise ToolCallNotSuspendedError(
-            f"tool call {target.call.tool_call_id!r} of run {run_id} waits for resume data, not approval: "
-            "use resume_stream/resume_generate",
-            run_id=run_id,
-            tool_call_id=target.call.tool_call_id,
-        )
-    if isinstance(decision, Resume) and kind != "suspend":
-        raise ToolCallNotSuspendedError(
-            f"tool call {target.call.tool_call_id!r} of run {run_id} waits for approval, not resume data: "
-            "use approve_tool_call or decline_tool_call",
+            f"tool call {target.call.tool_call_id!r} of run {run_id} {fit[1]}",
             run_id=run_id,
             tool_call_id=target.call.tool_call_id,
         )

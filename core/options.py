@@ -76,6 +76,14 @@ class StreamOptions(TypedDict, total=False):
     approval_timeout: float
 
 
+class DecisionOptions(TypedDict, total=False):
+    """The keyword options every decision method takes besides its own (edited args, reason)."""
+
+    tool_call_id: str | None  # omitted: the run's most recently paused call
+    fingerprint: str | None  # given: the decision applies only if the call still has it
+    decided_by: str | None  # recorded in the audit log
+
+
 def check_option_names(options: dict[str, Any], where: str) -> None:
     unknown = sorted(set(options) - RunOptions.names())
     if unknown:
@@ -86,4 +94,4 @@ def check_option_names(options: dict[str, Any], where: str) -> None:
         )
 
 
-__all__ = ["RunOptions", "StreamOptions", "check_option_names"]
+__all__ = ["DecisionOptions", "RunOptions", "StreamOptions", "check_option_names"]

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Unpack
 
 from core.agent import AgentSpec
-from core.options import StreamOptions
+from core.options import DecisionOptions, StreamOptions
 from core.requests import Approve, DecideRequest, DecisionInput, Decline, Resume, StartRequest
 from core.results import RunResult
 from core.stream import AgentStream
@@ -68,94 +68,42 @@ class Agent(AgentSpec):
 
     # ---- deciding -----------------------------------------------------------------------------------
 
-    def _decision(
-        self,
-        run_id: str,
-        decision: DecisionInput,
-        tool_call_id: str | None,
-        fingerprint: str | None,
-        decided_by: str | None,
-    ) -> DecideRequest:
-        return DecideRequest(
-            run_id=run_id,
-            decision=decision,
-            tool_call_id=tool_call_id,
-            fingerprint=fingerprint,
-            decided_by=decided_by,
-            trace=carrier(),
-        )
+    def _decision(self, run_id: str, decision: DecisionInput, options: DecisionOptions) -> DecideRequest:
+        return DecideRequest(run_id=run_id, decision=decision, trace=carrier(), **options)
 
     async def approve_tool_call(
-        self,
-        *,
-        run_id: str,
-        tool_call_id: str | None = None,
-        edited_args: dict[str, Any] | None = None,
-        fingerprint: str | None = None,
-        decided_by: str | None = None,
+        self, *, run_id: str, edited_args: dict[str, Any] | None = None, **options: Unpack[DecisionOptions]
     ) -> AgentStream:
-        request = self._decision(run_id, Approve(edited_args), tool_call_id, fingerprint, decided_by)
-        return await self.runtime.decide(self.id, request)
+        return await self.runtime.decide(self.id, self._decision(run_id, Approve(edited_args), options))
 
     async def decline_tool_call(
-        self,
-        *,
-        run_id: str,
-        tool_call_id: str | None = None,
-        reason: str | None = None,
-        fingerprint: str | None = None,
-        decided_by: str | None = None,
+        self, *, run_id: str, reason: str | None = None, **options: Unpack[DecisionOptions]
     ) -> AgentStream:
-        request = self._decision(run_id, Decline(reason), tool_call_id, fingerprint, decided_by)
-        return await self.runtime.decide(self.id, request)
+        return await self.runtime.decide(self.id, self._decision(run_id, Decline(reason), options))
 
     async def approve_tool_call_generate(
-        self,
-        *,
-        run_id: str,
-        tool_call_id: str | None = None,
-        edited_args: dict[str, Any] | None = None,
-        fingerprint: str | None = None,
-        decided_by: str | None = None,
+        self, *, run_id: str, edited_args: dict[str, Any] | None = None, **options: Unpack[DecisionOptions]
     ) -> RunResult:
-        request = self._decision(run_id, Approve(edited_args), tool_call_id, fingerprint, decided_by)
-        return await self.runtime.decide_generate(self.id, request)
+        return await self.runtime.decide_generate(
+            self.id, self._decision(run_id, Approve(edited_args), options)
+        )
 
     async def decline_tool_call_generate(
-        self,
-        *,
-        run_id: str,
-        tool_call_id: str | None = None,
-        reason: str | None = None,
-        fingerprint: str | None = None,
-        decided_by: str | None = None,
+        self, *, run_id: str, reason: str | None = None, **options: Unpack[DecisionOptions]
     ) -> RunResult:
-        request = self._decision(run_id, Decline(reason), tool_call_id, fingerprint, decided_by)
-        return await self.runtime.decide_generate(self.id, request)
+        return await self.runtime.decide_generate(self.id, self._decision(run_id, Decline(reason), options))
 
     async def resume_stream(
-        self,
-        resume_data: Any,
-        *,
-        run_id: str,
-        tool_call_id: str | None = None,
-        fingerprint: str | None = None,
-        decided_by: str | None = None,
+        self, resume_data: Any, *, run_id: str, **options: Unpack[DecisionOptions]
     ) -> AgentStream:
-        request = self._decision(run_id, Resume(resume_data), tool_call_id, fingerprint, decided_by)
-        return await self.runtime.decide(self.id, request)
+        return await self.runtime.decide(self.id, self._decision(run_id, Resume(resume_data), options))
 
     async def resume_generate(
-        self,
-        resume_data: Any,
-        *,
-        run_id: str,
-        tool_call_id: str | None = None,
-        fingerprint: str | None = None,
-        decided_by: str | None = None,
+        self, resume_data: Any, *, run_id: str, **options: Unpack[DecisionOptions]
     ) -> RunResult:
-        request = self._decision(run_id, Resume(resume_data), tool_call_id, fingerprint, decided_by)
-        return await self.runtime.decide_generate(self.id, request)
+        return await self.runtime.decide_generate(
+            self.id, self._decision(run_id, Resume(resume_data), options)
+        )
 
     async def observe_stream(self, *, run_id: str) -> AgentStream:
         """Follow a run from now on: the operation driving it (e.g. one recovered after a crash), or a
@@ -207,7 +155,7 @@ class Agent(AgentSpec):
             decision = Resume(resume_data)
         else:
             decision = Approve() if approved else Decline(reason)
-        request = self._decision(run_id, decision, tool_call_id, None, decided_by)
+        request = self._decision(run_id, decision, {"tool_call_id": tool_call_id, "decided_by": decided_by})
         return await self.runtime.decide(self.id, request)
 
 
