@@ -8,6 +8,8 @@ wrapper is removed and the original (picklable) Troupe error re-raised.
 from __future__ import annotations
 
 import asyncio
+import functools
+import logging
 import os
 import sys
 import tempfile
@@ -17,6 +19,7 @@ from typing import Any
 import ray
 from ray.exceptions import RayActorError, RayTaskError
 
+from actors.channel import ChannelClient, ChannelClosed, ChannelServer, Endpoint
 from core.errors import AgentUnavailableError
 
 # Agent steps must not be replayed by Ray: a replayed call could run a tool twice. Recovery after an
@@ -26,6 +29,10 @@ NAMESPACE = "troupe"
 # How long callers keep retrying an actor that Ray is restarting (a restart takes about 1-1.5 s here).
 RESTART_WAIT_S = 30.0
 _ACTOR_OPTIONS: dict[str, Any] = {"num_cpus": 0, "max_restarts": 5, "max_task_retries": 0}
+# Calls to an actor on the same node go over a direct channel (see actors.channel) unless this is "0".
+_CHANNELS = os.environ.get("TROUPE_ACTOR_CHANNEL", "1") != "0"
+
+log = logging.getLogger(__name__)
 
 
 def ensure_ray(address: str | None = None) -> None:
@@ -60,13 +67,44 @@ def current_actor_id() -> str | None:
     return f"ray-actor:{actor_id}" if actor_id else None
 
 
+def _for_caller(error: BaseException) -> BaseException:
+    """The error an actor's method raised, as its caller should see it. If that was itself the death of
+    *another* actor it called (a subagent), say so as a Troupe error: a bare RayActorError would read
+    as the death of the actor the caller called."""
+    if isinstance(error, RayActorError):
+        return AgentUnavailableError(f"an actor this agent called is unavailable: {error}")
+    return error
+
+
 def _unwrap(exc: RayTaskError) -> BaseException:
-    """The error the actor's method raised. If that was itself the death of *another* actor it called
-    (a subagent), say so as a Troupe error: a bare RayActorError would read as this actor's death."""
     cause = getattr(exc, "cause", None)
-    if isinstance(cause, RayActorError):
-        return AgentUnavailableError(f"an actor this agent called is unavailable: {cause}")
-    return cause if isinstance(cause, BaseException) else exc
+    return _for_caller(cause) if isinstance(cause, BaseException) else exc
+
+
+class _Reachable:
+    """Mixed into every Troupe actor: serves its methods on a channel too (see actors.channel)."""
+
+    _channel_server: ChannelServer | None = None
+
+    async def troupe_channel(self) -> Endpoint:
+        if self._channel_server is None:
+            node_id = ray.get_runtime_context().get_node_id()
+            self._channel_server = ChannelServer(self, node_id, _for_caller)
+        return await self._channel_server.start()
+
+
+@functools.cache
+def _reachable(actor_class: type) -> type:
+    return type(actor_class.__name__, (actor_class, _Reachable), {"__qualname__": actor_class.__qualname__})
+
+
+def _broken(opening: asyncio.Task[ChannelClient | None]) -> bool:
+    if not opening.done():
+        return False
+    if opening.cancelled() or opening.exception() is not None:
+        return True
+    line = opening.result()
+    return line is not None and line.closed
 
 
 class RayActor:
@@ -80,10 +118,12 @@ class RayActor:
     def __init__(self, name: str, handle: Any = None) -> None:
         self.name = name
         self._handle = handle
+        # Per event loop: the channel to the actor (None: call through Ray), or the task opening it.
+        self._lines: dict[asyncio.AbstractEventLoop, asyncio.Task[ChannelClient | None]] = {}
 
     @classmethod
     def spawn(cls, actor_class: type, *args: Any, name: str, **options: Any) -> RayActor:
-        remote_class: Any = ray.remote(**{**_ACTOR_OPTIONS, **options})(actor_class)
+        remote_class: Any = ray.remote(**{**_ACTOR_OPTIONS, **options})(_reachable(actor_class))
         return cls(name, remote_class.options(name=name, namespace=NAMESPACE).remote(*args))
 
     @property
@@ -93,10 +133,44 @@ class RayActor:
         return self._handle
 
     async def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        line = await self._line()
+        if line is not None:
+            try:
+                return await line.call(method, args, kwargs)
+            except ChannelClosed as exc:
+                # Whether the call reached the actor is unknown, as when a Ray call's actor dies.
+                raise RayActorError(error_msg=f"actor {self.name}: {exc}") from exc
         try:
             return await getattr(self.handle, method).remote(*args, **kwargs)
         except RayTaskError as exc:
             raise _unwrap(exc) from None
+
+    async def _line(self) -> ChannelClient | None:
+        """This event loop's channel to the actor, opened on first use and again after it broke."""
+        if not _CHANNELS:
+            return None
+        loop = asyncio.get_running_loop()
+        opening = self._lines.get(loop)
+        if opening is None or _broken(opening):
+            # First use, or the line broke: ask the (maybe restarted) actor where it listens now.
+            for gone in [other for other in self._lines if other.is_closed()]:
+                del self._lines[gone]
+            opening = self._lines[loop] = loop.create_task(self._open_line())
+        return await asyncio.shield(opening)
+
+    async def _open_line(self) -> ChannelClient | None:
+        try:
+            endpoint: Endpoint = await self.handle.troupe_channel.remote()  # RayActorError if it is dead
+        except RayTaskError:
+            log.warning("actor %s serves no channel; calling it through Ray", self.name, exc_info=True)
+            return None
+        if endpoint.node_id != ray.get_runtime_context().get_node_id():
+            return None  # on another node: its calls go through Ray
+        try:
+            return await ChannelClient.connect(endpoint)
+        except OSError:
+            log.warning("no channel to actor %s; calling it through Ray", self.name, exc_info=True)
+            return None
 
     async def call_while_restarting(self, method: str, *args: Any) -> Any:
         """``call`` for idempotent methods: retried while the actor is dead and being restarted."""

@@ -1,0 +1,157 @@
+"""Calls to a Ray actor on the same node travel over a direct Unix-socket channel (actors.channel), with
+Ray still placing, restarting and killing the actor; a broken channel reads as the actor's death."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+import tempfile
+import uuid
+from typing import Any
+
+import pytest
+from channel_actors import Echo
+
+from actors.channel import ChannelClient, ChannelClosed, ChannelServer, Endpoint
+from core.errors import AgentUnavailableError
+
+
+def _same(error: BaseException) -> BaseException:
+    return error
+
+
+# ---- the channel itself, in one process --------------------------------------------------------------
+
+
+@pytest.fixture
+async def served(tmp_path, monkeypatch) -> Any:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    target = Echo()
+    server = ChannelServer(target, "node-a", _same)
+    endpoint = await server.start()
+    yield target, server, endpoint
+    await server.close()
+
+
+async def test_calls_are_answered_by_id_whatever_order_they_finish_in(served):
+    _, _, endpoint = served
+    client = await ChannelClient.connect(endpoint)
+    # The slowest call is sent first: each answer must still reach its own caller.
+    delays = [0.05, 0.0, 0.03, 0.01, 0.02] * 4
+    results = await asyncio.gather(*(client.call("echo", (i, d), {}) for i, d in enumerate(delays)))
+    assert results == list(range(len(delays)))
+    await client.close()
+
+
+async def test_errors_come_back_as_raised_and_functions_travel(served):
+    _, _, endpoint = served
+    client = await ChannelClient.connect(endpoint)
+    with pytest.raises(ValueError, match="bad value"):
+        await client.call("fail", ("value",), {})
+    assert await client.call("apply", (lambda x: x * 7, 6), {}) == 42  # cloudpickle, as Ray calls
+    with pytest.raises(AttributeError, match="cannot be called from outside"):
+        await client.call("_serve", (), {})
+    with pytest.raises(AttributeError):
+        await client.call("no_such_method", (), {})
+    assert await client.call("echo", ("still open",), {}) == "still open"
+    await client.close()
+
+
+async def test_a_connection_without_the_token_runs_nothing(served):
+    target, _, endpoint = served
+    intruder = await ChannelClient.connect(Endpoint(endpoint.node_id, endpoint.path, b"guess" * 6))
+    with pytest.raises(ChannelClosed):
+        await intruder.call("echo", ("intruder",), {})
+    assert target.seen == []
+    assert intruder.closed
+
+
+async def test_the_socket_is_private_to_its_user(served):
+    _, _, endpoint = served
+    mode = stat.S_IMODE(os.stat(os.path.dirname(endpoint.path)).st_mode)
+    assert mode == 0o700
+
+
+async def test_callers_waiting_on_a_closed_channel_hear_so(served):
+    _, server, endpoint = served
+    client = await ChannelClient.connect(endpoint)
+    waiting = asyncio.ensure_future(client.call("hold", (30,), {}))
+    await asyncio.sleep(0.05)
+    await server.close()
+    with pytest.raises(ChannelClosed):
+        await asyncio.wait_for(waiting, 5)
+    with pytest.raises(ChannelClosed):
+        await client.call("echo", (1,), {})
+
+
+async def test_socket_directories_of_dead_processes_are_swept(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = tmp_path / "troupe-ch-999999999-abc"
+    dead.mkdir()
+    alive = tmp_path / f"troupe-ch-{os.getpid()}-abc"
+    alive.mkdir()
+    server = ChannelServer(Echo(), "node-a", _same)
+    await server.start()
+    assert not dead.exists() and alive.exists()
+    await server.close()
+
+
+# ---- through Ray ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def echo_actor(ray_session) -> Any:
+    from actors.remote import RayActor
+
+    actor = RayActor.spawn(Echo, name=f"test-echo-{uuid.uuid4().hex}", max_concurrency=1)
+    yield actor
+    actor.kill()
+
+
+async def test_same_node_calls_bypass_rays_call_queue(echo_actor):
+    # The actor takes one Ray call at a time; a Ray call holds that slot for 3 s. A call over the
+    # channel does not queue behind it.
+    assert await echo_actor.call("echo", "opens the channel") == "opens the channel"
+    held = echo_actor.handle.hold.remote(3.0)
+    await asyncio.sleep(0.2)
+    started = asyncio.get_running_loop().time()
+    assert await echo_actor.call("echo", "quick") == "quick"
+    assert asyncio.get_running_loop().time() - started < 2.0
+    assert await held == "held"
+
+
+async def test_an_error_from_an_actor_it_called_is_not_its_own_death(echo_actor):
+    with pytest.raises(ValueError, match="bad value"):
+        await echo_actor.call("fail", "value")
+    with pytest.raises(AgentUnavailableError, match="an actor this agent called is unavailable"):
+        await echo_actor.call("fail", "actor")
+
+
+async def test_a_killed_actor_reads_as_dead_then_is_reached_again_after_its_restart(echo_actor):
+    import ray
+
+    from actors.remote import RayActorError
+
+    first = await echo_actor.call("pid")
+    waiting = asyncio.ensure_future(echo_actor.call("hold", 30))
+    await asyncio.sleep(0.1)
+    ray.kill(echo_actor.handle, no_restart=False)
+    with pytest.raises(RayActorError):
+        await asyncio.wait_for(waiting, 20)
+    second = await echo_actor.call_while_restarting("pid")
+    assert second != first
+    assert await echo_actor.call("echo", "after restart") == "after restart"
+    assert await echo_actor.call("seen_values") == ["after restart"]  # a fresh process
+
+
+async def test_with_channels_off_calls_go_through_ray(echo_actor, monkeypatch):
+    import actors.remote as remote
+
+    monkeypatch.setattr(remote, "_CHANNELS", False)
+    held = echo_actor.handle.hold.remote(1.0)
+    await asyncio.sleep(0.2)
+    started = asyncio.get_running_loop().time()
+    assert await echo_actor.call("echo", "queued") == "queued"
+    assert asyncio.get_running_loop().time() - started >= 0.5  # behind the held Ray call
+    await held
