@@ -3,7 +3,7 @@ executor uses it as it is. Either way, one host serves every run of its agent at
 
 An operation runs in its own task, so it finishes even if its reader goes away. Its chunks pile up in an
 ``Outbox`` that readers drain with ``open_*`` (which also hands out the first batch) and ``next_batch``.
-Batches cross the actor boundary as plain call results: one call costs about 1 ms on Ray, so whatever
+Batches cross the actor boundary as plain call results: one call costs 0.1-1 ms (channel or Ray), so whatever
 piles up within ``linger`` seconds (or until the operation ends) goes out in one batch.
 """
 

@@ -316,8 +316,9 @@ class RunEngine:
                     tool_call_id=target.call.tool_call_id,
                 )
             call = target.call
-            before = call.model_copy(deep=True)
             delegated = call.tool_name in self.loop.delegations and call.child is not None
+            # A delegated call is put back as it was if the subagent refuses the decision (see _route).
+            before = call.model_copy(deep=True) if delegated else call
             entry = apply(state, target, request, None if delegated else self.loop.tools.get(call.tool_name))
             if expiring:
                 assert call.decision is not None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from collections.abc import Callable
 from typing import Any
@@ -13,6 +14,8 @@ from ray.exceptions import RayActorError
 class Echo:
     def __init__(self) -> None:
         self.seen: list[Any] = []
+        self.holding = False
+        self._released = asyncio.Event()
 
     async def echo(self, value: Any, delay: float = 0.0) -> Any:
         await asyncio.sleep(delay)
@@ -27,9 +30,18 @@ class Echo:
             raise ValueError("bad value")
         raise RayActorError(error_msg="a subagent's actor died")
 
-    async def hold(self, seconds: float) -> str:
-        await asyncio.sleep(seconds)
+    async def hold(self, seconds: float = 60.0) -> str:
+        """Occupy the caller's slot until ``release`` (or ``seconds``)."""
+        self.holding = True
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._released.wait(), seconds)
         return "held"
+
+    def is_holding(self) -> bool:
+        return self.holding
+
+    def release(self) -> None:
+        self._released.set()
 
     def pid(self) -> int:
         return os.getpid()

@@ -109,15 +109,23 @@ def echo_actor(ray_session) -> Any:
     actor.kill()
 
 
+async def _until_holding(client: ChannelClient) -> None:
+    while not await client.call("is_holding", (), {}):
+        await asyncio.sleep(0.01)
+
+
 async def test_same_node_calls_bypass_rays_call_queue(echo_actor):
-    # The actor takes one Ray call at a time; a Ray call holds that slot for 3 s. A call over the
-    # channel does not queue behind it.
+    import ray
+
+    # The actor takes one Ray call at a time, and a Ray call holds that slot until released. Calls over
+    # the channel do not queue behind it (through Ray, this test would wait for ever).
     assert await echo_actor.call("echo", "opens the channel") == "opens the channel"
-    held = echo_actor.handle.hold.remote(3.0)
-    await asyncio.sleep(0.2)
-    started = asyncio.get_running_loop().time()
-    assert await echo_actor.call("echo", "quick") == "quick"
-    assert asyncio.get_running_loop().time() - started < 2.0
+    held = echo_actor.handle.hold.remote()
+    while not await echo_actor.call("is_holding"):
+        await asyncio.sleep(0.01)
+    assert await asyncio.wait_for(echo_actor.call("echo", "quick"), 10) == "quick"
+    assert ray.wait([held], timeout=0)[0] == []  # still held
+    await echo_actor.call("release")
     assert await held == "held"
 
 
@@ -148,10 +156,15 @@ async def test_a_killed_actor_reads_as_dead_then_is_reached_again_after_its_rest
 async def test_with_channels_off_calls_go_through_ray(echo_actor, monkeypatch):
     import actors.remote as remote
 
+    side = await ChannelClient.connect(await echo_actor.handle.troupe_channel.remote())
     monkeypatch.setattr(remote, "_CHANNELS", False)
-    held = echo_actor.handle.hold.remote(1.0)
-    await asyncio.sleep(0.2)
-    started = asyncio.get_running_loop().time()
-    assert await echo_actor.call("echo", "queued") == "queued"
-    assert asyncio.get_running_loop().time() - started >= 0.5  # behind the held Ray call
-    await held
+    assert await echo_actor._line() is None
+    held = echo_actor.handle.hold.remote()
+    await _until_holding(side)
+    queued = asyncio.ensure_future(echo_actor.call("echo", "queued"))
+    await asyncio.sleep(0.3)
+    assert not queued.done()  # behind the held Ray call, as every Ray call is
+    await side.call("release", (), {})
+    assert await asyncio.wait_for(queued, 10) == "queued"
+    assert await held == "held"
+    await side.close()
