@@ -39,13 +39,17 @@ class ChannelClosed(ConnectionError):
 
 @dataclass(frozen=True)
 class Endpoint:
+    """Where an actor listens, and the token its connections must present."""
+
     node_id: str
     path: str
     token: bytes
 
 
-async def _read_frame(reader: asyncio.StreamReader) -> tuple[int, bytes]:
+async def _read_frame(reader: asyncio.StreamReader, limit: int | None = None) -> tuple[int, bytes]:
     size, call_id = _HEADER.unpack(await reader.readexactly(_HEADER.size))
+    if limit is not None and size > limit:
+        raise ConnectionError(f"a frame of {size} bytes where at most {limit} were expected")
     return call_id, await reader.readexactly(size)
 
 
@@ -85,7 +89,7 @@ class ChannelServer:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._connections.add(writer)
         try:
-            _, token = await _read_frame(reader)
+            _, token = await _read_frame(reader, limit=len(self.token))
             if not hmac.compare_digest(token, self.token):
                 return
             while True:

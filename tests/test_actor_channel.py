@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import stat
+import struct
 import tempfile
 import uuid
 from typing import Any
@@ -63,6 +64,11 @@ async def test_a_connection_without_the_token_runs_nothing(served):
     intruder = await ChannelClient.connect(Endpoint(endpoint.node_id, endpoint.path, b"guess" * 6))
     with pytest.raises(ChannelClosed):
         await intruder.call("echo", ("intruder",), {})
+    # Nor does one that announces a huge token (the server reads no more than a token's length).
+    reader, writer = await asyncio.open_unix_connection(endpoint.path)
+    writer.write(struct.pack("!IQ", 1 << 31, 0))
+    assert await asyncio.wait_for(reader.read(), 5) == b""  # closed on it
+    writer.close()
     assert target.seen == []
     assert intruder.closed
 
