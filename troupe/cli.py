@@ -135,7 +135,7 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
 def _demo_runtime(store: str, executor: Any, ray_address: str | None) -> Any:
     from troupe import Runtime, SqliteStore
-    from troupe.demo import RecordsDB, build_agent, choose_model
+    from troupe.demo_agent import RecordsDB, build_agent, choose_model
 
     path = os.path.abspath(os.path.expanduser(store))
     db = RecordsDB(path)
