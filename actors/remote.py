@@ -151,11 +151,12 @@ class RayActor:
             return None
         loop = asyncio.get_running_loop()
         opening = self._lines.get(loop)
-        if opening is None or _broken(opening):
-            # First use, or the line broke: ask the (maybe restarted) actor where it listens now.
-            for gone in [other for other in self._lines if other.is_closed()]:
-                del self._lines[gone]
-            opening = self._lines[loop] = loop.create_task(self._open_line())
+        if opening is not None and not _broken(opening):
+            return opening.result() if opening.done() else await asyncio.shield(opening)
+        # First use, or the line broke: ask the (maybe restarted) actor where it listens now.
+        for gone in [other for other in self._lines if other.is_closed()]:
+            del self._lines[gone]
+        opening = self._lines[loop] = loop.create_task(self._open_line())
         return await asyncio.shield(opening)
 
     async def _open_line(self) -> ChannelClient | None:

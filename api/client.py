@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Mapping
-from datetime import datetime
 from types import TracebackType
 from typing import Any, Unpack
 from urllib.parse import quote, unquote
@@ -29,7 +28,7 @@ import httpx
 from api.errors import HttpError, error_from_body
 from api.wire import RUN_ID_HEADER, run_result_from_json, suspended_runs_from_json
 from core.chunks import Chunk
-from core.options import StreamOptions
+from core.options import StreamOptions, SuspendedRunFilters
 from core.results import RunResult
 from core.stream import AgentStream
 from core.suspended import SuspendedRunList
@@ -218,23 +217,18 @@ class AsyncAgentClient:
 
     # ---- finding paused runs ------------------------------------------------------------------------
 
-    async def list_suspended_runs(
-        self,
-        *,
-        thread_id: str | None = None,
-        resource_id: str | None = None,
-        from_date: datetime | None = None,
-        to_date: datetime | None = None,
-        page: int | None = None,
-        per_page: int | None = None,
-    ) -> SuspendedRunList:
+    async def list_suspended_runs(self, **filters: Unpack[SuspendedRunFilters]) -> SuspendedRunList:
+        unknown = sorted(set(filters) - SuspendedRunFilters.__optional_keys__)
+        if unknown:
+            raise TypeError(f"list_suspended_runs() got unexpected keyword argument(s): {', '.join(unknown)}")
+        from_date, to_date = filters.get("from_date"), filters.get("to_date")
         params = _body(
-            threadId=thread_id,
-            resourceId=resource_id,
+            threadId=filters.get("thread_id"),
+            resourceId=filters.get("resource_id"),
             fromDate=from_date.isoformat() if from_date else None,
             toDate=to_date.isoformat() if to_date else None,
-            page=page,
-            perPage=per_page,
+            page=filters.get("page"),
+            perPage=filters.get("per_page"),
         )
         data = await self.client.request("GET", f"{self._base}/suspended-runs", params=params)
         return suspended_runs_from_json(data)

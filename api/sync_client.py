@@ -15,14 +15,14 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from datetime import datetime
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from api.client import DEFAULT_URL, AsyncAgentClient, AsyncTroupeClient, Messages
 from core.chunks import Chunk
+from core.options import SuspendedRunFilters
 from core.results import RunResult
 from core.stream import AgentStream
 from core.suspended import SuspendedRunList
@@ -156,25 +156,8 @@ class AgentClient:
     def resume_generate(self, resume_data: Any, *, run_id: str, **options: Any) -> RunResult:
         return self._call(self._agent.resume_generate, resume_data, run_id=run_id, **options)
 
-    def list_suspended_runs(
-        self,
-        *,
-        thread_id: str | None = None,
-        resource_id: str | None = None,
-        from_date: datetime | None = None,
-        to_date: datetime | None = None,
-        page: int | None = None,
-        per_page: int | None = None,
-    ) -> SuspendedRunList:
-        return self._call(
-            self._agent.list_suspended_runs,
-            thread_id=thread_id,
-            resource_id=resource_id,
-            from_date=from_date,
-            to_date=to_date,
-            page=page,
-            per_page=per_page,
-        )
+    def list_suspended_runs(self, **filters: Unpack[SuspendedRunFilters]) -> SuspendedRunList:
+        return self._call(self._agent.list_suspended_runs, **filters)
 
     def send_tool_approval(
         self, *, thread_id: str, resource_id: str | None, approved: bool, **options: Any

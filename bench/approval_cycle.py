@@ -24,10 +24,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_agents import build_agent, build_supervisor
+from bench_agents import build_agent, build_supervisor, make_store
 from bench_common import percentile
 
-from troupe import Agent, MemoryStore, Runtime, SqliteStore
+from troupe import Agent, Runtime
 
 MASTRA_MS = {("w1", "memory"): 8.4, ("w1", "sqlite"): 12.2, ("w2", "memory"): 16.6, ("w2", "sqlite"): 16.6}
 
@@ -62,7 +62,7 @@ async def run_config(
     workload: str, name: str, cycles: int, workdir: Path, api: str = "stream"
 ) -> dict[str, Any]:
     executor, store_kind = name.split("-")
-    storage = MemoryStore() if store_kind == "memory" else SqliteStore(workdir / f"{workload}-{name}.db")
+    storage = make_store(store_kind, workdir / f"{workload}-{name}.db")
     agent = build_agent() if workload == "w1" else build_supervisor()
     runtime = Runtime([agent], storage=storage, executor=executor)  # type: ignore[arg-type]
     cycle = one_cycle if api == "stream" else generate_cycle

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
-from troupe import Agent, create_tool
+from core.store import Store
+from troupe import Agent, MemoryStore, RedisStore, SqliteStore, create_tool
 from troupe.testing import FunctionModel, text, tool_call
 
 
@@ -41,3 +43,14 @@ def build_supervisor() -> Agent:
         return tool_call("agent-records", {"prompt": "delete abc-123"}, id="d-1")
 
     return Agent("bench-supervisor", model=FunctionModel(turn), agents={"records": build_agent()})
+
+
+def make_store(kind: str, sqlite_path: Path, redis_url: str | None = None, prefix: str = "bench:") -> Store:
+    """The store of a Troupe configuration: "memory", "sqlite" (at ``sqlite_path``) or "redis"."""
+    if kind == "memory":
+        return MemoryStore()
+    if kind == "sqlite":
+        return SqliteStore(sqlite_path)
+    if redis_url is None:
+        raise SystemExit("the Redis configuration needs a redis-server (bench_common.private_redis)")
+    return RedisStore.from_url(redis_url, prefix=prefix)

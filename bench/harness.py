@@ -18,6 +18,7 @@ W4  restart: one process pauses N runs and exits; a fresh process lists them fro
 from __future__ import annotations
 
 import gc
+import itertools
 import os
 import statistics
 import time
@@ -25,7 +26,7 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
-from bench_common import bounded, percentile, pss_mb, rss_mb
+from bench_common import bounded, path_bytes, percentile, pss_mb, rss_mb
 
 PROMPT = "delete abc-123"
 FINAL_TEXT = "Deleted."
@@ -83,6 +84,46 @@ class System:
     def store_bytes(self) -> int | None:
         """Bytes in the durable store (file sizes, Redis used_memory), or None without one."""
         return None
+
+
+class JsonFileSystem(System):
+    """A peer without a store of its own: a paused run's state is kept in memory (``mode="memory"``) or
+    written as one JSON file per paused run (``mode="json"``), the peer's own serialized form."""
+
+    prefix = ""  # the key is "<prefix>-<mode>"
+
+    def __init__(self, workdir: Path, env: dict[str, Any], mode: str) -> None:
+        super().__init__(workdir, env)
+        self.mode = mode
+        self.key = f"{self.prefix}-{mode}"
+        self.durable = mode == "json"
+        self.dir = workdir / f"{self.key}-{env['store_tag']}"
+        self.counter = itertools.count()
+
+    async def open(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+
+    def keep(self, state: Any, dump: Any) -> Any:
+        """The token for a paused run: its state itself, or the file ``dump(state)`` was written to."""
+        if self.mode == "memory":
+            return state
+        path = self.dir / f"run-{next(self.counter)}.json"
+        data = dump(state)
+        path.write_bytes(data.encode() if isinstance(data, str) else data)
+        return path
+
+    def forget(self, token: Any) -> None:
+        """The run is finished: its file goes."""
+        if self.mode == "json":
+            token.unlink()
+
+    async def list_paused(self) -> list[Any]:
+        if not self.durable:
+            return await super().list_paused()
+        return sorted(self.dir.glob("run-*.json"))
+
+    def store_bytes(self) -> int | None:
+        return path_bytes(self.dir) if self.durable else None
 
 
 # ---- memory -------------------------------------------------------------------------------------------

@@ -14,15 +14,13 @@ the supervisor run's ``interruptions`` and is approved on the supervisor's state
 
 from __future__ import annotations
 
-import itertools
 import json
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 from agents import Agent, Model, ModelResponse, Runner, RunState, Usage, function_tool, set_tracing_disabled
-from bench_common import path_bytes
-from harness import FINAL_TEXT, PROMPT, System
+from harness import FINAL_TEXT, PROMPT, JsonFileSystem, System
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
 
 set_tracing_disabled(True)
@@ -89,21 +87,17 @@ def delete_record(id: str) -> str:
     return json.dumps({"deleted": id})
 
 
-class OpenAIAgentsSystem(System):
+class OpenAIAgentsSystem(JsonFileSystem):
     family = "OpenAI Agents SDK"
+    prefix = "openai-agents"
 
     def __init__(self, workdir: Path, env: dict[str, Any], mode: str) -> None:
-        super().__init__(workdir, env)
-        self.mode = mode
-        self.key = f"openai-agents-{mode}"
+        super().__init__(workdir, env, mode)
         where = "RunResult kept in memory" if mode == "memory" else "RunState JSON file per paused run"
         self.label = f"OpenAI Agents SDK {version('openai-agents')} ({where})"
-        self.durable = mode == "json"
-        self.dir = workdir / f"{self.key}-{env['store_tag']}"
-        self.counter = itertools.count()
 
     async def open(self) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
+        await super().open()
         self.agent = Agent(
             name="records",
             instructions="You manage records.",
@@ -120,11 +114,7 @@ class OpenAIAgentsSystem(System):
     async def _pause(self, agent: Agent[Any], i: int) -> Any:
         result = await Runner.run(agent, f"delete record {i}")
         assert result.interruptions, f"run did not pause: {result.final_output!r}"
-        if self.mode == "memory":
-            return result
-        path = self.dir / f"run-{next(self.counter)}.json"
-        path.write_text(result.to_state().to_string())
-        return path
+        return self.keep(result, lambda kept: kept.to_state().to_string())
 
     async def _approve(self, agent: Agent[Any], token: Any) -> None:
         if self.mode == "memory":
@@ -135,8 +125,7 @@ class OpenAIAgentsSystem(System):
             state.approve(item)
         result = await Runner.run(agent, state)
         assert not result.interruptions and result.final_output == FINAL_TEXT, result.final_output
-        if self.mode == "json":
-            token.unlink()
+        self.forget(token)
 
     async def pause(self, i: int) -> Any:
         return await self._pause(self.agent, i)
@@ -146,14 +135,6 @@ class OpenAIAgentsSystem(System):
 
     async def w2(self) -> None:
         await self._approve(self.supervisor, await self._pause(self.supervisor, -1))
-
-    async def list_paused(self) -> list[Any]:
-        if not self.durable:
-            return await super().list_paused()
-        return sorted(self.dir.glob("run-*.json"))
-
-    def store_bytes(self) -> int | None:
-        return path_bytes(self.dir) if self.mode == "json" else None
 
 
 def make(key: str, workdir: Path, env: dict[str, Any]) -> System:

@@ -14,13 +14,11 @@ this version (see ``W2_NOTE``); only hand-written plumbing could, which would no
 
 from __future__ import annotations
 
-import itertools
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from bench_common import path_bytes
-from harness import FINAL_TEXT, System, Unsupported
+from harness import FINAL_TEXT, JsonFileSystem, System, Unsupported
 from pydantic_ai import Agent, DeferredToolRequests
 from pydantic_ai.conversation import ConversationTypeAdapter
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
@@ -48,21 +46,17 @@ def delete_record(id: str) -> dict[str, str]:
     return {"deleted": id}
 
 
-class PydanticAISystem(System):
+class PydanticAISystem(JsonFileSystem):
     family = "Pydantic AI"
+    prefix = "pydantic-ai"
 
     def __init__(self, workdir: Path, env: dict[str, Any], mode: str) -> None:
-        super().__init__(workdir, env)
-        self.mode = mode
-        self.key = f"pydantic-ai-{mode}"
+        super().__init__(workdir, env, mode)
         where = "Conversation kept in memory" if mode == "memory" else "Conversation JSON file per paused run"
         self.label = f"Pydantic AI {version('pydantic-ai-slim')} ({where})"
-        self.durable = mode == "json"
-        self.dir = workdir / f"{self.key}-{env['store_tag']}"
-        self.counter = itertools.count()
 
     async def open(self) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
+        await super().open()
         self.agent = Agent(
             FunctionModel(scripted_turn),
             instructions="You manage records.",
@@ -73,11 +67,7 @@ class PydanticAISystem(System):
     async def pause(self, i: int) -> Any:
         result = await self.agent.run(f"delete record {i}")
         assert isinstance(result.output, DeferredToolRequests), result.output
-        if self.mode == "memory":
-            return result.conversation
-        path = self.dir / f"run-{next(self.counter)}.json"
-        path.write_bytes(ConversationTypeAdapter.dump_json(result.conversation))
-        return path
+        return self.keep(result.conversation, ConversationTypeAdapter.dump_json)
 
     async def approve(self, token: Any) -> None:
         if self.mode == "memory":
@@ -90,19 +80,10 @@ class PydanticAISystem(System):
             conversation=conversation, deferred_tool_results=requests.build_results(approve_all=True)
         )
         assert result.output == FINAL_TEXT, result.output
-        if self.mode == "json":
-            token.unlink()
+        self.forget(token)
 
     async def w2(self) -> None:
         raise Unsupported(W2_NOTE)
-
-    async def list_paused(self) -> list[Any]:
-        if not self.durable:
-            return await super().list_paused()
-        return sorted(self.dir.glob("run-*.json"))
-
-    def store_bytes(self) -> int | None:
-        return path_bytes(self.dir) if self.mode == "json" else None
 
 
 def make(key: str, workdir: Path, env: dict[str, Any]) -> System:

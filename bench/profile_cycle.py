@@ -19,16 +19,15 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import nullcontext
 from pathlib import Path
 
 from approval_cycle import generate_cycle
-from bench_agents import build_agent
+from bench_agents import build_agent, make_store
 from bench_common import private_redis
 from suspended_scale import host_stats
 
-from troupe import MemoryStore, RedisStore, Runtime, SqliteStore
+from troupe import Runtime
 
 RESULTS = Path(__file__).resolve().parent / "results"
 # Which layer a frame belongs to, by the first path fragment its file name contains.
@@ -66,24 +65,13 @@ def summarize(raw: Path, top: int) -> str:
     return "\n".join(lines)
 
 
-@contextmanager
-def storage(kind: str, workdir: Path) -> Iterator[object]:
-    if kind == "redis":
-        with private_redis() as url:
-            yield RedisStore.from_url(url, prefix="profile:")
-    elif kind == "sqlite":
-        yield SqliteStore(workdir / "profile.db")
-    else:
-        yield MemoryStore()
-
-
 async def profile(config: str, seconds: float, top: int) -> None:
     executor, kind = config.split("-")
     spy = shutil.which("py-spy")
     if spy is None:
         raise SystemExit("py-spy is not installed: pip install -e '.[bench]'")
-    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
-        store = stack.enter_context(storage(kind, Path(tmp)))
+    with tempfile.TemporaryDirectory() as tmp, private_redis() if kind == "redis" else nullcontext() as url:
+        store = make_store(kind, Path(tmp) / "profile.db", url, prefix="profile:")
         runtime = Runtime([build_agent()], storage=store, executor=executor)  # type: ignore[arg-type]
         agent = runtime.get_agent("bench")
         for _ in range(50):

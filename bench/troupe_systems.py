@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from approval_cycle import generate_cycle
-from bench_agents import build_agent, build_supervisor
+from bench_agents import build_agent, build_supervisor, make_store
 from bench_common import path_bytes, redis_pid, redis_used
 from harness import FINAL_TEXT, System
 from suspended_scale import host_stats
 
-from troupe import MemoryStore, RedisStore, Runtime, SqliteStore
+from troupe import Runtime
 
 STORE_NAMES = {"memory": "MemoryStore", "sqlite": "SqliteStore", "redis": "RedisStore"}
 
@@ -33,11 +33,8 @@ class TroupeSystem(System):
 
     def _storage(self, name: str) -> Any:
         tag = f"{self.key}-{self.env['store_tag']}-{name}"
-        if self.store_kind == "memory":
-            return MemoryStore()
-        if self.store_kind == "sqlite":
-            return SqliteStore(self.workdir / f"{tag}.db")
-        return RedisStore.from_url(self.env["redis_url"], prefix=f"bench-{self.env['nonce']}-{tag}:")
+        prefix = f"bench-{self.env['nonce']}-{tag}:"
+        return make_store(self.store_kind, self.workdir / f"{tag}.db", self.env.get("redis_url"), prefix)
 
     def _runtime(self, agent: Any, name: str) -> Any:
         runtime = Runtime([agent], storage=self._storage(name), executor=self.executor)  # type: ignore[arg-type]

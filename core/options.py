@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from datetime import datetime
 from typing import Any, TypedDict
 
 from core.errors import InvalidOptionError
@@ -84,6 +85,17 @@ class DecisionOptions(TypedDict, total=False):
     decided_by: str | None  # recorded in the audit log
 
 
+class SuspendedRunFilters(TypedDict, total=False):
+    """What ``list_suspended_runs`` narrows by; every filter given must match."""
+
+    thread_id: str | None
+    resource_id: str | None
+    from_date: datetime | None  # paused at or after
+    to_date: datetime | None  # paused at or before
+    page: int | None  # 0-based; needs per_page
+    per_page: int | None
+
+
 def check_option_names(options: dict[str, Any], where: str) -> None:
     unknown = sorted(set(options) - RunOptions.names())
     if unknown:
@@ -94,4 +106,4 @@ def check_option_names(options: dict[str, Any], where: str) -> None:
         )
 
 
-__all__ = ["DecisionOptions", "RunOptions", "StreamOptions", "check_option_names"]
+__all__ = ["DecisionOptions", "RunOptions", "StreamOptions", "SuspendedRunFilters", "check_option_names"]

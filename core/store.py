@@ -74,7 +74,7 @@ class SuspendedRunQuery:
 
     @classmethod
     def paged(
-        cls, agent_id: str | None, *, page: int | None, per_page: int | None, **filters: Any
+        cls, agent_id: str | None, *, page: int | None = None, per_page: int | None = None, **filters: Any
     ) -> SuspendedRunQuery:
         """Build a query from 0-based ``page`` and ``per_page``; bad paging is the caller's error."""
         if per_page is not None and (not isinstance(per_page, int) or per_page < 1):

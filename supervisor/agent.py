@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import copy
 import uuid
-from datetime import datetime
 from typing import TYPE_CHECKING, Any, Unpack
 
 from core.agent import AgentSpec
-from core.options import DecisionOptions, StreamOptions
+from core.options import DecisionOptions, StreamOptions, SuspendedRunFilters
 from core.requests import Approve, DecideRequest, DecisionInput, Decline, Resume, StartRequest
 from core.results import RunResult
 from core.stream import AgentStream
@@ -112,25 +111,8 @@ class Agent(AgentSpec):
 
     # ---- finding paused runs ------------------------------------------------------------------------
 
-    async def list_suspended_runs(
-        self,
-        *,
-        thread_id: str | None = None,
-        resource_id: str | None = None,
-        from_date: datetime | None = None,
-        to_date: datetime | None = None,
-        page: int | None = None,
-        per_page: int | None = None,
-    ) -> SuspendedRunList:
-        return await self.runtime.list_suspended_runs(
-            self.id,
-            thread_id=thread_id,
-            resource_id=resource_id,
-            from_date=from_date,
-            to_date=to_date,
-            page=page,
-            per_page=per_page,
-        )
+    async def list_suspended_runs(self, **filters: Unpack[SuspendedRunFilters]) -> SuspendedRunList:
+        return await self.runtime.list_suspended_runs(self.id, **filters)
 
     async def send_tool_approval(
         self,

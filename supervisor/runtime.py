@@ -12,8 +12,7 @@ import functools
 import itertools
 import uuid
 from collections.abc import Mapping, Sequence
-from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, Unpack
 
 from actors.handle import AgentHandle, LocalHandle, RayHandle
 from actors.host import AgentHost
@@ -26,6 +25,7 @@ from core.errors import (
     NoSuspendedRunError,
     SnapshotNotFoundError,
 )
+from core.options import SuspendedRunFilters
 from core.requests import DecideRequest, StartRequest
 from core.results import RunResult
 from core.store import Store, SuspendedRunQuery
@@ -182,26 +182,9 @@ class Runtime:
         return (await self.handle(agent_id).generate_decision(request)).raise_for_error()
 
     async def list_suspended_runs(
-        self,
-        agent_id: str,
-        *,
-        thread_id: str | None = None,
-        resource_id: str | None = None,
-        from_date: datetime | None = None,
-        to_date: datetime | None = None,
-        page: int | None = None,
-        per_page: int | None = None,
+        self, agent_id: str, **filters: Unpack[SuspendedRunFilters]
     ) -> SuspendedRunList:
-        query = SuspendedRunQuery.paged(
-            agent_id,
-            page=page,
-            per_page=per_page,
-            thread_id=thread_id,
-            resource_id=resource_id,
-            from_date=from_date,
-            to_date=to_date,
-        )
-        states, total = await self.store().list_suspended_runs(query)
+        states, total = await self.store().list_suspended_runs(SuspendedRunQuery.paged(agent_id, **filters))
         return SuspendedRunList([SuspendedRun.from_state(s) for s in states], total)
 
     async def run_info(self, agent_id: str, run_id: str) -> dict[str, Any] | None:
