@@ -10,10 +10,10 @@ import abc
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from actors.host import AgentHost, Batch
-from actors.remote import RayActor, RayActorError
-from core.requests import ChunkBatches, DecideRequest, StartRequest
-from core.results import ResultBuilder, RunResult
+from troupe.actors.host import AgentHost, Batch
+from troupe.actors.remote import RayActor, RayActorError
+from troupe.core.requests import ChunkBatches, DecideRequest, StartRequest
+from troupe.core.results import ResultBuilder, RunResult
 
 # A call costs about 0.1 ms over a channel and 1 ms through Ray (another node): chunks gather this long
 # on the actor before a batch is sent, so a fast stream does not become a call per chunk.

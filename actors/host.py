@@ -1,4 +1,4 @@
-"""AgentHost: one agent's engine, as a plain class. ``actors.remote`` makes it a Ray actor; the local
+"""AgentHost: one agent's engine, as a plain class. ``troupe.actors.remote`` makes it a Ray actor; the local
 executor uses it as it is. Either way, one host serves every run of its agent at once.
 
 An operation runs in its own task, so it finishes even if its reader goes away. Its chunks pile up in an
@@ -17,15 +17,15 @@ import time
 import uuid
 from typing import NamedTuple
 
-from actors.remote import current_actor_id
-from core.agent import AgentSpec
-from core.chunks import Chunk
-from core.engine import Operation, RunEngine
-from core.errors import AgentUnavailableError, PauseExpiredError
-from core.requests import AgentPort, DecideRequest, StartRequest
-from core.results import ResultBuilder, RunResult
-from core.store import Store
-from core.tracing import configure as configure_tracing
+from troupe.actors.remote import current_actor_id
+from troupe.core.agent import AgentSpec
+from troupe.core.chunks import Chunk
+from troupe.core.engine import Operation, RunEngine
+from troupe.core.errors import AgentUnavailableError, PauseExpiredError
+from troupe.core.requests import AgentPort, DecideRequest, StartRequest
+from troupe.core.results import ResultBuilder, RunResult
+from troupe.core.store import Store
+from troupe.core.tracing import configure as configure_tracing
 
 # Hosts renew their heartbeat every HEARTBEAT_S; a host silent for OWNER_TTL_S is dead and its running
 # runs may be taken over. A shorter lifetime recovers sooner but risks taking over from a host that is

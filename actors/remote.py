@@ -18,9 +18,8 @@ from typing import Any
 
 import ray
 from ray.exceptions import RayActorError, RayTaskError
-
-from actors.channel import ChannelClient, ChannelClosed, ChannelServer, Endpoint
-from core.errors import AgentUnavailableError
+from troupe.actors.channel import ChannelClient, ChannelClosed, ChannelServer, Endpoint
+from troupe.core.errors import AgentUnavailableError
 
 # Agent steps must not be replayed by Ray: a replayed call could run a tool twice. Recovery after an
 # actor restart is Troupe's job (from the store), not Ray's.
@@ -29,7 +28,7 @@ NAMESPACE = "troupe"
 # How long callers keep retrying an actor that Ray is restarting (a restart takes about 1-1.5 s here).
 RESTART_WAIT_S = 30.0
 _ACTOR_OPTIONS: dict[str, Any] = {"num_cpus": 0, "max_restarts": 5, "max_task_retries": 0}
-# Calls to an actor on the same node go over a direct channel (see actors.channel) unless this is "0".
+# Calls to an actor on the same node go over a direct channel (see troupe.actors.channel) unless this is "0".
 _CHANNELS = os.environ.get("TROUPE_ACTOR_CHANNEL", "1") != "0"
 
 log = logging.getLogger(__name__)
@@ -82,7 +81,7 @@ def _unwrap(exc: RayTaskError) -> BaseException:
 
 
 class _Reachable:
-    """Mixed into every Troupe actor: serves its methods on a channel too (see actors.channel)."""
+    """Mixed into every Troupe actor: serves its methods on a channel too (see troupe.actors.channel)."""
 
     _channel_server: ChannelServer | None = None
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from actors.remote import RayActor
-from core.state import RunState
-from core.store import AuditEntry, Store, StoredRun, SuspendedRunQuery, ThreadAppend
+from troupe.actors.remote import RayActor
+from troupe.core.state import RunState
+from troupe.core.store import AuditEntry, Store, StoredRun, SuspendedRunQuery, ThreadAppend
 
 
 class StoreHost:

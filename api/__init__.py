@@ -1,5 +1,6 @@
-"""The HTTP front door: Mastra-compatible routes (``api.app.create_app``), SSE, API keys per resource, and
-the Python client (``api.client``, public as ``troupe.client``).
+"""The HTTP front door: Mastra-compatible routes (``troupe.api.app.create_app``), SSE, API keys per
+resource, and
+the Python client (``troupe.api.client``, public as ``troupe.client``).
 
 Nothing is imported here eagerly: the client must not pull in the server (FastAPI, Ray) with it.
 """
@@ -13,11 +14,11 @@ __all__ = ["KeyRing", "Principal", "create_app"]
 
 def __getattr__(name: str) -> Any:
     if name == "create_app":
-        from api.app import create_app
+        from troupe.api.app import create_app
 
         return create_app
     if name in ("KeyRing", "Principal"):
-        from api import auth
+        from troupe.api import auth
 
         return getattr(auth, name)
-    raise AttributeError(f"module 'api' has no attribute {name!r}")
+    raise AttributeError(f"module 'troupe.api' has no attribute {name!r}")

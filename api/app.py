@@ -4,7 +4,7 @@
                                     "k-ops": {"name": "ops", "admin": True}})
     app = create_app(runtime, open_mode=True)   # local use only: no key needed, everything visible
 
-``GET /inbox`` serves the approval inbox page (see ``api.inbox``).
+``GET /inbox`` serves the approval inbox page (see ``troupe.api.inbox``).
 
 Every error is JSON ``{"error": {"code", "message", "details"}}`` with the error's ``http_status``: a
 caller's mistake is a 4xx (a body that does not validate, or is not JSON, is 422), never a 500. The app
@@ -22,13 +22,12 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
-
-from api import catalog, inbox, runs, suspended
-from api.auth import Gate, KeyRing, keyring
-from api.errors import AuthenticationError, HttpError, InvalidRequestError, error_body
-from api.service import Service
-from core.errors import TroupeError
-from supervisor.runtime import Runtime
+from troupe.api import catalog, inbox, runs, suspended
+from troupe.api.auth import Gate, KeyRing, keyring
+from troupe.api.errors import AuthenticationError, HttpError, InvalidRequestError, error_body
+from troupe.api.service import Service
+from troupe.core.errors import TroupeError
+from troupe.supervisor.runtime import Runtime
 
 log = logging.getLogger("troupe.api")
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from api.errors import AuthenticationError, InvalidRequestError, PermissionDeniedError
+from troupe.api.errors import AuthenticationError, InvalidRequestError, PermissionDeniedError
 
 
 @dataclass(frozen=True)

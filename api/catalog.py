@@ -10,12 +10,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 from pydantic import BaseModel
-
-from api.errors import ERRORS
-from api.service import CallerDep, ServiceDep
-from core.chunks import camelize
-from core.tools import Tool
-from supervisor.agent import Agent
+from troupe.api.errors import ERRORS
+from troupe.api.service import CallerDep, ServiceDep
+from troupe.core.chunks import camelize
+from troupe.core.tools import Tool
+from troupe.supervisor.agent import Agent
 
 router = APIRouter(tags=["agents"])
 

@@ -24,14 +24,13 @@ from typing import Any, Unpack
 from urllib.parse import quote, unquote
 
 import httpx
-
-from api.errors import HttpError, error_from_body
-from api.wire import RUN_ID_HEADER, run_result_from_json, suspended_runs_from_json
-from core.chunks import Chunk
-from core.options import StreamOptions, SuspendedRunFilters
-from core.results import RunResult
-from core.stream import AgentStream
-from core.suspended import SuspendedRunList
+from troupe.api.errors import HttpError, error_from_body
+from troupe.api.wire import RUN_ID_HEADER, run_result_from_json, suspended_runs_from_json
+from troupe.core.chunks import Chunk
+from troupe.core.options import StreamOptions, SuspendedRunFilters
+from troupe.core.results import RunResult
+from troupe.core.stream import AgentStream
+from troupe.core.suspended import SuspendedRunList
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 SSE = "text/event-stream"

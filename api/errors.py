@@ -17,8 +17,7 @@ import json
 from typing import Any
 
 from pydantic import BaseModel, Field
-
-from core.errors import TroupeError, error_from_dict
+from troupe.core.errors import TroupeError, error_from_dict
 
 
 class AuthenticationError(TroupeError):

@@ -24,15 +24,14 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import Response
-
-from api.auth import Principal
-from api.errors import ERRORS
-from api.service import CallerDep, ServiceDep
-from api.wire import suspended_runs_json
-from core.state import RunState
-from core.store import SuspendedRunQuery
-from core.suspended import SuspendedRun, SuspendedRunList
-from supervisor.runtime import Runtime
+from troupe.api.auth import Principal
+from troupe.api.errors import ERRORS
+from troupe.api.service import CallerDep, ServiceDep
+from troupe.api.wire import suspended_runs_json
+from troupe.core.state import RunState
+from troupe.core.store import SuspendedRunQuery
+from troupe.core.suspended import SuspendedRun, SuspendedRunList
+from troupe.supervisor.runtime import Runtime
 
 router = APIRouter(tags=["inbox"])
 page_router = APIRouter(include_in_schema=False)
@@ -112,7 +111,7 @@ async def inbox_asset(name: str) -> Response:
 
 @cache
 def _static(name: str) -> bytes:
-    return resources.files("api").joinpath("static", name).read_bytes()
+    return resources.files("troupe.api").joinpath("static", name).read_bytes()
 
 
 __all__ = ["page_router", "pending_runs", "router"]

@@ -1,8 +1,9 @@
 """Starting runs and deciding paused tool calls, Mastra's routes under ``/api/agents/{agentId}``.
 
-Streaming routes answer ``text/event-stream`` (see ``api.sse``); the ``-generate`` routes answer the
-folded ``RunResult`` as JSON (see ``api.wire``). Each route checks the caller first: a new run must belong
-to one of the caller's resources, and a decision may touch only a run of one (admins may do anything).
+Streaming routes answer ``text/event-stream`` (see ``troupe.api.sse``); the ``-generate`` routes answer
+the folded ``RunResult`` as JSON (see ``troupe.api.wire``). Each route checks the caller first: a new run
+must belong to one of the caller's resources, and a decision may touch only a run of one (admins may do
+anything).
 """
 
 from __future__ import annotations
@@ -11,12 +12,11 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
-
-from api.bodies import ApproveBody, DeclineBody, ResumeBody, RunBody, ToolApprovalBody
-from api.errors import ERRORS
-from api.service import CallerDep, ServiceDep
-from api.sse import MEDIA_TYPE, sse_response
-from api.wire import run_result_json
+from troupe.api.bodies import ApproveBody, DeclineBody, ResumeBody, RunBody, ToolApprovalBody
+from troupe.api.errors import ERRORS
+from troupe.api.service import CallerDep, ServiceDep
+from troupe.api.sse import MEDIA_TYPE, sse_response
+from troupe.api.wire import run_result_json
 
 router = APIRouter(tags=["runs"])
 

@@ -18,10 +18,9 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
 import uvicorn
-
-from api.app import create_app
-from api.auth import KeyRing
-from supervisor.runtime import Runtime
+from troupe.api.app import create_app
+from troupe.api.auth import KeyRing
+from troupe.supervisor.runtime import Runtime
 
 log = logging.getLogger("troupe.serve")
 

@@ -12,11 +12,10 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPBearer
-
-from api.auth import Gate, Principal
-from core.errors import SnapshotNotFoundError
-from supervisor.agent import Agent
-from supervisor.runtime import Runtime
+from troupe.api.auth import Gate, Principal
+from troupe.core.errors import SnapshotNotFoundError
+from troupe.supervisor.agent import Agent
+from troupe.supervisor.runtime import Runtime
 
 
 @dataclass

@@ -14,11 +14,10 @@ from collections.abc import AsyncIterator
 from urllib.parse import quote
 
 from fastapi.responses import StreamingResponse
-
-from api.wire import RUN_ID_HEADER
-from core.chunks import Chunk
-from core.errors import RunFailedError, TroupeError
-from core.stream import AgentStream
+from troupe.api.wire import RUN_ID_HEADER
+from troupe.core.chunks import Chunk
+from troupe.core.errors import RunFailedError, TroupeError
+from troupe.core.stream import AgentStream
 
 MEDIA_TYPE = "text/event-stream"
 DONE = b"data: [DONE]\n\n"

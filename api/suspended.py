@@ -14,13 +14,12 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 from pydantic import StringConstraints
-
-from api.errors import ERRORS
-from api.service import CallerDep, ServiceDep
-from api.wire import suspended_runs_json
-from core.store import SuspendedRunQuery
-from core.suspended import SuspendedRunList
-from supervisor.agent import Agent
+from troupe.api.errors import ERRORS
+from troupe.api.service import CallerDep, ServiceDep
+from troupe.api.wire import suspended_runs_json
+from troupe.core.store import SuspendedRunQuery
+from troupe.core.suspended import SuspendedRunList
+from troupe.supervisor.agent import Agent
 
 router = APIRouter(tags=["runs"])
 

@@ -19,13 +19,12 @@ from types import TracebackType
 from typing import Any, TypeVar, Unpack
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
-
-from api.client import DEFAULT_URL, AsyncAgentClient, AsyncTroupeClient, Messages
-from core.chunks import Chunk
-from core.options import SuspendedRunFilters
-from core.results import RunResult
-from core.stream import AgentStream
-from core.suspended import SuspendedRunList
+from troupe.api.client import DEFAULT_URL, AsyncAgentClient, AsyncTroupeClient, Messages
+from troupe.core.chunks import Chunk
+from troupe.core.options import SuspendedRunFilters
+from troupe.core.results import RunResult
+from troupe.core.stream import AgentStream
+from troupe.core.suspended import SuspendedRunList
 
 T = TypeVar("T")
 

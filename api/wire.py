@@ -1,7 +1,7 @@
 """The JSON shapes of results over HTTP, both ways: the server writes them, the Python client reads them.
 
 Keys are camelCase like Mastra's; user data inside (tool args and results, suspend payloads, resume
-schemas) keeps its own keys (see ``core.chunks.camelize``). A listed suspended run has Mastra's fields
+schemas) keeps its own keys (see ``troupe.core.chunks.camelize``). A listed suspended run has Mastra's fields
 (``runId``, ``status``, ``threadId``, ``resourceId``, ``suspendedAt``, ``toolCalls[]`` with ``toolCallId``,
 ``toolName``, ``args``, ``requiresApproval``, ``suspendPayload``) and Troupe's (``agentId``, and per call
 ``agentPath``, ``fingerprint``, ``resumeSchema``, ``pausedAt``, ``expiresAt``, ``interrupted``).
@@ -12,9 +12,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from core.chunks import camelize, snakify
-from core.results import RunResult, StepResult
-from core.suspended import PendingToolCall, SuspendedRun, SuspendedRunList
+from troupe.core.chunks import camelize, snakify
+from troupe.core.results import RunResult, StepResult
+from troupe.core.suspended import PendingToolCall, SuspendedRun, SuspendedRunList
 
 # The run a stream belongs to, known before its first chunk (percent-encoded: run ids are any text).
 RUN_ID_HEADER = "X-Troupe-Run-Id"

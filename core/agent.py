@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from core.hooks import Hooks
-from core.memory import Memory
-from core.model import Model, resolve_model
-from core.options import check_option_names
-from core.tools import Tool
+from troupe.core.hooks import Hooks
+from troupe.core.memory import Memory
+from troupe.core.model import Model, resolve_model
+from troupe.core.options import check_option_names
+from troupe.core.tools import Tool
 
 DELEGATION_PREFIX = "agent-"
 

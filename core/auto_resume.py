@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from core.model import Model, ModelRequest, TextDelta
-from core.state import Pause, RunState, ToolCallState
-from core.store import Store, SuspendedRunQuery
+from troupe.core.model import Model, ModelRequest, TextDelta
+from troupe.core.state import Pause, RunState, ToolCallState
+from troupe.core.store import Store, SuspendedRunQuery
 
 EXTRACTION_PROMPT = (
     "Extract the answer to a paused tool's question from the user's latest message.\n"

@@ -11,17 +11,16 @@ from dataclasses import dataclass
 from typing import Any, assert_never
 
 from pydantic import BaseModel, ValidationError
-
-from core.errors import (
+from troupe.core.errors import (
     DecisionConflictError,
     DecisionRejectedError,
     ResumeDataValidationError,
     ToolCallNotSuspendedError,
 )
-from core.requests import Approve, DecideRequest, Decline, Resume
-from core.state import CallStatus, Decision, Pause, RunState, ToolCallState
-from core.store import AuditEntry
-from core.tools import Tool
+from troupe.core.requests import Approve, DecideRequest, Decline, Resume
+from troupe.core.state import CallStatus, Decision, Pause, RunState, ToolCallState
+from troupe.core.store import AuditEntry
+from troupe.core.tools import Tool
 
 DEFAULT_DECLINE_REASON = "Tool call was not approved by the user"
 

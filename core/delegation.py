@@ -14,16 +14,15 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
-
-from core.agent import AgentSpec
-from core.chunks import PAUSE_TYPES, Chunk
-from core.requests import AgentPort, ChunkBatches, StartRequest
-from core.state import CallStatus, ChildLink, ParentLink, Pause, ToolCallState, fingerprint
-from core.tools import Tool, create_tool
-from core.tracing import carrier, span
+from troupe.core.agent import AgentSpec
+from troupe.core.chunks import PAUSE_TYPES, Chunk
+from troupe.core.requests import AgentPort, ChunkBatches, StartRequest
+from troupe.core.state import CallStatus, ChildLink, ParentLink, Pause, ToolCallState, fingerprint
+from troupe.core.tools import Tool, create_tool
+from troupe.core.tracing import carrier, span
 
 if TYPE_CHECKING:
-    from core.loop import ActiveRun, RunLoop
+    from troupe.core.loop import ActiveRun, RunLoop
 
 _CHILD_NS = uuid.UUID("8a0f3f1e-3c1b-4b7e-9a53-4d3e1f0b7c21")
 

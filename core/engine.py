@@ -15,11 +15,11 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from core.agent import AgentSpec
-from core.auto_resume import extract_resume_data, find_resumable
-from core.chunks import Chunk
-from core.decisions import already_decided, apply, check_kind, find_target
-from core.errors import (
+from troupe.core.agent import AgentSpec
+from troupe.core.auto_resume import extract_resume_data, find_resumable
+from troupe.core.chunks import Chunk
+from troupe.core.decisions import already_decided, apply, check_kind, find_target
+from troupe.core.errors import (
     DecisionConflictError,
     DecisionRejectedError,
     PauseExpiredError,
@@ -28,16 +28,16 @@ from core.errors import (
     ToolCallNotSuspendedError,
     TroupeError,
 )
-from core.loop import ActiveRun, RunLoop
-from core.memory import trim_history
-from core.messages import last_user_text, normalize_messages
-from core.options import RunOptions
-from core.policy import RunPolicy
-from core.recovery import prepare_recovery, replay
-from core.requests import AgentPort, DecideRequest, Decline, Resume, StartRequest
-from core.state import CallStatus, Pause, RunState, ToolCallState, utcnow
-from core.store import AuditEntry, StaleSnapshotError, Store, ThreadAppend
-from core.tracing import carrier, record_wait, span
+from troupe.core.loop import ActiveRun, RunLoop
+from troupe.core.memory import trim_history
+from troupe.core.messages import last_user_text, normalize_messages
+from troupe.core.options import RunOptions
+from troupe.core.policy import RunPolicy
+from troupe.core.recovery import prepare_recovery, replay
+from troupe.core.requests import AgentPort, DecideRequest, Decline, Resume, StartRequest
+from troupe.core.state import CallStatus, Pause, RunState, ToolCallState, utcnow
+from troupe.core.store import AuditEntry, StaleSnapshotError, Store, ThreadAppend
+from troupe.core.tracing import carrier, record_wait, span
 
 log = logging.getLogger(__name__)
 
@@ -206,7 +206,7 @@ class RunEngine:
             )
 
     async def _auto_resume(self, options: RunOptions, messages: list[dict[str, Any]]) -> Operation | None:
-        """If a tool on this thread waits for data, let this message answer it (see core.auto_resume)."""
+        """If a tool on this thread waits for data, let this message answer it (troupe.core.auto_resume)."""
         assert options.thread_id is not None
         found = await find_resumable(self.store, self.spec.id, options.thread_id, options.resource_id)
         if found is None:
@@ -443,7 +443,7 @@ class RunEngine:
         return Operation(self.loop, run, release, notes, start_note, kind="recovery")
 
     async def describe(self, run_id: str) -> list[Chunk] | None:
-        """Chunks telling where a run that is not in flight here stands (see ``core.recovery.replay``)."""
+        """Chunks telling where a run that is not in flight here stands (``troupe.core.recovery.replay``)."""
         stored = await self.store.load_run(run_id)
         return None if stored is None else replay(self.loop, stored.state)
 

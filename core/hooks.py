@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from core.tools import ToolContext
+from troupe.core.tools import ToolContext
 
 
 @dataclass(frozen=True)

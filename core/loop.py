@@ -15,22 +15,21 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
-
-from core.agent import DELEGATION_PREFIX, AgentSpec
-from core.chunks import Chunk
-from core.decisions import parse_resume_data
-from core.delegation import Delegation, child_run_id, delegation_tool
-from core.errors import ModelError, StorageError, TroupeError
-from core.hooks import ToolCallOverride
-from core.memory import settled_length, take_unsaved
-from core.messages import assistant_message, tool_message
-from core.model import ModelRequest, TextDelta, ToolCallPart, TurnEnd, Usage
-from core.policy import RunPolicy, requires_approval
-from core.requests import AgentPort, ChunkBatches
-from core.state import CallStatus, Pause, RunState, ToolCallState, fingerprint, utcnow
-from core.store import AuditEntry, StaleSnapshotError, Store, ThreadAppend
-from core.tools import AgentContext, SuspendSignal, Tool, ToolContext
-from core.tracing import span
+from troupe.core.agent import DELEGATION_PREFIX, AgentSpec
+from troupe.core.chunks import Chunk
+from troupe.core.decisions import parse_resume_data
+from troupe.core.delegation import Delegation, child_run_id, delegation_tool
+from troupe.core.errors import ModelError, StorageError, TroupeError
+from troupe.core.hooks import ToolCallOverride
+from troupe.core.memory import settled_length, take_unsaved
+from troupe.core.messages import assistant_message, tool_message
+from troupe.core.model import ModelRequest, TextDelta, ToolCallPart, TurnEnd, Usage
+from troupe.core.policy import RunPolicy, requires_approval
+from troupe.core.requests import AgentPort, ChunkBatches
+from troupe.core.state import CallStatus, Pause, RunState, ToolCallState, fingerprint, utcnow
+from troupe.core.store import AuditEntry, StaleSnapshotError, Store, ThreadAppend
+from troupe.core.tools import AgentContext, SuspendSignal, Tool, ToolContext
+from troupe.core.tracing import span
 
 log = logging.getLogger(__name__)
 

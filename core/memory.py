@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from core.state import RunState
-from core.store import ThreadAppend
+from troupe.core.state import RunState
+from troupe.core.store import ThreadAppend
 
 
 @dataclass(frozen=True)

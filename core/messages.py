@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from core.errors import InvalidOptionError
-from core.model import ToolCallPart
+from troupe.core.errors import InvalidOptionError
+from troupe.core.model import ToolCallPart
 
 _ROLES = frozenset({"system", "user", "assistant", "tool"})
 

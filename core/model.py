@@ -2,7 +2,7 @@
 
 A model turn is streamed as ``TextDelta`` and ``ToolCallPart`` events and closed by one ``TurnEnd``.
 Messages are OpenAI chat-format dicts and tools are OpenAI function specs, so any chat-completions
-backend (and the scripted fakes in ``core.testing``) fits behind it.
+backend (and the scripted fakes in ``troupe.core.testing``) fits behind it.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def resolve_model(model: Model | str) -> Model:
     if isinstance(model, str):
         provider, _, name = model.partition("/")
         if provider == "openai" and name:
-            from core.openai_model import OpenAIModel
+            from troupe.core.openai_model import OpenAIModel
 
             return OpenAIModel(name)
         raise ValueError(f"unknown model {model!r}: use 'openai/<model>' or a Model instance")

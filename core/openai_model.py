@@ -13,8 +13,8 @@ import os
 from collections.abc import AsyncIterator
 from typing import Any
 
-from core.errors import ModelError
-from core.model import Model, ModelEvent, ModelRequest, TextDelta, ToolCallPart, TurnEnd, Usage
+from troupe.core.errors import ModelError
+from troupe.core.model import Model, ModelEvent, ModelRequest, TextDelta, ToolCallPart, TurnEnd, Usage
 
 _FINISH = {"tool_calls": "tool-calls", "function_call": "tool-calls", "content_filter": "content-filter"}
 

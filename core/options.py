@@ -6,8 +6,8 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, TypedDict
 
-from core.errors import InvalidOptionError
-from core.policy import RunPolicy
+from troupe.core.errors import InvalidOptionError
+from troupe.core.policy import RunPolicy
 
 
 @dataclass(frozen=True)

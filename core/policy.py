@@ -16,8 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pydantic import BaseModel
-
-from core.tools import Tool, ToolContext
+from troupe.core.tools import Tool, ToolContext
 
 log = logging.getLogger(__name__)
 

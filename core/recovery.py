@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from core.chunks import Chunk
-from core.state import CallStatus, RunState
+from troupe.core.chunks import Chunk
+from troupe.core.state import CallStatus, RunState
 
 if TYPE_CHECKING:
-    from core.loop import ActiveRun, RunLoop
+    from troupe.core.loop import ActiveRun, RunLoop
 
 INTERRUPTED = (
     "interrupted: the process running this tool call stopped before it finished; it may or may not have "
@@ -65,7 +65,7 @@ def prepare_recovery(loop: RunLoop, run: ActiveRun) -> list[Chunk]:
 def replay(loop: RunLoop, state: RunState) -> list[Chunk]:
     """The chunks that tell a late reader where a run not in flight stands: its open pauses, or its
     recorded outcome."""
-    from core.loop import pause_chunk
+    from troupe.core.loop import pause_chunk
 
     chunks = [Chunk("start", state.run_id, {"agent_id": loop.spec.id, "replayed": True})]
     usage = {

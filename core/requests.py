@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from core.chunks import Chunk
-from core.state import ParentLink
+from troupe.core.chunks import Chunk
+from troupe.core.state import ParentLink
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.chunks import PAUSE_TYPES, Chunk
-from core.errors import RunFailedError, TroupeError, error_from_dict
+from troupe.core.chunks import PAUSE_TYPES, Chunk
+from troupe.core.errors import RunFailedError, TroupeError, error_from_dict
 
 
 @dataclass

@@ -14,8 +14,7 @@ from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
-
-from core.errors import SnapshotVersionError
+from troupe.core.errors import SnapshotVersionError
 
 SCHEMA_VERSION = 1
 

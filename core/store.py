@@ -13,9 +13,8 @@ from datetime import datetime
 from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
-
-from core.errors import InvalidPaginationError, TroupeError
-from core.state import RunState, utcnow
+from troupe.core.errors import InvalidPaginationError, TroupeError
+from troupe.core.state import RunState, utcnow
 
 
 class StaleSnapshotError(TroupeError):

@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-from core.chunks import Chunk
-from core.requests import ChunkBatches
-from core.results import ResultBuilder, RunResult
+from troupe.core.chunks import Chunk
+from troupe.core.requests import ChunkBatches
+from troupe.core.results import ResultBuilder, RunResult
 
 
 class AgentStream:

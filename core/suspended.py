@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from core.state import RunState
+from troupe.core.state import RunState
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
-from core.model import Model, ModelEvent, ModelRequest, TextDelta, ToolCallPart, TurnEnd, Usage
+from troupe.core.model import Model, ModelEvent, ModelRequest, TextDelta, ToolCallPart, TurnEnd, Usage
 
 Part = TextDelta | ToolCallPart
 Turn = Part | Sequence[Part]

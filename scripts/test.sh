@@ -5,5 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --system
 .venv/bin/ruff check .
+.venv/bin/python scripts/package_tree.py .build/package-tree >/dev/null
 .venv/bin/mypy
 .venv/bin/python -m pytest "$@"

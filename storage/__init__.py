@@ -1,9 +1,9 @@
-"""Durable state behind the one ``Store`` protocol (defined in ``core.store``)."""
+"""Durable state behind the one ``Store`` protocol (defined in ``troupe.core.store``)."""
 
-from core.store import AuditEntry, StaleSnapshotError, Store, StoredRun, SuspendedRunQuery
-from storage.memory import MemoryStore
-from storage.redis import RedisStore
-from storage.sqlite import SqliteStore
+from troupe.core.store import AuditEntry, StaleSnapshotError, Store, StoredRun, SuspendedRunQuery
+from troupe.storage.memory import MemoryStore
+from troupe.storage.redis import RedisStore
+from troupe.storage.sqlite import SqliteStore
 
 __all__ = [
     "AuditEntry",

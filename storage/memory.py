@@ -11,9 +11,9 @@ import uuid
 from collections import defaultdict
 from typing import Any
 
-from core.errors import DuplicateRunError
-from core.state import RunState
-from core.store import (
+from troupe.core.errors import DuplicateRunError
+from troupe.core.state import RunState
+from troupe.core.store import (
     AuditEntry,
     StaleSnapshotError,
     StoredRun,

@@ -17,7 +17,7 @@ An id that ends a key is used as it is; an id followed by more parts has ``%`` a
 (agent, thread) pairs share a key. For Redis Cluster, give a hash-tagged prefix such as ``{troupe}:`` so
 that every key of a store lives in one slot (the scripts touch several).
 
-Every write that must be atomic is one Lua script (``storage.redis_scripts``): the compare-and-set on
+Every write that must be atomic is one Lua script (``troupe.storage.redis_scripts``): the compare-and-set on
 ``version``, the audit entries and the index maintenance happen together or not at all. A run remembers
 which index keys it is in (the ``indexes`` field), so a script takes it out of them without parsing the
 state. Suspended indexes are scored by the negated pause time so that one ``ZRANGEBYSCORE`` lists newest
@@ -53,10 +53,14 @@ from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.commands.core import AsyncScript
-
-from core.errors import DuplicateRunError, InvalidPaginationError, StorageError, StorageUnavailableError
-from core.state import RunState
-from core.store import (
+from troupe.core.errors import (
+    DuplicateRunError,
+    InvalidPaginationError,
+    StorageError,
+    StorageUnavailableError,
+)
+from troupe.core.state import RunState
+from troupe.core.store import (
     AuditEntry,
     StaleSnapshotError,
     StoredRun,
@@ -65,7 +69,7 @@ from core.store import (
     expiry_timestamp,
     pause_timestamp,
 )
-from storage import redis_scripts as lua
+from troupe.storage import redis_scripts as lua
 
 # Errors that say Redis cannot be reached now (a read-only replica answers while a failover is under way).
 _UNAVAILABLE = (redis_errors.ConnectionError, redis_errors.TimeoutError, redis_errors.ReadOnlyError, OSError)
@@ -309,8 +313,10 @@ class RedisStore:
         """List pushes that ride along with a run's write: audit entries, then thread messages."""
         pushes = [(self.keys.audit(entry.run_id), entry.model_dump_json()) for entry in audit]
         if thread is not None:
-            pushes += [(self.keys.thread(thread.thread_id), _thread_entry(thread.resource_id, m))
-                       for m in thread.messages]
+            pushes += [
+                (self.keys.thread(thread.thread_id), _thread_entry(thread.resource_id, m))
+                for m in thread.messages
+            ]
         return pushes
 
     async def list_suspended_runs(self, query: SuspendedRunQuery) -> tuple[list[RunState], int]:

@@ -3,7 +3,7 @@
 Reads that must agree with each other (a listing's total and its page) and writes that must happen
 together (a compare-and-set, its audit entries and the index changes) are each one script. Every write
 carries a random token so that a retried write whose first attempt landed recognises itself; see
-``storage.redis`` for why commands are retried at all.
+``troupe.storage.redis`` for why commands are retried at all.
 """
 
 from __future__ import annotations

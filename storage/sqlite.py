@@ -19,9 +19,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from core.errors import DuplicateRunError, StorageUnavailableError
-from core.state import RunState
-from core.store import (
+from troupe.core.errors import DuplicateRunError, StorageUnavailableError
+from troupe.core.state import RunState
+from troupe.core.store import (
     AuditEntry,
     StaleSnapshotError,
     StoredRun,

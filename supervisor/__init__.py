@@ -1,7 +1,7 @@
 """The tree of agents: the public Agent, the Runtime that hosts them, delegation and recovery."""
 
-from supervisor.agent import Agent
-from supervisor.default import default_runtime
-from supervisor.runtime import Runtime
+from troupe.supervisor.agent import Agent
+from troupe.supervisor.default import default_runtime
+from troupe.supervisor.runtime import Runtime
 
 __all__ = ["Agent", "Runtime", "default_runtime"]

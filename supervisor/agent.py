@@ -9,16 +9,16 @@ import copy
 import uuid
 from typing import TYPE_CHECKING, Any, Unpack
 
-from core.agent import AgentSpec
-from core.options import DecisionOptions, StreamOptions, SuspendedRunFilters
-from core.requests import Approve, DecideRequest, DecisionInput, Decline, Resume, StartRequest
-from core.results import RunResult
-from core.stream import AgentStream
-from core.suspended import SuspendedRunList
-from core.tracing import carrier
+from troupe.core.agent import AgentSpec
+from troupe.core.options import DecisionOptions, StreamOptions, SuspendedRunFilters
+from troupe.core.requests import Approve, DecideRequest, DecisionInput, Decline, Resume, StartRequest
+from troupe.core.results import RunResult
+from troupe.core.stream import AgentStream
+from troupe.core.suspended import SuspendedRunList
+from troupe.core.tracing import carrier
 
 if TYPE_CHECKING:
-    from supervisor.runtime import Runtime
+    from troupe.supervisor.runtime import Runtime
 
 Messages = str | list[dict[str, Any]]
 
@@ -43,7 +43,7 @@ class Agent(AgentSpec):
     @property
     def runtime(self) -> Runtime:
         if self._runtime is None:
-            from supervisor.default import default_runtime
+            from troupe.supervisor.default import default_runtime
 
             default_runtime().register(self, replace=True)
         assert self._runtime is not None

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import threading
 
-from supervisor.runtime import Executor, Runtime
+from troupe.supervisor.runtime import Executor, Runtime
 
 _lock = threading.Lock()
 _default: Runtime | None = None

@@ -14,26 +14,26 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Unpack
 
-from actors.handle import AgentHandle, LocalHandle, RayHandle
-from actors.host import AgentHost
-from actors.remote import RayActor, ensure_ray
-from actors.store_host import RemoteStore, StoreHost
-from core.agent import AgentSpec
-from core.errors import (
+from troupe.actors.handle import AgentHandle, LocalHandle, RayHandle
+from troupe.actors.host import AgentHost
+from troupe.actors.remote import RayActor, ensure_ray
+from troupe.actors.store_host import RemoteStore, StoreHost
+from troupe.core.agent import AgentSpec
+from troupe.core.errors import (
     AgentNotFoundError,
     AmbiguousSuspendedRunsError,
     NoSuspendedRunError,
     SnapshotNotFoundError,
 )
-from core.options import SuspendedRunFilters
-from core.requests import DecideRequest, StartRequest
-from core.results import RunResult
-from core.store import Store, SuspendedRunQuery
-from core.stream import AgentStream
-from core.suspended import SuspendedRun, SuspendedRunList
-from storage.memory import MemoryStore
-from storage.sqlite import SqliteStore
-from supervisor.agent import Agent
+from troupe.core.options import SuspendedRunFilters
+from troupe.core.requests import DecideRequest, StartRequest
+from troupe.core.results import RunResult
+from troupe.core.store import Store, SuspendedRunQuery
+from troupe.core.stream import AgentStream
+from troupe.core.suspended import SuspendedRun, SuspendedRunList
+from troupe.storage.memory import MemoryStore
+from troupe.storage.sqlite import SqliteStore
+from troupe.supervisor.agent import Agent
 
 Executor = Literal["ray", "local"]
 

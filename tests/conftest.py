@@ -22,8 +22,7 @@ ROOT = TESTS.parent
 def ray_session() -> Any:
     """Ray, started once for the whole session (a start costs seconds); workers can import test modules."""
     import ray
-
-    from actors.remote import ensure_ray
+    from troupe.actors.remote import ensure_ray
 
     ensure_ray()  # the same start-up users get; workers import what this process can (tests included)
     yield ray

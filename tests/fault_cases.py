@@ -60,7 +60,7 @@ def crash_at(target: str, index: int, root: Path, ray_address: str | None) -> di
 def run_matrix(targets: list[str], every: int = 1, ray_address: str | None = None) -> list[dict[str, Any]]:
     """Run the matrix, print one line per case, return the failing cases."""
     if "actor" in targets and ray_address is None:
-        from actors.remote import ensure_ray
+        from troupe.actors.remote import ensure_ray
 
         ensure_ray()
         import ray

@@ -17,8 +17,8 @@ from typing import Any
 import httpx
 import uvicorn
 from helpers import delete_tool, echo_model, weather_tool
+from troupe.api.app import create_app
 
-from api.app import create_app
 from troupe import Agent, Runtime, SqliteStore
 from troupe.testing import CallLog, tool_call
 

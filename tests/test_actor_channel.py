@@ -13,9 +13,8 @@ from typing import Any
 
 import pytest
 from channel_actors import Echo
-
-from actors.channel import ChannelClient, ChannelClosed, ChannelServer, Endpoint
-from core.errors import AgentUnavailableError
+from troupe.actors.channel import ChannelClient, ChannelClosed, ChannelServer, Endpoint
+from troupe.core.errors import AgentUnavailableError
 
 
 def _same(error: BaseException) -> BaseException:
@@ -108,7 +107,7 @@ async def test_socket_directories_of_dead_processes_are_swept(tmp_path, monkeypa
 
 @pytest.fixture
 def echo_actor(ray_session) -> Any:
-    from actors.remote import RayActor
+    from troupe.actors.remote import RayActor
 
     actor = RayActor.spawn(Echo, name=f"test-echo-{uuid.uuid4().hex}", max_concurrency=1)
     yield actor
@@ -144,8 +143,7 @@ async def test_an_error_from_an_actor_it_called_is_not_its_own_death(echo_actor)
 
 async def test_a_killed_actor_reads_as_dead_then_is_reached_again_after_its_restart(echo_actor):
     import ray
-
-    from actors.remote import RayActorError
+    from troupe.actors.remote import RayActorError
 
     first = await echo_actor.call("pid")
     waiting = asyncio.ensure_future(echo_actor.call("hold", 30))
@@ -160,7 +158,7 @@ async def test_a_killed_actor_reads_as_dead_then_is_reached_again_after_its_rest
 
 
 async def test_with_channels_off_calls_go_through_ray(echo_actor, monkeypatch):
-    import actors.remote as remote
+    import troupe.actors.remote as remote
 
     side = await ChannelClient.connect(await echo_actor.handle.troupe_channel.remote())
     monkeypatch.setattr(remote, "_CHANNELS", False)

@@ -15,9 +15,9 @@ import openai
 import pytest
 from fake_openai import FakeOpenAI, call, reply, serving
 from helpers import chunks_of, delete_tool, types_of
+from troupe.core.errors import ModelError
+from troupe.core.model import ModelEvent, ModelRequest, TextDelta, ToolCallPart, TurnEnd, Usage, resolve_model
 
-from core.errors import ModelError
-from core.model import ModelEvent, ModelRequest, TextDelta, ToolCallPart, TurnEnd, Usage, resolve_model
 from troupe import Agent, OpenAIModel, Runtime, SqliteStore
 
 DELETE_SPEC = {

@@ -69,7 +69,7 @@ def test_approve_decline_and_resume_with_the_app_follow_the_run(paused, capsys):
     assert CallLog(paused["calls"]).count("delete_record") == 1
 
     assert main(["decline", paused["b"], *app, "--reason", "not today"]) == 0
-    assert "declined: \"not today\"" in capsys.readouterr().out
+    assert 'declined: "not today"' in capsys.readouterr().out
 
     assert main(["resume", paused["ask"], *app, "--data", '{"city": "Porto"}']) == 0
     assert "Porto" in capsys.readouterr().out

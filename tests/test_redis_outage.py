@@ -15,9 +15,9 @@ import pytest
 from helpers import chunks_of, delete_tool, one_call, types_of
 from pydantic import BaseModel
 from redis_server import RedisServer
+from troupe.core.state import CallStatus
+from troupe.storage import RedisStore
 
-from core.state import CallStatus
-from storage import RedisStore
 from troupe import Agent, Runtime, create_tool
 from troupe.errors import StorageUnavailableError
 from troupe.testing import CallLog

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 import redis.asyncio
+import troupe.storage.redis as redis_store_module
 from redis_server import RedisServer, free_port
+from troupe.core.state import CallStatus, Pause, RunState, ToolCallState
+from troupe.core.store import AuditEntry, StaleSnapshotError, SuspendedRunQuery
+from troupe.storage import RedisStore
 
-import storage.redis
-from core.state import CallStatus, Pause, RunState, ToolCallState
-from core.store import AuditEntry, StaleSnapshotError, SuspendedRunQuery
-from storage import RedisStore
 from troupe.errors import DuplicateRunError, StorageUnavailableError
 
 pytestmark = pytest.mark.redis
@@ -155,7 +155,7 @@ async def test_a_retried_write_whose_first_attempt_landed_is_not_applied_twice(
 ):
     # A write is retried after a connection error, which may come after Redis applied it (only the reply
     # was lost). The retry carries the same token as the first attempt; replaying with one token is that.
-    monkeypatch.setattr(storage.redis, "_token", lambda: "same-write")
+    monkeypatch.setattr(redis_store_module, "_token", lambda: "same-write")
     entry = AuditEntry(
         run_id="r1", agent_id="a", tool_call_id="c1", tool_name="t", args={}, fingerprint="f", kind="approved"
     )

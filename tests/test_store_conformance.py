@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from troupe.core.state import CallStatus, Pause, RunState, ToolCallState
+from troupe.core.store import AuditEntry, StaleSnapshotError, Store, SuspendedRunQuery
+from troupe.storage import RedisStore
 
-from core.state import CallStatus, Pause, RunState, ToolCallState
-from core.store import AuditEntry, StaleSnapshotError, Store, SuspendedRunQuery
-from storage import RedisStore
 from troupe import MemoryStore, SqliteStore
 from troupe.errors import DuplicateRunError, InvalidPaginationError
 
@@ -214,7 +214,7 @@ async def test_expiring_runs_are_listed_most_overdue_first(store: Store):
 
 
 async def test_expiry_is_indexed_only_for_top_level_runs(store: Store):
-    from core.state import ParentLink
+    from troupe.core.state import ParentLink
 
     child = suspended(
         "child", T0, expires_at=T0, parent=ParentLink(run_id="p", tool_call_id="c", agent_id="s")

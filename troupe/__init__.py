@@ -1,22 +1,55 @@
 """Troupe: an actor-model multi-agent runtime with human-in-the-loop tool approval.
 
 This package is the public face: it re-exports what users need and nothing inside the project imports it.
+Names load on first use (PEP 562), so ``import troupe``, ``troupe.client``, ``troupe.errors`` and
+``troupe.testing`` stay Ray-free; touching ``Runtime`` or ``Agent`` is what imports Ray.
 """
 
-from core.chunks import Chunk
-from core.hooks import Hooks, ToolCallOverride
-from core.memory import Memory
-from core.model import Model
-from core.openai_model import OpenAIModel
-from core.results import RunResult, StepResult
-from core.stream import AgentStream
-from core.suspended import PendingToolCall, SuspendedRun, SuspendedRunList
-from core.tools import Tool, ToolContext, create_tool
-from storage import MemoryStore, RedisStore, SqliteStore
-from supervisor import Agent, Runtime
-from troupe import errors, testing
+from __future__ import annotations
 
-__all__ = [
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from troupe import errors, testing
+    from troupe.core.chunks import Chunk
+    from troupe.core.hooks import Hooks, ToolCallOverride
+    from troupe.core.memory import Memory
+    from troupe.core.model import Model
+    from troupe.core.openai_model import OpenAIModel
+    from troupe.core.results import RunResult, StepResult
+    from troupe.core.stream import AgentStream
+    from troupe.core.suspended import PendingToolCall, SuspendedRun, SuspendedRunList
+    from troupe.core.tools import Tool, ToolContext, create_tool
+    from troupe.storage import MemoryStore, RedisStore, SqliteStore
+    from troupe.supervisor import Agent, Runtime
+
+# public name -> the module that defines it (a module itself where the name is a submodule)
+_EXPORTS: dict[str, str] = {
+    "Agent": "troupe.supervisor",
+    "AgentStream": "troupe.core.stream",
+    "Chunk": "troupe.core.chunks",
+    "Hooks": "troupe.core.hooks",
+    "Memory": "troupe.core.memory",
+    "MemoryStore": "troupe.storage",
+    "Model": "troupe.core.model",
+    "OpenAIModel": "troupe.core.openai_model",
+    "PendingToolCall": "troupe.core.suspended",
+    "RedisStore": "troupe.storage",
+    "RunResult": "troupe.core.results",
+    "Runtime": "troupe.supervisor",
+    "SqliteStore": "troupe.storage",
+    "StepResult": "troupe.core.results",
+    "SuspendedRun": "troupe.core.suspended",
+    "SuspendedRunList": "troupe.core.suspended",
+    "Tool": "troupe.core.tools",
+    "ToolCallOverride": "troupe.core.hooks",
+    "ToolContext": "troupe.core.tools",
+    "create_tool": "troupe.core.tools",
+}
+_SUBMODULES = ("errors", "testing")
+
+__all__ = [  # the names of _EXPORTS and _SUBMODULES, spelled out for type checkers and linters
     "Agent",
     "AgentStream",
     "Chunk",
@@ -40,3 +73,19 @@ __all__ = [
     "errors",
     "testing",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module(f"troupe.{name}")
+    try:
+        module = _EXPORTS[name]
+    except KeyError:
+        raise AttributeError(f"module 'troupe' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -8,9 +8,9 @@ import os
 import sys
 from typing import Any
 
-from core.store import Store
-from storage import RedisStore, SqliteStore
-from supervisor import Runtime
+from troupe.core.store import Store
+from troupe.storage import RedisStore, SqliteStore
+from troupe.supervisor import Runtime
 
 
 async def load_runtime(spec: str, ray_address: str | None = None) -> Runtime:

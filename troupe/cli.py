@@ -114,8 +114,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    from api.auth import KeyRing
-    from api.serve import serve
+    from troupe.api.auth import KeyRing
+    from troupe.api.serve import serve
     from troupe.apps import load_runtime
 
     if not args.keys and not args.open:

@@ -9,9 +9,9 @@ matching ``troupe.errors`` class, or as the front door's own ``AuthenticationErr
 ``PermissionDeniedError`` (403) and ``InvalidRequestError`` (422), exported here.
 """
 
-from api.client import AsyncAgentClient, AsyncTroupeClient
-from api.errors import AuthenticationError, HttpError, InvalidRequestError, PermissionDeniedError
-from api.sync_client import AgentClient, SyncAgentStream, TroupeClient
+from troupe.api.client import AsyncAgentClient, AsyncTroupeClient
+from troupe.api.errors import AuthenticationError, HttpError, InvalidRequestError, PermissionDeniedError
+from troupe.api.sync_client import AgentClient, SyncAgentStream, TroupeClient
 
 __all__ = [
     "AgentClient",

@@ -24,14 +24,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from core.chunks import Chunk
-from core.errors import DecisionRejectedError, ResumeDataValidationError, TroupeError
-from core.results import RunResult
-from core.stream import AgentStream
-from storage.sqlite import SqliteStore
-from supervisor.agent import Agent
-from supervisor.runtime import Executor, Runtime
+from troupe.core.chunks import Chunk
+from troupe.core.errors import DecisionRejectedError, ResumeDataValidationError, TroupeError
+from troupe.core.results import RunResult
+from troupe.core.stream import AgentStream
 from troupe.demo_agent import AGENT_ID, RecordsDB, build_agent, choose_model, json_or_none
+from troupe.storage.sqlite import SqliteStore
+from troupe.supervisor.agent import Agent
+from troupe.supervisor.runtime import Executor, Runtime
 
 DEFAULT_STORE = "troupe-demo.db"
 DEFAULT_PROMPT = "Please delete record abc-123, then book a table for dinner tonight."

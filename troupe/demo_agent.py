@@ -16,10 +16,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from core.model import Model
-from core.testing import FunctionModel, Turn, text, tool_call
-from core.tools import Tool, ToolContext, create_tool
-from supervisor.agent import Agent
+from troupe.core.model import Model
+from troupe.core.testing import FunctionModel, Turn, text, tool_call
+from troupe.core.tools import Tool, ToolContext, create_tool
+from troupe.supervisor.agent import Agent
 
 AGENT_ID = "records-assistant"
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"

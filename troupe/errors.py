@@ -1,9 +1,9 @@
-"""Troupe's errors (see ``core.errors`` for the tree)."""
+"""Troupe's errors (see ``troupe.core.errors`` for the tree)."""
 
-from api.errors import AuthenticationError, HttpError, InvalidRequestError, PermissionDeniedError
-from core.errors import *  # noqa: F403
-from core.errors import __all__ as _core_all
-from core.store import StaleSnapshotError
+from troupe.api.errors import AuthenticationError, HttpError, InvalidRequestError, PermissionDeniedError
+from troupe.core.errors import *  # noqa: F403
+from troupe.core.errors import __all__ as _core_all
+from troupe.core.store import StaleSnapshotError
 
 __all__ = [
     *_core_all,

@@ -32,8 +32,8 @@ except ImportError as exc:  # pragma: no cover - exercised only where ipywidgets
         "await agent.approve_tool_call_generate(...))"
     ) from exc
 
-from core.results import RunResult
-from core.suspended import PendingToolCall, SuspendedRunList, compact_json
+from troupe.core.results import RunResult
+from troupe.core.suspended import PendingToolCall, SuspendedRunList, compact_json
 
 
 class Decider(Protocol):

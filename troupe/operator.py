@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TextIO
 
-from core.errors import AgentNotFoundError, SnapshotNotFoundError, TroupeError
-from core.store import SuspendedRunQuery
-from core.suspended import SuspendedRun, SuspendedRunList
-from supervisor import Runtime
 from troupe.apps import load_runtime, open_store
+from troupe.core.errors import AgentNotFoundError, SnapshotNotFoundError, TroupeError
+from troupe.core.store import SuspendedRunQuery
+from troupe.core.suspended import SuspendedRun, SuspendedRunList
+from troupe.supervisor import Runtime
 
 # ---- where runs come from ---------------------------------------------------------------------------
 
@@ -77,7 +77,7 @@ class Source:
 
 async def open_source(args: Any) -> Source:
     if args.server:
-        from api.client import AsyncTroupeClient
+        from troupe.api.client import AsyncTroupeClient
 
         key = args.key or os.environ.get("TROUPE_API_KEY")
         return Source(client=AsyncTroupeClient(args.server, api_key=key))
