@@ -10,6 +10,7 @@ piles up within ``linger`` seconds (or until the operation ends) goes out in one
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import os
@@ -24,6 +25,7 @@ from troupe.core.engine import Operation, RunEngine
 from troupe.core.errors import AgentUnavailableError, PauseExpiredError
 from troupe.core.requests import AgentPort, DecideRequest, StartRequest
 from troupe.core.results import ResultBuilder, RunResult
+from troupe.core.state import Clock, utcnow
 from troupe.core.store import Store
 from troupe.core.tracing import configure as configure_tracing
 
@@ -92,12 +94,13 @@ class AgentHost:
         store: Store,
         subagents: dict[str, AgentPort] | None = None,
         owner: str | None = None,
+        clock: Clock = utcnow,
     ) -> None:
         self.spec = spec
         self.store = store
         # A Ray actor keeps its id across restarts, so a restarted host knows which runs were its own.
         self.owner = owner or current_actor_id() or f"local:{uuid.uuid4().hex}"
-        self.engine = RunEngine(spec, store, subagents or {}, owner=self.owner)
+        self.engine = RunEngine(spec, store, subagents or {}, owner=self.owner, clock=clock)
         self._outboxes: dict[str, Outbox] = {}
         # run id -> op id of its latest operation here, until that operation's chunks are all read
         self._live: dict[str, str] = {}
@@ -105,6 +108,9 @@ class AgentHost:
         self._ids = itertools.count(1)
         self._heartbeat: asyncio.Task[None] | None = None
         self._taken_over: list[str] = []  # runs this host recovered, in order
+        self._wake = asyncio.Event()
+        self.beats = 0  # heartbeats completed, so a caller of wake() can tell when the next one is done
+        self._beating = False
 
     # ---- operations ---------------------------------------------------------------------------------
 
@@ -181,7 +187,8 @@ class AgentHost:
     async def expire_due(self) -> list[str]:
         """Decline every pause of this agent whose time has run out; the runs move on in the background."""
         expired = []
-        for run_id in await self.store.list_expiring_runs(self.spec.id, time.time()):
+        now = self.engine.loop.clock().timestamp()
+        for run_id in await self.store.list_expiring_runs(self.spec.id, now):
             if not self.engine.is_busy(run_id) and await self._expire(run_id):
                 expired.append(run_id)
         return expired
@@ -261,13 +268,24 @@ class AgentHost:
         """Keep this host's claim on its runs alive; take over runs whose host died (or whose last write
         failed while storage was down); decline pauses whose time has run out."""
         while True:
+            self._wake.clear()
+            self._beating = True
             try:
                 await self.store.touch_owner(self.owner, OWNER_TTL_S)
                 await self._take_over_orphans()
                 await self.expire_due()
             except Exception:
                 log.warning("heartbeat of %s failed", self.owner, exc_info=True)
-            await asyncio.sleep(HEARTBEAT_S)
+            self.beats += 1
+            self._beating = False
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), HEARTBEAT_S)
+
+    def wake(self) -> int:
+        """Beat now rather than at the end of the interval (after a peer is known to be dead). Returns
+        the count ``beats`` must exceed for a whole beat to have run since this call."""
+        self._wake.set()
+        return self.beats + self._beating  # a beat already under way may have looked too early
 
     async def close(self) -> None:
         if self._heartbeat is not None:

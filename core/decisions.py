@@ -14,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 from troupe.core.errors import (
     DecisionConflictError,
     DecisionRejectedError,
+    PauseExpiredError,
     ResumeDataValidationError,
     ToolCallNotSuspendedError,
 )
@@ -63,7 +64,9 @@ def find_target(state: RunState, request: DecideRequest) -> Target:
 
 def already_decided(run_id: str, tool_call_id: str, kind: str, by: str | None) -> DecisionConflictError:
     who = f" by {by}" if by else ""
-    return DecisionConflictError(
+    # A decision after the expiry sweep got there is as late as one that finds the deadline passed.
+    error = PauseExpiredError if kind == "expired" else DecisionConflictError
+    return error(
         f"tool call {tool_call_id!r} of run {run_id} was already {kind}{who}; a call is decided once",
         run_id=run_id,
         tool_call_id=tool_call_id,

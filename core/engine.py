@@ -35,7 +35,7 @@ from troupe.core.options import RunOptions
 from troupe.core.policy import RunPolicy
 from troupe.core.recovery import prepare_recovery, replay
 from troupe.core.requests import AgentPort, DecideRequest, Decline, Resume, StartRequest
-from troupe.core.state import CallStatus, Pause, RunState, ToolCallState, utcnow
+from troupe.core.state import CallStatus, Clock, Pause, RunState, ToolCallState, utcnow
 from troupe.core.store import AuditEntry, StaleSnapshotError, Store, ThreadAppend
 from troupe.core.tracing import carrier, record_wait, span
 
@@ -147,10 +147,11 @@ class RunEngine:
         store: Store,
         ports: dict[str, AgentPort] | None = None,
         owner: str | None = None,
+        clock: Clock = utcnow,
     ) -> None:
         self.spec = spec
         self.store = store
-        self.loop = RunLoop(spec, store, ports or {})
+        self.loop = RunLoop(spec, store, ports or {}, clock)
         self.locks = RunLocks()
         # Who drives the runs this engine works on (its host's identity; see RunState.owner).
         self.owner = owner or f"engine:{uuid.uuid4().hex}"
@@ -266,7 +267,7 @@ class RunEngine:
         release = await self.locks.acquire(run_id)
         try:
             stored = await self.store.load_run(run_id)
-            now = utcnow()
+            now = self.loop.clock()
             due = (
                 []
                 if stored is None or stored.state.parent is not None
@@ -308,7 +309,8 @@ class RunEngine:
             target = find_target(state, request)
             check_kind(state.run_id, target, request)
             expires_at = target.pause.expires_at
-            if not expiring and state.parent is None and expires_at is not None and expires_at <= utcnow():
+            late = expires_at is not None and expires_at <= self.loop.clock()
+            if not expiring and state.parent is None and late:
                 raise PauseExpiredError(
                     f"tool call {target.call.tool_call_id!r} of run {state.run_id} expired at "
                     f"{expires_at.isoformat()}; it is declined for lack of a decision",

@@ -26,7 +26,7 @@ from troupe.core.messages import assistant_message, tool_message
 from troupe.core.model import ModelRequest, TextDelta, ToolCallPart, TurnEnd, Usage
 from troupe.core.policy import RunPolicy, requires_approval
 from troupe.core.requests import AgentPort, ChunkBatches
-from troupe.core.state import CallStatus, Pause, RunState, ToolCallState, fingerprint, utcnow
+from troupe.core.state import CallStatus, Clock, Pause, RunState, ToolCallState, fingerprint, utcnow
 from troupe.core.store import AuditEntry, StaleSnapshotError, Store, ThreadAppend
 from troupe.core.tools import AgentContext, SuspendSignal, Tool, ToolContext
 from troupe.core.tracing import span
@@ -67,9 +67,12 @@ class Turn:
 
 
 class RunLoop:
-    def __init__(self, spec: AgentSpec, store: Store, ports: dict[str, AgentPort]) -> None:
+    def __init__(
+        self, spec: AgentSpec, store: Store, ports: dict[str, AgentPort], clock: Clock = utcnow
+    ) -> None:
         self.spec = spec
         self.store = store
+        self.clock = clock
         self.delegations = {
             DELEGATION_PREFIX + key: Delegation(key, sub, ports[key])
             for key, sub in spec.agents.items()
@@ -295,12 +298,11 @@ class RunLoop:
         state.pause_seq += 1
         return state.pause_seq
 
-    @staticmethod
-    def deadline(state: RunState, inherited: datetime | None = None) -> datetime | None:
+    def deadline(self, state: RunState, inherited: datetime | None = None) -> datetime | None:
         """A new pause's expiry: this run's approval_timeout from now, else what the subagent set."""
         if state.approval_timeout is None:
             return inherited
-        return utcnow() + timedelta(seconds=state.approval_timeout)
+        return self.clock() + timedelta(seconds=state.approval_timeout)
 
     # ---- executing calls -----------------------------------------------------------------------------
 

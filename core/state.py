@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Literal
@@ -21,6 +22,11 @@ SCHEMA_VERSION = 1
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+# What a pause's deadline is measured against. Injectable (``Runtime(clock=...)``) so expiry can be tested
+# without racing the wall clock or the heartbeat; it must be picklable to reach Ray actors.
+Clock = Callable[[], datetime]
 
 
 def fingerprint(tool_call_id: str, tool_name: str, args: Any, *inner: str) -> str:
@@ -201,6 +207,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "CallStatus",
     "ChildLink",
+    "Clock",
     "Decision",
     "ParentLink",
     "Pause",

@@ -28,6 +28,7 @@ from troupe.core.errors import (
 from troupe.core.options import SuspendedRunFilters
 from troupe.core.requests import DecideRequest, StartRequest
 from troupe.core.results import RunResult
+from troupe.core.state import Clock, utcnow
 from troupe.core.store import Store, SuspendedRunQuery
 from troupe.core.stream import AgentStream
 from troupe.core.suspended import SuspendedRun, SuspendedRunList
@@ -45,12 +46,14 @@ class Runtime:
         storage: Store | None = None,
         executor: Executor = "ray",
         ray_address: str | None = None,
+        clock: Clock = utcnow,
     ) -> None:
         if executor not in ("ray", "local"):
             raise ValueError(f"executor must be 'ray' or 'local', got {executor!r}")
         self.storage: Store = storage if storage is not None else MemoryStore()
         self.executor: Executor = executor
         self.ray_address = ray_address
+        self.clock = clock  # what pause deadlines are measured against (tests inject one)
         self._specs: dict[str, AgentSpec] = {}
         self._agents: dict[str, Agent] = {}
         self._handles: dict[str, AgentHandle] = {}
@@ -124,11 +127,11 @@ class Runtime:
         handle: AgentHandle
         if self.executor == "ray":
             actor = RayActor.spawn(
-                AgentHost, spec, store, subagents, name=self._actor_name(f"agent:{spec.id}")
+                AgentHost, spec, store, subagents, None, self.clock, name=self._actor_name(f"agent:{spec.id}")
             )
             handle = RayHandle(actor, spec.id)
         else:
-            handle = LocalHandle(AgentHost(spec, store, dict(subagents)))
+            handle = LocalHandle(AgentHost(spec, store, dict(subagents), clock=self.clock))
         self._handles[agent_id] = handle
         return handle
 

@@ -1,0 +1,290 @@
+"""Targeted mutation run over the decision, claim, checkpoint and recovery code: break one line of product
+code at a time, run the tests that guard it, and put it back.
+
+    python scripts/mutation.py                 # every mutant; writes scripts/mutation-report.md
+    python scripts/mutation.py --only cas      # mutants whose name contains "cas" (report not written)
+    python scripts/mutation.py --list
+
+Each mutant is a file, the exact text it replaces (which must occur exactly once, so a mutant that no
+longer fits the code fails loudly instead of silently testing nothing) and the replacement. A mutant
+that every test survives must carry a written reason it is harmless, or the run fails. It runs by
+command, like the benchmarks, not in every CI run (a full run takes several minutes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+REPORT = ROOT / "scripts" / "mutation-report.md"
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    path: str
+    old: str
+    new: str
+    tests: tuple[str, ...]
+    # Why surviving this mutant is harmless (only for mutants known to survive).
+    harmless: str = ""
+
+
+APPROVAL = ("tests/test_guarantees.py", "tests/test_approval.py")
+
+MUTANTS = [
+    # ---- checkpoint before announce ---------------------------------------------------------------------
+    Mutant(
+        "announce-before-checkpoint",
+        "core/loop.py",
+        """settled_length(state)))
+        # Durable now: announce every open pause, oldest first, so the last one is the newest.
+        for call, pause in state.open_pauses():
+            run.emit(pause_chunk(state.run_id, call, pause))
+""",
+        """settled_length(state)))
+        for call, pause in state.open_pauses():
+            run.emit(pause_chunk(state.run_id, call, pause))
+""",
+        ("tests/test_guarantees.py", "tests/test_snapshots.py"),
+    ),
+    Mutant(
+        "suspend-without-status",
+        "core/loop.py",
+        """        state.status = "suspended"
+        await self.checkpoint(run, take_unsaved(""",
+        """        await self.checkpoint(run, take_unsaved(""",
+        ("tests/test_guarantees.py", "tests/test_snapshots.py"),
+    ),
+    Mutant(
+        "running-calls-not-checkpointed",
+        "core/loop.py",
+        """            if run.todo:
+                # Calls about to run""",
+        """            if False:
+                # Calls about to run""",
+        ("tests/test_recovery.py",),
+    ),
+    # ---- heartbeat takeover and recovery ----------------------------------------------------------------
+    Mutant(
+        "heartbeat-no-takeover",
+        "actors/host.py",
+        """                await self._take_over_orphans()
+                await self.expire_due()""",
+        """                await self.expire_due()""",
+        ("tests/test_recovery.py",),
+    ),
+    Mutant(
+        "dead-owner-counted-alive",
+        "actors/host.py",
+        "        return owner not in await self.store.live_owners()",
+        "        return False",
+        ("tests/test_recovery.py",),
+    ),
+    Mutant(
+        "recovery-reruns-everything",
+        "core/recovery.py",
+        "        elif tool is not None and tool.idempotent:",
+        "        elif tool is not None:",
+        ("tests/test_recovery.py",),
+    ),
+    Mutant(
+        "recovery-ignores-gating",
+        "core/recovery.py",
+        "        elif call.requires_approval and tool is not None:",
+        "        elif False:",
+        ("tests/test_recovery.py",),
+    ),
+    Mutant(
+        "recovery-takes-live-owners-run",
+        "core/engine.py",
+        'stored.state.status != "running" or stored.state.owner != expected_owner:',
+        'stored.state.status != "running":',
+        ("tests/test_recovery.py",),
+        harmless=(
+            "begin_recovery is only called with the owner just read from the same snapshot under the "
+            "run's lock, and the compare-and-set save right after rejects a run that changed meanwhile; "
+            "the owner check is a second guard, so no test can separate it from the CAS."
+        ),
+    ),
+    # ---- fingerprint ------------------------------------------------------------------------------------
+    Mutant(
+        "http-approve-ignores-fingerprint",
+        "api/runs.py",
+        """        "edited_args": body.edited_args,
+        "fingerprint": body.fingerprint,""",
+        """        "edited_args": body.edited_args,""",
+        ("tests/test_guarantees_http.py",),
+    ),
+    Mutant(
+        "http-decline-ignores-fingerprint",
+        "api/runs.py",
+        """        "reason": body.reason,
+        "fingerprint": body.fingerprint,""",
+        """        "reason": body.reason,""",
+        ("tests/test_guarantees_http.py",),
+    ),
+    Mutant(
+        "client-drops-fingerprint",
+        "api/client.py",
+        "edited_args, fingerprint=fingerprint)\n        return await self.client.open_stream(",
+        "edited_args)\n        return await self.client.open_stream(",
+        ("tests/test_guarantees_http.py",),
+    ),
+    Mutant(
+        "fingerprint-not-checked",
+        "core/decisions.py",
+        "    if fingerprint is None:\n        pause = call.latest_pause",
+        "    if True:\n        pause = call.latest_pause",
+        APPROVAL,
+    ),
+    # ---- claiming a decision ----------------------------------------------------------------------------
+    Mutant(
+        "sqlite-cas-weakened",
+        "storage/sqlite.py",
+        "version=?, body=?, expires_at=? WHERE run_id=? AND version=?",
+        "version=?, body=?, expires_at=? WHERE run_id=? AND version>=?",
+        ("tests/test_guarantees.py",),
+    ),
+    Mutant(
+        "already-decided-check-removed",
+        "core/decisions.py",
+        """        if call.decision is not None:
+            raise already_decided(
+                state.run_id, call.tool_call_id, call.decision.kind, call.decision.decided_by
+            )
+""",
+        "",
+        APPROVAL,
+    ),
+    Mutant(
+        "paused-status-check-removed",
+        "core/decisions.py",
+        "    if call.status not in (CallStatus.AWAITING_APPROVAL, CallStatus.SUSPENDED):",
+        "    if False:",
+        APPROVAL,
+    ),
+    Mutant(
+        "stale-claim-not-retried",
+        "core/engine.py",
+        """            except StaleSnapshotError:
+                continue
+            record_wait(""",
+        """            except StaleSnapshotError:
+                raise
+            record_wait(""",
+        ("tests/test_guarantees.py",),
+    ),
+    Mutant(
+        "decline-runs-tool",
+        "core/decisions.py",
+        """                call.status = CallStatus.DONE
+                call.declined = True""",
+        """                call.status = CallStatus.RUNNING
+                call.declined = True""",
+        ("tests/test_approval.py",),
+    ),
+    Mutant(
+        "expiry-ignores-deadline",
+        "core/engine.py",
+        "if pause.expires_at is not None and pause.expires_at <= now",
+        "if pause.expires_at is not None",
+        ("tests/test_expiry.py",),
+    ),
+    Mutant(
+        "late-decision-accepted",
+        "core/engine.py",
+        "late = expires_at is not None and expires_at <= self.loop.clock()",
+        "late = False",
+        ("tests/test_expiry.py",),
+    ),
+]
+
+
+def run_tests(tests: tuple[str, ...]) -> tuple[bool, str]:
+    """True if the tests all passed (the mutant survived); the last lines of pytest's output."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    tail = [line for line in proc.stdout.splitlines() if line.strip()][-1:]
+    return proc.returncode == 0, " ".join(tail)
+
+
+def apply(mutant: Mutant) -> tuple[Path, str]:
+    path = ROOT / mutant.path
+    original = path.read_text()
+    if original.count(mutant.old) != 1:
+        found = original.count(mutant.old)
+        raise SystemExit(f"mutant {mutant.name}: its text occurs {found} times in {mutant.path}, not once")
+    path.write_text(original.replace(mutant.old, mutant.new))
+    return path, original
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", help="run the mutants whose name contains this")
+    parser.add_argument("--list", action="store_true")
+    args = parser.parse_args()
+    chosen = [m for m in MUTANTS if args.only is None or args.only in m.name]
+    if args.list:
+        for m in chosen:
+            print(f"{m.name:36} {m.path:22} {' '.join(m.tests)}")
+        return 0
+    rows = []
+    for mutant in chosen:
+        path, original = apply(mutant)
+        started = time.monotonic()
+        try:
+            survived, tail = run_tests(mutant.tests)
+        finally:
+            path.write_text(original)
+        took = time.monotonic() - started
+        verdict = "SURVIVED" if survived else "killed"
+        print(f"{verdict:8} {mutant.name} ({took:.0f} s): {tail}", flush=True)
+        rows.append((mutant, survived, tail, took))
+    unexplained = [m.name for m, survived, _, _ in rows if survived and not m.harmless]
+    if args.only is None:
+        REPORT.write_text(report(rows))
+        print(f"report: {REPORT.relative_to(ROOT)}")
+    if unexplained:
+        print(f"surviving mutants without a reason: {', '.join(unexplained)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def report(rows: list[tuple[Mutant, bool, str, float]]) -> str:
+    killed = sum(1 for _, survived, _, _ in rows if not survived)
+    lines = [
+        "# Mutation report",
+        "",
+        f"Written by `python scripts/mutation.py` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: "
+        f"{len(rows)} mutants of the decision, claim, checkpoint and recovery code, {killed} killed.",
+        "",
+        "| mutant | file | tests | result | pytest says |",
+        "|---|---|---|---|---|",
+    ]
+    for mutant, survived, tail, took in rows:
+        result = "**survived**" if survived else "killed"
+        tests = ", ".join(mutant.tests)
+        lines.append(f"| {mutant.name} | `{mutant.path}` | {tests} | {result} ({took:.0f} s) | {tail} |")
+    survivors = [(m, s) for m, s, _, _ in rows if s]
+    lines += ["", "## Surviving mutants", ""]
+    if not survivors:
+        lines.append("None.")
+    for mutant, _ in survivors:
+        reason = mutant.harmless or "NO REASON GIVEN: a test is missing."
+        lines.append(f"- `{mutant.name}`: {reason}")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

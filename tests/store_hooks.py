@@ -1,0 +1,56 @@
+"""A real store with hooks a test can use to observe and steer the order of its reads and writes.
+
+Used in-process (``executor="local"``) only: the hooks are asyncio objects of the test's own loop.
+Everything else passes straight through to the wrapped store, which does the real work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from troupe.core.state import RunState
+from troupe.core.store import Store, StoredRun
+
+
+class HookedStore:
+    def __init__(self, inner: Store, name: str = "store") -> None:
+        self.inner = inner
+        self.name = name
+        # run id -> status of its last write that had returned (durable from then on); None once deleted
+        self.durable: dict[str, str | None] = {}
+        # (what, store name, run id) in the order the wrapped store answered, for asserting interleavings
+        self.events: list[tuple[str, str, str]] = []
+        self._meet: dict[str, asyncio.Barrier] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def meet_after_load(self, run_id: str, barrier: asyncio.Barrier) -> None:
+        """The next load of ``run_id`` that finds it suspended waits at ``barrier`` before answering: give
+        two stores the same barrier and two deciders have both read the paused run before either writes."""
+        self._meet[run_id] = barrier
+
+    async def create_run(self, state: RunState) -> int:
+        version = await self.inner.create_run(state)
+        self.durable[state.run_id] = state.status
+        return version
+
+    async def load_run(self, run_id: str) -> StoredRun | None:
+        stored = await self.inner.load_run(run_id)
+        barrier = self._meet.get(run_id)
+        if barrier is not None and stored is not None and stored.state.status == "suspended":
+            del self._meet[run_id]
+            self.events.append(("load", self.name, run_id))
+            await barrier.wait()
+        return stored
+
+    async def save_run(self, state: RunState, **kwargs: Any) -> int:
+        version = await self.inner.save_run(state, **kwargs)
+        self.events.append(("save", self.name, state.run_id))
+        self.durable[state.run_id] = state.status
+        return version
+
+    async def delete_run(self, run_id: str, **kwargs: Any) -> None:
+        await self.inner.delete_run(run_id, **kwargs)
+        self.durable[run_id] = None

@@ -1,0 +1,135 @@
+"""The README's guarantees, each with the ordering or interleaving it depends on made observable.
+
+- Checkpoint before announce: every pause chunk is emitted only once the write that made it durable has
+  returned (a store wrapper records what is durable; the check runs at the moment the chunk is emitted).
+- Exactly once across processes: two hosts that share only the store both read the paused run before
+  either writes its claim (a barrier between load and save); the store's compare-and-set lets one win.
+- A decided call is never decided again, even while its run is still paused on another call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from blocking import wait_for, worker_agent
+from helpers import delete_tool, echo_model, weather_tool
+from store_hooks import HookedStore
+from trees import two_levels
+from troupe.core.engine import RunEngine
+from troupe.core.requests import StartRequest
+
+from troupe import Agent, Chunk, Runtime, SqliteStore
+from troupe.errors import DecisionConflictError
+from troupe.testing import CallLog, tool_call
+
+PAUSES = ("tool-call-approval", "tool-call-suspended")
+
+
+async def _announced_after_checkpoint(
+    agent: Agent, store: HookedStore, runtime: Runtime | None = None
+) -> list[Chunk]:
+    """Run ``agent`` to its pause on an engine whose sink checks, as each pause chunk is emitted, that the
+    run's latest durable write already says it is suspended."""
+    ports: dict[str, Any] = {}
+    if runtime is not None:
+        ports = {key: runtime.handle(sub.id) for key, sub in agent.agents.items()}
+    engine = RunEngine(agent, store, ports)
+    operation = await engine.begin_start(StartRequest("go"))
+    emitted: list[Chunk] = []
+    durable_at_emit: list[str | None] = []
+
+    def emit(chunk: Chunk) -> None:
+        emitted.append(chunk)
+        if chunk.type in PAUSES:
+            durable_at_emit.append(store.durable.get(chunk.run_id))
+
+    await operation.execute(emit)
+    pauses = [c for c in emitted if c.type in PAUSES]
+    assert pauses, [c.type for c in emitted]
+    assert durable_at_emit == ["suspended"] * len(pauses), "a pause was announced before its checkpoint"
+    return pauses
+
+
+async def test_a_pause_chunk_is_emitted_only_after_its_suspended_checkpoint_returned(tmp_path, calls):
+    model = echo_model(tool_call("delete_record", {"id": "a"}, id="c1"), tool_call("weather", {}, id="c2"))
+    agent = Agent("ops", model=model, tools=[delete_tool(calls), weather_tool(calls)])
+    store = HookedStore(SqliteStore(tmp_path / "t.db"))
+
+    pauses = await _announced_after_checkpoint(agent, store)
+
+    assert [c.type for c in pauses] == ["tool-call-approval", "tool-call-suspended"]
+    stored = await store.load_run(pauses[0].run_id)
+    assert stored is not None and stored.state.status == "suspended"
+
+
+async def test_a_subagents_pause_is_announced_at_the_top_after_the_tops_checkpoint(tmp_path, calls):
+    store = HookedStore(SqliteStore(tmp_path / "t.db"))
+    sup = two_levels(calls)
+    runtime = Runtime([sup], storage=store, executor="local")
+    try:
+        [pause] = await _announced_after_checkpoint(sup, store, runtime)
+        assert pause.payload["agent_path"] == ["sup", "data"]
+    finally:
+        await runtime.shutdown()
+
+
+async def test_two_hosts_that_both_read_the_paused_run_claim_its_call_once(tmp_path: Path):
+    """As two processes would: two runtimes on one SQLite file, each with its own connection and host.
+    Both decisions load the paused run before either saves its claim; the loser's compare-and-set fails,
+    it re-reads, and is told the call was decided. The winner's tool is held until the loser has heard."""
+    log, gate, db = CallLog(tmp_path / "calls.jsonl"), str(tmp_path / "gate"), tmp_path / "t.db"
+    stores = [HookedStore(SqliteStore(db), name) for name in ("one", "two")]
+    agents = [worker_agent(log, gate, require_approval=True) for _ in stores]
+    runtimes = [Runtime([a], storage=s, executor="local") for a, s in zip(agents, stores, strict=True)]
+    try:
+        paused = await agents[0].generate("work please")
+        barrier = asyncio.Barrier(2)
+        for store in stores:
+            store.meet_after_load(paused.run_id, barrier)
+
+        tasks = [
+            asyncio.create_task(a.approve_tool_call_generate(run_id=paused.run_id, tool_call_id="w1"))
+            for a in agents
+        ]
+        started = lambda: sum(1 for e in log.entries("work") if e["phase"] == "started")  # noqa: E731
+        await wait_for(lambda: any(t.done() for t in tasks) or started() == 2, what="one claim to lose")
+
+        events = stores[0].events + stores[1].events
+        loads = [e for e in events if e[0] == "load"]
+        assert len(loads) == 2, "both deciders read the paused run (the barrier was passed)"
+        assert started() == 1, "two hosts ran the approved tool"
+        [lost] = [t for t in tasks if t.done()]
+        assert isinstance(lost.exception(), DecisionConflictError)
+        assert "already approved" in str(lost.exception())
+
+        Path(gate).touch()
+        [won] = [t for t in tasks if t is not lost]
+        assert (await won).text == 'w1={"done": "job-1"}'
+        assert [e.kind for e in await stores[0].list_audit(paused.run_id)] == ["approved"]
+    finally:
+        Path(gate).touch()
+        for runtime in runtimes:
+            await runtime.shutdown()
+
+
+async def test_a_decided_call_is_refused_while_its_run_still_waits_on_another(make_runtime, calls):
+    model = echo_model(
+        tool_call("delete_record", {"id": "a"}, id="c1"), tool_call("delete_record", {"id": "b"}, id="c2")
+    )
+    agent = Agent("ops", model=model, tools=[delete_tool(calls)])
+    make_runtime([agent])
+    paused = await agent.generate("delete both")
+    again = await agent.approve_tool_call_generate(run_id=paused.run_id, tool_call_id="c1")
+    assert again.finish_reason == "suspended", "c2 still waits"
+
+    for decide in (agent.approve_tool_call_generate, agent.decline_tool_call_generate):
+        with pytest.raises(DecisionConflictError, match="already approved"):
+            await decide(run_id=paused.run_id, tool_call_id="c1")
+
+    assert [e["id"] for e in calls.entries()] == ["a"]
+    done = await agent.approve_tool_call_generate(run_id=paused.run_id, tool_call_id="c2")
+    assert done.finish_reason == "stop"
+    assert [e["id"] for e in calls.entries()] == ["a", "b"]
