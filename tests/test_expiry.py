@@ -1,32 +1,44 @@
-"""Expiry: a pause that waits past its approval_timeout is declined, and the model is told why."""
+"""Expiry: a pause that waits past its approval_timeout is declined, and the model is told why.
+
+Time is a clock the test moves (``Runtime(clock=...)``), so nothing here depends on how fast the hosts'
+heartbeats sweep: until the clock moves, nothing is due; once it has, whichever of the heartbeat or an
+explicit ``expire_due()`` gets there first declines the pause, exactly once.
+"""
 
 from __future__ import annotations
 
-import asyncio
+from datetime import datetime, timedelta
 
 import pytest
+from clocks import FileClock
 from helpers import chunks_of, delete_tool, one_call
 
-from troupe import Agent
+from troupe import Agent, Runtime, SqliteStore
 from troupe.errors import DecisionConflictError, PauseExpiredError
 
 
-async def test_a_pause_carries_its_deadline_and_a_late_decision_is_refused(make_runtime, calls):
-    agent = Agent("ops", model=one_call("delete_record", {"id": "a"}), tools=[delete_tool(calls)])
-    runtime = make_runtime([agent])
+@pytest.fixture
+def clock(tmp_path) -> FileClock:
+    return FileClock(tmp_path / "now")
 
-    stream = await agent.stream("delete a", approval_timeout=0.3)
+
+async def test_a_pause_carries_its_deadline_and_a_late_decision_is_refused(make_runtime, calls, clock):
+    agent = Agent("ops", model=one_call("delete_record", {"id": "a"}), tools=[delete_tool(calls)])
+    runtime = make_runtime([agent], clock=clock)
+
+    stream = await agent.stream("delete a", approval_timeout=30)
     approval = next(c for c in await chunks_of(stream) if c.type == "tool-call-approval")
-    assert "expires_at" in approval.payload
+    assert datetime.fromisoformat(approval.payload["expires_at"]) == clock() + timedelta(seconds=30)
     listed = await agent.list_suspended_runs()
     assert listed.runs[0].pending[0].expires_at is not None
-    await asyncio.sleep(0.5)
+    assert await runtime.expire_due() == {"ops": []}, "not due while the clock stands still"
+    clock.advance(31)
 
     with pytest.raises(PauseExpiredError, match="expired") as refused:
         await agent.approve_tool_call(run_id=stream.run_id, tool_call_id="call-1")
     assert isinstance(refused.value, DecisionConflictError)
 
-    # The refusal also set the expiry going: the run continues without the tool.
+    # The refusal also set the expiry going (if a heartbeat had not already): the run goes on without it.
     observed = await agent.observe_stream(run_id=stream.run_id)
     result = await observed.result()
     assert "No decision was made in time" in result.text
@@ -35,23 +47,45 @@ async def test_a_pause_carries_its_deadline_and_a_late_decision_is_refused(make_
     assert (entry.kind, entry.decided_by) == ("expired", "expiry")
 
 
-async def test_expired_pauses_are_declined_without_anyone_deciding(make_runtime, calls):
+async def test_expired_pauses_are_declined_without_anyone_deciding(make_runtime, calls, clock):
     agent = Agent(
         "ops",
         model=one_call("delete_record", {"id": "a"}),
         tools=[delete_tool(calls)],
-        default_options={"approval_timeout": 0.2},
+        default_options={"approval_timeout": 60},
     )
-    runtime = make_runtime([agent])
+    runtime = make_runtime([agent], clock=clock)
     slow = await agent.generate("delete a")
     patient = await agent.generate("delete a", approval_timeout=3600)
-    await asyncio.sleep(0.4)
+    assert await runtime.expire_due() == {"ops": []}
+    clock.advance(61)
 
     swept = await runtime.expire_due()
 
-    assert swept == {"ops": [slow.run_id]}
+    assert swept["ops"] in ([slow.run_id], []), "only the overdue run (unless a heartbeat swept it first)"
     result = await (await agent.observe_stream(run_id=slow.run_id)).result()
     assert result.text.startswith("call-1=No decision was made in time")
     still = await agent.list_suspended_runs()
     assert [r.run_id for r in still.runs] == [patient.run_id]
+    assert [e.kind for e in await runtime.store().list_audit(slow.run_id)] == ["expired"], "declined once"
+    assert await runtime.store().list_audit(patient.run_id) == []
+    assert await runtime.expire_due() == {"ops": []}
     assert calls.count() == 0
+
+
+async def test_a_sweep_working_from_a_stale_listing_declines_nothing_not_yet_due(tmp_path, calls, clock):
+    """The sweep lists overdue runs first and locks each one after; by then a decision may have moved a
+    run on to a fresh pause. Under the lock the deadline is read again, so a pause not yet due stays."""
+    agent = Agent("ops", model=one_call("delete_record", {"id": "a"}), tools=[delete_tool(calls)])
+    runtime = Runtime([agent], storage=SqliteStore(tmp_path / "t.db"), executor="local", clock=clock)
+    try:
+        paused = await agent.generate("delete a", approval_timeout=60)
+        engine = runtime.handle("ops").host.engine
+        clock.advance(59)
+
+        assert await engine.begin_expiry(paused.run_id) is None
+        assert await runtime.store().list_audit(paused.run_id) == []
+        listed = await agent.list_suspended_runs()
+        assert [r.run_id for r in listed.runs] == [paused.run_id]
+    finally:
+        await runtime.shutdown()

@@ -115,7 +115,9 @@ async def test_an_approved_tool_interrupted_by_a_killed_actor_goes_back_to_its_h
 # ---- a driver process killed with SIGKILL ------------------------------------------------------------
 
 
-def _driver(tmp_path: Path, scenario: str, executor: str, address: str | None = None) -> subprocess.Popen:
+def _driver(
+    tmp_path: Path, scenario: str, executor: str, address: str | None = None, **env: str
+) -> subprocess.Popen:
     args = [
         sys.executable,
         str(TESTS / "crash_driver.py"),
@@ -127,7 +129,7 @@ def _driver(tmp_path: Path, scenario: str, executor: str, address: str | None = 
     ]
     if address:
         args.append(address)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent)])}
+    env = {**os.environ, **env, "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent)])}
     return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
 
 
@@ -185,6 +187,39 @@ async def test_a_run_whose_driver_is_killed_mid_tool_is_recovered_by_the_next_pr
         assert await runtime.recover(wait_s=0) == {"worker": []}, "finished once, nothing left to recover"
     finally:
         await runtime.shutdown()
+
+
+async def test_a_live_hosts_heartbeat_takes_over_the_run_of_a_killed_process(tmp_path: Path):
+    """No recover(), no reader: the next heartbeat of a host that was already running picks the run up.
+    The dead driver beat fast (its lease lapses soon after the kill); the live host is woken for its
+    next beat instead of waiting out its interval."""
+    log, gate = CallLog(tmp_path / "calls.jsonl"), str(tmp_path / "gate")
+    agent = worker_agent(log, gate)
+    live = Runtime([agent], storage=SqliteStore(tmp_path / "t.db"), executor="local")
+    try:
+        host = live.handle("worker").host
+        await host.ping()  # serving (and beating) before the other process starts its run
+        proc = _driver(tmp_path, "midtool", "local", TROUPE_HEARTBEAT_S="0.1")
+        run_id = _read_run_id(proc, "STARTED")
+        await wait_for(lambda: started(log) == 1, what="the tool to start in the driver")
+        _kill(proc)
+        store = SqliteStore(tmp_path / "t.db")
+        dead = (await store.load_run(run_id)).state.owner
+        await _until_dead(store, dead)
+        Path(gate).touch()
+
+        asked = host.wake()
+        await wait_for(lambda: host.beats > asked, what="the live host's next heartbeat")
+
+        stored = await store.load_run(run_id)
+        assert stored is None or stored.state.owner == host.owner, "the heartbeat left the run orphaned"
+        result = await (await agent.observe_stream(run_id=run_id)).result()
+        assert result.finish_reason == "stop" and "interrupted" in result.text
+        assert started(log) == 1 and finished(log) == 0
+        assert await store.load_run(run_id) is None
+        await store.close()
+    finally:
+        await live.shutdown()
 
 
 async def test_a_run_paused_when_its_driver_is_killed_is_decided_by_the_next_process(tmp_path: Path):
