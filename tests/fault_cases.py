@@ -4,14 +4,16 @@ each one (or every ``every``-th) in a fresh store and check the invariants (see 
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
+import signal
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from fault_harness import Case, boundaries, plan, run_driver, settle
+from fault_harness import Case, boundaries, crash_site, plan, run_driver, settle
 from redis_server import RedisServer
 
 TARGETS = ("driver", "redis", "actor")
@@ -41,20 +43,45 @@ def count_boundaries(target: str, root: Path, ray_address: str | None) -> list[s
         return found
 
 
-def crash_at(target: str, index: int, root: Path, ray_address: str | None) -> dict[str, Any]:
+def crash_at(target: str, index: int, label: str, root: Path, ray_address: str | None) -> dict[str, Any]:
+    """Crash ``target`` at boundary ``index`` (``label`` in the clean run), settle, check."""
     with _case(target, root, f"{target}-{index}", ray_address) as (case, server):
         plan(case.workdir, index, target, server.pid if server else None)
         code = run_driver(case)
         if server is not None:
             server.restart()  # whatever was killed comes back, with what it had made durable
         result = asyncio.run(settle(case))
-        result.update(
-            target=target,
-            boundary=index,
-            driver_exit=code,
-            at=(boundaries(case.workdir)[index - 1] if len(boundaries(case.workdir)) >= index else "?"),
-        )
+        result.update(target=target, boundary=index, driver_exit=code, at=label)
+        result["problems"] += landed(target, index, label, case, code)
         return result
+
+
+def landed(target: str, index: int, label: str, case: Case, code: int) -> list[str]:
+    """The crash happened where it was planned, to the process it was planned for; else the case
+    tested some other fault (or none) and its clean result proves nothing."""
+    site = crash_site(case.workdir)
+    if site is None:
+        return [f"C0: no crash happened (the run reached {len(boundaries(case.workdir))} boundaries)"]
+    count, pid, reached = site
+    problems = []
+    if (count, reached) != (index, label):
+        problems.append(f"C0: crashed at boundary {count} ({reached}), planned {index} ({label})")
+    killed_driver = code == -signal.SIGKILL
+    if target == "driver" and not killed_driver:
+        problems.append(f"C0: the driver was to be killed but exited with {code}")
+    if target == "actor" and (killed_driver or _alive(pid)):
+        problems.append(f"C0: the actor (pid {pid}) was to be killed; driver exit {code}")
+    if target == "redis" and killed_driver:
+        problems.append("C0: redis-server was to be killed, but the driver died")
+    return problems
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def run_matrix(targets: list[str], every: int = 1, ray_address: str | None = None) -> list[dict[str, Any]]:
@@ -72,7 +99,7 @@ def run_matrix(targets: list[str], every: int = 1, ray_address: str | None = Non
         for target in targets:
             points = count_boundaries(target, root, ray_address)
             for index in range(1, len(points) + 1, every):
-                result = crash_at(target, index, root, ray_address)
+                result = crash_at(target, index, points[index - 1], root, ray_address)
                 status = "ok " if not result["problems"] else "FAIL"
                 print(
                     f"{status} {target:<6} boundary {index:>2}/{len(points)} ({points[index - 1]}): "

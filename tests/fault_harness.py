@@ -9,7 +9,8 @@ driver under the local executor, an agent actor under Ray) or the redis-server.
 
 Invariants checked after settling (``check``):
   I1 every run is over: nothing is left running, suspended or finished-but-unclaimed;
-  I2 an approved, non-idempotent tool ran at most once; a declined tool never ran;
+  I2 an approved, non-idempotent tool ran at most once; a declined tool never ran (read from the tools'
+     own ledger, whatever the audit log says: the script never approves refund, so it must never run);
   I3 no acknowledged decision was lost: each one is in the audit log;
   I4 the supervisor's run finished exactly once: its thread holds exactly one final answer.
 
@@ -74,6 +75,8 @@ class FaultyStore:
             fcntl.flock(log, fcntl.LOCK_UN)
         if plan.get("kill_at") != count:
             return
+        # Written down before the kill, so the checker can tell the crash landed here and nowhere else.
+        Path(self.plan_dir, "killed").write_text(f"{count} {os.getpid()} {label}\n")
         target = plan["target"]
         if target == "redis":
             os.kill(int(plan["redis_pid"]), signal.SIGKILL)
@@ -277,9 +280,10 @@ async def check(case: Case, store: Any, decisions: int) -> dict[str, Any]:
         if len(runs) > 1:
             problems.append(f"I2: {name} ran {len(runs)} times")
     audit = await store.list_audit(child)
-    declined_refund = any(e.tool_call_id == "refund-1" and e.kind == "declined" for e in audit)
-    if declined_refund and any(e["phase"] == "start" for e in log.entries("refund")):
-        problems.append("I2: refund was declined yet ran")
+    # Nobody ever approves refund (the client and the settler decline it): the ledger must not show it,
+    # even when a crash kept the decline from reaching the audit log.
+    if any(e["phase"] == "start" for e in log.entries("refund")):
+        problems.append("I2: refund was never approved yet ran")
     # I3: every acknowledged decision is in the audit log (at the leaf, which decided it).
     for a in acks:
         if a["step"] == "decided":
@@ -334,6 +338,15 @@ def run_driver(case: Case, timeout_s: float = 120.0) -> int:
     return subprocess.run(
         args, env=env, timeout=timeout_s, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False
     ).returncode
+
+
+def crash_site(workdir: Path) -> tuple[int, int, str] | None:
+    """Where the planned kill happened: (boundary, pid of the process that reached it, its label)."""
+    path = workdir / "killed"
+    if not path.exists():
+        return None
+    count, pid, label = path.read_text().strip().split(" ", 2)
+    return int(count), int(pid), label
 
 
 def plan(workdir: Path, kill_at: int, target: str, redis_pid: int | None = None) -> None:
