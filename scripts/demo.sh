@@ -7,6 +7,11 @@ cd "$(dirname "$0")/.."
 if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
 fi
-.venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e .
+# Install only when .venv does not already hold Troupe from this checkout: a re-run starts at once and
+# needs no network.
+if ! .venv/bin/python -c 'import sys, troupe.core as c; sys.exit(not c.__file__.startswith(sys.argv[1]))' \
+    "$PWD/" 2>/dev/null; then
+    .venv/bin/python -m pip install --quiet --upgrade pip
+    .venv/bin/python -m pip install --quiet -e .
+fi
 exec .venv/bin/troupe demo "$@"

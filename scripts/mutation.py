@@ -206,6 +206,25 @@ MUTANTS = [
 ]
 
 
+# Commands the README promises, each tested as written (tests/test_readme_commands.py).
+MUTANTS += [
+    Mutant(
+        "actor-channel-setting-ignored",
+        "actors/remote.py",
+        '_CHANNELS = os.environ.get("TROUPE_ACTOR_CHANNEL", "1") != "0"',
+        "_CHANNELS = True",
+        ("tests/test_readme_commands.py",),
+    ),
+    Mutant(
+        "otlp-exporter-not-used",
+        "core/tracing.py",
+        "            exporter = OTLPSpanExporter()",
+        "            exporter = ConsoleSpanExporter()",
+        ("tests/test_readme_commands.py",),
+    ),
+]
+
+
 def run_tests(tests: tuple[str, ...]) -> tuple[bool, str]:
     """True if the tests all passed (the mutant survived); the last lines of pytest's output."""
     proc = subprocess.run(
