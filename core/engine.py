@@ -308,9 +308,8 @@ class RunEngine:
             state = stored.state
             target = find_target(state, request)
             check_kind(state.run_id, target, request)
-            expires_at = target.pause.expires_at
-            late = expires_at is not None and expires_at <= self.loop.clock()
-            if not expiring and state.parent is None and late:
+            expires_at, now = target.pause.expires_at, self.loop.clock()
+            if not expiring and state.parent is None and expires_at is not None and expires_at <= now:
                 raise PauseExpiredError(
                     f"tool call {target.call.tool_call_id!r} of run {state.run_id} expired at "
                     f"{expires_at.isoformat()}; it is declined for lack of a decision",

@@ -199,8 +199,8 @@ MUTANTS = [
     Mutant(
         "late-decision-accepted",
         "core/engine.py",
-        "late = expires_at is not None and expires_at <= self.loop.clock()",
-        "late = False",
+        "and expires_at is not None and expires_at <= now:",
+        "and expires_at is not None and False:",
         ("tests/test_expiry.py",),
     ),
 ]
