@@ -36,21 +36,21 @@ class Mutant:
 
 
 APPROVAL = ("tests/test_guarantees.py", "tests/test_approval.py")
+CHECKPOINT_PAUSE = (
+    "        await self.checkpoint(run, take_unsaved(self.spec.memory, state, upto=settled_length(state)))\n"
+    "        # Durable now: announce every open pause, oldest first, so the last one is the newest.\n"
+)
+ANNOUNCE = """        for call, pause in state.open_pauses():
+            run.emit(pause_chunk(state.run_id, call, pause))
+"""
 
 MUTANTS = [
     # ---- checkpoint before announce ---------------------------------------------------------------------
     Mutant(
         "announce-before-checkpoint",
         "core/loop.py",
-        """settled_length(state)))
-        # Durable now: announce every open pause, oldest first, so the last one is the newest.
-        for call, pause in state.open_pauses():
-            run.emit(pause_chunk(state.run_id, call, pause))
-""",
-        """settled_length(state)))
-        for call, pause in state.open_pauses():
-            run.emit(pause_chunk(state.run_id, call, pause))
-""",
+        CHECKPOINT_PAUSE + ANNOUNCE,
+        ANNOUNCE + CHECKPOINT_PAUSE,
         ("tests/test_guarantees.py", "tests/test_snapshots.py"),
     ),
     Mutant(
@@ -94,6 +94,16 @@ MUTANTS = [
         ("tests/test_recovery.py",),
     ),
     Mutant(
+        "recovery-forgets-delegation",
+        "core/recovery.py",
+        """        if call.tool_name in loop.delegations:
+            run.reattach.add(call.tool_call_id)
+""",
+        """        if call.tool_name in loop.delegations:
+""",
+        ("tests/test_recovery.py",),
+    ),
+    Mutant(
         "recovery-ignores-gating",
         "core/recovery.py",
         "        elif call.requires_approval and tool is not None:",
@@ -105,12 +115,7 @@ MUTANTS = [
         "core/engine.py",
         'stored.state.status != "running" or stored.state.owner != expected_owner:',
         'stored.state.status != "running":',
-        ("tests/test_recovery.py",),
-        harmless=(
-            "begin_recovery is only called with the owner just read from the same snapshot under the "
-            "run's lock, and the compare-and-set save right after rejects a run that changed meanwhile; "
-            "the owner check is a second guard, so no test can separate it from the CAS."
-        ),
+        ("tests/test_guarantees.py",),
     ),
     # ---- fingerprint ------------------------------------------------------------------------------------
     Mutant(
@@ -149,6 +154,34 @@ MUTANTS = [
         "storage/sqlite.py",
         "version=?, body=?, expires_at=? WHERE run_id=? AND version=?",
         "version=?, body=?, expires_at=? WHERE run_id=? AND version>=?",
+        ("tests/test_guarantees.py",),
+    ),
+    Mutant(
+        "redis-cas-weakened",
+        "storage/redis_scripts.py",
+        "if version ~= expected then",
+        "if version < expected then",
+        ("tests/test_store_conformance.py",),
+    ),
+    Mutant(
+        "memory-cas-weakened",
+        "storage/memory.py",
+        "if entry is None or entry[1] != expected_version:",
+        "if entry is None or entry[1] < expected_version:",
+        ("tests/test_store_conformance.py",),
+    ),
+    Mutant(
+        "claim-not-audited",
+        "core/engine.py",
+        "audit = () if delegated else (entry,)",
+        "audit = ()",
+        ("tests/test_snapshots.py", "tests/test_guarantees.py"),
+    ),
+    Mutant(
+        "checkpoint-drops-pending-audit",
+        "core/loop.py",
+        "run.state, expected_version=run.version, audit=audit, thread=thread",
+        "run.state, expected_version=run.version, audit=(), thread=thread",
         ("tests/test_guarantees.py",),
     ),
     Mutant(
@@ -267,10 +300,12 @@ def main() -> int:
         finally:
             path.write_text(original)
         took = time.monotonic() - started
-        verdict = "SURVIVED" if survived else "killed"
+        verdict = "SURVIVED" if survived else ("killed" if " failed" in tail else "BROKEN")
         print(f"{verdict:8} {mutant.name} ({took:.0f} s): {tail}", flush=True)
         rows.append((mutant, survived, tail, took))
     unexplained = [m.name for m, survived, _, _ in rows if survived and not m.harmless]
+    # Tests that error out (a mutant that does not import) prove nothing about the tests.
+    unexplained += [m.name for m, survived, tail, _ in rows if not survived and " failed" not in tail]
     if args.only is None:
         REPORT.write_text(report(rows))
         print(f"report: {REPORT.relative_to(ROOT)}")

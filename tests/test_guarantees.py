@@ -18,6 +18,7 @@ from blocking import wait_for, worker_agent
 from helpers import delete_tool, echo_model, weather_tool
 from store_hooks import HookedStore
 from trees import two_levels
+from troupe.core.delegation import child_run_id
 from troupe.core.engine import RunEngine
 from troupe.core.requests import StartRequest
 
@@ -133,3 +134,43 @@ async def test_a_decided_call_is_refused_while_its_run_still_waits_on_another(ma
     done = await agent.approve_tool_call_generate(run_id=paused.run_id, tool_call_id="c2")
     assert done.finish_reason == "stop"
     assert [e["id"] for e in calls.entries()] == ["a", "b"]
+
+
+async def test_a_recovery_working_from_a_stale_listing_leaves_a_live_hosts_run_alone(tmp_path: Path):
+    """A host lists orphaned runs, then locks each one; meanwhile another host may have taken the run
+    over. Under the lock the owner is read again: a run no longer owned by the dead host is left alone."""
+    log, gate, db = CallLog(tmp_path / "calls.jsonl"), str(tmp_path / "gate"), tmp_path / "t.db"
+    driving, late = worker_agent(log, gate), worker_agent(log, gate)
+    runtimes = [Runtime([a], storage=SqliteStore(db), executor="local") for a in (driving, late)]
+    try:
+        stream = await driving.stream("work please")
+        await wait_for(lambda: len(log.entries("work")) == 1, what="the tool to start")
+        owner = runtimes[0].handle("worker").host.owner
+        engine = runtimes[1].handle("worker").host.engine
+
+        assert await engine.begin_recovery(stream.run_id, "a-host-that-died-earlier") is None
+
+        stored = await runtimes[1].store().load_run(stream.run_id)
+        assert stored is not None and stored.state.owner == owner
+        Path(gate).touch()
+        assert (await stream.result()).text == 'w1={"done": "job-1"}'
+        assert [e["phase"] for e in log.entries("work")] == ["started", "finished"]
+    finally:
+        Path(gate).touch()
+        for runtime in runtimes:
+            await runtime.shutdown()
+
+
+async def test_a_delegated_decision_is_audited_at_the_top_and_where_it_ran(make_runtime, calls):
+    sup = two_levels(calls)
+    runtime = make_runtime([sup])
+    paused = await sup.generate("please delete u1")
+
+    await sup.approve_tool_call_generate(run_id=paused.run_id, tool_call_id="d1", decided_by="alice")
+
+    [top] = await runtime.store().list_audit(paused.run_id)
+    assert (top.kind, top.tool_call_id, top.decided_by) == ("approved", "d1", "alice")
+    assert top.agent_path == ["sup", "data"] and top.fingerprint == paused.suspend_payload["fingerprint"]
+    [below] = await runtime.store().list_audit(child_run_id(paused.run_id, "d1"))
+    assert (below.kind, below.tool_call_id, below.tool_name) == ("approved", "leaf-1", "delete_record")
+    assert calls.count("delete_record") == 1

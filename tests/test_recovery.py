@@ -222,6 +222,33 @@ async def test_a_live_hosts_heartbeat_takes_over_the_run_of_a_killed_process(tmp
         await live.shutdown()
 
 
+async def test_a_supervisor_killed_while_its_subagent_works_reattaches_to_it_once(tmp_path: Path):
+    """The next process recovers both runs: the supervisor's delegation is re-attached to the subagent's
+    run (never started afresh), whose interrupted tool is reported, and the supervisor finishes once."""
+    from crash_driver import supervising
+
+    log = CallLog(tmp_path / "calls.jsonl")
+    proc = _driver(tmp_path, "delegated", "local")
+    run_id = _read_run_id(proc, "STARTED")
+    await wait_for(lambda: started(log) == 1, what="the subagent's tool to start in the driver")
+    _kill(proc)
+    store = SqliteStore(tmp_path / "t.db")
+    await _until_dead(store, (await store.load_run(run_id)).state.owner)
+    (tmp_path / "gate").touch()
+
+    boss = supervising(worker_agent(log, str(tmp_path / "gate")))
+    runtime = Runtime([boss], storage=store, executor="local")
+    try:
+        await runtime.recover()
+        result = await (await boss.observe_stream(run_id=run_id)).result()
+        assert result.finish_reason == "stop", result
+        assert result.text.startswith("boss: b1=") and "interrupted" in result.text, result.text
+        assert started(log) == 1 and finished(log) == 0
+        assert await runtime.recover(wait_s=0) == {"boss": [], "worker": []}
+    finally:
+        await runtime.shutdown()
+
+
 async def test_a_run_paused_when_its_driver_is_killed_is_decided_by_the_next_process(tmp_path: Path):
     log = CallLog(tmp_path / "calls.jsonl")
     proc = _driver(tmp_path, "paused", "local")
