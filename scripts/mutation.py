@@ -253,7 +253,7 @@ MUTANTS += [
         "core/tracing.py",
         "            exporter = OTLPSpanExporter()",
         "            exporter = ConsoleSpanExporter()",
-        ("tests/test_readme_commands.py",),
+        ("tests/test_tracing.py",),
     ),
 ]
 
@@ -267,8 +267,10 @@ def run_tests(tests: tuple[str, ...]) -> tuple[bool, str]:
         text=True,
         check=False,
     )
-    tail = [line for line in proc.stdout.splitlines() if line.strip()][-1:]
-    return proc.returncode == 0, " ".join(tail)
+    lines = [line for line in proc.stdout.splitlines() if line.strip()]
+    # Name the test that caught it (pytest's short summary: "FAILED path::test - reason").
+    caught = [line.split()[1] for line in lines if line.startswith("FAILED ")][:1]
+    return proc.returncode == 0, " ".join(lines[-1:] + [f"by {c}" for c in caught])
 
 
 def apply(mutant: Mutant) -> tuple[Path, str]:

@@ -1,6 +1,6 @@
 """Commands the README tells people to run, run as written: the operator CLI against a Redis store,
-``TROUPE_ACTOR_CHANNEL=0``, the OTLP exporter (against a collector endpoint on 127.0.0.1) and
-``bash scripts/demo.sh`` through a pseudo-terminal."""
+``TROUPE_ACTOR_CHANNEL=0`` and ``bash scripts/demo.sh`` through a pseudo-terminal. (The OTLP exporter
+is tested in test_tracing.py, against a collector endpoint on 127.0.0.1.)"""
 
 from __future__ import annotations
 
@@ -10,11 +10,7 @@ import os
 import subprocess
 import sys
 import textwrap
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import ROOT, TESTS
@@ -95,77 +91,6 @@ def test_troupe_actor_channel_0_sends_every_call_through_ray(ray_session, tmp_pa
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report == {"text": 'call-1={"deleted": "a"}', "channel": channel}
     assert CallLog(log).count("delete_record") == 1
-
-
-class _Collector(BaseHTTPRequestHandler):
-    received: list[tuple[str, str, bytes]]
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers["content-length"]))
-        self.received.append((self.path, self.headers["content-type"], body))
-        self.send_response(200)
-        self.send_header("content-type", "application/x-protobuf")
-        self.send_header("content-length", "0")
-        self.end_headers()
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-@pytest.fixture
-def collector() -> Iterator[tuple[str, list[tuple[str, str, bytes]]]]:
-    """An OTLP/HTTP collector endpoint on 127.0.0.1 that keeps what it is sent."""
-    received: list[tuple[str, str, bytes]] = []
-    handler = type("Collector", (_Collector,), {"received": received})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", received
-    server.shutdown()
-    server.server_close()
-
-
-_TRACED = textwrap.dedent("""
-    import asyncio
-    from troupe import Agent, Runtime, SqliteStore
-    from troupe.testing import FunctionModel, text
-
-    async def main():
-        agent = Agent("chat", model=FunctionModel(lambda m, t: text("hi")))
-        runtime = Runtime([agent], storage=SqliteStore("t.db"), executor="local")
-        await agent.generate("hello")
-        await runtime.shutdown()
-
-    asyncio.run(main())
-""")
-
-
-def test_the_otlp_exporter_sends_the_runs_spans_to_the_collector(collector, tmp_path):
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-
-    endpoint, received = collector
-    done = _python(
-        _TRACED,
-        cwd=tmp_path,
-        OTEL_TRACES_EXPORTER="otlp",
-        OTEL_EXPORTER_OTLP_ENDPOINT=endpoint,
-        OTEL_SERVICE_NAME="troupe-otlp-test",
-    )
-
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert received, "nothing reached the collector"
-    names, services = set(), set()
-    for path, content_type, body in received:
-        assert (path, content_type) == ("/v1/traces", "application/x-protobuf")
-        request = ExportTraceServiceRequest.FromString(body)
-        for resource_spans in request.resource_spans:
-            for attribute in resource_spans.resource.attributes:
-                if attribute.key == "service.name":
-                    services.add(attribute.value.string_value)
-            for scope in resource_spans.scope_spans:
-                names.update(span.name for span in scope.spans)
-    assert services == {"troupe-otlp-test"}
-    assert {"troupe.run", "troupe.step", "troupe.model"} <= names
 
 
 def test_bash_scripts_demo_sh_runs_the_demo_in_a_terminal(tmp_path):

@@ -157,21 +157,31 @@ def _kill(proc: subprocess.Popen) -> None:
     proc.wait(timeout=30)
 
 
+async def _killed_mid_tool(
+    tmp_path: Path, scenario: str, executor: str = "local", address: str | None = None, **env: str
+) -> tuple[str, SqliteStore]:
+    """A driver whose run got into its tool, SIGKILLed there. Returns once its host's heartbeat has run
+    out (under Ray the driver's actors die with it, a moment later; only then may the tool finish), with
+    the tool released for whoever runs it next."""
+    proc = _driver(tmp_path, scenario, executor, address, **env)
+    run_id = _read_run_id(proc, "STARTED")
+    await wait_for(lambda: started(CallLog(tmp_path / "calls.jsonl")) == 1, what="the tool to start")
+    _kill(proc)
+    store = SqliteStore(tmp_path / "t.db")
+    stored = await store.load_run(run_id)
+    assert stored is not None, "the killed driver's run was checkpointed"
+    await _until_dead(store, stored.state.owner)
+    (tmp_path / "gate").touch()
+    return run_id, store
+
+
 @pytest.mark.parametrize("driver_executor", ["local", "ray"])
 async def test_a_run_whose_driver_is_killed_mid_tool_is_recovered_by_the_next_process(
     tmp_path: Path, ray_session, driver_executor: str
 ):
     log = CallLog(tmp_path / "calls.jsonl")
     address = ray_session.get_runtime_context().gcs_address if driver_executor == "ray" else None
-    proc = _driver(tmp_path, "midtool", driver_executor, address)
-    run_id = _read_run_id(proc, "STARTED")
-    await wait_for(lambda: started(log) == 1, what="the tool to start in the driver")
-    _kill(proc)
-    store = SqliteStore(tmp_path / "t.db")
-    owner = (await store.load_run(run_id)).state.owner
-    # Under Ray the driver's actors die with it, a moment later; only then may the tool finish.
-    await _until_dead(store, owner)
-    (tmp_path / "gate").touch()
+    run_id, store = await _killed_mid_tool(tmp_path, "midtool", driver_executor, address)
 
     agent = worker_agent(log, str(tmp_path / "gate"))
     runtime = Runtime([agent], storage=store, executor=driver_executor)  # type: ignore[arg-type]
@@ -199,14 +209,7 @@ async def test_a_live_hosts_heartbeat_takes_over_the_run_of_a_killed_process(tmp
     try:
         host = live.handle("worker").host
         await host.ping()  # serving (and beating) before the other process starts its run
-        proc = _driver(tmp_path, "midtool", "local", TROUPE_HEARTBEAT_S="0.1")
-        run_id = _read_run_id(proc, "STARTED")
-        await wait_for(lambda: started(log) == 1, what="the tool to start in the driver")
-        _kill(proc)
-        store = SqliteStore(tmp_path / "t.db")
-        dead = (await store.load_run(run_id)).state.owner
-        await _until_dead(store, dead)
-        Path(gate).touch()
+        run_id, store = await _killed_mid_tool(tmp_path, "midtool", TROUPE_HEARTBEAT_S="0.1")
 
         asked = host.wake()
         await wait_for(lambda: host.beats > asked, what="the live host's next heartbeat")
@@ -228,13 +231,7 @@ async def test_a_supervisor_killed_while_its_subagent_works_reattaches_to_it_onc
     from crash_driver import supervising
 
     log = CallLog(tmp_path / "calls.jsonl")
-    proc = _driver(tmp_path, "delegated", "local")
-    run_id = _read_run_id(proc, "STARTED")
-    await wait_for(lambda: started(log) == 1, what="the subagent's tool to start in the driver")
-    _kill(proc)
-    store = SqliteStore(tmp_path / "t.db")
-    await _until_dead(store, (await store.load_run(run_id)).state.owner)
-    (tmp_path / "gate").touch()
+    run_id, store = await _killed_mid_tool(tmp_path, "delegated")
 
     boss = supervising(worker_agent(log, str(tmp_path / "gate")))
     runtime = Runtime([boss], storage=store, executor="local")

@@ -7,8 +7,11 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import delete_tool, echo_model
@@ -118,31 +121,92 @@ async def test_a_run_starts_under_the_callers_span(spans, tmp_path: Path):
     assert run.parent is not None and run.parent.span_id == outer.get_span_context().span_id
 
 
-def test_the_console_exporter_is_configured_from_the_environment(tmp_path: Path):
-    script = textwrap.dedent("""
-        import asyncio
-        from troupe import Agent, Runtime, SqliteStore
-        from troupe.testing import FunctionModel, text
+_ONE_RUN = textwrap.dedent("""
+    import asyncio
+    from troupe import Agent, Runtime, SqliteStore
+    from troupe.testing import FunctionModel, text
 
-        async def main():
-            agent = Agent("chat", model=FunctionModel(lambda m, t: text("hi")))
-            runtime = Runtime([agent], storage=SqliteStore("t.db"), executor="local")
-            await agent.generate("hello")
-            await runtime.shutdown()
+    async def main():
+        agent = Agent("chat", model=FunctionModel(lambda m, t: text("hi")))
+        runtime = Runtime([agent], storage=SqliteStore("t.db"), executor="local")
+        await agent.generate("hello")
+        await runtime.shutdown()
 
-        asyncio.run(main())
-    """)
-    env = {**os.environ, "OTEL_TRACES_EXPORTER": "console", "OTEL_SERVICE_NAME": "troupe-test"}
+    asyncio.run(main())
+""")
+
+
+def _one_run(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """One run in a fresh process whose environment configures tracing."""
     done = subprocess.run(
-        [sys.executable, "-c", script],
+        [sys.executable, "-c", _ONE_RUN],
         cwd=tmp_path,
-        env=env,
+        env={**os.environ, **env},
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
 
-    assert done.returncode == 0, done.stderr
+
+def test_the_console_exporter_is_configured_from_the_environment(tmp_path: Path):
+    done = _one_run(tmp_path, OTEL_TRACES_EXPORTER="console", OTEL_SERVICE_NAME="troupe-test")
+
     assert '"name": "troupe.run"' in done.stdout
     assert '"service.name": "troupe-test"' in done.stdout
+
+
+class _Collector(BaseHTTPRequestHandler):
+    received: list[tuple[str, str, bytes]]
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["content-length"]))
+        self.received.append((self.path, self.headers["content-type"], body))
+        self.send_response(200)
+        self.send_header("content-type", "application/x-protobuf")
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def collector() -> Iterator[tuple[str, list[tuple[str, str, bytes]]]]:
+    """An OTLP/HTTP collector endpoint on 127.0.0.1 that keeps what it is sent."""
+    received: list[tuple[str, str, bytes]] = []
+    handler = type("Collector", (_Collector,), {"received": received})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", received
+    server.shutdown()
+    server.server_close()
+
+
+def test_the_otlp_exporter_sends_the_runs_spans_to_the_collector(collector, tmp_path: Path):
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    endpoint, received = collector
+    _one_run(
+        tmp_path,
+        OTEL_TRACES_EXPORTER="otlp",
+        OTEL_EXPORTER_OTLP_ENDPOINT=endpoint,
+        OTEL_SERVICE_NAME="troupe-otlp-test",
+    )
+
+    assert received, "nothing reached the collector"
+    names, services = set(), set()
+    for path, content_type, body in received:
+        assert (path, content_type) == ("/v1/traces", "application/x-protobuf")
+        request = ExportTraceServiceRequest.FromString(body)
+        for resource_spans in request.resource_spans:
+            for attribute in resource_spans.resource.attributes:
+                if attribute.key == "service.name":
+                    services.add(attribute.value.string_value)
+            for scope in resource_spans.scope_spans:
+                names.update(span.name for span in scope.spans)
+    assert services == {"troupe-otlp-test"}
+    assert {"troupe.run", "troupe.step", "troupe.model"} <= names
