@@ -3,7 +3,7 @@ code at a time, run the tests that guard it, and put it back.
 
     python scripts/mutation.py                 # every mutant; writes scripts/mutation-report.md
     python scripts/mutation.py --only cas      # mutants whose name contains "cas" (report not written)
-    python scripts/mutation.py --list
+    python scripts/mutation.py --list          # and whether each still fits the code
 
 Each mutant is a file, the exact text it replaces (which must occur exactly once, so a mutant that no
 longer fits the code fails loudly instead of silently testing nothing) and the replacement. A mutant
@@ -289,9 +289,10 @@ def main() -> int:
     parser.add_argument("--list", action="store_true")
     args = parser.parse_args()
     chosen = [m for m in MUTANTS if args.only is None or args.only in m.name]
-    if args.list:
+    if args.list:  # also says whether each mutant still fits the code
         for m in chosen:
-            print(f"{m.name:36} {m.path:22} {' '.join(m.tests)}")
+            fits = (ROOT / m.path).read_text().count(m.old) == 1
+            print(f"{m.name:36} {m.path:26} {'fits' if fits else 'STALE'}  {' '.join(m.tests)}")
         return 0
     rows = []
     for mutant in chosen:
