@@ -142,6 +142,13 @@ MUTANTS = [
         ("tests/test_guarantees_http.py",),
     ),
     Mutant(
+        "inbox-drops-fingerprint",
+        "api/static/inbox.js",
+        "toolCallId: call.toolCallId, fingerprint: call.fingerprint };",
+        "toolCallId: call.toolCallId };",
+        ("tests/test_inbox_browser.py",),
+    ),
+    Mutant(
         "fingerprint-not-checked",
         "core/decisions.py",
         "    if fingerprint is None:\n        pause = call.latest_pause",

@@ -355,3 +355,30 @@ def test_with_an_api_key_a_tenant_sees_and_decides_only_its_own_pauses(http_serv
         expect(inbox.cards()).to_have_count(1)
         assert inbox.shown_runs() == {asks}
         assert pending(api, B) == {other}, "the other tenant's pause is untouched"
+
+
+def test_the_page_decides_only_the_call_it_shows(server, api, browser, calls):
+    """The page names the fingerprint of the call it shows. Here what it shows is not what waits (its
+    listing is rewritten on the way to the page): the server refuses the decision, the page says why, the
+    tool never runs and the call stays pending."""
+    ops = start(api, "ops", "rec-1")
+    inbox = Inbox(browser, server.url)
+    inbox.allow(409)
+
+    def stale(route: Any) -> None:
+        response = route.fetch()
+        listing = response.json()
+        for run in listing["runs"]:
+            for call in run["toolCalls"]:
+                call["fingerprint"] = "0" * 32
+        route.fulfill(response=response, json=listing)
+
+    inbox.page.route("**/api/inbox*", stale)
+    try:
+        card = inbox.open().card(ops)
+        card.get_by_test_id("approve").click()
+        expect(card.get_by_test_id("error")).to_contain_text("fingerprint")
+        assert calls.count() == 0
+        assert pending(api) == {ops}
+    finally:
+        inbox.close()
