@@ -149,6 +149,13 @@ MUTANTS = [
         ("tests/test_inbox_browser.py",),
     ),
     Mutant(
+        "cli-drops-fingerprint",
+        "troupe/operator.py",
+        'bound = {"fingerprint": args.fingerprint}',
+        'bound = {"fingerprint": None}',
+        ("tests/test_guarantees_http.py",),
+    ),
+    Mutant(
         "fingerprint-not-checked",
         "core/decisions.py",
         "    if fingerprint is None:\n        pause = call.latest_pause",

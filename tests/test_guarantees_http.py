@@ -1,6 +1,7 @@
 """A decision is bound to the call's fingerprint on every remote surface: the HTTP routes, the async and
-the blocking client. A decision naming a fingerprint the call no longer has is refused (409), the tool
-never runs, and the call stays paused, still decidable with the right one."""
+the blocking client, the operator CLI (the inbox page: test_inbox_browser.py). A decision naming a
+fingerprint the call no longer has is refused (409), the tool never runs, and the call stays paused,
+still decidable with the right one."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import httpx
 import pytest
 from http_server import ADMIN, KEYS, runtime_factory
 
+from troupe.cli import main
 from troupe.client import AsyncTroupeClient, TroupeClient
 from troupe.errors import DecisionConflictError
 
@@ -104,3 +106,28 @@ def test_the_blocking_client_sends_the_fingerprint(server, calls):
         )
         assert done.text == 'call-1={"deleted": "abc-123"}'
     assert calls.count("delete_record") == 1
+
+
+@pytest.mark.parametrize(
+    ("agent", "command"),
+    [
+        ("ops", ["approve"]),
+        ("ops", ["decline", "--reason", "no"]),
+        ("planner", ["resume", "--data", '{"city": "Oslo"}']),
+    ],
+)
+def test_the_cli_decides_only_the_fingerprint_it_was_given(server, calls, capsys, agent, command):
+    with httpx.Client(base_url=server.url + "/api", headers=ADMIN, timeout=30) as api:
+        run_id, call_id, _ = _paused(api, agent)
+        where = ["--server", server.url, "--key", "key-admin"]
+        verb, *options = command
+
+        assert main([verb, run_id, call_id, *where, *options, "--fingerprint", STALE]) == 1
+        assert "fingerprint" in capsys.readouterr().err
+        assert calls.count() == (1 if agent == "planner" else 0), "only the suspend() itself ran"
+        _still_paused(api, agent, run_id)
+
+        # Without CALL the latest paused call is decided, bound to the fingerprint it was listed with.
+        assert main([verb, run_id, *where, *options]) == 0
+        assert "finished: stop" in capsys.readouterr().out
+    assert calls.count("delete_record") == (1 if verb == "approve" else 0)

@@ -249,19 +249,24 @@ async def decide(args: Any, out: TextIO) -> int:
     try:
         agent_id = args.agent or await _agent_of(source, args.run)
         agent = source.agent(agent_id)
+        bound = {"fingerprint": args.fingerprint}
         if args.call is None and source.client is not None:
-            args.call = await _latest_call(source, agent_id, args.run)  # the HTTP API names the call
+            # The HTTP API names the call; the decision is bound to the call as it was listed.
+            args.call, listed = await _latest_call(source, agent_id, args.run)
+            bound["fingerprint"] = args.fingerprint or listed
         if args.command == "approve":
             edited = json.loads(args.edited_args) if args.edited_args else None
             stream = await agent.approve_tool_call(
-                run_id=args.run, tool_call_id=args.call, edited_args=edited
+                run_id=args.run, tool_call_id=args.call, edited_args=edited, **bound
             )
         elif args.command == "decline":
             stream = await agent.decline_tool_call(
-                run_id=args.run, tool_call_id=args.call, reason=args.reason
+                run_id=args.run, tool_call_id=args.call, reason=args.reason, **bound
             )
         else:
-            stream = await agent.resume_stream(_json_arg(args.data), run_id=args.run, tool_call_id=args.call)
+            stream = await agent.resume_stream(
+                _json_arg(args.data), run_id=args.run, tool_call_id=args.call, **bound
+            )
         return await _follow(stream, out)
     finally:
         await source.close()
@@ -278,10 +283,12 @@ async def _agent_of(source: Source, run_id: str) -> str:
     raise AgentNotFoundError(f"no paused run {run_id} found; pass --agent if it is not paused", run_id=run_id)
 
 
-async def _latest_call(source: Source, agent_id: str, run_id: str) -> str:
+async def _latest_call(source: Source, agent_id: str, run_id: str) -> tuple[str, str]:
+    """The run's most recently paused call: its id and fingerprint."""
     for run in await source.pending(agent_id, None, None, Progress()):
         if run.run_id == run_id and run.pending:
-            return max(run.pending, key=lambda call: call.paused_at).tool_call_id
+            latest = max(run.pending, key=lambda call: call.paused_at)
+            return latest.tool_call_id, latest.fingerprint
     raise SnapshotNotFoundError(f"run {run_id} has no call waiting for a decision", run_id=run_id)
 
 
@@ -384,6 +391,9 @@ def add_commands(commands: Any) -> None:
         command.add_argument("run", metavar="RUN")
         command.add_argument("call", metavar="CALL", nargs="?", help="tool call id (default: the latest)")
         where(command)
+        command.add_argument(
+            "--fingerprint", help="decide only if the call still has this fingerprint (runs list --json)"
+        )
         if name == "approve":
             command.add_argument(
                 "--edited-args", metavar="JSON", help="changed arguments (tools that allow it)"
