@@ -299,11 +299,13 @@ async def _follow(stream: Any, out: TextIO) -> int:
         if mid_text:
             out.write("\n")
             mid_text = False
-        if kind in ("tool-result", "tool-error"):
-            mark = "declined" if payload.get("declined") else ("error" if kind == "tool-error" else "done")
+        if kind in ("tool-result", "tool-error", "tool-output-denied"):
+            denied = kind == "tool-output-denied"
+            mark = "declined" if denied else ("error" if kind == "tool-error" else "done")
+            told = payload["approval"].get("reason") if denied else payload.get("result")
             out.write(
                 f"  {payload['tool_name']} [{payload['tool_call_id']}] {mark}: "
-                f"{_fit(json.dumps(payload.get('result'), default=str), 100)}\n"
+                f"{_fit(json.dumps(told, default=str), 100)}\n"
             )
         elif kind in ("tool-call-approval", "tool-call-suspended"):
             what = "needs approval" if kind == "tool-call-approval" else "asks for input"
