@@ -30,14 +30,16 @@ async def test_approve_runs_the_tool_once_and_the_model_gets_its_result(make_run
 
     stream = await agent.stream("delete abc-123")
     chunks = await chunks_of(stream)
-    assert types_of(chunks) == ["start", "step-start", "tool-call", "tool-call-approval", "finish"]
+    # Mastra's shape: a paused stream ends at its pause (no finish chunk).
+    assert types_of(chunks) == ["start", "step-start", "tool-call", "tool-call-approval"]
     approval = chunks[3].payload
     assert approval["tool_call_id"] == "call-1"
     assert approval["tool_name"] == "delete_record"
     assert approval["args"] == {"id": "abc-123"}
     assert approval["agent_path"] == ["ops"]
     assert len(approval["fingerprint"]) == 32
-    assert chunks[-1].payload["finish_reason"] == "suspended"
+    assert approval["resume_schema"]["required"] == ["approved"]
+    assert (await stream.result()).finish_reason == "suspended"
     assert calls.count() == 0, "a gated tool must not run before approval"
 
     approved = await agent.approve_tool_call(run_id=stream.run_id, tool_call_id="call-1")
@@ -60,8 +62,9 @@ async def test_decline_never_runs_the_tool_and_the_model_gets_the_reason(make_ru
 
     assert calls.count() == 0
     assert result.text == "call-1=Not that record"
-    declined_result = next(c for c in chunks if c.type == "tool-result")
-    assert declined_result.payload["declined"] is True
+    assert types_of(chunks)[0] == "tool-output-denied", "a decision stream goes straight on (no start)"
+    assert chunks[0].payload["approval"] == {"id": "call-1", "approved": False, "reason": "Not that record"}
+    assert result.tool_results == [], "a declined call has no tool result (as in Mastra)"
 
 
 async def test_decline_without_a_reason_tells_the_model_the_default(make_runtime, calls):

@@ -23,12 +23,16 @@ async def test_a_text_answer_streams_in_order_and_leaves_no_snapshot(make_runtim
     assert types_of(chunks) == [
         "start",
         "step-start",
+        "text-start",
         "text-delta",
         "text-delta",
         "text-delta",
+        "text-end",
         "step-finish",
         "finish",
     ]
+    # One text part: every delta and its start and end carry the part's id.
+    assert len({c.payload["id"] for c in chunks[2:7]}) == 1
     assert {c.run_id for c in chunks} == {stream.run_id}
     assert [t async for t in stream.text_stream] == ["Hello ", "there, ", "human."]
     result = await stream.result()

@@ -29,7 +29,7 @@ async def test_a_subagent_approval_surfaces_at_the_top_and_the_decision_routes_d
     assert approval.payload["tool_name"] == "delete_record"
     assert approval.payload["args"] == {"id": "u1"}
     assert approval.payload["agent_path"] == ["sup", "data"]
-    assert chunks[-1].payload["finish_reason"] == "suspended"
+    assert chunks[-1] is approval, "a paused stream ends at its pause"
     assert calls.count() == 0
 
     approved = await sup.approve_tool_call(run_id=stream.run_id, tool_call_id="d1")
