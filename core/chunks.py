@@ -78,7 +78,6 @@ _OPAQUE_KEYS = frozenset(
     {
         "args",
         "result",
-        "output",
         "suspend_payload",
         "resume_schema",
         "request_context",

@@ -59,10 +59,16 @@ class ResultBuilder:
         self.result = RunResult(run_id=run_id)
         self._text: list[str] = []
         self._step: StepResult | None = None
+        self._calls: set[str] = set()
 
     def feed(self, chunks: Iterable[Chunk]) -> None:
         for chunk in chunks:
             self._feed(chunk)
+
+    def _call(self, payload: dict[str, Any]) -> None:
+        self._calls.add(payload.get("tool_call_id", ""))
+        self.result.tool_calls.append(payload)
+        self._current_step().tool_calls.append(payload)
 
     def _current_step(self) -> StepResult:
         if self._step is None:
@@ -81,11 +87,15 @@ class ResultBuilder:
             self._text.append(payload["text"])
             self._current_step().text += payload["text"]
         elif kind == "tool-call":
-            result.tool_calls.append(payload)
-            self._current_step().tool_calls.append(payload)
-        elif kind in ("tool-result", "tool-error"):
-            result.tool_results.append(payload)
-            self._current_step().tool_results.append(payload)
+            self._call(payload)
+        elif kind in ("tool-result", "tool-error", "tool-output-denied"):
+            # A decision's stream starts at the decided call's outcome: the call is listed as well, as
+            # Mastra lists it.
+            if payload.get("tool_call_id") not in self._calls:
+                self._call({k: payload.get(k) for k in ("tool_call_id", "tool_name", "args")})
+            if kind != "tool-output-denied":
+                result.tool_results.append(payload)
+                self._current_step().tool_results.append(payload)
         elif kind in PAUSE_TYPES:
             # A paused stream ends at its pause chunks (no finish chunk, as in Mastra).
             result.pending_tool_calls.append(payload)
