@@ -18,6 +18,7 @@ from troupe import Agent, create_tool
 from troupe.errors import (
     DecisionConflictError,
     DecisionRejectedError,
+    ResumeDataValidationError,
     SnapshotNotFoundError,
     ToolCallNotSuspendedError,
 )
@@ -381,3 +382,34 @@ async def test_create_tool_rejects_bad_definitions():
         create_tool("t", "d", dict, lambda i, c: None)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="require_approval"):
         create_tool("t", "d", In, lambda i, c: None, require_approval="yes")  # type: ignore[arg-type]
+
+
+async def test_resume_data_decides_an_approval_pause_exactly_as_approve_and_decline(make_runtime, calls):
+    """Mastra's resumeStream({approved, reason}) on an approval pause: claimed once, audited, and bound to
+    the call's fingerprint, like approve/decline."""
+    agent = Agent("ops", model=one_call("delete_record", {"id": "abc-123"}), tools=[delete_tool(calls)])
+    runtime = make_runtime([agent])
+    paused = await agent.generate("delete abc-123")
+    schema = paused.suspend_payload["resume_schema"]
+    assert schema["required"] == ["approved"] and set(schema["properties"]) == {"approved", "reason"}
+
+    with pytest.raises(ResumeDataValidationError, match="approved"):
+        await agent.resume_stream({"approved": "yes"}, run_id=paused.run_id)  # strict: not a boolean
+    with pytest.raises(DecisionConflictError, match="fingerprint"):
+        await agent.resume_stream({"approved": True}, run_id=paused.run_id, fingerprint="0" * 32)
+    assert calls.count() == 0 and (await agent.list_suspended_runs()).total == 1, "still paused"
+
+    fingerprint = paused.suspend_payload["fingerprint"]
+    done = await agent.resume_generate({"approved": True}, run_id=paused.run_id, fingerprint=fingerprint)
+    assert done.text == 'call-1={"deleted": "abc-123"}' and calls.count("delete_record") == 1
+    with pytest.raises(DecisionConflictError):
+        await agent.resume_stream({"approved": True}, run_id=paused.run_id, tool_call_id="call-1")
+    [entry] = await runtime.store().list_audit(paused.run_id)
+    assert (entry.kind, entry.fingerprint) == ("approved", fingerprint)
+
+    second = await agent.generate("delete abc-123")
+    declined = await agent.resume_stream({"approved": False, "reason": "keep it"}, run_id=second.run_id)
+    assert types_of(await chunks_of(declined))[0] == "tool-output-denied"
+    assert (await declined.result()).text == "call-1=keep it" and calls.count("delete_record") == 1
+    [entry] = await runtime.store().list_audit(second.run_id)
+    assert (entry.kind, entry.reason) == ("declined", "keep it")
