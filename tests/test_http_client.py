@@ -59,10 +59,13 @@ async def test_async_generate_decline_list_and_send_tool_approval(server, calls)
         listed = await agent.list_suspended_runs()
         assert [r.run_id for r in listed.runs] == [second.run_id, first.run_id] and listed.total == 2
         assert listed.runs[0].pending[0].tool_name == "delete_record"
+        assert listed.runs[0].tool_calls == listed.runs[0].pending and listed.runs[0].status == "suspended"
         assert listed.runs[0].suspended_at is not None
-        assert (await agent.list_suspended_runs(thread_id="t2", per_page=1, page=0)).runs[
+        assert (await agent.list_suspended_runs(resource_id="a1", per_page=1, page=0)).runs[
             0
         ].run_id == first.run_id
+        with pytest.raises(PermissionDeniedError, match="no memory"):  # as Mastra: no threads to own
+            await agent.list_suspended_runs(thread_id="t2")
 
         stream = await agent.send_tool_approval(thread_id="t2", resource_id="a1", approved=True)
         assert stream.run_id == first.run_id
