@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import chunks_of
 from pydantic import BaseModel
 
-from troupe import Chunk, create_tool
+from troupe import Agent, Chunk, create_tool
+from troupe.errors import TroupeError
 from troupe.testing import CallLog, FunctionModel, text, tool_call
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "mastra"
@@ -235,3 +237,57 @@ def mastra_model_inputs(trace: dict[str, Any], model: str | None = None) -> list
 
 def troupe_model_inputs(log: CallLog, agent: str | None = None) -> list[list[list[Any]]]:
     return [e["seen"] for e in log.entries("model") if agent is None or e["agent"] == agent]
+
+
+# ---- replaying a recorded step ---------------------------------------------------------------------
+
+FINAL = "Final answer. Tool results seen: "
+ADA = [[("findUser", {"name": "Ada"}, "call-1")]]
+
+
+def load(name: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    trace = reference(f"traces/{name}.json")
+    return trace, steps_of(trace)
+
+
+async def replay(opening: Any, step: dict[str, Any], expected: list[str] | None = None) -> Any:
+    """Run one operation and compare its chunks with the recorded step's; returns the stream."""
+    stream = await opening
+    got = troupe_chunks(await chunks_of(stream))
+    want = mastra_chunks(step)
+    assert names(got) == (expected if expected is not None else names(want)), step["op"]
+    if expected is None:
+        assert missing_keys(want, got) == [], step["op"]
+    result = step.get("result") or {}
+    if expected is None and result.get("status") == "success":
+        assert (await stream.result()).text == result["text"], step["op"]
+    return stream
+
+
+async def refused(opening: Any, step: dict[str, Any], code: str | None = None) -> TroupeError:
+    """The operation is refused with the recorded error code (or ``code``, a deliberate difference)."""
+    with pytest.raises(TroupeError) as info:
+        await opening  # a refused decision raises when asked, before any stream
+    assert info.value.code == (code or step["threw"]["id"]), step["op"]
+    return info.value
+
+
+ADA_ARGS = {"name": "Ada"}
+TASK = {"prompt": "Find the user Ada"}
+
+
+def one_call(
+    log: CallLog, agent_id: str, call: tuple[str, Any, str], prefix: str = FINAL, **spec: Any
+) -> Agent:
+    """An agent whose model (``<agent_id>-model``) makes one tool call, then answers with ``prefix``."""
+    return Agent(agent_id, model=mastra_like_model(log, f"{agent_id}-model", [[call]], prefix), **spec)
+
+
+def approver(log: CallLog, agent_id: str = "approver", model: str = "agent-model", **tool: Any) -> Agent:
+    options = {"require_approval": True, **tool}
+    return Agent(
+        agent_id,
+        instructions="Use findUser.",
+        model=mastra_like_model(log, model, ADA, FINAL),
+        tools=[find_user(log, **options)],
+    )
