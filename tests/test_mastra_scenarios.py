@@ -62,7 +62,12 @@ async def test_a_approve_and_resume_an_approval_pause(make_runtime, log):
             lambda r: agent.resume_stream({"approved": True}, run_id=r, tool_call_id="call-1"),
         ),
     ):
-        paused = await replay(agent.stream("Find the user Ada"), steps[case[:2] + ".stream"])
+        opening = steps[case[:2] + ".stream"]
+        paused = await replay(agent.stream("Find the user Ada"), opening)
+        [pause] = [c.to_wire()["payload"] for c in paused.chunks if c.type == "tool-call-approval"]
+        recorded = opening["fullPayloads"][0]["payload"]
+        # The approval's resume schema, byte for byte as Mastra sends it (a JSON string).
+        assert {k: pause[k] for k in recorded} == recorded
         await replay(decide(paused.run_id), steps[case])
     assert troupe_model_inputs(log) == mastra_model_inputs(trace)
     assert log.count("tool") == 2
