@@ -1,13 +1,16 @@
 """Mastra's scenarios g-k replayed on both executors: two gated calls in one step, a supervisor tree,
-a second runtime on the same file, auto-resume with memory, and the error paths. See
+a second runtime (and a second process) on the same file, auto-resume with memory, and the error paths. See
 test_mastra_scenarios.py for what is compared and the deliberate differences (D1-D6)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import sys
 from typing import Any
 
 import pytest
+from conftest import TESTS
 from mastra_reference import (
     ADA_ARGS,
     FINAL,
@@ -159,7 +162,6 @@ async def test_i_a_second_runtime_on_the_same_file_lists_and_approves(executor, 
         ]["result"]["total"]
     finally:
         await second.shutdown()
-    # i2 (the same across a real OS process restart) is tests/test_recovery.py's driver tests.
     assert troupe_model_inputs(log) == mastra_model_inputs(trace)[:2]
 
 
@@ -238,3 +240,32 @@ async def test_k_errors(make_runtime, log):
         steps["k6.approveToolCall(right toolCallId afterwards)"],
     )
     assert log.count("tool") == 5, "k2, k3 once, k4, k6, k7: no decision ran a tool twice"
+
+
+async def test_i2_a_run_paused_by_a_process_that_exited_is_approved_by_another(executor, tmp_path, log):
+    _, steps = load("i_restart_libsql")
+    db = tmp_path / "shared.db"
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, str(TESTS / "mastra_i2_child.py"), str(db), log.path, stdout=asyncio.subprocess.PIPE
+    )
+    out, _ = await child.communicate()
+    assert child.returncode == 0
+    first = json.loads(out.decode().strip().splitlines()[-1])
+    recorded = steps["i2.child-process phase1 (stream until approval, then exit)"]["result"]
+    assert (first["types"], first["finish_reason"]) == (recorded["chunkTypes"], recorded["finishReason"])
+    agent = approver(log, model="model-instance-3")
+    runtime = Runtime([agent], storage=SqliteStore(db), executor=executor)
+    try:
+        [run] = (await agent.list_suspended_runs()).runs
+        listed = steps["i2.parent.listSuspendedRuns()"]["result"]["runs"][0]
+        assert (run.run_id, run.status, run.thread_id, run.resource_id) == (
+            first["run_id"],
+            listed["status"],
+            listed["threadId"],
+            listed["resourceId"],
+        )
+        assert [c.tool_call_id for c in run.tool_calls] == [c["toolCallId"] for c in listed["toolCalls"]]
+        await replay(agent.approve_tool_call(run_id=run.run_id), steps["i2.parent.approveToolCall"])
+    finally:
+        await runtime.shutdown()
+    assert [e["tool"] for e in log.entries("tool")] == ["findUser"], "ran once, in the second process"
