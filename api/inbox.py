@@ -2,7 +2,7 @@
 decides it, and ``GET /api/inbox``, the JSON listing it polls.
 
 ``GET /api/inbox`` lists the pending pauses of every agent this app serves, in one call, in the shape of
-``GET /api/agents/{agentId}/suspended-runs`` (``{"runs": [...], "total"}``, newest pause first, each run
+``GET /api/agents/{agentId}/suspended-runs`` (``{"runs": [...], "total"}``, oldest pause first, each run
 with its ``agentId``). Only top-level runs are listed: a pause from a subagent is decided at the top (its
 own run is the parent's business), so it shows once, with its ``agentPath``. A key that is not an admin
 sees only runs of its own resources; ``page``/``perPage`` page the list as elsewhere.
@@ -58,7 +58,7 @@ async def list_inbox(
     page: Annotated[int | None, Query(ge=0, le=1_000_000, description="0-based; needs perPage")] = None,
     per_page: Annotated[int | None, Query(alias="perPage", ge=1, le=1000)] = None,
 ) -> dict[str, Any]:
-    """Every pause waiting for a human that the caller may decide, across all agents, newest first."""
+    """Every pause waiting for a human that the caller may decide, across all agents, oldest first."""
     SuspendedRunQuery.paged(None, page=page, per_page=per_page)  # the same paging rules, same errors
     runs = await pending_runs(service.runtime, caller)
     total = len(runs)
@@ -69,7 +69,7 @@ async def list_inbox(
 
 
 async def pending_runs(runtime: Runtime, caller: Principal) -> list[SuspendedRun]:
-    """The top-level suspended runs of the agents ``runtime`` serves that ``caller`` may see, newest
+    """The top-level suspended runs of the agents ``runtime`` serves that ``caller`` may see, oldest
     pause first. An admin's is one query over every agent; a key's, one per agent and resource (the
     store's indexes), so other tenants' runs are never read."""
     served = [agent.id for agent in runtime.list_agents()]
@@ -87,8 +87,8 @@ async def pending_runs(runtime: Runtime, caller: Principal) -> list[SuspendedRun
                 states[state.run_id] = state
     runs = [SuspendedRun.from_state(s) for s in states.values()]
     runs = [r for r in runs if r.pending]
-    runs.sort(key=lambda r: r.run_id)
-    runs.sort(key=lambda r: r.suspended_at or _EPOCH, reverse=True)
+    # Oldest first: a new pause is appended, so nothing moves under a person's pointer.
+    runs.sort(key=lambda r: (r.suspended_at or _EPOCH, r.run_id))
     return runs
 
 

@@ -104,5 +104,5 @@ def test_against_a_server_a_key_sees_and_decides_only_its_runs(paused, http_serv
     assert main(["approve", paused["a"], *tenant]) == 0
     assert "finished: stop" in capsys.readouterr().out
     assert main(["approve", paused["b"], "call-1", "--agent", "ops", *tenant]) == 1
-    assert "FORBIDDEN" in capsys.readouterr().err
+    assert "AGENT_RESUME_NO_SNAPSHOT_FOUND" in capsys.readouterr().err, "as if the run did not exist"
     assert CallLog(paused["calls"]).count("delete_record") == 1
