@@ -13,10 +13,11 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+# The demo's SQLite file (troupe.demo re-exports it); here so that parsing imports neither Ray nor agents.
+DEFAULT_STORE = "troupe-demo.db"
+
 
 def build_parser() -> argparse.ArgumentParser:
-    from troupe.demo import DEFAULT_STORE
-
     parser = argparse.ArgumentParser(prog="troupe", description="Troupe: human-in-the-loop agents on Ray.")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     demo = commands.add_parser(
@@ -48,7 +49,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_serve(commands: Any) -> None:
     from troupe.api.guards import DEFAULT_MAX_BODY_BYTES
-    from troupe.demo import DEFAULT_STORE
 
     serve = commands.add_parser(
         "serve",

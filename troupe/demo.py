@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from troupe.cli import DEFAULT_STORE  # one name for the demo file, kept where parsing needs it
 from troupe.core.chunks import Chunk
 from troupe.core.errors import DecisionRejectedError, ResumeDataValidationError, TroupeError
 from troupe.core.results import RunResult
@@ -35,7 +36,6 @@ from troupe.storage.sqlite import SqliteStore
 from troupe.supervisor.agent import Agent
 from troupe.supervisor.runtime import Executor, Runtime
 
-DEFAULT_STORE = "troupe-demo.db"
 DEFAULT_PROMPT = "Please delete record abc-123, then book a table for dinner tonight."
 
 EXIT_OK = 0

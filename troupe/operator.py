@@ -29,6 +29,7 @@ from troupe.core.errors import (
     StorageUnavailableError,
     TroupeError,
 )
+from troupe.core.store import Store
 from troupe.core.suspended import SuspendedRun, SuspendedRunList
 from troupe.recall import recalled, remember
 from troupe.run_source import Source, open_source, redacted
@@ -88,8 +89,8 @@ async def list_runs(args: Any, out: TextIO) -> int:
 async def show_run(args: Any, out: TextIO) -> int:
     source = await open_source(args)
     try:
-        if source.runtime is not None:
-            return await _show_stored(source, args.run, out)
+        if source.store is not None:
+            return await _show_stored(source.store, args.run, out)
         runs = [r for r in await source.pending(args.agent, None, None, Progress()) if r.run_id == args.run]
         if not runs:
             raise SnapshotNotFoundError(
@@ -103,10 +104,9 @@ async def show_run(args: Any, out: TextIO) -> int:
         await source.close()
 
 
-async def _show_stored(source: Source, run_id: str, out: TextIO) -> int:
-    assert source.runtime is not None
-    stored = await source.runtime.store().load_run(run_id)
-    audit = await source.runtime.store().list_audit(run_id)
+async def _show_stored(store: Store, run_id: str, out: TextIO) -> int:
+    stored = await store.load_run(run_id)
+    audit = await store.list_audit(run_id)
     if stored is None and not audit:
         raise SnapshotNotFoundError(f"run {safe(run_id)} not found (unknown, or finished)", run_id=run_id)
     if stored is not None:
@@ -197,11 +197,11 @@ async def _send(agent: Any, args: Any, call: str) -> Any:
 
 
 async def _agent_of(source: Source, run_id: str) -> str:
-    if source.runtime is not None:
-        stored = await source.runtime.store().load_run(run_id)
+    if source.store is not None:
+        stored = await source.store.load_run(run_id)
         if stored is not None:
             return stored.state.agent_id
-        audit = await source.runtime.store().list_audit(run_id)
+        audit = await source.store.list_audit(run_id)
         if audit:
             return audit[0].agent_id
     for run in await source.pending(None, None, None, Progress()):

@@ -9,14 +9,16 @@ import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from troupe.apps import load_runtime, open_store
-from troupe.core.store import SuspendedRunQuery
+from troupe.core.store import Store, SuspendedRunQuery
 from troupe.core.suspended import SuspendedRun
-from troupe.supervisor import Runtime
 from troupe.terminal import Progress, safe
+
+if TYPE_CHECKING:
+    from troupe.supervisor import Runtime
 
 _EPOCH = datetime.min.replace(tzinfo=UTC)
 REDIS_SCHEMES = ("redis", "rediss", "unix")
@@ -33,7 +35,7 @@ def redacted(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def existing_store(url: str, prefix: str) -> Any:
+def existing_store(url: str, prefix: str) -> Store:
     """The store at ``url`` for a read-only look: Redis URLs as they are, SQLite only if the file exists;
     any other scheme is refused. Raises ``SystemExit`` naming what is wrong."""
     scheme, sep, rest = url.partition("://")
@@ -58,7 +60,11 @@ class Source:
     where: str
     runtime: Runtime | None = None
     client: Any = None  # api.client.AsyncTroupeClient
-    read_only: bool = False
+    bare_store: Store | None = None  # --store: read-only
+
+    @property
+    def store(self) -> Store | None:
+        return self.runtime.store() if self.runtime is not None else self.bare_store
 
     async def agent_ids(self) -> list[str]:
         if self.client is not None:
@@ -69,8 +75,7 @@ class Source:
     def agent(self, agent_id: str) -> Any:
         if self.client is not None:
             return self.client.get_agent(agent_id)
-        assert self.runtime is not None
-        if self.read_only:
+        if self.runtime is None:
             raise SystemExit(
                 "deciding a run runs its agent's tools, which needs the agents' code: "
                 "use --app MODULE:ATTR (your runtime) or --server URL"
@@ -82,10 +87,11 @@ class Source:
     ) -> list[SuspendedRun]:
         """Every paused run the caller may see, oldest pause first. A pause from a subagent is listed
         once, under its top-level run (with its agent path), where it is decided."""
-        if self.runtime is not None:
+        store = self.store
+        if store is not None:
             query = SuspendedRunQuery(agent_id=agent_id, thread_id=thread, resource_id=resource)
             progress.note("reading the store")
-            states, _ = await self.runtime.store().list_suspended_runs(query)
+            states, _ = await store.list_suspended_runs(query)
             progress.done()
             runs = [SuspendedRun.from_state(s) for s in states if s.parent is None or agent_id is not None]
         elif agent_id is None and thread is None and resource is None:
@@ -107,6 +113,8 @@ class Source:
             await self.client.aclose()
         if self.runtime is not None:
             await self.runtime.shutdown()
+        if self.bare_store is not None:
+            await self.bare_store.close()
 
 
 async def open_source(args: Any) -> Source:
@@ -118,9 +126,7 @@ async def open_source(args: Any) -> Source:
     if args.app:
         return Source(args.app, runtime=await load_runtime(args.app))
     if args.store:
-        store = existing_store(args.store, args.prefix)
-        runtime = Runtime([], storage=store, executor="local")
-        return Source(args.store, runtime=runtime, read_only=True)
+        return Source(args.store, bare_store=existing_store(args.store, args.prefix))
     raise SystemExit("say where the runs are: --server URL, --app MODULE:ATTR or --store URL")
 
 
