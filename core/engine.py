@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from troupe.core import decision_log
 from troupe.core.agent import AgentSpec
 from troupe.core.auto_resume import extract_resume_data, find_resumable
 from troupe.core.chunks import Chunk
@@ -329,6 +330,8 @@ class RunEngine:
                 )
             except StaleSnapshotError:
                 continue
+            if state.parent is None:  # a nested decision is logged once, at the top, with its full path
+                decision_log.decided(entry)
             record_wait(
                 "troupe.approval_wait",
                 target.pause.paused_at,
@@ -458,10 +461,9 @@ class RunEngine:
             release()
             raise
         interrupted = [c.tool_call_id for c in state.calls if c.pauses and c.pauses[0].interrupted]
-        start_note = {
-            "recovered": True,
-            "interrupted_tool_calls": interrupted + [n.payload["tool_call_id"] for n in notes],
-        }
+        interrupted += [n.payload["tool_call_id"] for n in notes]
+        decision_log.recovered(run_id, state.agent_id, interrupted, self.owner, expected_owner)
+        start_note = {"recovered": True, "interrupted_tool_calls": interrupted}
         return Operation(self.loop, run, release, notes, start_note, kind="recovery")
 
     async def describe(self, run_id: str) -> list[Chunk] | None:
