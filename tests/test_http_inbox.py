@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
 from http_server import ADMIN, KEYS, A, B
@@ -56,6 +58,11 @@ def test_every_agents_pauses_once_oldest_first_with_what_the_page_shows(api):
     assert call["requiresApproval"] is True and call["agentPath"] == ["ops"]
     assert call["fingerprint"] and call["pausedAt"] and call["expiresAt"] is None
     assert call["interrupted"] is False
+    assert call["context"] == {
+        "request": "rec-1",
+        "modelText": None,
+        "toolDescription": "Delete a record by id",
+    }
 
     [ask] = runs[planner]["toolCalls"]
     assert ask["requiresApproval"] is False
@@ -136,3 +143,19 @@ def test_the_page_and_its_files_are_served_without_a_key(server):
         # The page is not part of the API document; the JSON listing is.
         paths = web.get("/openapi.json").json()["paths"]
         assert "/api/inbox" in paths and "/inbox" not in paths
+
+
+def test_changes_are_pushed_as_server_sent_events(server, api):
+    """``/api/inbox/events`` sends the listing at once and again when it changes, only what the key
+    may see; without a key it is refused like the listing."""
+    first = start(api, "ops", "rec-1", "a1", A)
+    assert error_code(api.get("/inbox/events")) == (401, "UNAUTHENTICATED")
+    with api.stream("GET", "/inbox/events", params={"interval": 0.05}, headers=A) as events:
+        assert events.headers["content-type"].startswith("text/event-stream")
+        frames = (line[len("data: ") :] for line in events.iter_lines() if line.startswith("data: "))
+        now = json.loads(next(frames))
+        assert [r["runId"] for r in now["runs"]] == [first]
+        start(api, "sup", "rec-2", "b1", B)  # another tenant's: nothing to push to this key
+        second = start(api, "planner", "lunch", "a2", A)
+        pushed = json.loads(next(frames))
+        assert [r["runId"] for r in pushed["runs"]] == [first, second], "appended, oldest first"
