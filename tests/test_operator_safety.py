@@ -129,6 +129,13 @@ def test_a_repeated_decline_is_idempotent_and_never_reaches_the_next_pause(serve
     assert conflict.returncode == 1 and conflict.stderr.count("\n") == 1
     assert "already declined" in conflict.stderr and "Traceback" not in conflict.stderr
 
+    # Once the run has finished (and left every listing), retries still know what they meant.
+    last = troupe("decline", run_id, "call-book", *where, cwd=tmp_path)
+    assert last.returncode == 0 and "finished: stop" in last.stdout, last.stdout
+    for retry in (["decline", run_id, "call-book"], ["decline", run_id, "--reason", "not this one"]):
+        again = troupe(*retry, *where, cwd=tmp_path)
+        assert again.returncode == 0 and "already declined by ops" in again.stdout, (retry, again.stderr)
+
 
 def test_expected_failures_are_one_clear_line(served, tmp_path):
     run_id = served.start_run()
@@ -136,6 +143,7 @@ def test_expected_failures_are_one_clear_line(served, tmp_path):
         "cannot reach the server at http://127.0.0.1:1": ["runs", "list", "--server", "http://127.0.0.1:1"],
         "pass --key KEY or set TROUPE_API_KEY": ["runs", "list", "--server", served.url],
         "refused the API key": ["runs", "list", "--server", served.url, "--key", "wrong"],
+        "--app nosuchmodule:rt: cannot import 'nosuchmodule'": ["runs", "list", "--app", "nosuchmodule:rt"],
         "run nope has no call waiting": ["approve", "nope", "--server", served.url, "--key", ADMIN_KEY],
         # Someone else's run reads exactly as an unknown one.
         f"snapshot not found for run {run_id}": [

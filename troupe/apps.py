@@ -23,8 +23,13 @@ async def load_runtime(spec: str, ray_address: str | None = None) -> Runtime:
         raise SystemExit(f"--app must be MODULE:ATTR, got {spec!r}")
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # like uvicorn: the current directory's modules can be used
-    made: Any = importlib.import_module(module_name)
+    try:
+        made: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise SystemExit(f"--app {spec}: cannot import {module_name!r}: {exc}") from exc
     for part in attr.split("."):
+        if not hasattr(made, part):
+            raise SystemExit(f"--app {spec}: {module_name!r} has no {attr!r}")
         made = getattr(made, part)
     if not isinstance(made, Runtime) and callable(made):
         made = made()

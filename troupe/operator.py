@@ -165,7 +165,13 @@ async def _target(source: Source, args: Any, out: TextIO) -> tuple[str, str]:
     """The agent and the one call this command decides. An omitted CALL is resolved once per command
     and run, and remembered, so a retry never reaches the run's next pause."""
     if args.call is not None:
-        return args.agent or await _agent_of(source, args.run), args.call
+        # A retry after the run finished is no longer listed: the agent remembered from the first try
+        # still lets it hear "already decided".
+        command = f"{args.command} {args.call}"
+        known = recalled(source.where, args.run, command) or recalled(source.where, args.run, args.command)
+        agent_id = args.agent or (known[0] if known else None) or await _agent_of(source, args.run)
+        remember(source.where, args.run, command, agent_id, args.call)
+        return agent_id, args.call
     known = recalled(source.where, args.run, args.command)
     if known is not None:
         agent_id, call = known
