@@ -58,7 +58,10 @@ def test_a_store_alone_can_show_but_not_decide(paused, capsys):
 
     with pytest.raises(SystemExit, match="needs the agents' code"):
         main(["approve", paused["a"], "--store", paused["db"]])
+    with pytest.raises(SystemExit, match="needs the agents' code"):
+        main(["approve", paused["a"], "call-1", "--store", paused["db"]])
     assert CallLog(paused["calls"]).count("delete_record") == 0
+    assert not (Path(paused["db"]).parent / "state").exists(), "a read-only look remembers nothing"
 
 
 def test_approve_decline_and_resume_with_the_app_follow_the_run(paused, capsys):

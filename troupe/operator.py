@@ -170,6 +170,7 @@ async def _target(source: Source, args: Any, out: TextIO) -> tuple[str, str]:
         command = f"{args.command} {args.call}"
         known = recalled(source.where, args.run, command) or recalled(source.where, args.run, args.command)
         agent_id = args.agent or (known[0] if known else None) or await _agent_of(source, args.run)
+        source.agent(agent_id)  # a read-only source stops here, before anything is remembered
         remember(source.where, args.run, command, agent_id, args.call)
         return agent_id, args.call
     known = recalled(source.where, args.run, args.command)
