@@ -151,8 +151,8 @@ MUTANTS = [
     Mutant(
         "cli-drops-fingerprint",
         "troupe/operator.py",
-        'bound = {"fingerprint": args.fingerprint}',
-        'bound = {"fingerprint": None}',
+        'target = {"run_id": args.run, "tool_call_id": call, "fingerprint": args.fingerprint}',
+        'target = {"run_id": args.run, "tool_call_id": call, "fingerprint": None}',
         ("tests/test_guarantees_http.py",),
     ),
     Mutant(
@@ -221,10 +221,10 @@ MUTANTS = [
         "core/engine.py",
         """            except StaleSnapshotError:
                 continue
-            record_wait(""",
+            if state.parent is None:""",
         """            except StaleSnapshotError:
                 raise
-            record_wait(""",
+            if state.parent is None:""",
         ("tests/test_guarantees.py",),
     ),
     Mutant(

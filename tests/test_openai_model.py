@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import pickle
+import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -184,6 +185,16 @@ async def test_a_server_error_is_raised_not_swallowed(server):
         await one_turn(model_for(server))
 
 
+async def test_an_unreachable_model_server_is_named_in_the_error():
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()  # nothing listens there now
+    model = OpenAIModel("gpt-test", base_url=f"http://127.0.0.1:{port}/v1", api_key="sk-test")
+    with pytest.raises(ModelError, match=f"cannot reach the model server at http://127.0.0.1:{port}/v1"):
+        await one_turn(model)
+
+
 # ---- configuration -----------------------------------------------------------------------------------
 
 
@@ -246,7 +257,7 @@ async def test_an_agent_pauses_for_approval_and_sends_the_tool_result_back_to_th
 
     stream = await agent.stream("delete abc-123")
     chunks = await chunks_of(stream)
-    assert types_of(chunks) == ["start", "step-start", "tool-call", "tool-call-approval", "finish"]
+    assert types_of(chunks) == ["start", "step-start", "tool-call", "tool-call-approval"]
     approval = chunks[3].payload
     assert (approval["tool_call_id"], approval["tool_name"], approval["args"]) == (
         "call_abc",
