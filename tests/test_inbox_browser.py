@@ -9,6 +9,7 @@ with a message saying so, they are never skipped. Screenshots of the inbox are k
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import shutil
@@ -411,22 +412,26 @@ def test_a_card_shows_its_context_and_marks_invisible_characters(http_server, tm
 
 
 def test_the_page_decides_only_the_call_it_shows(server, api, browser, calls):
-    """The page names the fingerprint of the call it shows. Here what it shows is not what waits (its
-    listing is rewritten on the way to the page): the server refuses the decision, the page says why, the
-    tool never runs and the call stays pending."""
+    """The page names the fingerprint of the call it shows. Here what it shows is not what waits (the
+    listings it reads, streamed or fetched, are rewritten on the way to it): the server refuses the
+    decision, the page says why, the tool never runs and the call stays pending."""
     ops = start(api, "ops", "rec-1")
     inbox = Inbox(browser, server.url)
     inbox.allow(409)
 
-    def stale(route: Any) -> None:
-        response = route.fetch()
-        listing = response.json()
+    def stale_listing() -> dict[str, Any]:
+        listing = api.get("/inbox").json()
         for run in listing["runs"]:
             for call in run["toolCalls"]:
                 call["fingerprint"] = "0" * 32
-        route.fulfill(response=response, json=listing)
+        return listing
 
-    inbox.page.route("**/api/inbox*", stale)
+    def stale_stream(route: Any) -> None:  # one listing, then the stream ends (the page reconnects)
+        body = f"data: {json.dumps(stale_listing())}\n\n"
+        route.fulfill(status=200, headers={"content-type": "text/event-stream"}, body=body)
+
+    inbox.page.route("**/api/inbox/events*", stale_stream)
+    inbox.page.route("**/api/inbox", lambda route: route.fulfill(json=stale_listing()))
     try:
         card = inbox.open().card(ops)
         card.get_by_test_id("approve").click()
