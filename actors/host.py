@@ -22,10 +22,12 @@ from troupe.core.agent import AgentSpec
 from troupe.core.chunks import Chunk
 from troupe.core.engine import Operation, RunEngine
 from troupe.core.errors import AgentUnavailableError, PauseExpiredError
+from troupe.core.outbox import Notifications
 from troupe.core.requests import AgentPort, DecideRequest, StartRequest
 from troupe.core.results import ResultBuilder, RunResult
 from troupe.core.store import Store
 from troupe.core.tracing import configure as configure_tracing
+from troupe.core.webhooks import Dispatcher
 
 # Hosts renew their heartbeat every HEARTBEAT_S; a host silent for OWNER_TTL_S is dead and its running
 # runs may be taken over. A shorter lifetime recovers sooner but risks taking over from a host that is
@@ -92,12 +94,17 @@ class AgentHost:
         store: Store,
         subagents: dict[str, AgentPort] | None = None,
         owner: str | None = None,
+        notifications: Notifications | None = None,
     ) -> None:
         self.spec = spec
         self.store = store
         # A Ray actor keeps its id across restarts, so a restarted host knows which runs were its own.
         self.owner = owner or current_actor_id() or f"local:{uuid.uuid4().hex}"
-        self.engine = RunEngine(spec, store, subagents or {}, owner=self.owner)
+        self.engine = RunEngine(spec, store, subagents or {}, owner=self.owner, notifications=notifications)
+        self.notifications = notifications
+        # Every host sends due notifications (its own runs' and any dead host's), in its own task.
+        self.dispatcher: Dispatcher | None = None
+        self._sending: asyncio.Task[None] | None = None
         self._outboxes: dict[str, Outbox] = {}
         # run id -> op id of its latest operation here, until that operation's chunks are all read
         self._live: dict[str, str] = {}
@@ -256,6 +263,10 @@ class AgentHost:
         configure_tracing()  # export this process's spans too, if the environment asks for it
         await self.store.touch_owner(self.owner, OWNER_TTL_S)
         self._heartbeat = loop.create_task(self._beat())
+        if self.notifications is not None and self.notifications.targets:
+            self.dispatcher = Dispatcher(self.store, self.notifications, self.owner)
+            self.engine.loop.on_outbox = self.dispatcher.poke
+            self._sending = loop.create_task(self.dispatcher.run())
 
     async def _beat(self) -> None:
         """Keep this host's claim on its runs alive; take over runs whose host died (or whose last write
@@ -273,6 +284,11 @@ class AgentHost:
         if self._heartbeat is not None:
             self._heartbeat.cancel()
             self._heartbeat = None
+        if self._sending is not None:
+            self._sending.cancel()
+            self._sending = None
+        if self.dispatcher is not None:
+            await self.dispatcher.close()
 
     # ---- plumbing -----------------------------------------------------------------------------------
 

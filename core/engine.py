@@ -32,6 +32,7 @@ from troupe.core.loop import ActiveRun, RunLoop
 from troupe.core.memory import trim_history
 from troupe.core.messages import last_user_text, normalize_messages
 from troupe.core.options import RunOptions
+from troupe.core.outbox import Notifications, interrupted_event
 from troupe.core.policy import RunPolicy
 from troupe.core.recovery import prepare_recovery, replay
 from troupe.core.requests import AgentPort, DecideRequest, Decline, Resume, StartRequest
@@ -147,10 +148,11 @@ class RunEngine:
         store: Store,
         ports: dict[str, AgentPort] | None = None,
         owner: str | None = None,
+        notifications: Notifications | None = None,
     ) -> None:
         self.spec = spec
         self.store = store
-        self.loop = RunLoop(spec, store, ports or {})
+        self.loop = RunLoop(spec, store, ports or {}, notifications)
         self.locks = RunLocks()
         # Who drives the runs this engine works on (its host's identity; see RunState.owner).
         self.owner = owner or f"engine:{uuid.uuid4().hex}"
@@ -328,7 +330,7 @@ class RunEngine:
             try:
                 # A delegated decision is audited once the subagent has accepted it (see _route).
                 audit = () if delegated else (entry,)
-                version = await self.store.save_run(
+                version = await self.loop.save(
                     state, expected_version=stored.version, audit=audit, thread=thread
                 )
             except StaleSnapshotError:
@@ -426,9 +428,13 @@ class RunEngine:
             state = stored.state
             state.owner = self.owner
             run = ActiveRun(state, stored.version, self._resumed_policy(state))
+            running = [c.tool_call_id for c in state.calls if c.status is CallStatus.RUNNING]
             notes = prepare_recovery(self.loop, run)
+            cut = [c for c in state.calls if c.tool_call_id in running and c.status is not CallStatus.RUNNING]
             try:
-                run.version = await self.store.save_run(state, expected_version=stored.version)
+                run.version = await self.loop.save(
+                    state, expected_version=stored.version, events=[interrupted_event(state, c) for c in cut]
+                )
             except StaleSnapshotError:
                 release()
                 return None

@@ -13,6 +13,9 @@
      ├── InvalidPaginationError       INVALID_PAGINATION
      ├── InvalidOptionError           INVALID_OPTION
      ├── DuplicateRunError            AGENT_RUN_EXISTS
+     ├── DeliveryNotFoundError        NOTIFICATION_DELIVERY_NOT_FOUND
+     ├── ApprovalPolicyError          AGENT_DECISION_FORBIDDEN       (403: the approver policy refuses)
+     ├── DecisionLinkError            DECISION_LINK_INVALID          (403: a bad, used or expired link)
      ├── AgentNotFoundError           AGENT_NOT_FOUND
      ├── AgentUnavailableError        AGENT_UNAVAILABLE
      ├── ModelError                   MODEL_ERROR
@@ -123,6 +126,26 @@ class DuplicateRunError(TroupeError):
     http_status = 409
 
 
+class DeliveryNotFoundError(TroupeError):
+    code = "NOTIFICATION_DELIVERY_NOT_FOUND"
+    http_status = 404
+
+
+class ApprovalPolicyError(TroupeError):
+    """The approver policy does not let this principal decide this call (a role it lacks, its own run
+    under separation of duties, an approval it already gave). Nothing was changed."""
+
+    code = "AGENT_DECISION_FORBIDDEN"
+    http_status = 403
+
+
+class DecisionLinkError(TroupeError):
+    """A decision link that is forged, expired, already used, or for a call that has changed."""
+
+    code = "DECISION_LINK_INVALID"
+    http_status = 403
+
+
 class AgentNotFoundError(TroupeError):
     code = "AGENT_NOT_FOUND"
     http_status = 404
@@ -185,8 +208,11 @@ __all__ = [
     "AgentNotFoundError",
     "AgentUnavailableError",
     "AmbiguousSuspendedRunsError",
+    "ApprovalPolicyError",
     "DecisionConflictError",
+    "DecisionLinkError",
     "DecisionRejectedError",
+    "DeliveryNotFoundError",
     "DuplicateRunError",
     "InvalidOptionError",
     "InvalidPaginationError",

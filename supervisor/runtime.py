@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import itertools
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Unpack
@@ -22,13 +23,15 @@ from troupe.core.agent import AgentSpec
 from troupe.core.errors import (
     AgentNotFoundError,
     AmbiguousSuspendedRunsError,
+    DeliveryNotFoundError,
     NoSuspendedRunError,
     SnapshotNotFoundError,
 )
 from troupe.core.options import SuspendedRunFilters
+from troupe.core.outbox import Notifications, NotificationTarget
 from troupe.core.requests import DecideRequest, StartRequest
 from troupe.core.results import RunResult
-from troupe.core.store import Store, SuspendedRunQuery
+from troupe.core.store import OutboxEntry, Store, SuspendedRunQuery
 from troupe.core.stream import AgentStream
 from troupe.core.suspended import SuspendedRun, SuspendedRunList
 from troupe.storage.memory import MemoryStore
@@ -45,9 +48,16 @@ class Runtime:
         storage: Store | None = None,
         executor: Executor = "ray",
         ray_address: str | None = None,
+        notifications: Notifications | Sequence[NotificationTarget] | None = None,
     ) -> None:
         if executor not in ("ray", "local"):
             raise ValueError(f"executor must be 'ray' or 'local', got {executor!r}")
+        # Where pauses and decisions are announced (signed webhooks from a durable outbox).
+        self.notifications = (
+            notifications
+            if isinstance(notifications, Notifications) or notifications is None
+            else Notifications(tuple(notifications))
+        )
         self.storage: Store = storage if storage is not None else MemoryStore()
         self.executor: Executor = executor
         self.ray_address = ray_address
@@ -124,11 +134,17 @@ class Runtime:
         handle: AgentHandle
         if self.executor == "ray":
             actor = RayActor.spawn(
-                AgentHost, spec, store, subagents, name=self._actor_name(f"agent:{spec.id}")
+                AgentHost,
+                spec,
+                store,
+                subagents,
+                None,
+                self.notifications,
+                name=self._actor_name(f"agent:{spec.id}"),
             )
             handle = RayHandle(actor, spec.id)
         else:
-            handle = LocalHandle(AgentHost(spec, store, dict(subagents)))
+            handle = LocalHandle(AgentHost(spec, store, dict(subagents), notifications=self.notifications))
         self._handles[agent_id] = handle
         return handle
 
@@ -180,6 +196,18 @@ class Runtime:
 
     async def decide_generate(self, agent_id: str, request: DecideRequest) -> RunResult:
         return (await self.handle(agent_id).generate_decision(request)).raise_for_error()
+
+    async def deliveries(self, run_id: str) -> list[OutboxEntry]:
+        """The run's notifications and where each stands (pending, delivered, failed; attempts, error)."""
+        return await self.store().list_deliveries(run_id)
+
+    async def redeliver(self, delivery_id: str) -> OutboxEntry:
+        """Send a notification again (delivered, failed or pending), with a fresh retry schedule; the
+        hosts' next look at the outbox (every ``poll_s``) sends it."""
+        again = await self.store().redeliver(delivery_id, time.time())
+        if again is None:
+            raise DeliveryNotFoundError(f"no notification delivery {delivery_id!r}", delivery_id=delivery_id)
+        return again
 
     async def list_suspended_runs(
         self, agent_id: str, **filters: Unpack[SuspendedRunFilters]
