@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 from troupe.actors.remote import current_actor_id
 from troupe.core.agent import AgentSpec
+from troupe.core.approvers import ApproverPolicies
 from troupe.core.chunks import Chunk
 from troupe.core.engine import Operation, RunEngine
 from troupe.core.errors import AgentUnavailableError, PauseExpiredError
@@ -95,12 +96,15 @@ class AgentHost:
         subagents: dict[str, AgentPort] | None = None,
         owner: str | None = None,
         notifications: Notifications | None = None,
+        policies: ApproverPolicies | None = None,
     ) -> None:
         self.spec = spec
         self.store = store
         # A Ray actor keeps its id across restarts, so a restarted host knows which runs were its own.
         self.owner = owner or current_actor_id() or f"local:{uuid.uuid4().hex}"
-        self.engine = RunEngine(spec, store, subagents or {}, owner=self.owner, notifications=notifications)
+        self.engine = RunEngine(
+            spec, store, subagents or {}, owner=self.owner, notifications=notifications, policies=policies
+        )
         self.notifications = notifications
         # Every host sends due notifications (its own runs' and any dead host's), in its own task.
         self.dispatcher: Dispatcher | None = None

@@ -20,6 +20,7 @@ from typing import Any
 import uvicorn
 from troupe.api.app import create_app
 from troupe.api.auth import KeyRing
+from troupe.core.outbox import Notifications
 from troupe.supervisor.runtime import Runtime
 
 log = logging.getLogger("troupe.serve")
@@ -42,9 +43,11 @@ def serve(
     keys: KeyRing | Mapping[str, Any] | None = None,
     open_mode: bool = False,
     log_level: str = "info",
+    notifications: Notifications | None = None,
 ) -> int:
-    """Run the server in this (main) thread; returns the process exit code."""
-    return asyncio.run(_serve(source, host, port, keys, open_mode, log_level))
+    """Run the server in this (main) thread; returns the process exit code. ``notifications``, when
+    given, replace the runtime's own (``troupe serve --notify FILE``)."""
+    return asyncio.run(_serve(source, host, port, keys, open_mode, log_level, notifications))
 
 
 async def _serve(
@@ -54,8 +57,11 @@ async def _serve(
     keys: KeyRing | Mapping[str, Any] | None,
     open_mode: bool,
     log_level: str,
+    notifications: Notifications | None = None,
 ) -> int:
     runtime = await _runtime(source)
+    if notifications is not None:
+        runtime.use_notifications(notifications)
     loop = asyncio.get_running_loop()
     server: _Server | None = None
     handled: list[int] = []

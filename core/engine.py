@@ -16,9 +16,10 @@ from collections.abc import Callable
 from typing import Any
 
 from troupe.core.agent import AgentSpec
+from troupe.core.approvers import ApproverPolicies, ApproverPolicy, check_decider, needs_more
 from troupe.core.auto_resume import extract_resume_data, find_resumable
 from troupe.core.chunks import Chunk
-from troupe.core.decisions import already_decided, apply, check_kind, find_target
+from troupe.core.decisions import Target, already_decided, apply, check_kind, find_target
 from troupe.core.errors import (
     DecisionConflictError,
     DecisionRejectedError,
@@ -50,6 +51,14 @@ class ContinuedElsewhere(Exception):
         super().__init__(str(error))
         self.error = error
         self.run = run
+
+
+class QuorumPending(Exception):
+    """An approval was counted towards its quorum; the call still waits (the run is unchanged)."""
+
+    def __init__(self, state: RunState) -> None:
+        super().__init__(state.run_id)
+        self.state = state
 
 
 class RunLocks:
@@ -141,6 +150,24 @@ class Operation:
                 self._release()
 
 
+class Recorded(Operation):
+    """A decision that only counted towards a quorum: its stream tells where the run stands (still
+    paused, with the same pauses), and nothing else happens."""
+
+    def __init__(
+        self, loop: RunLoop, state: RunState, release: Callable[[], None], caller: dict[str, str] | None
+    ) -> None:
+        super().__init__(loop, ActiveRun(state, 0, True), release, kind="approval-recorded", caller=caller)
+        self._state = state
+
+    async def execute(self, emit: Callable[[Chunk], None]) -> None:
+        try:
+            for chunk in replay(self._loop, self._state):
+                emit(chunk)
+        finally:
+            self._release()
+
+
 class RunEngine:
     def __init__(
         self,
@@ -149,10 +176,12 @@ class RunEngine:
         ports: dict[str, AgentPort] | None = None,
         owner: str | None = None,
         notifications: Notifications | None = None,
+        policies: ApproverPolicies | None = None,
     ) -> None:
         self.spec = spec
         self.store = store
         self.loop = RunLoop(spec, store, ports or {}, notifications)
+        self.policies = policies
         self.locks = RunLocks()
         # Who drives the runs this engine works on (its host's identity; see RunState.owner).
         self.owner = owner or f"engine:{uuid.uuid4().hex}"
@@ -184,6 +213,7 @@ class RunEngine:
             approval=self._storable_policy(request, options.require_tool_approval),
             auto_resume=options.auto_resume_suspended_tools,
             approval_timeout=options.approval_timeout,
+            started_by=options.started_by,
             parent=request.parent,
             owner=self.owner,
         )
@@ -253,6 +283,8 @@ class RunEngine:
         release = await self.locks.acquire(request.run_id)
         try:
             run, backlog = await self._claim(request, thread=thread)
+        except QuorumPending as pending:
+            return Recorded(self.loop, pending.state, release, caller=request.trace)
         except ContinuedElsewhere as moved:
             operation = Operation(self.loop, moved.run, release, kind="decision", caller=request.trace)
             operation.refusal = moved.error
@@ -317,6 +349,12 @@ class RunEngine:
                     run_id=state.run_id,
                     tool_call_id=target.call.tool_call_id,
                 )
+            policy = None if expiring or state.parent is not None else self._policy(target.pause)
+            if policy is not None:
+                try:
+                    await self._check_policy(policy, stored.version, state, target, request)
+                except StaleSnapshotError:
+                    continue
             call = target.call
             delegated = call.tool_name in self.loop.delegations and call.child is not None
             # A delegated call is put back as it was if the subagent refuses the decision (see _route).
@@ -325,6 +363,9 @@ class RunEngine:
             if expiring:
                 assert call.decision is not None
                 call.decision.kind = entry.kind = "expired"
+            if policy is not None and policy.quorum > 1:
+                entry.approvals = [*target.pause.approvals, entry.decided_by or ""]
+                entry.quorum = policy.quorum
             # In flight from here: a crash before the next checkpoint leaves it for recovery, not listed.
             state.status, state.owner = "running", self.owner
             try:
@@ -355,6 +396,37 @@ class RunEngine:
                 return run, []
             return run, [self.loop.decline_chunk(state.run_id, call)]
         raise StaleSnapshotError(f"run {request.run_id} kept changing while a decision was claimed; retry")
+
+    def _policy(self, pause: Pause) -> ApproverPolicy | None:
+        return None if self.policies is None else self.policies.for_pause(pause)
+
+    async def _check_policy(
+        self, policy: ApproverPolicy, version: int, state: RunState, target: Target, request: DecideRequest
+    ) -> None:
+        """Refuse a decider the policy does not allow (``ApprovalPolicyError``, nothing written). An
+        approval short of the quorum is counted (the call keeps waiting; audited and announced in the
+        same write) and ends the claim with ``QuorumPending``."""
+        pause = target.pause
+        check_decider(policy, state, pause, request)
+        if not needs_more(policy, pause, request):
+            return
+        pause.approvals.append(request.decided_by or "")
+        entry = AuditEntry(
+            run_id=state.run_id,
+            agent_id=state.agent_id,
+            tool_call_id=target.call.tool_call_id,
+            tool_name=pause.tool_name,
+            args=pause.args,
+            fingerprint=pause.fingerprint,
+            kind="approval-recorded",
+            decided_by=request.decided_by,
+            agent_path=pause.agent_path,
+            resource_id=state.resource_id,
+            approvals=list(pause.approvals),
+            quorum=policy.quorum,
+        )
+        await self.loop.save(state, expected_version=version, audit=(entry,))
+        raise QuorumPending(state)
 
     async def _route(
         self,
@@ -406,7 +478,7 @@ class RunEngine:
         """No snapshot: say whether the call was decided already, else why there is nothing to resume."""
         if request.tool_call_id is not None:
             for entry in await self.store.list_audit(request.run_id):
-                if entry.tool_call_id == request.tool_call_id:
+                if entry.tool_call_id == request.tool_call_id and entry.kind != "approval-recorded":
                     return already_decided(request.run_id, entry.tool_call_id, entry.kind, entry.decided_by)
         return SnapshotNotFoundError(
             f"snapshot not found for run {request.run_id} of agent {self.spec.id!r}: the run is unknown, "

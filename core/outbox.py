@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import os
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -184,6 +185,19 @@ def interrupted_event(state: RunState, call: ToolCallState) -> Event:
     )
 
 
+def _target(n: int, spec: Any) -> NotificationTarget:
+    """One target of the ``--notify`` file."""
+    if not isinstance(spec, dict) or not isinstance(spec.get("url"), str):
+        raise ValueError(f"targets[{n}]: expected an object with a 'url'")
+    secret = str(spec.get("secret") or "")
+    if "secret_env" in spec:
+        secret = os.environ.get(str(spec["secret_env"]), "")
+        if not secret:
+            raise ValueError(f"targets[{n}]: environment variable {spec['secret_env']} is not set")
+    filters = {k: frozenset(spec[k]) for k in ("agents", "tools", "resources") if spec.get(k) is not None}
+    return NotificationTarget(spec["url"], secret, name=str(spec.get("name") or ""), **filters)
+
+
 def _agents(state: RunState, path: Sequence[str]) -> tuple[str, ...]:
     return (state.agent_id, *path)
 
@@ -202,6 +216,16 @@ class Notifications:
         names = [t.name for t in self.targets]
         if len(set(names)) != len(names):
             raise ValueError(f"notification targets need distinct names, got {names}")
+
+    @classmethod
+    def from_mapping(cls, data: Any, links: Any = None) -> Notifications:
+        """From the ``troupe serve --notify`` file's shape: ``{"targets": [{"url", "secret" (or
+        "secret_env": a variable holding it), "name", "agents", "tools", "resources"}], "retry": {...}}``."""
+        if not isinstance(data, dict) or not isinstance(data.get("targets"), list):
+            raise ValueError('expected {"targets": [{"url": ..., "secret": "whsec_..."}, ...]}')
+        targets = [_target(n, spec) for n, spec in enumerate(data["targets"])]
+        retry = RetrySchedule(**data["retry"]) if isinstance(data.get("retry"), dict) else RetrySchedule()
+        return cls(tuple(targets), retry=retry, links=links)
 
     def target(self, name: str) -> NotificationTarget | None:
         return next((t for t in self.targets if t.name == name), None)

@@ -72,6 +72,8 @@ class Pause(_Model):
     seq: int = 0
     interrupted: bool = False
     expires_at: datetime | None = None
+    # Principals that have approved so far, while an approver policy's quorum is not yet reached.
+    approvals: list[str] = Field(default_factory=list)
 
 
 class ChildLink(_Model):
@@ -147,6 +149,8 @@ class RunState(_Model):
     # The host that drives the run while it is running; another host takes over only once this one's
     # heartbeat has expired.
     owner: str | None = None
+    # Who started the run (an API key's principal, or ``started_by``): for separation of duties.
+    started_by: str | None = None
     outcome: dict[str, Any] | None = None
     # The trace context of the run's first operation: later ones (decisions, recovery) continue it.
     trace: dict[str, str] | None = None

@@ -20,6 +20,7 @@ import logging
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 import httpx
 from standardwebhooks.webhooks import Webhook
@@ -95,11 +96,13 @@ class Dispatcher:
     async def _attempt(self, entry: OutboxEntry) -> None:
         target = self.notifications.target(entry.target)
         now = self.clock()
+        error: str | None
         if target is None:
             error = f"no notification target named {entry.target!r} is configured on this host"
         else:
             error = await self._post(target, entry, now)
         attempts = entry.attempts + 1
+        update: dict[str, Any]
         if error is None:
             update = {"status": "delivered", "delivered_at": self.clock(), "last_error": None}
         else:

@@ -395,7 +395,7 @@ class RedisStore:
 
     async def _write_delivery(self, owner: str, entry: OutboxEntry, operation: str) -> bool:
         keys = [self.keys.outbox(entry.id), self.keys.outbox_due()]
-        args = [owner, entry.model_dump_json(), entry.status, entry.due_at()]
+        args: list[str | float] = [owner, entry.model_dump_json(), entry.status, entry.due_at()]
         async with self._session(operation) as link:
             return bool(await link.settle_outbox(keys=keys, args=args))
 

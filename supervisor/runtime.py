@@ -20,6 +20,7 @@ from troupe.actors.host import AgentHost
 from troupe.actors.remote import RayActor, ensure_ray
 from troupe.actors.store_host import RemoteStore, StoreHost
 from troupe.core.agent import AgentSpec
+from troupe.core.approvers import ApproverPolicies, ApproverPolicy
 from troupe.core.errors import (
     AgentNotFoundError,
     AmbiguousSuspendedRunsError,
@@ -49,6 +50,7 @@ class Runtime:
         executor: Executor = "ray",
         ray_address: str | None = None,
         notifications: Notifications | Sequence[NotificationTarget] | None = None,
+        approver_policies: ApproverPolicies | Sequence[ApproverPolicy] | None = None,
     ) -> None:
         if executor not in ("ray", "local"):
             raise ValueError(f"executor must be 'ray' or 'local', got {executor!r}")
@@ -58,6 +60,8 @@ class Runtime:
             if isinstance(notifications, Notifications) or notifications is None
             else Notifications(tuple(notifications))
         )
+        # Who may decide which paused calls, and how many must agree (``troupe.core.approvers``).
+        self.approver_policies = ApproverPolicies.of(approver_policies)
         self.storage: Store = storage if storage is not None else MemoryStore()
         self.executor: Executor = executor
         self.ray_address = ray_address
@@ -119,6 +123,12 @@ class Runtime:
                 self._store = self.storage
         return self._store
 
+    def use_notifications(self, notifications: Notifications | None) -> None:
+        """Set where events go (``troupe serve --notify``); only before the first host is made."""
+        if self._handles:
+            raise RuntimeError("notifications must be set before the runtime's agents are used")
+        self.notifications = notifications
+
     def _actor_name(self, what: str) -> str:
         return f"{self._id}:{what}:{next(self._spawned)}"
 
@@ -140,11 +150,19 @@ class Runtime:
                 subagents,
                 None,
                 self.notifications,
+                self.approver_policies,
                 name=self._actor_name(f"agent:{spec.id}"),
             )
             handle = RayHandle(actor, spec.id)
         else:
-            handle = LocalHandle(AgentHost(spec, store, dict(subagents), notifications=self.notifications))
+            host = AgentHost(
+                spec,
+                store,
+                dict(subagents),
+                notifications=self.notifications,
+                policies=self.approver_policies,
+            )
+            handle = LocalHandle(host)
         self._handles[agent_id] = handle
         return handle
 

@@ -93,6 +93,12 @@ def _add_serve(commands: Any) -> None:
         "--open", action="store_true", help="no key needed: every caller is an admin (local use only)"
     )
     serve.add_argument(
+        "--notify",
+        metavar="FILE",
+        help='JSON webhook targets for pauses and decisions: {"targets": [{"url": ..., "secret": '
+        '"whsec_..." or "secret_env": VAR, "agents"/"tools"/"resources": [...]}], "links": {...}}',
+    )
+    serve.add_argument(
         "--log-level", default="info", choices=("critical", "error", "warning", "info", "debug")
     )
 
@@ -116,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from troupe.api.auth import KeyRing
     from troupe.api.serve import serve
-    from troupe.apps import load_runtime
+    from troupe.apps import load_notifications, load_runtime
 
     if not args.keys and not args.open:
         parser.error("serve needs --keys FILE, or --open for local use without keys")
@@ -124,12 +130,22 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         keys = KeyRing.load(args.keys) if args.keys else None
     except (OSError, ValueError) as exc:
         parser.error(f"--keys {args.keys}: {exc}")
+    try:
+        notifications = load_notifications(args.notify) if args.notify else None
+    except (OSError, ValueError) as exc:
+        parser.error(f"--notify {args.notify}: {exc}")
     if args.demo:
         source = lambda: _demo_runtime(args.store, args.executor, args.ray_address)  # noqa: E731
     else:
         source = lambda: load_runtime(args.app, args.ray_address)  # noqa: E731
     return serve(
-        source, host=args.host, port=args.port, keys=keys, open_mode=args.open, log_level=args.log_level
+        source,
+        host=args.host,
+        port=args.port,
+        keys=keys,
+        open_mode=args.open,
+        log_level=args.log_level,
+        notifications=notifications,
     )
 
 
