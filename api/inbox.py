@@ -25,6 +25,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import Response
 from troupe.api.auth import Principal
+from troupe.api.deliveries import delivery_json
 from troupe.api.errors import ERRORS
 from troupe.api.service import CallerDep, ServiceDep
 from troupe.api.wire import suspended_runs_json
@@ -65,7 +66,25 @@ async def list_inbox(
     if per_page is not None:
         start = (page or 0) * per_page
         runs = runs[start : start + per_page]
-    return suspended_runs_json(SuspendedRunList(runs, total))
+    listing = suspended_runs_json(SuspendedRunList(runs, total))
+    await asyncio.gather(
+        *(_add_reach(service.runtime, r, j) for r, j in zip(runs, listing["runs"], strict=True))
+    )
+    return listing
+
+
+async def _add_reach(runtime: Runtime, run: SuspendedRun, shown: dict[str, Any]) -> None:
+    """Quorum progress per paused call (approvals so far, approvals needed) and the run's notifications."""
+    policies = runtime.approver_policies
+    for call, json_call in zip(run.pending, shown["toolCalls"], strict=True):
+        policy = (
+            policies.for_call(call.tool_name, call.agent_path)
+            if policies and call.requires_approval
+            else None
+        )
+        json_call["approvals"] = call.approvals
+        json_call["quorum"] = policy.quorum if policy is not None else 1
+    shown["deliveries"] = [delivery_json(d) for d in await runtime.deliveries(run.run_id)]
 
 
 async def pending_runs(runtime: Runtime, caller: Principal) -> list[SuspendedRun]:

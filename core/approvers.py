@@ -14,7 +14,7 @@ caller says (the process is trusted as it is).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from troupe.core.errors import ApprovalPolicyError
@@ -36,9 +36,9 @@ class ApproverPolicy:
         if self.roles is not None and not isinstance(self.roles, frozenset):
             object.__setattr__(self, "roles", frozenset(self.roles))
 
-    def governs(self, pause: Pause) -> bool:
-        return (self.agent is None or self.agent in pause.agent_path) and (
-            self.tool is None or self.tool == pause.tool_name
+    def governs(self, tool_name: str, agent_path: Sequence[str]) -> bool:
+        return (self.agent is None or self.agent in agent_path) and (
+            self.tool is None or self.tool == tool_name
         )
 
     @property
@@ -58,9 +58,10 @@ class ApproverPolicies:
 
     def for_pause(self, pause: Pause) -> ApproverPolicy | None:
         """The policy for this pause: the most specific that governs it (approval pauses only)."""
-        if pause.kind != "approval":
-            return None
-        found = [p for p in self.policies if p.governs(pause)]
+        return self.for_call(pause.tool_name, pause.agent_path) if pause.kind == "approval" else None
+
+    def for_call(self, tool_name: str, agent_path: Sequence[str]) -> ApproverPolicy | None:
+        found = [p for p in self.policies if p.governs(tool_name, agent_path)]
         return max(found, key=lambda p: p.specificity) if found else None
 
 
