@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from troupe.core.chat_message import chat_message
 from troupe.core.state import Pause, RunState, ToolCallState, utcnow
 from troupe.core.store import AuditEntry, OutboxEntry
 
@@ -53,8 +54,13 @@ class NotificationTarget:
     agents: frozenset[str] | None = None
     tools: frozenset[str] | None = None
     resources: frozenset[str] | None = None
+    # "event": the Standard Webhooks event JSON; "chat": a chat incoming-webhook message with the links
+    # (``troupe.core.chat_message``), still signed.
+    format: Literal["event", "chat"] = "event"
 
     def __post_init__(self) -> None:
+        if self.format not in ("event", "chat"):
+            raise ValueError(f"notification target {self.name or '?'}: format must be 'event' or 'chat'")
         parts = urlsplit(self.url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"notification target {self.name or '?'}: url must be http(s)://host/...")
@@ -195,7 +201,8 @@ def _target(n: int, spec: Any) -> NotificationTarget:
         if not secret:
             raise ValueError(f"targets[{n}]: environment variable {spec['secret_env']} is not set")
     filters = {k: frozenset(spec[k]) for k in ("agents", "tools", "resources") if spec.get(k) is not None}
-    return NotificationTarget(spec["url"], secret, name=str(spec.get("name") or ""), **filters)
+    shape = spec.get("format", "event")
+    return NotificationTarget(spec["url"], secret, name=str(spec.get("name") or ""), format=shape, **filters)
 
 
 def _agents(state: RunState, path: Sequence[str]) -> tuple[str, ...]:
@@ -240,13 +247,14 @@ class Notifications:
                 body["data"]["links"] = self.links.links_for(event.data)
             for target in self.targets:
                 if target.matches(event.agents, event.tool_name, event.resource_id):
+                    shaped = chat_message(body) if target.format == "chat" else body
                     out.append(
                         OutboxEntry(
                             id=f"{event.id}.{target.name}",
                             event_id=event.id,
                             target=target.name,
                             run_id=event.run_id,
-                            body=body,
+                            body=shaped,
                             next_at=at,
                             created_at=at,
                         )
