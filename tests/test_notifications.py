@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
+import io
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -17,9 +21,12 @@ import pytest
 from helpers import delete_tool, echo_model
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 from troupe.core.outbox import Notifications, NotificationTarget, RetrySchedule
+from troupe.core.state import CallStatus
 from webhook_receiver import Receiver, free_port
 
 from troupe import Agent, Runtime, SqliteStore
+from troupe.apps import load_notifications
+from troupe.cli import main as cli_main
 from troupe.testing import CallLog, tool_call
 
 TESTS = Path(__file__).resolve().parent
@@ -162,6 +169,9 @@ async def test_a_failing_receiver_gives_up_and_a_delivery_can_be_sent_again(tmp_
         (failed,) = await runtime.deliveries(paused.run_id)
         assert failed.attempts == 3 and failed.last_error == "HTTP 500"
         assert len(await receiver.arrived(3)) == 3
+        shown = await asyncio.to_thread(operator_show, paused.run_id, tmp_path / "n.db")
+        assert "notifications:" in shown and failed.id in shown
+        assert re.search(r"tool-call\.paused\s+hook\s+failed\s+3\s+HTTP 500", shown), shown
 
         receiver.status = 200
         await runtime.redeliver(failed.id)
@@ -199,6 +209,50 @@ async def test_events_written_by_a_killed_host_are_delivered_by_the_next(tmp_pat
         receiver.stop()
 
 
+def operator_show(run_id: str, db: Path) -> str:
+    """``troupe runs show RUN --store DB``, as an operator would run it."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli_main(["runs", "show", run_id, "--store", str(db)]) == 0
+    return out.getvalue()
+
+
+def test_the_serve_notify_file_is_read_and_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    path = tmp_path / "notify.json"
+    monkeypatch.setenv("HOOK_SECRET", SECRET)
+    path.write_text(
+        json.dumps(
+            {
+                "targets": [
+                    {"name": "ops", "url": "http://127.0.0.1:9/hook", "secret_env": "HOOK_SECRET"},
+                    {
+                        "url": "https://chat.test/services/x",
+                        "secret": SECRET,
+                        "format": "chat",
+                        "tools": ["pay"],
+                    },
+                ],
+                "links": {"public_url": "https://troupe.test/", "secret": SECRET, "ttl_s": 600},
+            }
+        )
+    )
+    found = load_notifications(str(path))
+    assert [t.name for t in found.targets] == ["ops", "chat.test"]
+    assert found.targets[1].format == "chat" and found.targets[1].tools == frozenset({"pay"})
+    assert found.links.public_url == "https://troupe.test" and found.links.ttl_s == 600
+    assert SECRET not in repr(found), "secrets stay out of reprs"
+
+    for bad, says in (
+        ({"targets": [{"url": "ftp://x", "secret": SECRET}]}, "url must be http"),
+        ({"targets": [{"url": "http://x", "secret": "plain"}]}, "whsec_"),
+        ({"targets": [{"url": "http://x", "secret_env": "NOT_SET_ANYWHERE"}]}, "NOT_SET_ANYWHERE is not set"),
+        ({"targets": [{"url": "http://x", "secret": SECRET}], "links": {"secret": SECRET}}, "public_url"),
+    ):
+        path.write_text(json.dumps(bad))
+        with pytest.raises(ValueError, match=says):
+            load_notifications(str(path))
+
+
 def _pause_in_a_killed_host(store: Path, port: int, log: Path) -> str:
     """Run notify_driver.py until its run has paused (its event unsent: the receiver is down), then
     SIGKILL it."""
@@ -218,3 +272,40 @@ def _pause_in_a_killed_host(store: Path, port: int, log: Path) -> str:
     finally:
         driver.send_signal(signal.SIGKILL)
         driver.wait()
+
+
+async def test_expiry_and_a_crash_interrupted_call_are_announced(tmp_path: Path, calls: CallLog):
+    receiver = Receiver().start()
+    runtime = Runtime(
+        [ops_agent(calls)],
+        storage=SqliteStore(tmp_path / "n.db"),
+        executor="local",
+        notifications=notifications(NotificationTarget(receiver.url, SECRET, name="hook")),
+    )
+    try:
+        agent = runtime.get_agent("ops")
+        paused = await agent.generate("delete", approval_timeout=0.2)
+        await receiver.arrived(1)
+        await asyncio.sleep(0.3)  # the pause's own deadline passing (as in test_expiry.py)
+        assert await runtime.expire_due() == {"ops": [paused.run_id]}
+        expired = verified((await receiver.arrived(2))[1])
+        assert expired["type"] == "tool-call.expired" and expired["data"]["decision"] == "expired"
+
+        # A run left "running" inside its gated tool by a host that died: recovery re-asks the human.
+        second = await agent.generate("delete again")
+        store = runtime.store()
+        stored = await store.load_run(second.run_id)
+        assert stored is not None
+        state = stored.state
+        state.status, state.owner = "running", "a-host-that-died"
+        state.calls[0].status = CallStatus.RUNNING
+        state.calls[0].pauses = []
+        await store.save_run(state, expected_version=stored.version)
+        assert await runtime.recover(0.0) == {"ops": [second.run_id]}
+        received = await receiver.arrived(5)
+        events = {verified(r)["type"]: verified(r)["data"] for r in received[3:]}
+        assert set(events) == {"tool-call.interrupted", "tool-call.paused"}
+        assert events["tool-call.paused"]["interrupted"] is True and events["tool-call.interrupted"]["gated"]
+    finally:
+        await runtime.shutdown()
+        receiver.stop()

@@ -17,7 +17,7 @@ from typing import Any, TextIO
 
 from troupe.apps import load_runtime, open_store
 from troupe.core.errors import AgentNotFoundError, SnapshotNotFoundError, TroupeError
-from troupe.core.store import SuspendedRunQuery
+from troupe.core.store import OutboxEntry, SuspendedRunQuery
 from troupe.core.suspended import SuspendedRun, SuspendedRunList
 from troupe.supervisor import Runtime
 
@@ -226,6 +226,7 @@ async def show_run(args: Any, out: TextIO) -> int:
                     ],
                     out,
                 )
+            _deliveries(await source.runtime.store().list_deliveries(args.run), out)
             return 0
         runs = [r for r in await source.pending(args.agent, None, None, Progress()) if r.run_id == args.run]
         if not runs:
@@ -241,6 +242,25 @@ async def show_run(args: Any, out: TextIO) -> int:
         return 0
     finally:
         await source.close()
+
+
+def _deliveries(entries: list[OutboxEntry], out: TextIO) -> None:
+    """Where the run's notifications stand (redeliver one with POST /api/deliveries/{id}/redeliver)."""
+    if not entries:
+        return
+    out.write("\nnotifications:\n")
+    rows = [
+        [
+            e.id,
+            str(e.body.get("type") or "chat message"),
+            e.target,
+            e.status,
+            str(e.attempts),
+            e.last_error or "",
+        ]
+        for e in entries
+    ]
+    table(["DELIVERY", "EVENT", "TARGET", "STATUS", "ATTEMPTS", "LAST ERROR"], rows, out)
 
 
 async def decide(args: Any, out: TextIO) -> int:
