@@ -154,3 +154,27 @@ async def test_a_policy_needs_the_approvers_key_with_the_link(http_server, tmp_p
         with_key = await client.post(links["approve"], data={"key": "key-dba"})
         assert with_key.status_code == 200 and "Approved by dana" in with_key.text
         await until_calls(calls, 1)
+
+
+async def test_delivery_state_is_shown_and_redelivered_over_http(http_server, tmp_path, calls, receiver):
+    server = serve(http_server, tmp_path, calls, receiver)
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+        run_id, _ = await paused_with_links(client, receiver)
+        path = f"/api/agents/ops/runs/{run_id}/deliveries"
+
+        async with asyncio.timeout(20):
+            while (await client.get(path, headers=ADMIN)).json()["deliveries"][0]["status"] != "delivered":
+                await asyncio.sleep(0.02)
+        (shown,) = (await client.get(path, headers=ADMIN)).json()["deliveries"]
+        assert (shown["type"], shown["target"], shown["attempts"]) == ("tool-call.paused", "chat", 1)
+        assert receiver.url not in str(shown) and SECRET not in str(shown)
+
+        dba = {"Authorization": "Bearer key-dba"}
+        refused = await client.post(f"/api/deliveries/{shown['id']}/redeliver", headers=dba)
+        assert refused.status_code == 403
+        missing = await client.post("/api/deliveries/nope/redeliver", headers=ADMIN)
+        assert missing.status_code == 404
+        again = await client.post(f"/api/deliveries/{shown['id']}/redeliver", headers=ADMIN)
+        assert again.status_code == 200 and again.json()["status"] == "pending"
+        first, second = await receiver.arrived(2)
+        assert first.headers["webhook-id"] == second.headers["webhook-id"] == shown["eventId"]
