@@ -175,21 +175,31 @@ def apply(state: RunState, target: Target, request: DecideRequest, tool: Tool | 
             assert_never(decision)
     call.decision = record
     call.pauses = []
-    return AuditEntry(
-        run_id=state.run_id,
-        agent_id=state.agent_id,
-        tool_call_id=call.tool_call_id,
-        tool_name=pause.tool_name,
-        args=pause.args,
-        fingerprint=pause.fingerprint,
+    return audit_entry(
+        state,
+        Target(call, pause),
         kind=record.kind,
         reason=record.reason,
         edited_args=record.edited_args,
         resume_data=record.resume_data,
         decided_by=record.decided_by,
         decided_at=record.decided_at,
+    )
+
+
+def audit_entry(state: RunState, target: Target, **decision: Any) -> AuditEntry:
+    """The audit record of a decision (``decision``: kind, who, when, ...) on ``target``'s pause."""
+    pause = target.pause
+    return AuditEntry(
+        run_id=state.run_id,
+        agent_id=state.agent_id,
+        tool_call_id=target.call.tool_call_id,
+        tool_name=pause.tool_name,
+        args=pause.args,
+        fingerprint=pause.fingerprint,
         agent_path=pause.agent_path,
         resource_id=state.resource_id,
+        **decision,
     )
 
 
@@ -202,6 +212,7 @@ __all__ = [
     "Target",
     "already_decided",
     "apply",
+    "audit_entry",
     "check_kind",
     "find_target",
     "parse_resume_data",

@@ -19,7 +19,7 @@ from troupe.core.agent import AgentSpec
 from troupe.core.approvers import ApproverPolicies, ApproverPolicy, check_decider, needs_more
 from troupe.core.auto_resume import extract_resume_data, find_resumable
 from troupe.core.chunks import Chunk
-from troupe.core.decisions import Target, already_decided, apply, check_kind, find_target
+from troupe.core.decisions import Target, already_decided, apply, audit_entry, check_kind, find_target
 from troupe.core.errors import (
     DecisionConflictError,
     DecisionRejectedError,
@@ -411,17 +411,11 @@ class RunEngine:
         if not needs_more(policy, pause, request):
             return
         pause.approvals.append(request.decided_by or "")
-        entry = AuditEntry(
-            run_id=state.run_id,
-            agent_id=state.agent_id,
-            tool_call_id=target.call.tool_call_id,
-            tool_name=pause.tool_name,
-            args=pause.args,
-            fingerprint=pause.fingerprint,
+        entry = audit_entry(
+            state,
+            target,
             kind="approval-recorded",
             decided_by=request.decided_by,
-            agent_path=pause.agent_path,
-            resource_id=state.resource_id,
             approvals=list(pause.approvals),
             quorum=policy.quorum,
         )
