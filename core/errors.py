@@ -18,6 +18,7 @@
      ├── DecisionLinkError            DECISION_LINK_INVALID          (403: a bad, used or expired link)
      ├── AgentNotFoundError           AGENT_NOT_FOUND
      ├── AgentUnavailableError        AGENT_UNAVAILABLE
+ ├── RayAuthError                 RAY_AUTH_FAILED
      ├── ModelError                   MODEL_ERROR
      ├── RunFailedError               AGENT_RUN_FAILED
      └── StorageError                 STORAGE_ERROR
@@ -158,6 +159,13 @@ class AgentUnavailableError(TroupeError):
     http_status = 503
 
 
+class RayAuthError(TroupeError):
+    """Ray's token authentication refused this process, or no token was found to present."""
+
+    code = "RAY_AUTH_FAILED"
+    http_status = 503
+
+
 class ModelError(TroupeError):
     """The model failed or answered something the loop cannot use."""
 
@@ -219,6 +227,7 @@ __all__ = [
     "ModelError",
     "NoSuspendedRunError",
     "PauseExpiredError",
+    "RayAuthError",
     "ResumeDataValidationError",
     "RunFailedError",
     "SnapshotNotFoundError",
