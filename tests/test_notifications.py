@@ -309,3 +309,32 @@ async def test_expiry_and_a_crash_interrupted_call_are_announced(tmp_path: Path,
     finally:
         await runtime.shutdown()
         receiver.stop()
+
+
+async def test_a_receiver_that_does_not_answer_holds_up_no_run(tmp_path: Path, calls: CallLog):
+    receiver = Receiver().start()
+    receiver.answering.clear()  # requests arrive, and hang there
+    runtime = Runtime(
+        [ops_agent(calls)],
+        storage=SqliteStore(tmp_path / "n.db"),
+        executor="local",
+        notifications=notifications(NotificationTarget(receiver.url, SECRET, name="hook")),
+    )
+    try:
+        agent = runtime.get_agent("ops")
+        paused = await agent.generate("delete")
+        await receiver.arrived(1)  # the pause's event is being sent, and not answered
+        done = await agent.approve_tool_call_generate(run_id=paused.run_id)
+        assert done.finish_reason == "stop" and calls.count() == 1
+        assert [d.status for d in await runtime.deliveries(paused.run_id)] == ["pending", "pending"]
+
+        receiver.answering.set()
+
+        async def delivered() -> bool:
+            return [d.status for d in await runtime.deliveries(paused.run_id)] == ["delivered", "delivered"]
+
+        await until(delivered)
+    finally:
+        receiver.answering.set()
+        await runtime.shutdown()
+        receiver.stop()

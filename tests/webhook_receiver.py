@@ -37,6 +37,9 @@ class Receiver:
         self.port = port or free_port()
         self.status = status
         self.received: list[Received] = []
+        # Cleared: every request is held before it is answered (a slow receiver) until it is set again.
+        self.answering = threading.Event()
+        self.answering.set()
         self._changed = threading.Condition()
         self._server: ThreadingHTTPServer | None = None
 
@@ -54,6 +57,7 @@ class Receiver:
                 with receiver._changed:
                     receiver.received.append(Received(self.path, dict(self.headers.items()), body))
                     receiver._changed.notify_all()
+                receiver.answering.wait(60)
                 self.send_response(receiver.status)
                 self.send_header("content-length", "0")
                 self.end_headers()
