@@ -322,9 +322,11 @@ async def test_a_receiver_that_does_not_answer_holds_up_no_run(tmp_path: Path, c
     )
     try:
         agent = runtime.get_agent("ops")
-        paused = await agent.generate("delete")
-        await receiver.arrived(1)  # the pause's event is being sent, and not answered
-        done = await agent.approve_tool_call_generate(run_id=paused.run_id)
+        # The receiver holds each request for up to a minute: the run must not wait for it at all.
+        async with asyncio.timeout(20):
+            paused = await agent.generate("delete")
+            await receiver.arrived(1)  # the pause's event is being sent, and not answered
+            done = await agent.approve_tool_call_generate(run_id=paused.run_id)
         assert done.finish_reason == "stop" and calls.count() == 1
         assert [d.status for d in await runtime.deliveries(paused.run_id)] == ["pending", "pending"]
 
