@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -178,3 +179,20 @@ async def test_delivery_state_is_shown_and_redelivered_over_http(http_server, tm
         assert again.status_code == 200 and again.json()["status"] == "pending"
         first, second = await receiver.arrived(2)
         assert first.headers["webhook-id"] == second.headers["webhook-id"] == shown["eventId"]
+
+
+def test_access_logs_never_carry_a_links_token():
+    from troupe.api.decision_links import RedactLinks
+
+    token = SIGNER.sign(LinkClaim("approve", "ops", "r", "c", "f", time.time() + 60))
+    record = logging.LogRecord(
+        "uvicorn.access",
+        logging.INFO,
+        __file__,
+        1,
+        '%s - "%s %s HTTP/%s" %d',
+        ("127.0.0.1:5000", "POST", f"/decide/{token}", "1.1", 200),
+        None,
+    )
+    assert RedactLinks().filter(record)
+    assert token not in record.getMessage() and "/decide/<token>" in record.getMessage()
