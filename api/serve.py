@@ -44,10 +44,12 @@ def serve(
     open_mode: bool = False,
     log_level: str = "info",
     notifications: Notifications | None = None,
+    **app_options: Any,
 ) -> int:
-    """Run the server in this (main) thread; returns the process exit code. ``notifications``, when
-    given, replace the runtime's own (``troupe serve --notify FILE``)."""
-    return asyncio.run(_serve(source, host, port, keys, open_mode, log_level, notifications))
+    """Run the server in this (main) thread; returns the process exit code. ``app_options`` go to
+    ``create_app`` (``max_body_bytes``, ``hosts``); ``notifications``, when given, replace the
+    runtime's own (``troupe serve --notify FILE``)."""
+    return asyncio.run(_serve(source, host, port, keys, open_mode, log_level, app_options, notifications))
 
 
 async def _serve(
@@ -57,6 +59,7 @@ async def _serve(
     keys: KeyRing | Mapping[str, Any] | None,
     open_mode: bool,
     log_level: str,
+    app_options: dict[str, Any],
     notifications: Notifications | None = None,
 ) -> int:
     runtime = await _runtime(source)
@@ -69,7 +72,7 @@ async def _serve(
         runtime.store()  # starts or joins Ray when the runtime uses it: before the handlers below
         await runtime.recover(0.0)  # start the hosts; they pick up runs a dead server left in flight
         config = uvicorn.Config(
-            create_app(runtime, keys=keys, open_mode=open_mode),
+            create_app(runtime, keys=keys, open_mode=open_mode, **app_options),
             host=host,
             port=port,
             log_level=log_level,
