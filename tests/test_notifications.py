@@ -47,6 +47,17 @@ def notifications(*targets: NotificationTarget, retry: RetrySchedule = FAST) -> 
     return Notifications(targets, retry=retry)
 
 
+def hooked_runtime(db: Path, calls: CallLog, receiver: Receiver) -> Runtime:
+    """The ops agent on a local host over SQLite ``db``, its events going to ``receiver`` ("hook")."""
+    target = NotificationTarget(receiver.url, SECRET, name="hook")
+    return Runtime(
+        [ops_agent(calls)],
+        storage=SqliteStore(db),
+        executor="local",
+        notifications=notifications(target),
+    )
+
+
 async def until(check: Callable[[], Awaitable[bool]]) -> None:
     """Wait for a condition on the store (each look is a store read, not a guess about timing)."""
     async with asyncio.timeout(20):
@@ -107,12 +118,7 @@ async def test_pause_and_decision_arrive_signed_and_verify(executor: str, tmp_pa
 
 async def test_a_receiver_that_is_down_gets_every_event_once_it_is_back(tmp_path: Path, calls: CallLog):
     receiver = Receiver()  # not listening yet: connections are refused
-    runtime = Runtime(
-        [ops_agent(calls)],
-        storage=SqliteStore(tmp_path / "n.db"),
-        executor="local",
-        notifications=notifications(NotificationTarget(receiver.url, SECRET, name="hook")),
-    )
+    runtime = hooked_runtime(tmp_path / "n.db", calls, receiver)
     agent = runtime.get_agent("ops")
     run_ids = []
     for n in range(3):
@@ -192,12 +198,7 @@ async def test_events_written_by_a_killed_host_are_delivered_by_the_next(tmp_pat
     run_id = _pause_in_a_killed_host(store, port, tmp_path / "c.jsonl")
 
     receiver = Receiver(port).start()
-    runtime = Runtime(
-        [ops_agent(CallLog(tmp_path / "c.jsonl"))],
-        storage=SqliteStore(store),
-        executor="local",
-        notifications=notifications(NotificationTarget(receiver.url, SECRET, name="hook")),
-    )
+    runtime = hooked_runtime(store, CallLog(tmp_path / "c.jsonl"), receiver)
     try:
         (pending,) = await runtime.deliveries(run_id)
         assert pending.status == "pending", "the killed host never delivered it"
@@ -276,12 +277,7 @@ def _pause_in_a_killed_host(store: Path, port: int, log: Path) -> str:
 
 async def test_expiry_and_a_crash_interrupted_call_are_announced(tmp_path: Path, calls: CallLog):
     receiver = Receiver().start()
-    runtime = Runtime(
-        [ops_agent(calls)],
-        storage=SqliteStore(tmp_path / "n.db"),
-        executor="local",
-        notifications=notifications(NotificationTarget(receiver.url, SECRET, name="hook")),
-    )
+    runtime = hooked_runtime(tmp_path / "n.db", calls, receiver)
     try:
         agent = runtime.get_agent("ops")
         paused = await agent.generate("delete", approval_timeout=0.2)
@@ -314,12 +310,7 @@ async def test_expiry_and_a_crash_interrupted_call_are_announced(tmp_path: Path,
 async def test_a_receiver_that_does_not_answer_holds_up_no_run(tmp_path: Path, calls: CallLog):
     receiver = Receiver().start()
     receiver.answering.clear()  # requests arrive, and hang there
-    runtime = Runtime(
-        [ops_agent(calls)],
-        storage=SqliteStore(tmp_path / "n.db"),
-        executor="local",
-        notifications=notifications(NotificationTarget(receiver.url, SECRET, name="hook")),
-    )
+    runtime = hooked_runtime(tmp_path / "n.db", calls, receiver)
     try:
         agent = runtime.get_agent("ops")
         # The receiver holds each request for up to a minute: the run must not wait for it at all.
