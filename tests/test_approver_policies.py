@@ -247,3 +247,30 @@ def test_a_second_approver_over_http_runs_the_tool_once(http_server, tmp_path: P
         second = api.post("/approve-tool-call-generate", json=decide, headers=bearer("key-carol"))
         assert second.status_code == 200 and second.json()["finishReason"] == "stop"
     assert calls.count() == 1
+
+
+async def test_a_subagents_call_is_governed_at_the_top_by_its_leaf_tool(tmp_path: Path, calls: CallLog):
+    sup = Agent(
+        "sup",
+        model=echo_model(tool_call("agent-ops", {"prompt": "delete abc-123"}, id="d1")),
+        agents={"ops": ops(calls)},
+    )
+    policy = ApproverPolicy(agent="ops", tool="delete_record", roles=frozenset({"dba"}), quorum=2)
+    rt = Runtime([sup], storage=SqliteStore(tmp_path / "p.db"), executor="local", approver_policies=[policy])
+    agent = rt.get_agent("sup")
+    paused = await agent.generate("clean up", started_by="alice")
+    assert paused.suspend_payload["tool_name"] == "delete_record"
+
+    with pytest.raises(ApprovalPolicyError, match="roles"):
+        await agent.approve_tool_call_generate(run_id=paused.run_id, decided_by="eve")
+    counted = await agent.approve_tool_call_generate(run_id=paused.run_id, decided_by="bob", roles={"dba"})
+    assert counted.finish_reason == "suspended" and calls.count() == 0
+    done = await agent.approve_tool_call_generate(run_id=paused.run_id, decided_by="carol", roles={"dba"})
+
+    assert done.finish_reason == "stop" and calls.count() == 1
+    top = await rt.store().list_audit(paused.run_id)
+    assert [(e.kind, e.decided_by, e.tool_name) for e in top] == [
+        ("approval-recorded", "bob", "delete_record"),
+        ("approved", "carol", "delete_record"),
+    ]
+    await rt.shutdown()
