@@ -66,7 +66,9 @@ class ApproverPolicies:
 
 
 def check_decider(policy: ApproverPolicy, state: RunState, pause: Pause, request: DecideRequest) -> None:
-    """Raise ``ApprovalPolicyError`` (403) saying why, unless the request's principal may decide."""
+    """Raise ``ApprovalPolicyError`` (403) saying why, unless the request's principal may decide.
+    ``request.decision`` is the decision as it applies (resume data for an approval pause already
+    turned into an approval or a decline: see ``troupe.core.decisions.as_decision``)."""
     who = request.decided_by
     call = f"tool call {pause.tool_name!r} of run {state.run_id}"
     if not who:

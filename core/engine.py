@@ -13,6 +13,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from troupe.core import decision_log
@@ -20,7 +21,15 @@ from troupe.core.agent import AgentSpec
 from troupe.core.approvers import ApproverPolicies, ApproverPolicy, check_decider, needs_more
 from troupe.core.auto_resume import extract_resume_data, find_resumable
 from troupe.core.chunks import Chunk
-from troupe.core.decisions import Target, already_decided, apply, audit_entry, check_kind, find_target
+from troupe.core.decisions import (
+    Target,
+    already_decided,
+    apply,
+    as_decision,
+    audit_entry,
+    check_kind,
+    find_target,
+)
 from troupe.core.errors import (
     DecisionConflictError,
     DecisionRejectedError,
@@ -120,7 +129,8 @@ class Operation:
         self._run = run
         self._release = release
         self._backlog = backlog or []
-        self._start_note = start_note or {}
+        # A new run's stream opens with a start chunk; a decision's goes straight on (as Mastra's do).
+        self.start_note = start_note if start_note is not None or kind != "start" else {}
         self._kind = kind
         self._caller = caller
         # Set when the caller's decision was refused but the run still has to move on: the host runs the
@@ -142,7 +152,7 @@ class Operation:
             if state.trace is None:
                 state.trace = carrier()
             try:
-                await self._loop.advance(run, self._backlog, self._start_note)
+                await self._loop.advance(run, self._backlog, self.start_note)
             except Exception as exc:
                 if not isinstance(exc, TroupeError):
                     log.exception("run %s failed", self.run_id)
@@ -259,9 +269,11 @@ class RunEngine:
         # turns will follow it.
         said = ThreadAppend(options.thread_id, options.resource_id, messages)
         try:
-            return await self.begin_decision(request, thread=said)
+            operation = await self.begin_decision(request, thread=said)
         except (DecisionRejectedError, DecisionConflictError, ToolCallNotSuspendedError):
             return None  # not an answer after all (or answered meanwhile): a new run takes the message
+        operation.start_note = {"auto_resumed": True}  # the caller asked for a stream: it opens as one
+        return operation
 
     def _storable_policy(self, request: StartRequest, policy: RunPolicy) -> Any:
         if isinstance(policy, bool):
@@ -360,7 +372,7 @@ class RunEngine:
             if expiring:
                 assert call.decision is not None
                 call.decision.kind = entry.kind = "expired"
-            if policy is not None and policy.quorum > 1:
+            if policy is not None and policy.quorum > 1 and entry.kind == "approved":
                 entry.approvals = [*target.pause.approvals, entry.decided_by or ""]
                 entry.quorum = policy.quorum
             # In flight from here: a crash before the next checkpoint leaves it for recovery, not listed.
@@ -406,6 +418,8 @@ class RunEngine:
         approval short of the quorum is counted (the call keeps waiting; audited and announced in the
         same write) and ends the claim with ``QuorumPending``."""
         pause = target.pause
+        # Resume data answering an approval pause counts as the approval (or decline) it stands for.
+        request = replace(request, decision=as_decision(pause, target.call.tool_call_id, request.decision))
         check_decider(policy, state, pause, request)
         if not needs_more(policy, pause, request):
             return

@@ -220,14 +220,14 @@ def test_policies_over_http_roles_separation_and_quorum(api: httpx.Client, calls
     for key, reason in (("key-dev", "needs one of the roles"), ("key-alice", "separation of duties")):
         refused = approve(key)
         assert refused.status_code == 403, refused.text
-        assert refused.json()["error"]["code"] == "AGENT_DECISION_FORBIDDEN"
-        assert reason in refused.json()["error"]["message"]
+        assert refused.json()["code"] == "AGENT_DECISION_FORBIDDEN"
+        assert reason in refused.json()["error"]
     assert calls.count() == 0
 
     counted = approve("key-bob")
     assert counted.status_code == 200 and counted.json()["finishReason"] == "suspended"
     again = api.post("/approve-tool-call", json=decide, headers=bearer("key-bob"))
-    assert again.status_code == 403 and "already approved" in again.json()["error"]["message"]
+    assert again.status_code == 403 and "already approved" in again.json()["error"]
     assert calls.count() == 0
     listed = api.get("/suspended-runs", headers=bearer("key-bob")).json()
     assert [r["runId"] for r in listed["runs"]] == [run_id], "refusals left the run paused"
@@ -243,7 +243,8 @@ def test_a_second_approver_over_http_runs_the_tool_once(http_server, tmp_path: P
         decide = {"runId": started.json()["runId"], "toolCallId": "call-1"}
         first = api.post("/approve-tool-call", json=decide, headers=bearer("key-bob"))
         assert first.status_code == 200
-        assert [f["type"] for f in sse_frames(first.text) if f != "[DONE]"][-1] == "finish"
+        last = [f for f in sse_frames(first.text) if f != "[DONE]"][-1]
+        assert last["type"] == "tool-call-approval", "counted: the call still waits for a second approver"
         second = api.post("/approve-tool-call-generate", json=decide, headers=bearer("key-carol"))
         assert second.status_code == 200 and second.json()["finishReason"] == "stop"
     assert calls.count() == 1
@@ -273,4 +274,18 @@ async def test_a_subagents_call_is_governed_at_the_top_by_its_leaf_tool(tmp_path
         ("approval-recorded", "bob", "delete_record"),
         ("approved", "carol", "delete_record"),
     ]
+    await rt.shutdown()
+
+
+async def test_resume_data_answering_an_approval_is_held_to_the_same_policy(tmp_path: Path, calls: CallLog):
+    rt = runtime(tmp_path, calls, QUORUM_2, DBA_ONLY)  # the more specific (agent and tool) one governs
+    agent = rt.get_agent("ops")
+    paused = await agent.generate("delete it")
+
+    counted = await agent.resume_generate({"approved": True}, run_id=paused.run_id, decided_by="alice")
+    assert counted.finish_reason == "suspended" and calls.count() == 0, "one approval of two, as data"
+    with pytest.raises(ApprovalPolicyError, match="already approved"):
+        await agent.resume_generate({"approved": True}, run_id=paused.run_id, decided_by="alice")
+    done = await agent.resume_generate({"approved": True}, run_id=paused.run_id, decided_by="bob")
+    assert done.finish_reason == "stop" and calls.count() == 1
     await rt.shutdown()
