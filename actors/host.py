@@ -21,7 +21,13 @@ from troupe.actors.remote import current_actor_id
 from troupe.core.agent import AgentSpec
 from troupe.core.chunks import Chunk
 from troupe.core.engine import Operation, RunEngine
-from troupe.core.errors import AgentUnavailableError, PauseExpiredError
+from troupe.core.errors import (
+    AgentUnavailableError,
+    DecisionConflictError,
+    PauseExpiredError,
+    ToolCallNotSuspendedError,
+)
+from troupe.core.handoff import handed_off
 from troupe.core.requests import AgentPort, DecideRequest, StartRequest
 from troupe.core.results import ResultBuilder, RunResult
 from troupe.core.store import Store
@@ -140,8 +146,14 @@ class AgentHost:
             if stored is None:
                 return None
             if stored.state.status != "running":
-                chunks = await self.engine.describe(run_id)
-                return None if chunks is None else Batch(f"{run_id}#replay", chunks, True)
+                request = await handed_off(self.store, stored.state)
+                if request is None:
+                    chunks = await self.engine.describe(run_id)
+                    return None if chunks is None else Batch(f"{run_id}#replay", chunks, True)
+                operation = await self._take_handoff(request)
+                if operation is not None:
+                    return await self._launch(operation, linger)
+                continue  # decided meanwhile (the routed decision landed after all): follow that
             if await self._orphaned(run_id, stored.state.owner):
                 operation = await self.engine.begin_recovery(run_id, stored.state.owner)
                 if operation is not None:
@@ -154,6 +166,16 @@ class AgentHost:
                 )
             # Driven here by an operation still being set up, or taken over by another host: look again.
             await asyncio.sleep(0.02)
+
+    async def _take_handoff(self, request: DecideRequest) -> Operation | None:
+        """Apply the decision the parent claimed for this run but could not route here (see
+        ``troupe.core.handoff``). A refusal (say, edited args the tool rejects) is raised to the parent,
+        which puts its own claim back, as it does when a routed decision is refused."""
+        log.info("run %s takes the decision its parent holds for it", request.run_id)
+        try:
+            return self._accept(await self.engine.begin_decision(request))
+        except (DecisionConflictError, ToolCallNotSuspendedError):
+            return None
 
     async def generate_start(self, request: StartRequest) -> RunResult:
         await self._startup()

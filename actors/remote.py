@@ -14,10 +14,11 @@ import os
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import ray
-from ray.exceptions import RayActorError, RayTaskError
+from ray.exceptions import ActorDiedError, RayActorError, RayTaskError
 from troupe.actors.channel import ChannelClient, ChannelClosed, ChannelServer, Endpoint
 from troupe.core.errors import AgentUnavailableError
 
@@ -106,29 +107,57 @@ def _broken(opening: asyncio.Task[ChannelClient | None]) -> bool:
     return line is not None and line.closed
 
 
+@dataclass(frozen=True)
+class _Recipe:
+    """How to create an actor again under its name, wherever it is needed (see ``RayActor.handle``)."""
+
+    actor_class: type
+    args: tuple[Any, ...]
+    options: dict[str, Any]
+
+
 class RayActor:
     """A named actor whose calls raise what the actor raised.
 
     It travels (to other actors) as its name and is looked up where it lands: a supervisor's actor is
     created with no actor handles among its arguments, so Ray keeps nothing in its object store that a
-    restart of that actor would depend on (ray-project/ray#53727).
+    restart of that actor would depend on (ray-project/ray#53727). An agent's actor also travels with
+    its recipe: once Ray has given up on it (restarts exhausted, or no node left for it), whoever
+    calls it next re-places it under the same name, so a run paused there can still be decided.
     """
 
-    def __init__(self, name: str, handle: Any = None) -> None:
+    def __init__(self, name: str, handle: Any = None, recipe: _Recipe | None = None) -> None:
         self.name = name
         self._handle = handle
+        self._recipe = recipe
         # Per event loop: the channel to the actor (None: call through Ray), or the task opening it.
         self._lines: dict[asyncio.AbstractEventLoop, asyncio.Task[ChannelClient | None]] = {}
 
     @classmethod
-    def spawn(cls, actor_class: type, *args: Any, name: str, **options: Any) -> RayActor:
-        remote_class: Any = ray.remote(**{**_ACTOR_OPTIONS, **options})(_reachable(actor_class))
-        return cls(name, remote_class.options(name=name, namespace=NAMESPACE).remote(*args))
+    def spawn(
+        cls, actor_class: type, *args: Any, name: str, replaceable: bool = False, **options: Any
+    ) -> RayActor:
+        recipe = _Recipe(actor_class, args, options)
+        actor = cls(name, recipe=recipe if replaceable else None)
+        actor._handle = actor._create(recipe)
+        return actor
+
+    def _create(self, recipe: _Recipe, **extra: Any) -> Any:
+        remote_class: Any = ray.remote(**{**_ACTOR_OPTIONS, **recipe.options})(_reachable(recipe.actor_class))
+        return remote_class.options(name=self.name, namespace=NAMESPACE, **extra).remote(*recipe.args)
 
     @property
     def handle(self) -> Any:
         if self._handle is None:
-            self._handle = ray.get_actor(self.name, namespace=NAMESPACE)
+            try:
+                self._handle = ray.get_actor(self.name, namespace=NAMESPACE)
+            except ValueError:
+                if self._recipe is None:
+                    raise RayActorError(error_msg=f"actor {self.name} is gone") from None
+                # Gone for good. Re-placed detached: it must not die with whichever process noticed
+                # (a supervisor's actor); the runtime's shutdown kills it by name like any other.
+                log.warning("actor %s is gone for good; placing a new one", self.name)
+                self._handle = self._create(self._recipe, get_if_exists=True, lifetime="detached")
         return self._handle
 
     async def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
@@ -179,17 +208,22 @@ class RayActor:
         while True:
             try:
                 return await self.call(method, *args)
-            except RayActorError:
+            except RayActorError as exc:
                 if time.monotonic() >= deadline:
                     raise
+                if isinstance(exc, ActorDiedError):
+                    self._handle = None  # look it up again: restarted, or re-placed (see ``handle``)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)
 
     def kill(self) -> None:
-        ray.kill(self.handle, no_restart=True)
+        try:  # by name: whichever actor holds it now (it may have been re-placed elsewhere)
+            ray.kill(ray.get_actor(self.name, namespace=NAMESPACE), no_restart=True)
+        except ValueError:
+            pass  # gone already
 
     def __reduce__(self) -> Any:
-        return (RayActor, (self.name,))
+        return (RayActor, (self.name, None, self._recipe))
 
 
 __all__ = ["RESTART_WAIT_S", "RayActor", "RayActorError", "current_actor_id", "ensure_ray"]

@@ -391,11 +391,15 @@ class RunEngine:
             # The subagent could not answer (its actor died, storage failed mid-write): whether it took
             # the decision is unknown, so this level keeps its claim and follows the subagent's run
             # wherever it stands; if the decision never landed, the pause comes back up to be decided.
+            # Either way the decision is not lost: this level's claim is its durable hand-off
+            # (troupe.core.handoff), which the subagent applies when its run is next followed. So it is
+            # audited here, once, as on the routed path.
             log.warning(
                 "routing a decision to run %s failed; following it instead", inner.run_id, exc_info=True
             )
             run.reattach.add(call.tool_call_id)
             run.todo.append(call.tool_call_id)
+            run.pending_audit.append(entry)
             return
         run.pending_audit.append(entry)
         run.todo.append(call.tool_call_id)

@@ -124,7 +124,12 @@ class Runtime:
         handle: AgentHandle
         if self.executor == "ray":
             actor = RayActor.spawn(
-                AgentHost, spec, store, subagents, name=self._actor_name(f"agent:{spec.id}")
+                AgentHost,
+                spec,
+                store,
+                subagents,
+                name=self._actor_name(f"agent:{spec.id}"),
+                replaceable=True,
             )
             handle = RayHandle(actor, spec.id)
         else:
