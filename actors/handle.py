@@ -12,6 +12,7 @@ from typing import Any
 
 from troupe.actors.host import AgentHost, Batch
 from troupe.actors.remote import RayActor, RayActorError
+from troupe.core.errors import AgentUnavailableError
 from troupe.core.requests import ChunkBatches, DecideRequest, StartRequest
 from troupe.core.results import ResultBuilder, RunResult
 
@@ -147,7 +148,14 @@ class RayHandle(AgentHandle):
             return await self._attach(run_id) or Batch(op_id, [], True)
 
     async def _attach(self, run_id: str) -> Batch | None:
-        batch: Batch | None = await self.actor.call_while_restarting("attach", run_id, RAY_LINGER_S)
+        try:
+            batch: Batch | None = await self.actor.call_while_restarting("attach", run_id, RAY_LINGER_S)
+        except RayActorError as exc:
+            raise AgentUnavailableError(
+                f"agent {self.agent_id!r} could not be reached to follow run {run_id}: {exc}",
+                run_id=run_id,
+                agent_id=self.agent_id,
+            ) from exc
         return batch
 
     async def generate(self, request: StartRequest) -> RunResult:

@@ -17,7 +17,7 @@ import time
 import uuid
 from typing import NamedTuple
 
-from troupe.actors.remote import current_actor_id
+from troupe.actors.remote import current_actor_id, current_node_id
 from troupe.core.agent import AgentSpec
 from troupe.core.chunks import Chunk
 from troupe.core.engine import Operation, RunEngine
@@ -227,6 +227,7 @@ class AgentHost:
         return {
             "agent_id": self.spec.id,
             "pid": os.getpid(),
+            "node_id": current_node_id() or "",
             "owner": self.owner,
             "operations": len(self._tasks),
             "unread_outboxes": len(self._outboxes),

@@ -8,6 +8,7 @@ wrapper is removed and the original (picklable) Troupe error re-raised.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import os
@@ -65,6 +66,11 @@ def current_actor_id() -> str | None:
         return None
     actor_id = ray.get_runtime_context().get_actor_id()
     return f"ray-actor:{actor_id}" if actor_id else None
+
+
+def current_node_id() -> str | None:
+    """The Ray node this code runs on, or None without Ray."""
+    return ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
 
 
 def _for_caller(error: BaseException) -> BaseException:
@@ -217,13 +223,19 @@ class RayActor:
                 delay = min(delay * 2, 1.0)
 
     def kill(self) -> None:
-        try:  # by name: whichever actor holds it now (it may have been re-placed elsewhere)
+        # By name: whichever actor holds it now (it may have been re-placed); none if gone already.
+        with contextlib.suppress(ValueError):
             ray.kill(ray.get_actor(self.name, namespace=NAMESPACE), no_restart=True)
-        except ValueError:
-            pass  # gone already
 
     def __reduce__(self) -> Any:
         return (RayActor, (self.name, None, self._recipe))
 
 
-__all__ = ["RESTART_WAIT_S", "RayActor", "RayActorError", "current_actor_id", "ensure_ray"]
+__all__ = [
+    "RESTART_WAIT_S",
+    "RayActor",
+    "RayActorError",
+    "current_actor_id",
+    "current_node_id",
+    "ensure_ray",
+]

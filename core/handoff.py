@@ -9,8 +9,10 @@ the decision here and applies it, as if it had been routed, so nobody has to dec
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import assert_never
 
+from troupe.core.errors import AgentUnavailableError, DecisionPendingError
 from troupe.core.requests import Approve, DecideRequest, DecisionInput, Decline, Resume
 from troupe.core.state import PAUSED, CallStatus, Decision, RunState
 from troupe.core.store import Store
@@ -60,4 +62,26 @@ async def handed_off(store: Store, state: RunState) -> DecideRequest | None:
     )
 
 
-__all__ = ["decision_input", "handed_off"]
+def pending_delivery(state: RunState, delegations: Collection[str], error: BaseException) -> BaseException:
+    """What a run's failure means for the caller. A subagent out of reach while a decided delegation
+    call waits on it does not end the run: the decision is durable here, the run stays in flight at its
+    last checkpoint, and its host's heartbeat takes it up again until the subagent is back. The caller
+    hears ``DecisionPendingError``; any other failure is returned as it is."""
+    if not isinstance(error, AgentUnavailableError):
+        return error
+    waiting = [
+        c.tool_call_id
+        for c in state.calls
+        if c.status is CallStatus.RUNNING and c.decision is not None and c.tool_name in delegations
+    ]
+    if not waiting:
+        return error
+    return DecisionPendingError(
+        f"the decision on {', '.join(waiting)} of run {state.run_id} is recorded but its agent cannot be "
+        "reached yet; it is delivered once, when the agent is back (follow the run with observe_stream)",
+        run_id=state.run_id,
+        tool_call_ids=waiting,
+    )
+
+
+__all__ = ["decision_input", "handed_off", "pending_delivery"]

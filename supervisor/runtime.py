@@ -34,6 +34,7 @@ from troupe.core.suspended import SuspendedRun, SuspendedRunList
 from troupe.storage.memory import MemoryStore
 from troupe.storage.sqlite import SqliteStore
 from troupe.supervisor.agent import Agent
+from troupe.supervisor.placement import check_actor_options, options_for
 
 Executor = Literal["ray", "local"]
 
@@ -45,12 +46,15 @@ class Runtime:
         storage: Store | None = None,
         executor: Executor = "ray",
         ray_address: str | None = None,
+        actor_options: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         if executor not in ("ray", "local"):
             raise ValueError(f"executor must be 'ray' or 'local', got {executor!r}")
         self.storage: Store = storage if storage is not None else MemoryStore()
         self.executor: Executor = executor
         self.ray_address = ray_address
+        # Ray actor options per agent id ("*": every other agent), see troupe.supervisor.placement.
+        self.actor_options = check_actor_options(actor_options)
         self._specs: dict[str, AgentSpec] = {}
         self._agents: dict[str, Agent] = {}
         self._handles: dict[str, AgentHandle] = {}
@@ -130,6 +134,7 @@ class Runtime:
                 subagents,
                 name=self._actor_name(f"agent:{spec.id}"),
                 replaceable=True,
+                **options_for(self.actor_options, spec.id),
             )
             handle = RayHandle(actor, spec.id)
         else:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from blocking import wait_for
 from trees import three_levels, two_levels
+from troupe.core.delegation import child_run_id
 
 from troupe import Runtime, SqliteStore
-from troupe.core.delegation import child_run_id
 from troupe.testing import CallLog
 
 
