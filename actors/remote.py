@@ -20,8 +20,8 @@ from typing import Any
 
 import ray
 from ray.exceptions import ActorDiedError, RayActorError, RayTaskError
-from troupe.actors.channel import ChannelClient, ChannelClosed, ChannelServer, Endpoint
-from troupe.core.errors import AgentUnavailableError
+from troupe.actors.channel import ChannelClient, ChannelClosed, ChannelServer, Endpoint, FrameTooLarge
+from troupe.actors.transport import DEFAULT_MAX_CONCURRENCY, RayCall, Transport, for_caller, limited
 
 # Agent steps must not be replayed by Ray: a replayed call could run a tool twice. Recovery after an
 # actor restart is Troupe's job (from the store), not Ray's.
@@ -73,20 +73,6 @@ def current_node_id() -> str | None:
     return ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
 
 
-def _for_caller(error: BaseException) -> BaseException:
-    """The error an actor's method raised, as its caller should see it. If that was itself the death of
-    *another* actor it called (a subagent), say so as a Troupe error: a bare RayActorError would read
-    as the death of the actor the caller called."""
-    if isinstance(error, RayActorError):
-        return AgentUnavailableError(f"an actor this agent called is unavailable: {error}")
-    return error
-
-
-def _unwrap(exc: RayTaskError) -> BaseException:
-    cause = getattr(exc, "cause", None)
-    return _for_caller(cause) if isinstance(cause, BaseException) else exc
-
-
 class _Reachable:
     """Mixed into every Troupe actor: serves its methods on a channel too (see troupe.actors.channel)."""
 
@@ -95,13 +81,16 @@ class _Reachable:
     async def troupe_channel(self) -> Endpoint:
         if self._channel_server is None:
             node_id = ray.get_runtime_context().get_node_id()
-            self._channel_server = ChannelServer(self, node_id, _for_caller)
+            self._channel_server = ChannelServer(self, node_id, for_caller)
         return await self._channel_server.start()
 
 
 @functools.cache
-def _reachable(actor_class: type) -> type:
-    return type(actor_class.__name__, (actor_class, _Reachable), {"__qualname__": actor_class.__qualname__})
+def _reachable(actor_class: type, max_concurrency: int) -> type:
+    """The actor class as Ray runs it: reachable on a channel, its calls held to ``max_concurrency``
+    whichever transport brings them."""
+    members = {"__qualname__": actor_class.__qualname__, **limited(actor_class, max_concurrency)}
+    return type(actor_class.__name__, (actor_class, _Reachable), members)
 
 
 def _broken(opening: asyncio.Task[ChannelClient | None]) -> bool:
@@ -149,7 +138,9 @@ class RayActor:
         return actor
 
     def _create(self, recipe: _Recipe, **extra: Any) -> Any:
-        remote_class: Any = ray.remote(**{**_ACTOR_OPTIONS, **recipe.options})(_reachable(recipe.actor_class))
+        options = {**_ACTOR_OPTIONS, **recipe.options}
+        limit = int(options.get("max_concurrency", DEFAULT_MAX_CONCURRENCY))
+        remote_class: Any = ray.remote(**options)(_reachable(recipe.actor_class, limit))
         return remote_class.options(name=self.name, namespace=NAMESPACE, **extra).remote(*recipe.args)
 
     @property
@@ -167,17 +158,15 @@ class RayActor:
         return self._handle
 
     async def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        line = await self._line()
-        if line is not None:
-            try:
-                return await line.call(method, args, kwargs)
-            except ChannelClosed as exc:
-                # Whether the call reached the actor is unknown, as when a Ray call's actor dies.
-                raise RayActorError(error_msg=f"actor {self.name}: {exc}") from exc
+        transport: Transport = await self._line() or RayCall(self.handle)
         try:
-            return await getattr(self.handle, method).remote(*args, **kwargs)
-        except RayTaskError as exc:
-            raise _unwrap(exc) from None
+            return await transport.call(method, args, kwargs)
+        except FrameTooLarge:
+            # Nothing was sent: a call too big for one frame takes the way calls from elsewhere take.
+            return await RayCall(self.handle).call(method, args, kwargs)
+        except ChannelClosed as exc:
+            # Whether the call reached the actor is unknown, as when a Ray call's actor dies.
+            raise RayActorError(error_msg=f"actor {self.name}: {exc}") from exc
 
     async def _line(self) -> ChannelClient | None:
         """This event loop's channel to the actor, opened on first use and again after it broke."""
