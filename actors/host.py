@@ -133,11 +133,15 @@ class AgentHost:
             self._forget(op_id)
         return Batch(op_id, chunks, done)
 
-    async def attach(self, run_id: str, linger: float = 0.0) -> Batch | None:
+    async def attach(
+        self, run_id: str, linger: float = 0.0, follow_wait: float = _FOLLOW_WAIT_S
+    ) -> Batch | None:
         """Follow ``run_id`` from here on: its live operation here, a recovery of it if it was orphaned,
-        or (once nothing drives it) a replay of where it stands. None if there is no such run."""
+        or (once nothing drives it) a replay of where it stands. None if there is no such run. A run
+        another live host drives is waited for up to ``follow_wait`` s (a replica asks with 0: a sibling
+        may be the one to follow it)."""
         await self._startup()
-        deadline = time.monotonic() + _FOLLOW_WAIT_S
+        started = time.monotonic()
         while True:
             op_id = self._live.get(run_id)
             if op_id is not None and op_id in self._outboxes:
@@ -158,7 +162,9 @@ class AgentHost:
                 operation = await self.engine.begin_recovery(run_id, stored.state.owner)
                 if operation is not None:
                     return await self._launch(operation, linger)
-            elif time.monotonic() > deadline:
+            elif time.monotonic() - started > (
+                _FOLLOW_WAIT_S if stored.state.owner == self.owner else follow_wait
+            ):
                 raise AgentUnavailableError(
                     f"run {run_id} is being driven by {stored.state.owner}, which cannot be followed from "
                     f"here; it will be listed once it pauses",

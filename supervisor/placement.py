@@ -51,6 +51,17 @@ def check_actor_options(options: Mapping[str, Mapping[str, Any]] | None) -> dict
     return checked
 
 
+def check_replicas(replicas: Mapping[str, int] | None) -> dict[str, int]:
+    checked = dict(replicas or {})
+    for agent_id, count in checked.items():
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            raise InvalidOptionError(
+                f"replicas[{agent_id!r}] must be a whole number of actors, at least 1; got {count!r}",
+                agent_id=agent_id,
+            )
+    return checked
+
+
 def options_for(checked: Mapping[str, dict[str, Any]], agent_id: str) -> dict[str, Any]:
     options = dict(checked.get(agent_id, checked.get(EVERY_AGENT, {})))
     asks = (
@@ -67,4 +78,10 @@ def options_for(checked: Mapping[str, dict[str, Any]], agent_id: str) -> dict[st
     return options
 
 
-__all__ = ["EVERY_AGENT", "PLACEMENT_OPTIONS", "check_actor_options", "options_for"]
+__all__ = [
+    "EVERY_AGENT",
+    "PLACEMENT_OPTIONS",
+    "check_actor_options",
+    "check_replicas",
+    "options_for",
+]

@@ -34,7 +34,7 @@ from troupe.core.suspended import SuspendedRun, SuspendedRunList
 from troupe.storage.memory import MemoryStore
 from troupe.storage.sqlite import SqliteStore
 from troupe.supervisor.agent import Agent
-from troupe.supervisor.placement import check_actor_options, options_for
+from troupe.supervisor.placement import check_actor_options, check_replicas, options_for
 
 Executor = Literal["ray", "local"]
 
@@ -47,6 +47,7 @@ class Runtime:
         executor: Executor = "ray",
         ray_address: str | None = None,
         actor_options: Mapping[str, Mapping[str, Any]] | None = None,
+        replicas: Mapping[str, int] | None = None,
     ) -> None:
         if executor not in ("ray", "local"):
             raise ValueError(f"executor must be 'ray' or 'local', got {executor!r}")
@@ -55,6 +56,8 @@ class Runtime:
         self.ray_address = ray_address
         # Ray actor options per agent id ("*": every other agent), see troupe.supervisor.placement.
         self.actor_options = check_actor_options(actor_options)
+        # How many actors serve an agent (default one): any of them takes any of its runs and decisions.
+        self.replicas = check_replicas(replicas)
         self._specs: dict[str, AgentSpec] = {}
         self._agents: dict[str, Agent] = {}
         self._handles: dict[str, AgentHandle] = {}
@@ -127,16 +130,20 @@ class Runtime:
         store = self.store()
         handle: AgentHandle
         if self.executor == "ray":
-            actor = RayActor.spawn(
-                AgentHost,
-                spec,
-                store,
-                subagents,
-                name=self._actor_name(f"agent:{spec.id}"),
-                replaceable=True,
-                **options_for(self.actor_options, spec.id),
-            )
-            handle = RayHandle(actor, spec.id)
+            options = options_for(self.actor_options, spec.id)
+            actors = [
+                RayActor.spawn(
+                    AgentHost,
+                    spec,
+                    store,
+                    subagents,
+                    name=self._actor_name(f"agent:{spec.id}"),
+                    replaceable=True,
+                    **options,
+                )
+                for _ in range(self.replicas.get(spec.id, 1))
+            ]
+            handle = RayHandle(actors, spec.id)
         else:
             handle = LocalHandle(AgentHost(spec, store, dict(subagents)))
         self._handles[agent_id] = handle

@@ -101,6 +101,38 @@ async def paused_subagent_node_removed(url: str, work: Path, cluster: Cluster, n
         await runtime.shutdown()
 
 
+async def replicas_survive_a_lost_node(url: str, work: Path, cluster: Cluster) -> None:
+    """The subagent runs as two replicas spread over the two workers; one worker's node is removed while
+    two runs are paused; both are then approved once and finish."""
+    cluster.add_node(num_cpus=1, resources={"worker": 4})  # two workers again after the last removal
+    cluster.wait_for_nodes()
+    calls = CallLog(work / "replicas.jsonl")
+    sup = two_levels(calls)
+    placement = {"data": {"resources": {"worker": 1}, "scheduling_strategy": "SPREAD"}}
+    store = RedisStore.from_url(url, prefix=f"replicas-{uuid.uuid4().hex[:8]}:")
+    runtime = Runtime([sup], storage=store, executor="ray", actor_options=placement, replicas={"data": 2})
+    try:
+        handle: Any = runtime.handle("data")
+        replica_nodes = [str((await a.call_while_restarting("stats"))["node_id"]) for a in handle.replicas]
+        paused = [await sup.generate(f"please delete u{i}") for i in range(2)]
+        victim = next(n for n in cluster.worker_nodes if n.node_id == replica_nodes[0])
+        cluster.remove_node(victim)
+        done = [await sup.approve_tool_call_generate(run_id=p.run_id, tool_call_id="d1") for p in paused]
+        report(
+            "replicas",
+            replica_nodes=replica_nodes,
+            removed=replica_nodes[0],
+            paused=[p.finish_reason for p in paused],
+            finish_reasons=[d.finish_reason for d in done],
+            texts=[d.text for d in done],
+            deletes=calls.count("delete_record"),
+            audits=[[e.kind for e in await store.list_audit(p.run_id)] for p in paused],
+            later=(await sup.generate("please delete u9")).finish_reason,
+        )
+    finally:
+        await runtime.shutdown()
+
+
 async def main(url: str, work: Path) -> None:
     cluster = Cluster(
         initialize_head=True,
@@ -110,13 +142,14 @@ async def main(url: str, work: Path) -> None:
             "_system_config": {"health_check_period_ms": 300, "health_check_failure_threshold": 3},
         },
     )
-    workers = [cluster.add_node(num_cpus=1) for _ in range(2)]
+    workers = [cluster.add_node(num_cpus=1, resources={"worker": 4}) for _ in range(2)]
     cluster.wait_for_nodes()
     ray.init(address=cluster.address, log_to_driver=False)
     nodes = [cluster.head_node.node_id, *(w.node_id for w in workers)]
     try:
         await three_level_tree(url, work, nodes)
         await paused_subagent_node_removed(url, work, cluster, nodes)
+        await replicas_survive_a_lost_node(url, work, cluster)
     finally:
         ray.shutdown()
         cluster.shutdown()

@@ -57,3 +57,14 @@ def test_removing_a_paused_subagents_node_then_approving_once_runs_the_tool_once
     assert removed["top_audit"] == ["approved"]
     assert removed["child_audit"] == ["approved"]
     assert removed["left_running"] == []
+
+
+def test_an_agent_with_two_replicas_on_two_nodes_survives_losing_one(observed):
+    replicas = observed["replicas"]
+    assert len(set(replicas["replica_nodes"])) == 2, "the replicas were spread over two nodes"
+    assert replicas["paused"] == ["suspended", "suspended"]
+    assert replicas["finish_reasons"] == ["stop", "stop"], "both paused runs finished after one approval"
+    assert replicas["texts"] == ['sup: d1=leaf-1={"deleted": "u1"}'] * 2
+    assert replicas["deletes"] == 2
+    assert replicas["audits"] == [["approved"], ["approved"]]
+    assert replicas["later"] == "suspended", "the agent still takes new runs"
