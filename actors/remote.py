@@ -13,13 +13,13 @@ import functools
 import logging
 import os
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from typing import Any
 
 import ray
 from ray.exceptions import ActorDiedError, RayActorError, RayTaskError
+from troupe.actors import ray_auth
 from troupe.actors.channel import ChannelClient, ChannelClosed, ChannelServer, Endpoint, FrameTooLarge
 from troupe.actors.transport import DEFAULT_MAX_CONCURRENCY, RayCall, Transport, for_caller, limited
 
@@ -37,16 +37,20 @@ log = logging.getLogger(__name__)
 
 
 def ensure_ray(address: str | None = None) -> None:
-    """Start (or connect to) Ray once per process, with the settings every Troupe process shares."""
+    """Start (or connect to) Ray once per process, with the settings every Troupe process shares.
+
+    A Ray started here is private: token auth stays on, with a 0600 token that Troupe's own processes
+    inherit (see troupe.actors.ray_auth). Joining ``address`` presents that cluster's token, checked up
+    front so a missing or wrong one is a clear error at once."""
     if ray.is_initialized():
         return
-    # Every process must agree on auth (Ray 2.60 turns token auth on by default and a mismatch hangs
-    # for 20 s), and Ray's unix sockets need a short temp path.
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    os.environ.setdefault("RAY_TMPDIR", os.path.join(tempfile.gettempdir(), "troupe-ray"))
+    # Ray's unix sockets need a short temp path, and one that no other user could have made first.
+    os.environ.setdefault("RAY_TMPDIR", ray_auth.private_tmpdir())
     if address is not None:
+        ray_auth.check_cluster_token(address)
         ray.init(address=address, log_to_driver=False, configure_logging=False)
         return
+    ray_auth.prepare_embedded()
     # Workers of a local cluster inherit this environment: give them this process's import path, so
     # agents and tools defined in the caller's own modules unpickle there (a remote cluster uses its
     # job's runtime_env instead).
@@ -57,6 +61,7 @@ def ensure_ray(address: str | None = None) -> None:
         log_to_driver=False,
         configure_logging=False,
         _temp_dir=os.environ["RAY_TMPDIR"],
+        _node_ip_address="127.0.0.1",  # advertise loopback; Ray still binds every interface, hence the token
     )
 
 

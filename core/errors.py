@@ -16,6 +16,7 @@
      ├── AgentNotFoundError           AGENT_NOT_FOUND
      ├── AgentUnavailableError        AGENT_UNAVAILABLE
  │    └── DecisionPendingError        AGENT_DECISION_PENDING
+ ├── RayAuthError                 RAY_AUTH_FAILED
      ├── ModelError                   MODEL_ERROR
      ├── RunFailedError               AGENT_RUN_FAILED
      └── StorageError                 STORAGE_ERROR
@@ -144,6 +145,13 @@ class DecisionPendingError(AgentUnavailableError):
     http_status = 503
 
 
+class RayAuthError(TroupeError):
+    """Ray's token authentication refused this process, or no token was found to present."""
+
+    code = "RAY_AUTH_FAILED"
+    http_status = 503
+
+
 class ModelError(TroupeError):
     """The model failed or answered something the loop cannot use."""
 
@@ -202,6 +210,7 @@ __all__ = [
     "ModelError",
     "NoSuspendedRunError",
     "PauseExpiredError",
+    "RayAuthError",
     "ResumeDataValidationError",
     "RunFailedError",
     "SnapshotNotFoundError",

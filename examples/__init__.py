@@ -1,2 +1,2 @@
-"""Runnable examples (not installed with Troupe): ``examples.cluster_agents`` is imported by the cluster job's
-Ray workers and by whoever decides its pauses later, so it must have the same module name everywhere."""
+"""Runnable examples (not installed with Troupe). The cluster job runs with this folder as its working
+directory, so its scripts import ``cluster_agents`` by that name (see cluster_job.py)."""

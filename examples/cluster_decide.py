@@ -14,9 +14,10 @@ import asyncio
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from examples.cluster_agents import build_ops, redis_store
+from cluster_agents import build_ops, redis_store
+
 from troupe import Runtime
 from troupe.errors import TroupeError
 

@@ -1,8 +1,11 @@
 """A Ray job: start runs that pause for approval, print their run ids, and exit.
 
-    ray job submit --address http://127.0.0.1:8265 --working-dir . \
-        --runtime-env-json '{"env_vars": {"TROUPE_REDIS_URL": "redis://127.0.0.1:6399/0"}}' \
-        -- python examples/cluster_job.py rec-001 rec-002 rec-003
+    ray job submit --address http://127.0.0.1:8265 --working-dir examples --runtime-env-json '{
+        "pip": ["${RAY_RUNTIME_ENV_CREATE_WORKING_DIR}/wheels/troupe-0.1.0-py3-none-any.whl"],
+        "env_vars": {"TROUPE_REDIS_URL": "redis://127.0.0.1:6399/0"}}' -- python cluster_job.py rec-001
+
+with Troupe's wheel built into examples/wheels/ first: the runtime env installs it on the nodes, so
+neither the cluster nor the submitting shell needs Troupe. examples/README.md has the whole sequence.
 
 Each record id becomes one run of the ``ops`` supervisor (examples/cluster_agents.py); the agents run as
 Ray actors on the cluster. Every run pauses when the ``records`` subagent asks to delete its record. The
@@ -20,11 +23,12 @@ import os
 import sys
 from pathlib import Path
 
-# Run as a script (python examples/cluster_job.py): make ``examples.cluster_agents`` importable under
-# the same name the cluster's workers import it by (the job's working directory is on their path).
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+# The agents' module is imported by the cluster's workers under the name they find it by: the job's
+# working directory (this folder) is on their path, so it is ``cluster_agents`` here too.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from examples.cluster_agents import build_ops, redis_store
+from cluster_agents import build_ops, redis_store
+
 from troupe import Runtime
 
 

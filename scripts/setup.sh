@@ -31,8 +31,10 @@ if $system; then
     if [ ${#missing[@]} -gt 0 ]; then
         sudo=""
         [ "$(id -u)" -eq 0 ] || sudo="sudo"
-        $sudo apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+        # dpkg needs the sbin folders on PATH (ldconfig, start-stop-daemon); CI's PATH has none.
+        apt_path="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
+        $sudo env PATH="$apt_path" apt-get update -qq
+        $sudo env PATH="$apt_path" DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
     fi
 fi
 

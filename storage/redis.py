@@ -46,7 +46,7 @@ import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, cast
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from redis import exceptions as redis_errors
 from redis.asyncio import BlockingConnectionPool, Redis
@@ -412,17 +412,31 @@ def _reopen(url: str, prefix: str, timeout: float) -> RedisStore:
     return RedisStore(url, prefix=prefix, timeout=timeout)
 
 
+# Query parameters of a Redis URL that carry a secret (redis-py reads ``?password=`` as the password).
+_SECRET_PARAMS = frozenset({"password"})
+
+
 def _redacted(url: str) -> str:
-    """The URL without its password, for messages and identities."""
+    """The URL without its secrets (the password in ``user:password@`` or ``?password=``), for
+    messages, reprs and identities."""
     parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port is not None else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+    netloc = parts.netloc
+    if parts.password is not None:
+        user = parts.username or ""
+        host = parts.hostname or ""
+        if ":" in host:
+            host = f"[{host}]"
+        netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port is not None else "")
+    query = urlencode(
+        [
+            (k, "***" if k.lower() in _SECRET_PARAMS else v)
+            for k, v in parse_qsl(parts.query, keep_blank_values=True)
+        ],
+        safe="*",
+    )
+    # Swap the parts in place: urlunsplit would turn unix:///path into unix:/path.
+    redacted = url.replace(parts.netloc, netloc, 1) if netloc != parts.netloc else url
+    return redacted.replace(f"?{parts.query}", f"?{query}", 1) if parts.query else redacted
 
 
 __all__ = ["Keys", "RedisStore"]

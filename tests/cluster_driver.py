@@ -17,6 +17,7 @@ import ray
 from ray.cluster_utils import Cluster
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from trees import three_levels, two_levels
+from troupe.actors import ray_auth
 from troupe.core.delegation import child_run_id
 
 from troupe import RedisStore, Runtime
@@ -134,6 +135,8 @@ async def replicas_survive_a_lost_node(url: str, work: Path, cluster: Cluster) -
 
 
 async def main(url: str, work: Path) -> None:
+    # As private as the Ray Troupe embeds: token auth on (the nodes inherit the token from here).
+    ray_auth.prepare_embedded()
     cluster = Cluster(
         initialize_head=True,
         head_node_args={

@@ -2,6 +2,10 @@
 approval and ends; the pauses live in Redis, and a separate process (this one, without Ray) lists and
 decides them after the job, and the cluster, are gone.
 
+The head runs from a plain virtualenv that has Ray and not Troupe, with Ray's token auth on: the job
+carries Troupe to the cluster itself (its wheel, installed by the job's runtime env), exactly as
+examples/README.md shows.
+
 The head node is this test's own: its own temp dir (``--temp-dir``, ``RAY_TMPDIR``), its own ports and
 its own OS session. It is stopped by signalling its ``ray start --block`` process and then sweeping its
 session, never with ``ray stop``, which stops every Ray process on the machine (the test session's own
@@ -11,14 +15,13 @@ session, never with ``ray stop``, which stops every Ray process on the machine (
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
@@ -26,18 +29,20 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from installs import build_wheel, plain_ray_venv
 from redis_server import RedisServer
 
 from troupe import RedisStore, Runtime
 from troupe.errors import DecisionConflictError
 
 ROOT = Path(__file__).resolve().parent.parent
-RAY = Path(sys.executable).parent / "ray"
-JOB_FILES = ("examples/__init__.py", "examples/cluster_agents.py", "examples/cluster_job.py")
+JOB_FILES = ("cluster_agents.py", "cluster_job.py")
 RECORDS = ("rec-001", "rec-002", "rec-003")
 PREFIX = "cluster-job:"
 
-pytestmark = [pytest.mark.redis, pytest.mark.timeout(240)]
+# The first run on a new machine builds the plain-Ray virtualenv, and the job's runtime env installs
+# Troupe's dependencies on the head.
+pytestmark = [pytest.mark.redis, pytest.mark.timeout(900)]
 
 
 def free_ports(count: int) -> list[int]:
@@ -61,26 +66,33 @@ def session_members(sid: int) -> list[int]:
 
 
 class RayHead:
-    """``ray start --head --block`` with a dashboard (job submission needs it), isolated from any other
-    Ray on the machine. ``stop()`` ends exactly the processes it started, even if ``start()`` failed."""
+    """``ray start --head --block`` from the virtualenv ``venv``, with a dashboard (job submission needs
+    it) and a token of its own, isolated from any other Ray on the machine. ``stop()`` ends exactly the
+    processes it started, even if ``start()`` failed."""
 
-    def __init__(self) -> None:
+    def __init__(self, venv: Path) -> None:
         # Short: Ray's unix sockets live under it (pytest's tmp_path is too long for them).
         self.temp_dir = Path(tempfile.mkdtemp(prefix="trj-", dir="/tmp"))
+        self.ray_command = venv / "bin" / "ray"
         ports = free_ports(9)
         self.gcs_port, self.dashboard_port = ports[0], ports[4]
         self.address = f"http://127.0.0.1:{self.dashboard_port}"
-        self.env = {
-            **os.environ,
-            "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "disabled"),  # the same in every process
+        token = self.temp_dir / "auth_token"
+        token.write_text(secrets.token_hex(32))
+        token.chmod(0o600)
+        # Nothing of this test session leaks in (no Troupe venv on PATH, no PYTHONPATH, not its Ray or
+        # token): the job finds Troupe only through its runtime env. Every process here presents the
+        # head's token, as `ray start` users do.
+        keep = ("HOME", "LANG", "LC_ALL", "TMPDIR", "USER")
+        self.env = {k: os.environ[k] for k in keep if k in os.environ} | {
+            "PATH": f"{venv / 'bin'}:/usr/local/bin:/usr/bin:/bin",
+            "RAY_AUTH_MODE": "token",
+            "RAY_AUTH_TOKEN_PATH": str(token),
             "RAY_TMPDIR": str(self.temp_dir),
             "RAY_USAGE_STATS_ENABLED": "0",
         }
-        # Nothing may leak in from the test session's own Ray: the job finds its code in its working dir.
-        for name in ("RAY_ADDRESS", "PYTHONPATH"):
-            self.env.pop(name, None)
         self.command = [
-            str(RAY),
+            str(self.ray_command),
             "start",
             "--head",
             "--block",
@@ -118,9 +130,10 @@ class RayHead:
             if self.process.poll() is not None:
                 raise RuntimeError(f"ray start exited with {self.process.returncode}:\n{self.log_tail()}")
             # The job API answers once the dashboard's job module is up.
+            request = urllib.request.Request(f"{self.address}/api/jobs/", headers=self.auth_header())
             with (
                 contextlib.suppress(OSError, ValueError),
-                urllib.request.urlopen(f"{self.address}/api/jobs/", timeout=2) as reply,
+                urllib.request.urlopen(request, timeout=2) as reply,
             ):
                 if reply.status == 200:
                     return
@@ -149,9 +162,12 @@ class RayHead:
             self.process = None
         shutil.rmtree(self.temp_dir, ignore_errors=True)
 
+    def auth_header(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {Path(self.env['RAY_AUTH_TOKEN_PATH']).read_text()}"}
+
     def ray(self, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [str(RAY), *args],
+            [str(self.ray_command), *args],
             env=self.env,
             stdin=subprocess.DEVNULL,
             capture_output=True,
@@ -166,40 +182,45 @@ class RayHead:
             return "(no log)"
 
 
-def require_ray_jobs() -> None:
-    """The jobs CLI and the dashboard come with ``ray[default]``, part of the dev extras: no skipping."""
-    missing = [name for name in ("aiohttp", "aiohttp_cors") if importlib.util.find_spec(name) is None]
-    if missing or not RAY.exists():
-        pytest.fail(
-            f"`ray job` needs ray[default] (missing: {', '.join(missing) or RAY}); "
-            "install the dev extras: pip install -e '.[dev]'"
-        )
-
-
 @pytest.fixture
 def job_output(tmp_path: Path) -> Iterator[tuple[str, dict[str, str], str]]:
-    """Start redis and a head node, submit examples/cluster_job.py, wait for it to succeed, stop the head.
-    Yields the Redis URL, ``{record id: run id}`` as the job printed them, and the job's output."""
-    require_ray_jobs()
-    job_dir = tmp_path / "job"  # what the job needs, as in the repository (Troupe itself is installed)
+    """Start redis and a plain-Ray head node, submit examples/cluster_job.py with Troupe's wheel, wait for
+    it to succeed, stop the head. Yields the Redis URL, ``{record id: run id}`` as the job printed them,
+    and the job's output."""
+    job_dir = tmp_path / "job"  # the examples folder as README shows it: the job's files and the wheel
+    job_dir.mkdir()
     for name in JOB_FILES:
-        (job_dir / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(ROOT / name, job_dir / name)
+        shutil.copy(ROOT / "examples" / name, job_dir / name)
+    wheel = build_wheel(job_dir / "wheels")
+    runtime_env = {
+        "pip": [f"${{RAY_RUNTIME_ENV_CREATE_WORKING_DIR}}/wheels/{wheel.name}"],
+        "env_vars": {"TROUPE_REDIS_URL": "", "TROUPE_REDIS_PREFIX": PREFIX},
+    }
+    plain = plain_ray_venv()
+    probe = subprocess.run(
+        [str(plain / "bin" / "python"), "-c", "import troupe"],
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert probe.returncode != 0, "the head's Python must not have Troupe"
 
     with RedisServer(tmp_path / "redis") as redis:
-        head = RayHead()
+        runtime_env["env_vars"]["TROUPE_REDIS_URL"] = redis.url
+        head = RayHead(plain)
         try:
             started = time.monotonic()
             head.start()
             up = time.monotonic()
-            env_vars = {"TROUPE_REDIS_URL": redis.url, "TROUPE_REDIS_PREFIX": PREFIX}
             submitted = head.ray(
                 "job", "submit",
                 "--address", head.address,
                 "--working-dir", str(job_dir),
-                "--runtime-env-json", json.dumps({"env_vars": env_vars}),
-                "--", sys.executable, "examples/cluster_job.py", *RECORDS,
-                timeout=150,
+                "--runtime-env-json", json.dumps(runtime_env),
+                "--", "python", "cluster_job.py", *RECORDS,
+                timeout=400,
             )  # fmt: skip
             output = submitted.stdout + submitted.stderr
             assert submitted.returncode == 0, f"the job failed:\n{output[-5000:]}\n{head.log_tail()}"
@@ -224,8 +245,8 @@ async def test_runs_paused_by_a_ray_job_are_decided_after_it_ends_from_another_p
     job_output: tuple[str, dict[str, str], str], monkeypatch: pytest.MonkeyPatch
 ):
     redis_url, paused, output = job_output
-    monkeypatch.syspath_prepend(str(ROOT))  # the same agent definitions the job used
-    from examples.cluster_agents import build_ops
+    monkeypatch.syspath_prepend(str(ROOT / "examples"))  # the same agent definitions the job used
+    from cluster_agents import build_ops
 
     runtime = Runtime([build_ops()], storage=RedisStore.from_url(redis_url, prefix=PREFIX), executor="local")
     ops = runtime.get_agent("ops")

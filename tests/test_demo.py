@@ -43,7 +43,7 @@ def demo_env() -> dict[str, str]:
 class Terminal:
     """A process on a pseudo-terminal: read what it prints, type into it."""
 
-    def __init__(self, args: list[str], cwd: Path, timeout: float) -> None:
+    def __init__(self, args: list[str], cwd: Path, timeout: float, env: dict[str, str] | None = None) -> None:
         self.timeout = timeout
         master, slave = os.openpty()
         self.proc = subprocess.Popen(
@@ -52,7 +52,7 @@ class Terminal:
             stdout=slave,
             stderr=slave,
             cwd=cwd,
-            env=demo_env(),
+            env=env or demo_env(),
             close_fds=True,
         )
         os.close(slave)

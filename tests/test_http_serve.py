@@ -23,11 +23,22 @@ def free_port() -> int:
 
 
 class Served:
-    def __init__(self, tmp_path: Path, *args: str) -> None:
+    """``troupe serve`` in a process of its own; ``troupe`` is the command (this venv's by default),
+    run in ``cwd`` with ``env``."""
+
+    def __init__(
+        self,
+        tmp_path: Path,
+        *args: str,
+        troupe: list[str] | None = None,
+        cwd: Path = ROOT,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.port = free_port()
         self.log = (tmp_path / f"serve-{self.port}.log").open("w")
-        command = [sys.executable, "-m", "troupe.cli", "serve", "--port", str(self.port), *args]
-        self.process = subprocess.Popen(command, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT)
+        troupe = troupe or [sys.executable, "-m", "troupe.cli"]
+        command = [*troupe, "serve", "--port", str(self.port), *args]
+        self.process = subprocess.Popen(command, cwd=cwd, env=env, stdout=self.log, stderr=subprocess.STDOUT)
         self.url = f"http://127.0.0.1:{self.port}/api"
 
     def wait_ready(self, headers: dict[str, str], timeout: float = 60.0) -> None:

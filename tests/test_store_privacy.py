@@ -1,0 +1,71 @@
+"""What a store holds stays with its user: a new SQLite store's files are 0600 (paused calls' arguments
+live there), and a Redis password, given in the URL's userinfo or as ``?password=``, shows up in no repr,
+identity, log line, error message or HTTP error body."""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+from pathlib import Path
+
+import httpx
+import pytest
+from helpers import delete_tool, one_call
+from http_server import ADMIN, KEYS
+from redis_server import free_port
+
+from troupe import Agent, RedisStore, Runtime, SqliteStore
+from troupe.errors import StorageUnavailableError
+from troupe.testing import CallLog
+
+
+async def test_a_new_sqlite_store_and_its_wal_files_are_readable_by_their_owner_only(tmp_path: Path):
+    previous = os.umask(0o022)  # the usual umask, which would leave a plain new file world-readable
+    calls = CallLog(tmp_path / "calls.jsonl")
+    path = tmp_path / "sub" / "troupe.db"
+    agent = Agent("ops", model=one_call("delete_record", {"id": "secret-record"}), tools=[delete_tool(calls)])
+    runtime = Runtime([agent], storage=SqliteStore(path), executor="local")
+    try:
+        paused = await agent.generate("delete it")
+        assert paused.finish_reason == "suspended"
+        files = {p.name: stat.S_IMODE(p.stat().st_mode) for p in path.parent.iterdir()}
+    finally:
+        await runtime.shutdown()
+        os.umask(previous)
+    assert files == {"troupe.db": 0o600, "troupe.db-wal": 0o600, "troupe.db-shm": 0o600}
+
+
+SECRET = "s3cret-in-query"
+OTHER_SECRET = "s3cret-in-userinfo"
+
+
+def _dead_redis_url() -> str:
+    return f"redis://:{OTHER_SECRET}@127.0.0.1:{free_port()}/0?password={SECRET}&socket_timeout=1"
+
+
+async def test_a_redis_password_is_in_no_repr_identity_log_or_error(caplog: pytest.LogCaptureFixture):
+    caplog.set_level(logging.DEBUG)
+    store = RedisStore.from_url(_dead_redis_url(), prefix="x:")
+    with pytest.raises(StorageUnavailableError) as caught:
+        await store.load_run("r1")
+    await store.close()
+    shown = [repr(store), store.identity, str(caught.value), repr(caught.value.details), caplog.text]
+    for text in shown:
+        assert SECRET not in text and OTHER_SECRET not in text, text
+    assert "password=***" in str(caught.value) and ":***@127.0.0.1" in str(caught.value)
+
+
+@pytest.mark.redis
+def test_a_redis_password_is_not_in_an_http_error_body(http_server, tmp_path: Path):
+    calls = CallLog(tmp_path / "calls.jsonl")
+
+    def build() -> Runtime:
+        agent = Agent("ops", model=one_call("delete_record", {"id": "x"}), tools=[delete_tool(calls)])
+        return Runtime([agent], storage=RedisStore.from_url(_dead_redis_url()), executor="local")
+
+    server = http_server(build, keys=KEYS)
+    response = httpx.get(f"{server.url}/api/agents/ops/suspended-runs", headers=ADMIN, timeout=30)
+    assert response.status_code == 503, response.text
+    assert SECRET not in response.text and OTHER_SECRET not in response.text
+    assert "STORAGE_UNAVAILABLE" in response.text
