@@ -15,8 +15,8 @@
      ├── DuplicateRunError            AGENT_RUN_EXISTS
      ├── AgentNotFoundError           AGENT_NOT_FOUND
      ├── AgentUnavailableError        AGENT_UNAVAILABLE
- │    └── DecisionPendingError        AGENT_DECISION_PENDING
- ├── RayAuthError                 RAY_AUTH_FAILED
+     │    └── DecisionPendingError    AGENT_DECISION_PENDING
+     ├── RayAuthError                 RAY_AUTH_FAILED
      ├── ModelError                   MODEL_ERROR
      ├── RunFailedError               AGENT_RUN_FAILED
      └── StorageError                 STORAGE_ERROR
