@@ -14,7 +14,7 @@ does not own the runtime: whoever created the runtime shuts it down (``troupe se
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -25,6 +25,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from troupe.api import catalog, inbox, runs, suspended
 from troupe.api.auth import Gate, KeyRing, keyring
 from troupe.api.errors import AuthenticationError, HttpError, InvalidRequestError, error_body
+from troupe.api.guards import DEFAULT_MAX_BODY_BYTES, BodyLimit, HostCheck, allowed_hosts
 from troupe.api.service import Service
 from troupe.core.errors import TroupeError
 from troupe.supervisor.runtime import Runtime
@@ -36,10 +37,17 @@ decline tool calls, resume, list suspended runs), server-sent events, API keys p
 
 
 def create_app(
-    runtime: Runtime, *, keys: KeyRing | Mapping[str, Any] | None = None, open_mode: bool = False
+    runtime: Runtime,
+    *,
+    keys: KeyRing | Mapping[str, Any] | None = None,
+    open_mode: bool = False,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    hosts: Iterable[str] | None = None,
 ) -> FastAPI:
     """The app serving ``runtime``. ``keys``: a ``KeyRing`` or ``{key: {"name", "resources": [...]} |
-    {"admin": true}}``. Without ``open_mode`` a request without a valid key gets 401."""
+    {"admin": true}}``. Without ``open_mode`` a request without a valid key gets 401. A body over
+    ``max_body_bytes`` gets 413 before anything else. In open mode only requests whose ``Host`` is a
+    loopback name (or one of ``hosts``) are answered."""
     service = Service(runtime, Gate(keyring(keys), open_mode))
 
     @asynccontextmanager
@@ -56,6 +64,9 @@ def create_app(
     app.add_exception_handler(RequestValidationError, _on_invalid_request)
     app.add_exception_handler(StarletteHTTPException, _on_http_error)
     app.add_exception_handler(Exception, _on_unexpected)
+    app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
+    if open_mode:
+        app.add_middleware(HostCheck, hosts=allowed_hosts("127.0.0.1", hosts or ()))
     return app
 
 

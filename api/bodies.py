@@ -177,6 +177,15 @@ class ToolApprovalBody(_Body):
     reason: Text | None = None
     resume_data: Any = None
 
+    @model_validator(mode="after")
+    def _resume_data_only_approves(self) -> Any:
+        if self.resume_data is not None and not self.approved:
+            raise ValueError(
+                "resumeData answers a paused tool and cannot come with approved: false; "
+                "to decline, send approved: false without resumeData"
+            )
+        return self
+
 
 __all__ = [
     "ApproveBody",

@@ -80,6 +80,11 @@ class AsyncTroupeClient:
         found: dict[str, dict[str, Any]] = await self.request("GET", "/agents")
         return found
 
+    async def list_inbox(self) -> SuspendedRunList:
+        """Every pause the key may decide, across all agents, oldest first (``GET /api/inbox``): a
+        subagent's pause once, under its top-level run."""
+        return suspended_runs_from_json(await self.request("GET", "/inbox"))
+
     # ---- transport ----------------------------------------------------------------------------------
 
     async def request(

@@ -1,11 +1,14 @@
 """The approval inbox: a page at ``GET /inbox`` where a person sees every pause waiting for them and
-decides it, and ``GET /api/inbox``, the JSON listing it polls.
+decides it, ``GET /api/inbox``, the JSON listing, and ``GET /api/inbox/events``, the same listing pushed
+as server-sent events whenever it changes (what the page listens to).
 
 ``GET /api/inbox`` lists the pending pauses of every agent this app serves, in one call, in the shape of
-``GET /api/agents/{agentId}/suspended-runs`` (``{"runs": [...], "total"}``, newest pause first, each run
+``GET /api/agents/{agentId}/suspended-runs`` (``{"runs": [...], "total"}``, oldest pause first, each run
 with its ``agentId``). Only top-level runs are listed: a pause from a subagent is decided at the top (its
-own run is the parent's business), so it shows once, with its ``agentPath``. A key that is not an admin
-sees only runs of its own resources; ``page``/``perPage`` page the list as elsewhere.
+own run is the parent's business), so it shows once, with its ``agentPath``. Each call carries its
+``context``: the request that started the run, the model's text before the call, the tool's
+description. A key that is not an admin sees only runs of its own resources; ``page``/``perPage`` page
+the list as elsewhere.
 
 The page itself (``api/static/inbox.html`` with its script and style, package data, no build step) holds
 no data and needs no key to load: it asks the API for everything, sending the key the person types in
@@ -17,17 +20,22 @@ existing routes (``approve-tool-call``, ``decline-tool-call``, ``resume-stream``
 from __future__ import annotations
 
 import asyncio
+import json
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from functools import cache
 from importlib import resources
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query
-from fastapi.responses import Response
+from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi.responses import Response, StreamingResponse
 from troupe.api.auth import Principal
 from troupe.api.errors import ERRORS
+from troupe.api.inbox_context import call_context
 from troupe.api.service import CallerDep, ServiceDep
+from troupe.api.sse import MEDIA_TYPE
 from troupe.api.wire import suspended_runs_json
+from troupe.core.errors import TroupeError
 from troupe.core.state import RunState
 from troupe.core.store import SuspendedRunQuery
 from troupe.core.suspended import SuspendedRun, SuspendedRunList
@@ -37,6 +45,7 @@ router = APIRouter(tags=["inbox"])
 page_router = APIRouter(include_in_schema=False)
 
 _EPOCH = datetime.min.replace(tzinfo=UTC)
+KEEPALIVE_S = 15.0
 
 # The page's files, served from the package (``api/static``), and their types.
 ASSETS = {"inbox.js": "text/javascript; charset=utf-8", "inbox.css": "text/css; charset=utf-8"}
@@ -58,18 +67,66 @@ async def list_inbox(
     page: Annotated[int | None, Query(ge=0, le=1_000_000, description="0-based; needs perPage")] = None,
     per_page: Annotated[int | None, Query(alias="perPage", ge=1, le=1000)] = None,
 ) -> dict[str, Any]:
-    """Every pause waiting for a human that the caller may decide, across all agents, newest first."""
+    """Every pause waiting for a human that the caller may decide, across all agents, oldest first,
+    each call with its ``context`` (the run's request, the model's text before the call, the tool's
+    description)."""
     SuspendedRunQuery.paged(None, page=page, per_page=per_page)  # the same paging rules, same errors
-    runs = await pending_runs(service.runtime, caller)
-    total = len(runs)
+    return await inbox_json(service.runtime, caller, page, per_page)
+
+
+@router.get("/inbox/events", include_in_schema=False)
+async def inbox_events(
+    request: Request,
+    service: ServiceDep,
+    caller: CallerDep,
+    interval: Annotated[float, Query(ge=0.05, le=60)] = 1.0,
+) -> StreamingResponse:
+    """The inbox listing pushed as server-sent events: one ``data:`` frame now and one whenever it
+    changes (the page listens here instead of polling). A store that fails is reported in a frame
+    ``{"error": {...}}`` and tried again. Not in the OpenAPI document: the stream does not end."""
+
+    async def frames() -> AsyncIterator[str]:
+        last, quiet = "", 0.0
+        while not await request.is_disconnected():
+            try:
+                body = await inbox_json(service.runtime, caller, None, None)
+            except TroupeError as exc:
+                body = {"error": exc.to_dict()}
+            frame = json.dumps(body, default=str, separators=(",", ":"))
+            if frame != last:
+                last, quiet = frame, 0.0
+                yield f"data: {frame}\n\n"
+            elif quiet >= KEEPALIVE_S:
+                quiet = 0.0
+                yield ": keep-alive\n\n"
+            await asyncio.sleep(interval)
+            quiet += interval
+
+    return StreamingResponse(frames(), media_type=MEDIA_TYPE, headers={"Cache-Control": "no-store"})
+
+
+async def inbox_json(
+    runtime: Runtime, caller: Principal, page: int | None, per_page: int | None
+) -> dict[str, Any]:
+    states = await pending_states(runtime, caller)
+    total = len(states)
     if per_page is not None:
         start = (page or 0) * per_page
-        runs = runs[start : start + per_page]
-    return suspended_runs_json(SuspendedRunList(runs, total))
+        states = states[start : start + per_page]
+    body = suspended_runs_json(SuspendedRunList([SuspendedRun.from_state(s) for s in states], total))
+    for state, run in zip(states, body["runs"], strict=True):
+        context = call_context(runtime, state)
+        for call in run["toolCalls"]:
+            call["context"] = context.get(call["toolCallId"])
+    return body
 
 
 async def pending_runs(runtime: Runtime, caller: Principal) -> list[SuspendedRun]:
-    """The top-level suspended runs of the agents ``runtime`` serves that ``caller`` may see, newest
+    return [SuspendedRun.from_state(s) for s in await pending_states(runtime, caller)]
+
+
+async def pending_states(runtime: Runtime, caller: Principal) -> list[RunState]:
+    """The top-level suspended runs of the agents ``runtime`` serves that ``caller`` may see, oldest
     pause first. An admin's is one query over every agent; a key's, one per agent and resource (the
     store's indexes), so other tenants' runs are never read."""
     served = [agent.id for agent in runtime.list_agents()]
@@ -85,11 +142,10 @@ async def pending_runs(runtime: Runtime, caller: Principal) -> list[SuspendedRun
         for state in part:
             if state.parent is None and state.agent_id in served and caller.may(state.resource_id):
                 states[state.run_id] = state
-    runs = [SuspendedRun.from_state(s) for s in states.values()]
-    runs = [r for r in runs if r.pending]
-    runs.sort(key=lambda r: r.run_id)
-    runs.sort(key=lambda r: r.suspended_at or _EPOCH, reverse=True)
-    return runs
+    waiting = [s for s in states.values() if s.open_pauses()]
+    # Oldest first: a new pause is appended, so nothing moves under a person's pointer.
+    waiting.sort(key=lambda s: (s.suspended_at or _EPOCH, s.run_id))
+    return waiting
 
 
 # ---- the page -----------------------------------------------------------------------------------------
@@ -114,4 +170,4 @@ def _static(name: str) -> bytes:
     return resources.files("troupe.api").joinpath("static", name).read_bytes()
 
 
-__all__ = ["page_router", "pending_runs", "router"]
+__all__ = ["inbox_json", "page_router", "pending_runs", "pending_states", "router"]

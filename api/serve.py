@@ -42,9 +42,11 @@ def serve(
     keys: KeyRing | Mapping[str, Any] | None = None,
     open_mode: bool = False,
     log_level: str = "info",
+    **app_options: Any,
 ) -> int:
-    """Run the server in this (main) thread; returns the process exit code."""
-    return asyncio.run(_serve(source, host, port, keys, open_mode, log_level))
+    """Run the server in this (main) thread; returns the process exit code. ``app_options`` go to
+    ``create_app`` (``max_body_bytes``, ``hosts``)."""
+    return asyncio.run(_serve(source, host, port, keys, open_mode, log_level, app_options))
 
 
 async def _serve(
@@ -54,6 +56,7 @@ async def _serve(
     keys: KeyRing | Mapping[str, Any] | None,
     open_mode: bool,
     log_level: str,
+    app_options: dict[str, Any],
 ) -> int:
     runtime = await _runtime(source)
     loop = asyncio.get_running_loop()
@@ -63,7 +66,7 @@ async def _serve(
         runtime.store()  # starts or joins Ray when the runtime uses it: before the handlers below
         await runtime.recover(0.0)  # start the hosts; they pick up runs a dead server left in flight
         config = uvicorn.Config(
-            create_app(runtime, keys=keys, open_mode=open_mode),
+            create_app(runtime, keys=keys, open_mode=open_mode, **app_options),
             host=host,
             port=port,
             log_level=log_level,

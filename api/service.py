@@ -34,17 +34,17 @@ class Service:
         return agent
 
     async def check_run(self, caller: Principal, agent: Agent, run_id: str) -> None:
-        """Let ``caller`` act on the run only if it belongs to one of the caller's resources. An admin is
-        not checked here (the runtime itself says if the run is unknown)."""
+        """Let ``caller`` act on the run only if it belongs to one of the caller's resources. Someone
+        else's run is answered exactly like an unknown one, so its existence is not given away. An admin
+        is not checked here: the agent's engine refuses a run that is not its own before claiming."""
         if caller.admin:
             return
         info = await self.runtime.run_info(agent.id, run_id)
-        if info is None:
+        if info is None or not caller.may(info["resource_id"]):
             raise SnapshotNotFoundError(
                 f"snapshot not found for run {run_id} of agent {agent.id!r}: unknown or already finished",
                 run_id=run_id,
             )
-        caller.check(info["resource_id"])
 
     def spawn(self, work: Awaitable[Any]) -> None:
         """Run ``work`` to its end in the background (its errors are the run's own, reported in it)."""

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from troupe.core.chunks import camelize, snakify
+from troupe.core.model_output import args_problem
 from troupe.core.results import RunResult, StepResult
 from troupe.core.suspended import PendingToolCall, SuspendedRun, SuspendedRunList
 
@@ -86,6 +87,14 @@ def suspended_runs_json(found: SuspendedRunList) -> dict[str, Any]:
     return {"runs": [_run_json(r) for r in found.runs], "total": found.total}
 
 
+def shown(value: Any) -> Any:
+    """``value`` as a listing shows it: what could not be rendered (a run stored before model output
+    was checked, nested too deep or holding invalid text) becomes a placeholder saying so, so one such
+    run never takes a whole listing down."""
+    problem = args_problem(value)
+    return value if problem is None else {"unrenderable": f"cannot be shown: {problem}"}
+
+
 def _run_json(run: SuspendedRun) -> dict[str, Any]:
     return {
         "runId": run.run_id,
@@ -98,9 +107,9 @@ def _run_json(run: SuspendedRun) -> dict[str, Any]:
             {
                 "toolCallId": p.tool_call_id,
                 "toolName": p.tool_name,
-                "args": p.args,
+                "args": shown(p.args),
                 "requiresApproval": p.requires_approval,
-                "suspendPayload": p.suspend_payload,
+                "suspendPayload": shown(p.suspend_payload),
                 "agentPath": p.agent_path,
                 "fingerprint": p.fingerprint,
                 "resumeSchema": p.resume_schema,

@@ -7,6 +7,7 @@ leaves the call paused and still decidable.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, assert_never
 
@@ -127,10 +128,20 @@ def merged_args(tool: Tool, call: ToolCallState, edited: dict[str, Any]) -> dict
 
 
 def validated_resume_data(tool: Tool, call: ToolCallState, data: Any) -> Any:
-    if tool.resume_schema is None:
+    """Resume data checked against the tool's schema as JSON, strictly (``true`` is not 1, ``"5"`` is
+    not 5) unless the schema's own config sets ``strict=False``."""
+    schema = tool.resume_schema
+    if schema is None:
         return data
+    strict = schema.model_config.get("strict") is not False
     try:
-        return tool.resume_schema.model_validate(data).model_dump(mode="json")
+        encoded = json.dumps(data, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ResumeDataValidationError(
+            f"resume data for tool {call.tool_name!r} is not JSON: {exc}", tool_call_id=call.tool_call_id
+        ) from exc
+    try:
+        return schema.model_validate_json(encoded, strict=strict).model_dump(mode="json")
     except ValidationError as exc:
         raise ResumeDataValidationError(
             f"resume data for tool {call.tool_name!r} does not match its resume_schema: {_errors(exc)}",

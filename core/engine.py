@@ -15,10 +15,11 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from troupe.core import decision_log
 from troupe.core.agent import AgentSpec
 from troupe.core.auto_resume import extract_resume_data, find_resumable
 from troupe.core.chunks import Chunk
-from troupe.core.decisions import already_decided, apply, check_kind, find_target
+from troupe.core.decisions import Target, already_decided, apply, check_kind, find_target
 from troupe.core.errors import (
     DecisionConflictError,
     DecisionRejectedError,
@@ -36,7 +37,7 @@ from troupe.core.policy import RunPolicy
 from troupe.core.recovery import prepare_recovery, replay
 from troupe.core.requests import AgentPort, DecideRequest, Decline, Resume, StartRequest
 from troupe.core.state import CallStatus, Pause, RunState, ToolCallState, utcnow
-from troupe.core.store import AuditEntry, StaleSnapshotError, Store, ThreadAppend
+from troupe.core.store import AuditEntry, StaleSnapshotError, Store, StoredRun, ThreadAppend
 from troupe.core.tracing import carrier, record_wait, span
 
 log = logging.getLogger(__name__)
@@ -301,12 +302,8 @@ class RunEngine:
         first and the subagent second (``_route``), so a crash between the two leaves this level ahead,
         and recovery re-attaches to the subagent to find out where it really stands."""
         for _ in range(_CLAIM_ATTEMPTS):
-            stored = await self.store.load_run(request.run_id)
-            if stored is None:
-                raise await self._missing(request)
+            stored, target = await self._target(request)
             state = stored.state
-            target = find_target(state, request)
-            check_kind(state.run_id, target, request)
             expires_at = target.pause.expires_at
             if not expiring and state.parent is None and expires_at is not None and expires_at <= utcnow():
                 raise PauseExpiredError(
@@ -333,6 +330,8 @@ class RunEngine:
                 )
             except StaleSnapshotError:
                 continue
+            if state.parent is None:  # a nested decision is logged once, at the top, with its full path
+                decision_log.decided(entry)
             record_wait(
                 "troupe.approval_wait",
                 target.pause.paused_at,
@@ -353,6 +352,25 @@ class RunEngine:
                 return run, []
             return run, [self.loop.decline_chunk(state.run_id, call)]
         raise StaleSnapshotError(f"run {request.run_id} kept changing while a decision was claimed; retry")
+
+    async def _target(self, request: DecideRequest) -> tuple[StoredRun, Target]:
+        """The run and the paused call a decision is for, or the error saying why there is none."""
+        stored = await self.store.load_run(request.run_id)
+        if stored is None:
+            raise await self._missing(request)
+        if stored.state.agent_id != self.spec.id:
+            # Another agent's run: its tools, schemas and opt-ins are not this agent's to check.
+            raise await self._missing(request, foreign=True)
+        try:
+            target = find_target(stored.state, request)
+        except ToolCallNotSuspendedError as exc:
+            # A call of an earlier step may have been decided already (a retry after the run moved on).
+            decided = await self._decided_before(request)
+            if decided is None:
+                raise
+            raise decided from exc
+        check_kind(stored.state.run_id, target, request)
+        return stored, target
 
     async def _route(
         self,
@@ -403,12 +421,19 @@ class RunEngine:
         run.pending_audit.append(entry)
         run.todo.append(call.tool_call_id)
 
-    async def _missing(self, request: DecideRequest) -> TroupeError:
-        """No snapshot: say whether the call was decided already, else why there is nothing to resume."""
+    async def _decided_before(self, request: DecideRequest) -> DecisionConflictError | None:
         if request.tool_call_id is not None:
             for entry in await self.store.list_audit(request.run_id):
-                if entry.tool_call_id == request.tool_call_id:
+                if entry.tool_call_id == request.tool_call_id and entry.agent_id == self.spec.id:
                     return already_decided(request.run_id, entry.tool_call_id, entry.kind, entry.decided_by)
+        return None
+
+    async def _missing(self, request: DecideRequest, foreign: bool = False) -> TroupeError:
+        """No snapshot (of this agent's): say whether the call was decided already, else why there is
+        nothing to resume."""
+        decided = None if foreign else await self._decided_before(request)
+        if decided is not None:
+            return decided
         return SnapshotNotFoundError(
             f"snapshot not found for run {request.run_id} of agent {self.spec.id!r}: the run is unknown, "
             "has already finished, or was never checkpointed (is storage configured?)",
@@ -439,10 +464,9 @@ class RunEngine:
             release()
             raise
         interrupted = [c.tool_call_id for c in state.calls if c.pauses and c.pauses[0].interrupted]
-        start_note = {
-            "recovered": True,
-            "interrupted_tool_calls": interrupted + [n.payload["tool_call_id"] for n in notes],
-        }
+        interrupted += [n.payload["tool_call_id"] for n in notes]
+        decision_log.recovered(run_id, state.agent_id, interrupted, self.owner, expected_owner)
+        start_note = {"recovered": True, "interrupted_tool_calls": interrupted}
         return Operation(self.loop, run, release, notes, start_note, kind="recovery")
 
     async def describe(self, run_id: str) -> list[Chunk] | None:

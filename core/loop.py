@@ -25,6 +25,13 @@ from troupe.core.hooks import ToolCallOverride
 from troupe.core.memory import settled_length, take_unsaved
 from troupe.core.messages import assistant_message, tool_message
 from troupe.core.model import ModelRequest, TextDelta, ToolCallPart, TurnEnd, Usage
+from troupe.core.model_output import (
+    MAX_TEXT_CHARS,
+    RefusedArgs,
+    args_problem,
+    id_problem,
+    text_problem,
+)
 from troupe.core.policy import RunPolicy, requires_approval
 from troupe.core.requests import AgentPort, ChunkBatches
 from troupe.core.state import CallStatus, Pause, RunState, ToolCallState, fingerprint, utcnow
@@ -222,9 +229,12 @@ class RunLoop:
         end = TurnEnd()
         async for event in self.spec.model.stream_turn(request):
             if isinstance(event, TextDelta):
+                said = sum(map(len, text))
+                _refuse_unless_storable("text", text_problem(event.text, MAX_TEXT_CHARS - said))
                 text.append(event.text)
                 run.chunk("text-delta", text=event.text)
             elif isinstance(event, ToolCallPart):
+                event = _storable_call(event)
                 calls.append(event)
                 run.chunk("tool-call", tool_call_id=event.id, tool_name=event.name, args=event.args)
             elif isinstance(event, TurnEnd):
@@ -264,6 +274,8 @@ class RunLoop:
 
     def _parse_input(self, tool: Tool | None, part: ToolCallPart) -> BaseModel | str:
         """The validated input, or what is wrong with the call (the model is told, nothing runs)."""
+        if isinstance(part.args, RefusedArgs):
+            return f"the arguments for tool {part.name!r} were refused: {part.args}"
         if tool is None:
             return f"unknown tool {part.name!r}; available tools: {', '.join(sorted(self.tools)) or 'none'}"
         if not isinstance(part.args, dict):
@@ -424,6 +436,21 @@ def _final_text(state: RunState) -> str:
         if message.get("role") == "assistant":
             return str(message.get("content") or "")
     return ""
+
+
+def _refuse_unless_storable(what: str, problem: str | None) -> None:
+    if problem is not None:
+        raise ModelError(f"the model's {what} cannot be stored: {problem}")
+
+
+def _storable_call(part: ToolCallPart) -> ToolCallPart:
+    """The call as it may be streamed and stored: arguments that cannot be are replaced by the reason."""
+    _refuse_unless_storable("tool call id", id_problem(part.id))
+    _refuse_unless_storable("tool name", id_problem(part.name))
+    problem = args_problem(part.args)
+    if problem is None:
+        return part
+    return ToolCallPart(part.id, part.name, RefusedArgs(f"they cannot be stored: {problem}"))
 
 
 def pause_chunk(run_id: str, call: ToolCallState, pause: Pause) -> Chunk:

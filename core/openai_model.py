@@ -55,6 +55,17 @@ class OpenAIModel(Model):
             self._client_loop = loop
         return self._client
 
+    async def _create(self, params: dict[str, Any]) -> Any:
+        from openai import APIConnectionError
+
+        client = self._client_for_process()
+        try:
+            return await client.chat.completions.create(**params)
+        except APIConnectionError as exc:
+            # The operator needs to know which server: a wrong OPENAI_BASE_URL is the usual cause.
+            where = str(client.base_url).rstrip("/")
+            raise ModelError(f"{self.id}: cannot reach the model server at {where}: {exc}") from exc
+
     async def stream_turn(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         params: dict[str, Any] = {
             "model": self.model,
@@ -71,7 +82,7 @@ class OpenAIModel(Model):
             }
         if self.temperature is not None:
             params["temperature"] = self.temperature
-        stream = await self._client_for_process().chat.completions.create(**params)
+        stream = await self._create(params)
         calls: dict[int, dict[str, str]] = {}
         finish, usage = "stop", Usage()
         async for chunk in stream:

@@ -31,6 +31,7 @@ class MemoryStore:
     def __init__(self) -> None:
         self.identity = f"memory:{uuid.uuid4().hex[:12]}"
         self._runs: dict[str, tuple[str, int]] = {}
+        self._finished: set[str] = set()
         # Indexes: suspended and running run ids per agent.
         self._suspended: dict[str, set[str]] = defaultdict(set)
         self._running: dict[str, set[str]] = defaultdict(set)
@@ -46,7 +47,7 @@ class MemoryStore:
         )
 
     async def create_run(self, state: RunState) -> int:
-        if state.run_id in self._runs:
+        if state.run_id in self._runs or state.run_id in self._finished:
             raise DuplicateRunError(f"run {state.run_id} already exists", run_id=state.run_id)
         self._put(state, 1)
         return 1
@@ -104,6 +105,7 @@ class MemoryStore:
             raise StaleSnapshotError(f"run {run_id} is not at version {expected_version}", run_id=run_id)
         state = RunState.from_json(entry[0])
         del self._runs[run_id]
+        self._finished.add(run_id)  # a run id is never used again
         self._unindex(run_id, state.agent_id)
         self._append(thread)
 

@@ -81,6 +81,8 @@ if not version then return 1 end
 if ARGV[1] ~= '' and tonumber(version) ~= tonumber(ARGV[1]) then return 0 end
 unindex(KEYS[1], ARGV[2])
 redis.call('DEL', KEYS[1])
+-- A tombstone: the id stays taken for ever (CREATE finds the key), yet the run reads as gone.
+redis.call('HSET', KEYS[1], 'finished', 1)
 for i = 2, #KEYS do redis.call('RPUSH', KEYS[i], ARGV[i + 1]) end
 return 1
 """

@@ -65,6 +65,7 @@ CREATE TABLE IF NOT EXISTS messages (
     body TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS messages_by_thread ON messages (thread_id, id);
+CREATE TABLE IF NOT EXISTS finished_runs (run_id TEXT PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS owners (
     owner TEXT PRIMARY KEY,
     expires_at REAL NOT NULL
@@ -162,10 +163,17 @@ class SqliteStore:
         row = _row(state, 1)
 
         def insert(conn: sqlite3.Connection) -> int:
+            # A finished run's id stays taken (its tombstone), so one audit trail is one run's.
             try:
-                conn.execute(f"INSERT INTO runs ({_COLUMNS}) VALUES ({', '.join('?' * len(row))})", row)
-            except sqlite3.IntegrityError as exc:
-                raise DuplicateRunError(f"run {state.run_id} already exists", run_id=state.run_id) from exc
+                added = conn.execute(
+                    f"INSERT INTO runs ({_COLUMNS}) SELECT {', '.join('?' * len(row))} "
+                    "WHERE NOT EXISTS (SELECT 1 FROM finished_runs WHERE run_id = ?)",
+                    (*row, state.run_id),
+                ).rowcount
+            except sqlite3.IntegrityError:
+                added = 0
+            if not added:
+                raise DuplicateRunError(f"run {state.run_id} already exists", run_id=state.run_id)
             return 1
 
         return await self._run(insert)
@@ -219,6 +227,7 @@ class SqliteStore:
                         f"run {run_id} is not at version {expected_version}", run_id=run_id
                     )
                 conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
+                conn.execute("INSERT OR IGNORE INTO finished_runs (run_id) VALUES (?)", (run_id,))
                 _insert_thread(conn, thread)
 
         await self._run(delete)

@@ -10,6 +10,7 @@ import uuid
 from typing import TYPE_CHECKING, Any, Unpack
 
 from troupe.core.agent import AgentSpec
+from troupe.core.errors import DecisionRejectedError
 from troupe.core.options import DecisionOptions, StreamOptions, SuspendedRunFilters
 from troupe.core.requests import Approve, DecideRequest, DecisionInput, Decline, Resume, StartRequest
 from troupe.core.results import RunResult
@@ -129,6 +130,11 @@ class Agent(AgentSpec):
 
         ``resume_data`` answers a ``suspend()`` pause; otherwise ``approved`` approves or declines.
         """
+        if resume_data is not None and not approved:
+            raise DecisionRejectedError(
+                "resume_data answers a paused tool and cannot come with approved=False; "
+                "to decline, pass approved=False without resume_data"
+            )
         run_id = await self.runtime.find_suspended_run(
             self.id, thread_id=thread_id, resource_id=resource_id, tool_call_id=tool_call_id
         )

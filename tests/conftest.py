@@ -18,6 +18,12 @@ TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 
 
+@pytest.fixture(autouse=True)
+def _cli_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the CLI remembers between commands (troupe.recall) stays in the test's own directory."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+
+
 @pytest.fixture(scope="session")
 def ray_session() -> Any:
     """Ray, started once for the whole session (a start costs seconds); workers can import test modules."""

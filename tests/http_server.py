@@ -33,10 +33,13 @@ ADMIN = {"Authorization": "Bearer key-admin"}
 
 
 class LiveServer:
-    def __init__(self, build: Callable[[], Runtime], *, keys: Any = None, open_mode: bool = False) -> None:
+    def __init__(
+        self, build: Callable[[], Runtime], *, keys: Any = None, open_mode: bool = False, **app_options: Any
+    ) -> None:
         self._build = build
         self._keys = keys
         self._open = open_mode
+        self._app_options = app_options  # more of create_app's options (max_body_bytes, hosts)
         self._ready = threading.Event()
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=lambda: asyncio.run(self._main()), daemon=True, name="http")
@@ -64,7 +67,7 @@ class LiveServer:
         runtime: Runtime | None = None
         try:
             runtime = self._build()
-            app = create_app(runtime, keys=self._keys, open_mode=self._open)
+            app = create_app(runtime, keys=self._keys, open_mode=self._open, **self._app_options)
             config = uvicorn.Config(
                 app, host="127.0.0.1", port=0, log_level="warning", timeout_graceful_shutdown=2
             )

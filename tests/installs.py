@@ -9,6 +9,7 @@ second run reuses them; a new machine (CI) builds them once. The wheel is always
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 import sys
@@ -19,9 +20,22 @@ ROOT = Path(__file__).resolve().parent.parent
 VENVS = ROOT / ".build" / "venvs"
 
 
+def clean_env() -> dict[str, str]:
+    """This process's environment less what points Python at this repository's packages: a Ray started
+    in this process sets PYTHONPATH to its own import path, which would make pip in a new virtualenv
+    find everything "already satisfied" there and install nothing."""
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+
+
 def _run(*args: str | Path, cwd: Path | None = None) -> str:
     done = subprocess.run(
-        [str(a) for a in args], cwd=cwd, capture_output=True, text=True, timeout=600, check=False
+        [str(a) for a in args],
+        cwd=cwd,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
     )
     if done.returncode != 0:
         raise RuntimeError(

@@ -131,7 +131,7 @@ def final_answer(term: Terminal) -> str:
 
 def approve_and_answer(term: Terminal, people: str) -> None:
     term.expect(r"Approval needed: delete_record \{\"id\": \"abc-123\"\}")
-    term.expect(r"Approve\? \[y/N\] ")
+    term.expect(r"Approve\? \[y/n\] ")
     term.type("y")
     term.expect(r"<- delete_record: \{\"deleted\": \"abc-123\"\}")
     term.expect(r"book_table asks: For how many people\?")
@@ -171,7 +171,7 @@ def test_decline_with_a_reason_keeps_the_record_and_the_model_is_told_why(tmp_pa
     term = start_demo(tmp_path, "--executor", "local")
     terminals.append(term)
 
-    term.expect(r"Approve\? \[y/N\] ")
+    term.expect(r"Approve\? \[y/n\] ")
     term.type("n")
     term.expect(r"Reason \(optional, Enter to skip\): ")
     term.type("keep it")
@@ -186,6 +186,25 @@ def test_decline_with_a_reason_keeps_the_record_and_the_model_is_told_why(tmp_pa
     assert "3 people" in answer
     assert records(tmp_path) == ["abc-123", "def-456", "ghi-789"]
     assert bookings(tmp_path) == [3]
+
+
+def test_the_approval_prompt_takes_only_an_explicit_answer_typed_after_it(tmp_path, terminals):
+    term = start_demo(tmp_path, "--executor", "local")
+    terminals.append(term)
+    # Typed before any question was shown (the demo is still starting): it must answer nothing.
+    term.type("n")
+    term.expect(r"Approve\? \[y/n\] ")
+    term.type("maybe")
+    term.expect(r"Please answer y \(yes\) or n \(no\)")
+    term.expect(r"Approve\? \[y/n\] ")
+    assert "Reason" not in term.output and records(tmp_path)[0] == "abc-123"
+    term.type("y")
+    term.expect(r"<- delete_record: \{\"deleted\": \"abc-123\"\}")
+    term.expect(r"Answer: ")
+    term.type("2")
+    final_answer(term)
+    assert term.wait() == 0, term.output
+    assert records(tmp_path) == ["def-456", "ghi-789"]
 
 
 def test_a_non_integer_answer_is_asked_again(tmp_path, terminals):
@@ -207,7 +226,7 @@ def test_a_non_integer_answer_is_asked_again(tmp_path, terminals):
 def test_ctrl_c_and_end_of_input_leave_the_run_paused_and_the_next_demo_resumes_it(tmp_path, terminals):
     first = start_demo(tmp_path, "--executor", "local")
     terminals.append(first)
-    first.expect(r"Approve\? \[y/N\] ")
+    first.expect(r"Approve\? \[y/n\] ")
     # Let input() get into its read first: a SIGINT that lands between the prompt being written and the
     # read starting is only seen after the read returns (CPython's input(); no person types that fast).
     time.sleep(0.5)

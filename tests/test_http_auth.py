@@ -86,10 +86,13 @@ def test_another_tenant_never_decides_a_run_and_it_stays_paused(api, calls):
         ("planner", "resume-stream", {"runId": planner_run, "resumeData": {"city": "Rome"}}),
         ("planner", "resume-generate", {"runId": planner_run, "resumeData": {"city": "Rome"}}),
     ]
-    for agent, route, body in attempts:
-        assert status(api.post(f"/agents/{agent}/{route}", json=body, headers=B)) == (403, "FORBIDDEN"), route
     unknown = api.post("/agents/ops/approve-tool-call", json={"runId": "nope", "toolCallId": "c"}, headers=B)
     assert status(unknown) == (404, "AGENT_RESUME_NO_SNAPSHOT_FOUND")
+    for agent, route, body in attempts:
+        # Someone else's run is answered exactly as an unknown one: nothing says it exists, or whose it is.
+        refused = api.post(f"/agents/{agent}/{route}", json=body, headers=B)
+        assert status(refused) == (404, "AGENT_RESUME_NO_SNAPSHOT_FOUND"), route
+        assert refused.text == unknown.text.replace("nope", body["runId"]).replace("'ops'", repr(agent))
 
     # Nor through the thread: B cannot name A's resource, and under its own it finds nothing there.
     approval = {"threadId": "t", "approved": True, "toolCallId": "call-1"}
@@ -162,6 +165,9 @@ def test_a_finished_run_is_still_its_tenants_and_no_one_elses(api, calls):
         "AGENT_DECISION_CONFLICT",
     )
     assert status(api.post("/agents/ops/decline-tool-call-generate", json=decide, headers=B)) == (
-        403,
-        "FORBIDDEN",
+        404,
+        "AGENT_RESUME_NO_SNAPSHOT_FOUND",
     )
+    # Nor can anyone start a new run under the finished one's id and mix into its audit trail.
+    reuse = {"messages": "delete", "resourceId": "b1", "runId": run_id}
+    assert status(api.post("/agents/ops/generate", json=reuse, headers=B)) == (409, "AGENT_RUN_EXISTS")

@@ -94,8 +94,10 @@ async def test_http_errors_come_back_as_troupe_errors(server):
         with pytest.raises(AuthenticationError):
             await anonymous.list_agents()
         async with AsyncTroupeClient(server.url, api_key="key-b") as b:
-            with pytest.raises(PermissionDeniedError):
+            with pytest.raises(SnapshotNotFoundError):  # someone else's run, answered as an unknown one
                 await b.get_agent("ops").decline_tool_call(run_id=paused.run_id, tool_call_id="call-1")
+            with pytest.raises(PermissionDeniedError):
+                await b.get_agent("ops").generate("delete", resource_id="a1")
         assert (await a.get_agent("ops").details())["tools"]["delete_record"]["requireApproval"] is True
 
 

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
 from http_server import ADMIN, KEYS, A, B
@@ -40,13 +42,13 @@ def error_code(response: httpx.Response) -> tuple[int, str]:
     return response.status_code, response.json()["error"]["code"]
 
 
-def test_every_agents_pauses_once_newest_first_with_what_the_page_shows(api):
+def test_every_agents_pauses_once_oldest_first_with_what_the_page_shows(api):
     ops = start(api, "ops", "rec-1", "a1", ADMIN)
     planner = start(api, "planner", "dinner", "a2", ADMIN)
     nested = start(api, "sup", "rec-9", "b1", ADMIN)
 
     ids, total, body = inbox(api, ADMIN)
-    assert (ids, total) == ([nested, planner, ops], 3), "one entry per top-level run, newest first"
+    assert (ids, total) == ([ops, planner, nested], 3), "one entry per top-level run, oldest first"
     runs = {r["runId"]: r for r in body["runs"]}
 
     [call] = runs[ops]["toolCalls"]
@@ -56,6 +58,11 @@ def test_every_agents_pauses_once_newest_first_with_what_the_page_shows(api):
     assert call["requiresApproval"] is True and call["agentPath"] == ["ops"]
     assert call["fingerprint"] and call["pausedAt"] and call["expiresAt"] is None
     assert call["interrupted"] is False
+    assert call["context"] == {
+        "request": "rec-1",
+        "modelText": None,
+        "toolDescription": "Delete a record by id",
+    }
 
     [ask] = runs[planner]["toolCalls"]
     assert ask["requiresApproval"] is False
@@ -72,8 +79,8 @@ def test_every_agents_pauses_once_newest_first_with_what_the_page_shows(api):
     assert deep["agentPath"] == ["sup", "data"] and deep["args"] == {"id": "rec-9"}
     assert all(r["agentId"] != "data" for r in body["runs"])
 
-    assert inbox(api, ADMIN, perPage=2)[:2] == ([nested, planner], 3)
-    assert inbox(api, ADMIN, perPage=2, page=1)[:2] == ([ops], 3)
+    assert inbox(api, ADMIN, perPage=2)[:2] == ([ops, planner], 3)
+    assert inbox(api, ADMIN, perPage=2, page=1)[:2] == ([nested], 3)
     assert error_code(api.get("/inbox", params={"page": 1}, headers=ADMIN)) == (422, "INVALID_PAGINATION")
     assert error_code(api.get("/inbox", params={"perPage": 0}, headers=ADMIN)) == (422, "INVALID_REQUEST")
 
@@ -85,16 +92,16 @@ def test_every_agents_pauses_once_newest_first_with_what_the_page_shows(api):
     )
     assert decided.status_code == 200, decided.text
     assert decided.json()["finishReason"] == "stop"
-    assert inbox(api, ADMIN)[:2] == ([planner, ops], 2)
+    assert inbox(api, ADMIN)[:2] == ([ops, planner], 2)
 
 
 def test_a_key_sees_only_its_resources_and_anonymous_callers_none(api, calls):
     mine = [start(api, "ops", "r1", "a1", A), start(api, "planner", "p", "a2", A)]
     theirs = start(api, "sup", "r2", "b1", B)
 
-    assert inbox(api, A)[:2] == (mine[::-1], 2)
+    assert inbox(api, A)[:2] == (mine, 2)
     assert inbox(api, B)[:2] == ([theirs], 1)
-    assert inbox(api, ADMIN)[:2] == ([theirs, *mine[::-1]], 3)
+    assert inbox(api, ADMIN)[:2] == ([*mine, theirs], 3)
     for headers in ({}, {"Authorization": "Bearer nope"}):
         response = api.get("/inbox", headers=headers)
         assert error_code(response) == (401, "UNAUTHENTICATED")
@@ -103,7 +110,7 @@ def test_a_key_sees_only_its_resources_and_anonymous_callers_none(api, calls):
     refused = api.post(
         "/agents/ops/approve-tool-call", json={"runId": mine[0], "toolCallId": "call-1"}, headers=B
     )
-    assert error_code(refused) == (403, "FORBIDDEN")
+    assert error_code(refused) == (404, "AGENT_RESUME_NO_SNAPSHOT_FOUND")
     assert calls.count("delete_record") == 0
 
 
@@ -136,3 +143,19 @@ def test_the_page_and_its_files_are_served_without_a_key(server):
         # The page is not part of the API document; the JSON listing is.
         paths = web.get("/openapi.json").json()["paths"]
         assert "/api/inbox" in paths and "/inbox" not in paths
+
+
+def test_changes_are_pushed_as_server_sent_events(server, api):
+    """``/api/inbox/events`` sends the listing at once and again when it changes, only what the key
+    may see; without a key it is refused like the listing."""
+    first = start(api, "ops", "rec-1", "a1", A)
+    assert error_code(api.get("/inbox/events")) == (401, "UNAUTHENTICATED")
+    with api.stream("GET", "/inbox/events", params={"interval": 0.05}, headers=A) as events:
+        assert events.headers["content-type"].startswith("text/event-stream")
+        frames = (line[len("data: ") :] for line in events.iter_lines() if line.startswith("data: "))
+        now = json.loads(next(frames))
+        assert [r["runId"] for r in now["runs"]] == [first]
+        start(api, "sup", "rec-2", "b1", B)  # another tenant's: nothing to push to this key
+        second = start(api, "planner", "lunch", "a2", A)
+        pushed = json.loads(next(frames))
+        assert [r["runId"] for r in pushed["runs"]] == [first, second], "appended, oldest first"

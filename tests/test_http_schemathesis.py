@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
 import pytest
 import schemathesis
 from http_server import KEYS, A, runtime_factory
@@ -66,7 +67,39 @@ def test_generated_requests_never_get_a_server_error(http_server, tmp_path, call
         server = http_server(runtime_factory(tmp_path, calls), open_mode=True)
         headers: dict[str, str] = {}
     else:
-        server = http_server(runtime_factory(tmp_path, calls), keys=KEYS)
+        # A small body limit, so that generated bodies also cross it.
+        server = http_server(runtime_factory(tmp_path, calls), keys=KEYS, max_body_bytes=LIMIT)
         headers = A
     sent = fuzz(server.url, headers)
     assert all(count > 0 for count in sent.values()), sent
+
+
+LIMIT = 2048
+
+
+def sized(size: int) -> bytes:
+    """A JSON object of exactly ``size`` bytes."""
+    body = b'{"messages": "' + b"x" * (size - 16) + b'"}'
+    assert len(body) == size
+    return body
+
+
+def test_bodies_at_and_past_the_limit_never_get_a_server_error(http_server, tmp_path, calls):
+    server = http_server(runtime_factory(tmp_path, calls), keys=KEYS, max_body_bytes=LIMIT)
+    schema = schemathesis.openapi.from_url(f"{server.url}/openapi.json")
+    posts = [op.ok() for op in schema.get_all_operations() if op.ok().method.upper() == "POST"]
+    assert len(posts) == 9, [op.label for op in posts]
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        for operation in posts:
+            path = operation.path.replace("{agentId}", "ops")
+            for headers in ({}, A):  # refused before the key is looked at: anonymous gets 413 too
+                sent = {"content-type": "application/json", **headers}
+                at = client.post(path, content=sized(LIMIT), headers=sent)
+                past = client.post(path, content=sized(LIMIT + 1), headers=sent)
+                assert at.status_code < 500 and at.status_code != 413, (path, at.status_code, at.text)
+                assert past.status_code == 413, (path, past.status_code, past.text)
+                assert past.json()["error"]["code"] == "BODY_TOO_LARGE"
+            # Streamed without a length, the count of bytes received decides.
+            chunks = iter([sized(LIMIT + 1)[:1000], sized(LIMIT + 1)[1000:]])
+            streamed = client.post(path, content=chunks, headers={"content-type": "application/json", **A})
+            assert streamed.status_code == 413, (path, streamed.status_code)

@@ -20,9 +20,10 @@ from typing import Any
 import httpx
 import pytest
 from http_server import KEYS, A, B
-from inbox_agents import inbox_runtime
+from inbox_agents import delete_tool, inbox_agents, inbox_runtime
 
-from troupe import SqliteStore
+from troupe import Agent, Runtime, SqliteStore
+from troupe.testing import FunctionModel, text, tool_call
 
 try:
     from playwright.sync_api import Browser, Page, expect, sync_playwright
@@ -41,7 +42,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 WAIT_MS = 10_000  # for anything the page does by itself (a decision, a listing)
-POLL_WAIT_MS = 6_000  # a new pause shows within one poll (~2 s)
+PUSH_WAIT_MS = 6_000  # a change is pushed within one of the server's looks (1 s)
 
 
 def chromium_path() -> str:
@@ -83,6 +84,8 @@ class Inbox:
         self.allowed: set[int] = set()  # HTTP error statuses a test provokes on purpose
         self.page.on("pageerror", lambda exc: self.problems.append(f"page error: {exc}"))
         self.page.on("console", self._console)
+        self.requests: list[str] = []  # paths the page asked the API for
+        self.page.on("request", lambda request: self.requests.append(request.url.split("?")[0]))
 
     def allow(self, *statuses: int) -> None:
         """Chromium logs every failed request (no key yet, a refused answer) as a console error."""
@@ -183,7 +186,8 @@ def test_approve_from_the_page_runs_the_tool_once_and_shows_the_result(server, a
     nested = start(api, "sup", "rec-9")
     inbox = tabs(server.url)
     expect(inbox.cards()).to_have_count(3)
-    assert [c.get_attribute("data-run-id") for c in inbox.cards().all()] == [nested, planner, ops]
+    assert [c.get_attribute("data-run-id") for c in inbox.cards().all()] == [ops, planner, nested]
+    expect(inbox.page.get_by_test_id("new")).to_have_count(0)  # nothing is new on the first listing
     expect(inbox.page.get_by_test_id("count")).to_have_text("3 waiting")
     expect(inbox.page.get_by_test_id("who")).to_have_text("Open mode (no key)")
     expect(inbox.page.get_by_test_id("status")).to_contain_text("Live")
@@ -296,12 +300,18 @@ def test_new_pauses_appear_without_a_reload_and_a_reload_shows_exactly_what_is_p
     expect(inbox.page.get_by_test_id("empty")).to_be_visible()
 
     first = start(api, "ops", "rec-a")
-    expect(inbox.card(first)).to_be_visible(timeout=POLL_WAIT_MS)
+    expect(inbox.card(first)).to_be_visible(timeout=PUSH_WAIT_MS)
     expect(inbox.page.get_by_test_id("empty")).to_be_hidden()
     second = start(api, "planner", "lunch")
     third = start(api, "sup", "rec-c")
-    expect(inbox.cards()).to_have_count(3, timeout=POLL_WAIT_MS)
-    assert inbox.cards().first.get_attribute("data-run-id") == third, "the newest on top"
+    expect(inbox.cards()).to_have_count(3, timeout=PUSH_WAIT_MS)
+    assert [c.get_attribute("data-run-id") for c in inbox.cards().all()] == [first, second, third], (
+        "new pauses are appended: nothing moves under the pointer"
+    )
+    expect(inbox.card(third).get_by_test_id("new")).to_be_visible()
+    # Pushed by the server over one event stream: the page never polled the listing.
+    api_paths = [p.split("/api", 1)[1] for p in inbox.requests if "/api/" in p]
+    assert api_paths == ["/inbox/events"], api_paths
 
     # Half-typed input survives the listings that arrive meanwhile.
     inbox.card(second).locator('input[data-field="people"]').fill("7")
@@ -309,7 +319,7 @@ def test_new_pauses_appear_without_a_reload_and_a_reload_shows_exactly_what_is_p
     expect(inbox.card(first).get_by_test_id("final-text")).to_have_text('call-1={"deleted": "rec-a"}')
     # Decided elsewhere (another person, over the API): the page sees it go.
     api.post("/agents/sup/decline-tool-call", json={"runId": third, "toolCallId": "d1", "reason": "no"})
-    expect(inbox.card(third)).to_have_attribute("data-state", "gone", timeout=POLL_WAIT_MS * 2)
+    expect(inbox.card(third)).to_have_attribute("data-state", "gone", timeout=PUSH_WAIT_MS * 2)
     expect(inbox.card(third).get_by_test_id("gone")).to_be_visible()
     expect(inbox.card(second).locator('input[data-field="people"]')).to_have_value("7")
 
@@ -355,3 +365,46 @@ def test_with_an_api_key_a_tenant_sees_and_decides_only_its_own_pauses(http_serv
         expect(inbox.cards()).to_have_count(1)
         assert inbox.shown_runs() == {asks}
         assert pending(api, B) == {other}, "the other tenant's pause is untouched"
+
+
+def test_a_card_shows_its_context_and_marks_invisible_characters(http_server, tmp_path, calls, tabs):
+    """What a person needs to judge a call is on its card, and a right-to-left override in model-written
+    arguments is shown as a mark instead of silently reversing what the person reads."""
+
+    def said_then_called(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        if any(m["role"] == "tool" for m in messages):
+            return text("done")
+        return [
+            text("The user wants the old report gone; deleting it."),
+            tool_call("delete_record", {"id": "report-\u202egpj.exe"}, id="f1"),
+        ]
+
+    def build() -> Runtime:
+        files = Agent("files", model=FunctionModel(said_then_called), tools=[delete_tool(calls)])
+        return Runtime(
+            [*inbox_agents(calls), files], storage=SqliteStore(tmp_path / "inbox.db"), executor="local"
+        )
+
+    server = http_server(build, open_mode=True)
+    with httpx.Client(base_url=server.url + "/api", timeout=30) as api:
+        run = start(api, "files", "Please clean up the old quarterly report")
+        nested = start(api, "sup", "rec-7")
+    inbox = tabs(server.url)
+    card = inbox.card(run)
+    expect(card.get_by_test_id("context-request")).to_have_text("Please clean up the old quarterly report")
+    expect(card.get_by_test_id("context-model-text")).to_have_text(
+        "The user wants the old report gone; deleting it."
+    )
+    expect(card.get_by_test_id("context-tool")).to_have_text("Delete a record by id")
+    expect(card.get_by_test_id("agent-path")).to_have_text("files")
+    mark = card.get_by_test_id("args").get_by_test_id("invisible")
+    expect(mark).to_have_text("\u27e6U+202E\u27e7")
+    assert "\u202e" not in (card.get_by_test_id("args").text_content() or "")
+    deep = inbox.card(nested)
+    expect(deep.get_by_test_id("context-request")).to_have_text("rec-7")
+    expect(deep.get_by_test_id("context-tool")).to_have_text("Delete a record by id")
+    expect(deep.get_by_test_id("agent-path")).to_have_text("sup\u203adata")
+    card.scroll_into_view_if_needed()
+    path = ARTIFACTS / "inbox-context.png"
+    card.screenshot(path=str(path))
+    assert path.stat().st_size > 5_000

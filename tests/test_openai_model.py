@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import pickle
+import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -182,6 +183,16 @@ async def test_a_server_error_is_raised_not_swallowed(server):
     # Nothing scripted: the fake answers 400, which the openai client raises without retrying.
     with pytest.raises(openai.BadRequestError, match="script exhausted"):
         await one_turn(model_for(server))
+
+
+async def test_an_unreachable_model_server_is_named_in_the_error():
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()  # nothing listens there now
+    model = OpenAIModel("gpt-test", base_url=f"http://127.0.0.1:{port}/v1", api_key="sk-test")
+    with pytest.raises(ModelError, match=f"cannot reach the model server at http://127.0.0.1:{port}/v1"):
+        await one_turn(model)
 
 
 # ---- configuration -----------------------------------------------------------------------------------

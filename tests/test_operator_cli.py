@@ -58,7 +58,10 @@ def test_a_store_alone_can_show_but_not_decide(paused, capsys):
 
     with pytest.raises(SystemExit, match="needs the agents' code"):
         main(["approve", paused["a"], "--store", paused["db"]])
+    with pytest.raises(SystemExit, match="needs the agents' code"):
+        main(["approve", paused["a"], "call-1", "--store", paused["db"]])
     assert CallLog(paused["calls"]).count("delete_record") == 0
+    assert not (Path(paused["db"]).parent / "state").exists(), "a read-only look remembers nothing"
 
 
 def test_approve_decline_and_resume_with_the_app_follow_the_run(paused, capsys):
@@ -104,5 +107,5 @@ def test_against_a_server_a_key_sees_and_decides_only_its_runs(paused, http_serv
     assert main(["approve", paused["a"], *tenant]) == 0
     assert "finished: stop" in capsys.readouterr().out
     assert main(["approve", paused["b"], "call-1", "--agent", "ops", *tenant]) == 1
-    assert "FORBIDDEN" in capsys.readouterr().err
+    assert "AGENT_RESUME_NO_SNAPSHOT_FOUND" in capsys.readouterr().err, "as if the run did not exist"
     assert CallLog(paused["calls"]).count("delete_record") == 1

@@ -54,7 +54,7 @@ def paused(run_id: str, agent: str = "a", **fields: Any) -> RunState:
     return RunState(run_id=run_id, agent_id=agent, status="suspended", calls=[call], **fields)
 
 
-async def test_a_finished_run_leaves_only_its_audit_behind(store: RedisStore, redis_url: str):
+async def test_a_finished_run_leaves_only_its_audit_and_a_tombstone_behind(store: RedisStore, redis_url: str):
     state = paused("r1", thread_id="t1", resource_id="u1")
     await store.create_run(state)
     assert await keys_under(redis_url, store.prefix) == {
@@ -77,7 +77,13 @@ async def test_a_finished_run_leaves_only_its_audit_behind(store: RedisStore, re
     }
 
     await store.delete_run("r1", expected_version=2)
-    assert await keys_under(redis_url, store.prefix) == {f"{store.prefix}audit:r1"}
+    # The run's key stays as a tombstone (its id is never used again), holding nothing of the run.
+    assert await keys_under(redis_url, store.prefix) == {f"{store.prefix}audit:r1", f"{store.prefix}run:r1"}
+    client = redis.asyncio.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        assert await client.hgetall(f"{store.prefix}run:r1") == {"finished": "1"}
+    finally:
+        await client.aclose()
 
 
 async def test_ids_holding_the_key_separator_do_not_share_an_index(store: RedisStore):

@@ -117,6 +117,22 @@ async def test_audit_entries_are_written_with_the_state_and_outlive_it(store: St
     assert [e.kind for e in await store.list_audit("r1")] == ["approved", "declined"]
 
 
+async def test_a_finished_runs_id_is_never_used_again(store: Store):
+    await store.create_run(running("r1", resource_id="tenant-a"))
+    await store.save_run(running("r1"), expected_version=1, audit=(audit("r1"),))
+    await store.delete_run("r1")
+
+    # Another tenant picking the same id would otherwise add its decisions to this run's audit trail.
+    with pytest.raises(DuplicateRunError):
+        await store.create_run(running("r1", resource_id="tenant-b"))
+    assert await store.load_run("r1") is None
+    assert [e.kind for e in await store.list_audit("r1")] == ["approved"]
+    await store.delete_run("r1")  # deleting a finished run again changes nothing
+    with pytest.raises(StaleSnapshotError):
+        await store.save_run(running("r1"), expected_version=1)
+    assert (await store.list_suspended_runs(SuspendedRunQuery(agent_id=None)))[1] == 0
+
+
 async def test_delete_checks_the_version_when_given(store: Store):
     await store.create_run(running("r1"))
     with pytest.raises(StaleSnapshotError):

@@ -7,7 +7,6 @@ terminal demo through a pty, and the inbox page of ``troupe serve`` (package dat
 
 from __future__ import annotations
 
-import os
 import subprocess
 import zipfile
 from collections.abc import Iterator
@@ -15,7 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from installs import build_wheel, site_packages, wheel_venv
+from installs import build_wheel, clean_env, site_packages, wheel_venv
 from test_demo import Terminal, approve_and_answer, final_answer, records
 from test_http_serve import Served
 
@@ -31,8 +30,9 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 @pytest.fixture
 def outside(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     """A working dir outside the repository and an environment with nothing of the repository in it."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "RAY_ADDRESS")}
+    env = clean_env()
     env["TERM"] = "dumb"
+    env.pop("RAY_ADDRESS", None)
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL"):
         env.pop(name, None)
     return tmp_path, env

@@ -6,22 +6,30 @@ import importlib
 import inspect
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from troupe.core.store import Store
-from troupe.storage import RedisStore, SqliteStore
-from troupe.supervisor import Runtime
+
+if TYPE_CHECKING:
+    from troupe.supervisor import Runtime
 
 
 async def load_runtime(spec: str, ray_address: str | None = None) -> Runtime:
     """Import ``module:attr`` (a Runtime, or a sync/async function returning one)."""
+    from troupe.supervisor import Runtime  # imports Ray: only commands that run agents pay for it
+
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         raise SystemExit(f"--app must be MODULE:ATTR, got {spec!r}")
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # like uvicorn: the current directory's modules can be used
-    made: Any = importlib.import_module(module_name)
+    try:
+        made: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise SystemExit(f"--app {spec}: cannot import {module_name!r}: {exc}") from exc
     for part in attr.split("."):
+        if not hasattr(made, part):
+            raise SystemExit(f"--app {spec}: {module_name!r} has no {attr!r}")
         made = getattr(made, part)
     if not isinstance(made, Runtime) and callable(made):
         made = made()
@@ -38,6 +46,8 @@ async def load_runtime(spec: str, ray_address: str | None = None) -> Runtime:
 
 def open_store(url: str, prefix: str = "troupe:") -> Store:
     """``redis://…`` (or ``rediss://``) is a RedisStore; ``sqlite:///path`` or a plain path is SQLite."""
+    from troupe.storage import RedisStore, SqliteStore
+
     if url.startswith(("redis://", "rediss://", "unix://")):
         return RedisStore.from_url(url, prefix=prefix)
     return SqliteStore(url.removeprefix("sqlite://") if url.startswith("sqlite:///") else url)

@@ -13,10 +13,11 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+# The demo's SQLite file (troupe.demo re-exports it); here so that parsing imports neither Ray nor agents.
+DEFAULT_STORE = "troupe-demo.db"
+
 
 def build_parser() -> argparse.ArgumentParser:
-    from troupe.demo import DEFAULT_STORE
-
     parser = argparse.ArgumentParser(prog="troupe", description="Troupe: human-in-the-loop agents on Ray.")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     demo = commands.add_parser(
@@ -47,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_serve(commands: Any) -> None:
-    from troupe.demo import DEFAULT_STORE
+    from troupe.api.guards import DEFAULT_MAX_BODY_BYTES
 
     serve = commands.add_parser(
         "serve",
@@ -90,7 +91,29 @@ def _add_serve(commands: Any) -> None:
         help='JSON API keys: {"<key>": {"name": "acme", "resources": ["acme"]}, "<key2>": {"admin": true}}',
     )
     serve.add_argument(
-        "--open", action="store_true", help="no key needed: every caller is an admin (local use only)"
+        "--open",
+        action="store_true",
+        help="no key needed: every caller is an admin (local use only: loopback --host only, and "
+        "only requests addressed to it by Host are answered)",
+    )
+    serve.add_argument(
+        "--allow-remote-open",
+        action="store_true",
+        help="let --open bind a non-loopback --host (anyone who reaches it decides every run)",
+    )
+    serve.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --open: another Host name to answer to (repeatable)",
+    )
+    serve.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=DEFAULT_MAX_BODY_BYTES,
+        metavar="N",
+        help="largest request body accepted, checked before it is read (default: %(default)s)",
     )
     serve.add_argument(
         "--log-level", default="info", choices=("critical", "error", "warning", "info", "debug")
@@ -115,11 +138,24 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from troupe.api.auth import KeyRing
+    from troupe.api.guards import is_loopback
     from troupe.api.serve import serve
     from troupe.apps import load_runtime
 
     if not args.keys and not args.open:
         parser.error("serve needs --keys FILE, or --open for local use without keys")
+    if args.open and not is_loopback(args.host):
+        if not args.allow_remote_open:
+            parser.error(
+                f"--open lets anyone decide every run, so it binds a loopback address only (got --host "
+                f"{args.host}); use --keys FILE, or add --allow-remote-open if you mean it"
+            )
+        print(
+            f"troupe: WARNING: open mode on {args.host}: anyone who can reach it can decide every run",
+            file=sys.stderr,
+        )
+    if args.max_body_bytes < 1:
+        parser.error("--max-body-bytes must be at least 1")
     try:
         keys = KeyRing.load(args.keys) if args.keys else None
     except (OSError, ValueError) as exc:
@@ -129,7 +165,14 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     else:
         source = lambda: load_runtime(args.app, args.ray_address)  # noqa: E731
     return serve(
-        source, host=args.host, port=args.port, keys=keys, open_mode=args.open, log_level=args.log_level
+        source,
+        host=args.host,
+        port=args.port,
+        keys=keys,
+        open_mode=args.open,
+        log_level=args.log_level,
+        max_body_bytes=args.max_body_bytes,
+        hosts=[args.host, *args.allowed_host],
     )
 
 

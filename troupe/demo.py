@@ -17,13 +17,16 @@ stopped. The model is OpenAI's when ``OPENAI_API_KEY`` is set, and otherwise a d
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from troupe.cli import DEFAULT_STORE  # one name for the demo file, kept where parsing needs it
 from troupe.core.chunks import Chunk
 from troupe.core.errors import DecisionRejectedError, ResumeDataValidationError, TroupeError
 from troupe.core.results import RunResult
@@ -33,7 +36,6 @@ from troupe.storage.sqlite import SqliteStore
 from troupe.supervisor.agent import Agent
 from troupe.supervisor.runtime import Executor, Runtime
 
-DEFAULT_STORE = "troupe-demo.db"
 DEFAULT_PROMPT = "Please delete record abc-123, then book a table for dinner tonight."
 
 EXIT_OK = 0
@@ -75,11 +77,32 @@ class EndOfInput(Exception):
 
 
 def ask(prompt: str) -> str:
+    _discard_type_ahead()
     try:
         return input(prompt)
     except EOFError:
         print()
         raise EndOfInput from None
+
+
+def _discard_type_ahead() -> None:
+    """Drop what was typed before the question was shown: it answers nothing yet."""
+    if sys.stdin.isatty():
+        import termios
+
+        with contextlib.suppress(termios.error, OSError):
+            termios.tcflush(sys.stdin.fileno(), termios.TCIFLUSH)
+
+
+def confirm(prompt: str) -> bool:
+    """A yes/no question that takes only an explicit answer; anything else is asked again."""
+    while True:
+        answer = ask(prompt).strip().lower()
+        if answer in ("y", "yes"):
+            return True
+        if answer in ("n", "no"):
+            return False
+        print("Please answer y (yes) or n (no); Ctrl-C leaves the run paused.", flush=True)
 
 
 @dataclass
@@ -151,8 +174,7 @@ class Session:
     async def _approve_or_decline(self, pause: Pause) -> AgentStream:
         assert self.run_id is not None
         print(f"\nApproval needed: {pause.tool_name} {json.dumps(pause.args)}", flush=True)
-        answer = ask("Approve? [y/N] ").strip().lower()
-        if answer in ("y", "yes"):
+        if confirm("Approve? [y/n] "):
             self.decisions.append(f"{pause.tool_name} approved")
             return await self.agent.approve_tool_call(
                 run_id=self.run_id, tool_call_id=pause.tool_call_id, fingerprint=pause.fingerprint

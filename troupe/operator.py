@@ -1,142 +1,43 @@
 """``troupe runs list|show`` and ``troupe approve|decline|resume``: an operator's view of paused runs.
 
 Works against a server (``--server URL``, with ``--key`` or ``TROUPE_API_KEY``), against a store
-(``--store URL``: a SQLite path or ``redis://…``, read-only, since deciding runs the agents' tools and
-needs their code), or in-process against your runtime (``--app module:attr``, which can also decide).
+(``--store URL``: an existing SQLite file or ``redis://…``, read-only, since deciding runs the agents'
+tools and needs their code), or in-process against your runtime (``--app module:attr``, which can also
+decide).
+
+A decision is about one call. Without a CALL the run's latest paused call is chosen once, shown, and
+remembered (``troupe.recall``), so a retry of the same command means the same call and reports "already
+declined by …" instead of deciding whatever the run paused on next. Every expected failure is one line
+on stderr and exit code 1.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import asdict
 from typing import Any, TextIO
 
-from troupe.apps import load_runtime, open_store
-from troupe.core.errors import AgentNotFoundError, SnapshotNotFoundError, TroupeError
-from troupe.core.store import SuspendedRunQuery
+import httpx
+
+from troupe.api.errors import AuthenticationError
+from troupe.core.errors import (
+    AgentNotFoundError,
+    DecisionConflictError,
+    SnapshotNotFoundError,
+    StorageUnavailableError,
+    TroupeError,
+)
+from troupe.core.store import Store
 from troupe.core.suspended import SuspendedRun, SuspendedRunList
-from troupe.supervisor import Runtime
+from troupe.recall import recalled, remember
+from troupe.run_source import Source, open_source, redacted
+from troupe.terminal import Progress, fit, safe, table, when
 
-# ---- where runs come from ---------------------------------------------------------------------------
-
-
-@dataclass
-class Source:
-    """A runtime (from --app or over a bare --store) or a server client; both give agent-like objects
-    with the Python API's method names."""
-
-    runtime: Runtime | None = None
-    client: Any = None  # api.client.AsyncTroupeClient
-    read_only: bool = False
-
-    async def agent_ids(self) -> list[str]:
-        if self.client is not None:
-            return sorted(await self.client.list_agents())
-        assert self.runtime is not None
-        return sorted({agent.id for agent in self.runtime.list_agents()})
-
-    def agent(self, agent_id: str) -> Any:
-        if self.client is not None:
-            return self.client.get_agent(agent_id)
-        assert self.runtime is not None
-        if self.read_only:
-            raise SystemExit(
-                "deciding a run runs its agent's tools, which needs the agents' code: "
-                "use --app MODULE:ATTR (your runtime) or --server URL"
-            )
-        return self.runtime.get_agent(agent_id)
-
-    async def pending(
-        self, agent_id: str | None, thread: str | None, resource: str | None, progress: Progress
-    ) -> list[SuspendedRun]:
-        if self.runtime is not None and (agent_id is None or self.read_only):
-            query = SuspendedRunQuery.paged(
-                agent_id, page=None, per_page=None, thread_id=thread, resource_id=resource
-            )
-            states, _ = await self.runtime.store().list_suspended_runs(query)
-            return [SuspendedRun.from_state(s) for s in states]
-        runs: list[SuspendedRun] = []
-        ids = [agent_id] if agent_id else await self.agent_ids()
-        for n, one in enumerate(ids, 1):
-            progress.note(f"listing {one} ({n}/{len(ids)})")
-            found = await self.agent(one).list_suspended_runs(thread_id=thread, resource_id=resource)
-            runs.extend(found.runs)
-        progress.done()
-        return sorted(runs, key=lambda r: r.suspended_at or datetime.min, reverse=True)
-
-    async def close(self) -> None:
-        if self.client is not None:
-            await self.client.aclose()
-        if self.runtime is not None:
-            await self.runtime.shutdown()
-
-
-async def open_source(args: Any) -> Source:
-    if args.server:
-        from troupe.api.client import AsyncTroupeClient
-
-        key = args.key or os.environ.get("TROUPE_API_KEY")
-        return Source(client=AsyncTroupeClient(args.server, api_key=key))
-    if args.app:
-        return Source(runtime=await load_runtime(args.app))
-    if args.store:
-        return Source(
-            runtime=Runtime([], storage=open_store(args.store, args.prefix), executor="local"), read_only=True
-        )
-    raise SystemExit("say where the runs are: --server URL, --app MODULE:ATTR or --store URL")
-
-
-# ---- output -----------------------------------------------------------------------------------------
-
-
-class Progress:
-    """A one-line status on stderr while something slow happens (only on a terminal)."""
-
-    def __init__(self, stream: TextIO | None = None) -> None:
-        self.stream = stream or sys.stderr
-        self.live = self.stream.isatty()
-
-    def note(self, text: str) -> None:
-        if self.live:
-            self.stream.write(f"\r\x1b[2K{text}…")
-            self.stream.flush()
-
-    def done(self) -> None:
-        if self.live:
-            self.stream.write("\r\x1b[2K")
-            self.stream.flush()
-
-
-def table(headers: list[str], rows: list[list[str]], out: TextIO, keep: int = 2) -> None:
-    """Columns sized to their contents; to fit the terminal the widest shrink (with …), never the first
-    ``keep`` (ids, which must stay whole to be copied into the next command)."""
-    # Piped output is for reading by programs (or grep): nothing is cut there.
-    width = shutil.get_terminal_size((120, 24)).columns if out.isatty() else 1 << 16
-    sizes = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
-    while sum(sizes) + 2 * (len(sizes) - 1) > width:
-        widest = max(range(keep, len(sizes)), key=lambda i: sizes[i], default=None)
-        if widest is None or sizes[widest] <= 10:
-            break
-        sizes[widest] -= 1
-
-    def line(cells: list[str]) -> str:
-        return "  ".join(_fit(c, n).ljust(n) for c, n in zip(cells, sizes, strict=True)).rstrip()
-
-    out.write(line(headers) + "\n" + line(["-" * n for n in sizes]) + "\n")
-    for row in rows:
-        out.write(line(row) + "\n")
-
-
-def _fit(text: str, size: int) -> str:
-    return text if len(text) <= size else text[: size - 1] + "…"
-
-
-def _when(at: datetime | None) -> str:
-    return at.astimezone().strftime("%Y-%m-%d %H:%M:%S") if at else "-"
+PAGE_SIZE = 50
+PENDING_HEADERS = ["CALL", "AGENT PATH", "TOOL", "ARGS", "WAITS FOR", "RESOURCE", "SINCE", ""]
+_DONE = {"approve": "approved", "decline": "declined", "resume": "resumed"}
 
 
 def _rows(runs: list[SuspendedRun]) -> list[list[str]]:
@@ -146,10 +47,10 @@ def _rows(runs: list[SuspendedRun]) -> list[list[str]]:
             call.tool_call_id,
             "/".join(call.agent_path),
             call.tool_name,
-            json.dumps(call.args, separators=(",", ":")),
+            json.dumps(call.args, separators=(",", ":"), ensure_ascii=False),
             "approval" if call.requires_approval else "input",
             run.resource_id or "-",
-            _when(call.paused_at),
+            when(call.paused_at),
             "interrupted" if call.interrupted else "",
         ]
         for run in runs
@@ -157,7 +58,7 @@ def _rows(runs: list[SuspendedRun]) -> list[list[str]]:
     ]
 
 
-# ---- the commands -----------------------------------------------------------------------------------
+# ---- listing and showing ----------------------------------------------------------------------------
 
 
 async def list_runs(args: Any, out: TextIO) -> int:
@@ -166,177 +67,211 @@ async def list_runs(args: Any, out: TextIO) -> int:
         runs = await source.pending(args.agent, args.thread, args.resource, Progress())
     finally:
         await source.close()
+    start = (args.page - 1) * args.limit
+    shown = runs[start : start + args.limit]
     if args.json:
-        json.dump(_as_json(SuspendedRunList(runs, len(runs))), out, indent=2, default=str)
+        json.dump(asdict(SuspendedRunList(shown, len(runs))), out, indent=2, default=str)
         out.write("\n")
         return 0
     if not runs:
         out.write("Nothing is waiting for a decision.\n")
         return 0
-    table(
-        ["RUN", "CALL", "AGENT PATH", "TOOL", "ARGS", "WAITS FOR", "RESOURCE", "SINCE", ""], _rows(runs), out
-    )
+    if shown:
+        table(["RUN", *PENDING_HEADERS], _rows(shown), out)
     calls = sum(len(r.pending) for r in runs)
     out.write(f"\n{calls} call(s) waiting in {len(runs)} run(s).\n")
+    if len(shown) < len(runs):
+        out.write(f"Runs {start + 1}-{start + len(shown)} of {len(runs)} shown (oldest first)")
+        out.write(f"; next: --page {args.page + 1}.\n" if start + len(shown) < len(runs) else ".\n")
     return 0
 
 
 async def show_run(args: Any, out: TextIO) -> int:
     source = await open_source(args)
     try:
-        if source.runtime is not None:
-            stored = await source.runtime.store().load_run(args.run)
-            audit = await source.runtime.store().list_audit(args.run)
-            if stored is None and not audit:
-                raise SnapshotNotFoundError(
-                    f"run {args.run} not found (unknown, or finished)", run_id=args.run
-                )
-            if stored is not None:
-                state = stored.state
-                out.write(
-                    f"run       {state.run_id}\nagent     {state.agent_id}\nstatus    {state.status}\n"
-                    f"thread    {state.thread_id or '-'}\nresource  {state.resource_id or '-'}\n"
-                    f"steps     {state.step} of at most {state.max_steps}\n"
-                    f"messages  {len(state.messages)}\n"
-                )
-                pending = SuspendedRun.from_state(state)
-                if pending.pending:
-                    out.write("\nwaiting:\n")
-                    table(
-                        ["CALL", "AGENT PATH", "TOOL", "ARGS", "WAITS FOR", "RESOURCE", "SINCE", ""],
-                        [r[1:] for r in _rows([pending])],
-                        out,
-                    )
-            else:
-                out.write(f"run       {args.run}\nstatus    finished (its snapshot is gone)\n")
-            if audit:
-                out.write("\ndecisions:\n")
-                table(
-                    ["WHEN", "CALL", "TOOL", "DECISION", "BY", "REASON"],
-                    [
-                        [
-                            _when(e.decided_at),
-                            e.tool_call_id,
-                            e.tool_name,
-                            e.kind,
-                            e.decided_by or "-",
-                            e.reason or "",
-                        ]
-                        for e in audit
-                    ],
-                    out,
-                )
-            return 0
+        if source.store is not None:
+            return await _show_stored(source.store, args.run, out)
         runs = [r for r in await source.pending(args.agent, None, None, Progress()) if r.run_id == args.run]
         if not runs:
             raise SnapshotNotFoundError(
-                f"run {args.run} is not waiting for a decision (or not yours to see)", run_id=args.run
+                f"run {safe(args.run)} is not waiting for a decision (or not yours to see)", run_id=args.run
             )
-        out.write(f"run       {args.run}\nagent     {runs[0].agent_id}\nstatus    suspended\n\nwaiting:\n")
-        table(
-            ["CALL", "AGENT PATH", "TOOL", "ARGS", "WAITS FOR", "RESOURCE", "SINCE", ""],
-            [r[1:] for r in _rows(runs)],
-            out,
-        )
+        out.write(f"run       {safe(args.run)}\nagent     {safe(runs[0].agent_id)}\nstatus    suspended\n")
+        out.write("\nwaiting:\n")
+        table(PENDING_HEADERS, [r[1:] for r in _rows(runs)], out)
         return 0
     finally:
         await source.close()
 
 
+async def _show_stored(store: Store, run_id: str, out: TextIO) -> int:
+    stored = await store.load_run(run_id)
+    audit = await store.list_audit(run_id)
+    if stored is None and not audit:
+        raise SnapshotNotFoundError(f"run {safe(run_id)} not found (unknown, or finished)", run_id=run_id)
+    if stored is not None:
+        state = stored.state
+        fields = [
+            ("run", state.run_id),
+            ("agent", state.agent_id),
+            ("status", state.status),
+            ("thread", state.thread_id or "-"),
+            ("resource", state.resource_id or "-"),
+            ("steps", f"{state.step} of at most {state.max_steps}"),
+            ("messages", len(state.messages)),
+        ]
+        out.write("".join(f"{name:<9} {safe(value)}\n" for name, value in fields))
+        pending = SuspendedRun.from_state(state)
+        if pending.pending:
+            out.write("\nwaiting:\n")
+            table(PENDING_HEADERS, [r[1:] for r in _rows([pending])], out)
+    else:
+        out.write(f"run       {safe(run_id)}\nstatus    finished (its snapshot is gone)\n")
+    if audit:
+        out.write("\ndecisions:\n")
+        table(
+            ["WHEN", "CALL", "TOOL", "DECISION", "BY", "REASON"],
+            [
+                [when(e.decided_at), e.tool_call_id, e.tool_name, e.kind, e.decided_by or "-", e.reason or ""]
+                for e in audit
+            ],
+            out,
+        )
+    return 0
+
+
+# ---- deciding ---------------------------------------------------------------------------------------
+
+
 async def decide(args: Any, out: TextIO) -> int:
-    """approve / decline / resume: decide, then follow the run until it finishes or pauses again."""
+    """approve / decline / resume one call, then follow the run until it finishes or pauses again."""
     source = await open_source(args)
     try:
-        agent_id = args.agent or await _agent_of(source, args.run)
+        agent_id, call = await _target(source, args, out)
         agent = source.agent(agent_id)
-        if args.call is None and source.client is not None:
-            args.call = await _latest_call(source, agent_id, args.run)  # the HTTP API names the call
-        if args.command == "approve":
-            edited = json.loads(args.edited_args) if args.edited_args else None
-            stream = await agent.approve_tool_call(
-                run_id=args.run, tool_call_id=args.call, edited_args=edited
-            )
-        elif args.command == "decline":
-            stream = await agent.decline_tool_call(
-                run_id=args.run, tool_call_id=args.call, reason=args.reason
-            )
-        else:
-            stream = await agent.resume_stream(_json_arg(args.data), run_id=args.run, tool_call_id=args.call)
+        try:
+            stream = await _send(agent, args, call)
+        except DecisionConflictError as exc:
+            if exc.details.get("decision") != _DONE[args.command]:
+                raise
+            out.write(f"{safe(exc.message)}; nothing to do.\n")  # a retry: the decision stands
+            return 0
         return await _follow(stream, out)
     finally:
         await source.close()
 
 
+async def _target(source: Source, args: Any, out: TextIO) -> tuple[str, str]:
+    """The agent and the one call this command decides. An omitted CALL is resolved once per command
+    and run, and remembered, so a retry never reaches the run's next pause."""
+    if args.call is not None:
+        # A retry after the run finished is no longer listed: the agent remembered from the first try
+        # still lets it hear "already decided".
+        command = f"{args.command} {args.call}"
+        known = recalled(source.where, args.run, command) or recalled(source.where, args.run, args.command)
+        agent_id = args.agent or (known[0] if known else None) or await _agent_of(source, args.run)
+        source.agent(agent_id)  # a read-only source stops here, before anything is remembered
+        remember(source.where, args.run, command, agent_id, args.call)
+        return agent_id, args.call
+    known = recalled(source.where, args.run, args.command)
+    if known is not None:
+        agent_id, call = known
+        out.write(f"call {safe(call)} of run {safe(args.run)} (chosen when this command was first given)\n")
+        return args.agent or agent_id, call
+    runs = [r for r in await source.pending(args.agent, None, None, Progress()) if r.run_id == args.run]
+    if not runs or not runs[0].pending:
+        raise SnapshotNotFoundError(
+            f"run {safe(args.run)} has no call waiting for a decision; name the CALL to retry one",
+            run_id=args.run,
+        )
+    latest = max(runs[0].pending, key=lambda p: p.paused_at)
+    source.agent(runs[0].agent_id)  # a read-only source stops here, before anything is remembered
+    remember(source.where, args.run, args.command, runs[0].agent_id, latest.tool_call_id)
+    out.write(
+        f"call {safe(latest.tool_call_id)} of run {safe(args.run)}: {safe('/'.join(latest.agent_path))} "
+        f"{safe(latest.tool_name)} {safe(fit(json.dumps(latest.args, ensure_ascii=False), 200))}\n"
+    )
+    return runs[0].agent_id, latest.tool_call_id
+
+
+async def _send(agent: Any, args: Any, call: str) -> Any:
+    if args.command == "approve":
+        edited = _json_arg("--edited-args", args.edited_args) if args.edited_args else None
+        return await agent.approve_tool_call(run_id=args.run, tool_call_id=call, edited_args=edited)
+    if args.command == "decline":
+        return await agent.decline_tool_call(run_id=args.run, tool_call_id=call, reason=args.reason)
+    return await agent.resume_stream(_json_arg("--data", args.data), run_id=args.run, tool_call_id=call)
+
+
 async def _agent_of(source: Source, run_id: str) -> str:
-    if source.runtime is not None:
-        stored = await source.runtime.store().load_run(run_id)
+    if source.store is not None:
+        stored = await source.store.load_run(run_id)
         if stored is not None:
             return stored.state.agent_id
+        audit = await source.store.list_audit(run_id)
+        if audit:
+            return audit[0].agent_id
     for run in await source.pending(None, None, None, Progress()):
         if run.run_id == run_id:
             return run.agent_id
-    raise AgentNotFoundError(f"no paused run {run_id} found; pass --agent if it is not paused", run_id=run_id)
-
-
-async def _latest_call(source: Source, agent_id: str, run_id: str) -> str:
-    for run in await source.pending(agent_id, None, None, Progress()):
-        if run.run_id == run_id and run.pending:
-            return max(run.pending, key=lambda call: call.paused_at).tool_call_id
-    raise SnapshotNotFoundError(f"run {run_id} has no call waiting for a decision", run_id=run_id)
+    raise AgentNotFoundError(
+        f"no paused run {safe(run_id)} found; pass --agent if it is not paused", run_id=run_id
+    )
 
 
 async def _follow(stream: Any, out: TextIO) -> int:
     """Print the run's progress as it streams: tool results, the answer's text, new pauses."""
-    out.write(f"run {stream.run_id}\n")
+    out.write(f"run {safe(stream.run_id)}\n")
     mid_text = False
     async for chunk in stream.full_stream:
         kind, payload = chunk.type, chunk.payload
         if kind == "text-delta":
-            out.write(payload["text"])
+            out.write(safe(payload["text"], keep="\n"))
             mid_text = True
             out.flush()
             continue
         if mid_text:
             out.write("\n")
             mid_text = False
-        if kind in ("tool-result", "tool-error"):
-            mark = "declined" if payload.get("declined") else ("error" if kind == "tool-error" else "done")
-            out.write(
-                f"  {payload['tool_name']} [{payload['tool_call_id']}] {mark}: "
-                f"{_fit(json.dumps(payload.get('result'), default=str), 100)}\n"
-            )
-        elif kind in ("tool-call-approval", "tool-call-suspended"):
-            what = "needs approval" if kind == "tool-call-approval" else "asks for input"
-            out.write(
-                f"  paused: {'/'.join(payload['agent_path'])} {payload['tool_name']} "
-                f"[{payload['tool_call_id']}] {what}\n"
-            )
-        elif kind == "error":
-            out.write(f"  error: {payload['error'].get('message')}\n")
-        elif kind == "finish":
-            out.write(f"finished: {payload.get('finish_reason')}\n")
+        out.write(_describe(kind, payload))
     result = await stream.result()
     return 0 if result.finish_reason != "error" else 1
 
 
-def _json_arg(text: str) -> Any:
+def _describe(kind: str, payload: dict[str, Any]) -> str:
+    if kind in ("tool-result", "tool-error"):
+        mark = "declined" if payload.get("declined") else ("error" if kind == "tool-error" else "done")
+        result = fit(json.dumps(payload.get("result"), default=str, ensure_ascii=False), 100)
+        return f"  {safe(payload['tool_name'])} [{safe(payload['tool_call_id'])}] {mark}: {safe(result)}\n"
+    if kind in ("tool-call-approval", "tool-call-suspended"):
+        what = "needs approval" if kind == "tool-call-approval" else "asks for input"
+        return (
+            f"  paused: {safe('/'.join(payload['agent_path']))} {safe(payload['tool_name'])} "
+            f"[{safe(payload['tool_call_id'])}] {what}\n"
+        )
+    if kind == "error":
+        error = payload.get("error")
+        message = error.get("message") if isinstance(error, dict) else error
+        return f"  error: {safe(message)}\n"
+    if kind == "finish":
+        return f"finished: {safe(payload.get('finish_reason'))}\n"
+    return ""
+
+
+def _json_arg(flag: str, text: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise SystemExit(f"--data must be JSON: {exc}") from exc
+        raise SystemExit(f"{flag} must be JSON: {exc}") from exc
 
 
-def _as_json(listing: SuspendedRunList) -> dict[str, Any]:
-    from dataclasses import asdict
-
-    return asdict(listing)
+# ---- running a command ------------------------------------------------------------------------------
 
 
 def run_command(args: Any, out: TextIO | None = None) -> int:
     import asyncio
 
     out = out or sys.stdout
-
     handlers = {"list": list_runs, "show": show_run}
     handler = handlers[args.runs_command] if args.command == "runs" else decide
     try:
@@ -345,35 +280,66 @@ def run_command(args: Any, out: TextIO | None = None) -> int:
         # The reader went away (`| head`): stop quietly, as Unix tools do.
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - flushing at exit must not fail again
         return 0
-    except TroupeError as exc:
-        sys.stderr.write(f"troupe {args.command}: {exc} [{exc.code}]\n")
+    except (TroupeError, httpx.TransportError) as exc:
+        sys.stderr.write(f"troupe {args.command}: {_failure(args, exc)}\n")
         return 1
+
+
+def _failure(args: Any, exc: Exception) -> str:
+    """One line saying what went wrong and what to do about it."""
+    if isinstance(exc, httpx.TransportError):
+        reason = str(exc) or type(exc).__name__
+        return f"cannot reach the server at {safe(redacted(args.server or ''))}: {safe(reason)}"
+    assert isinstance(exc, TroupeError)
+    if isinstance(exc, AuthenticationError):
+        if not (args.key or os.environ.get("TROUPE_API_KEY")):
+            return "the server needs an API key: pass --key KEY or set TROUPE_API_KEY"
+        return "the server refused the API key (from --key or TROUPE_API_KEY) [UNAUTHENTICATED]"
+    if isinstance(exc, StorageUnavailableError) and args.store:
+        return f"cannot use the store {safe(redacted(args.store))}: {safe(exc.message)} [{exc.code}]"
+    return f"{safe(exc.message)} [{exc.code}]"
+
+
+def _positive(text: str) -> int:
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
+    return value
+
+
+def _where(parser: Any) -> None:
+    group = parser.add_argument_group("where the runs are (one of)")
+    group.add_argument("--server", metavar="URL", help="a troupe server, e.g. http://127.0.0.1:8000")
+    group.add_argument("--key", help="API key for --server (default: $TROUPE_API_KEY)")
+    group.add_argument("--app", metavar="MODULE:ATTR", help="your Runtime (or a function returning one)")
+    group.add_argument("--store", metavar="URL", help="an existing SQLite file or a redis:// URL (read-only)")
+    group.add_argument(
+        "--prefix", default="troupe:", help="Redis key prefix with --store (default: %(default)s)"
+    )
+    parser.add_argument("--agent", help="the agent (found from the run when omitted)")
 
 
 def add_commands(commands: Any) -> None:
     """Register ``runs`` (list, show), ``approve``, ``decline`` and ``resume`` on the CLI."""
-
-    def where(parser: Any) -> None:
-        group = parser.add_argument_group("where the runs are (one of)")
-        group.add_argument("--server", metavar="URL", help="a troupe server, e.g. http://127.0.0.1:8000")
-        group.add_argument("--key", help="API key for --server (default: $TROUPE_API_KEY)")
-        group.add_argument("--app", metavar="MODULE:ATTR", help="your Runtime (or a function returning one)")
-        group.add_argument("--store", metavar="URL", help="a SQLite file or redis:// URL (read-only)")
-        group.add_argument(
-            "--prefix", default="troupe:", help="Redis key prefix with --store (default: %(default)s)"
-        )
-        parser.add_argument("--agent", help="the agent (found from the run when omitted)")
-
     runs = commands.add_parser("runs", help="list runs waiting for a decision, or show one run")
     runs_commands = runs.add_subparsers(dest="runs_command", metavar="WHAT", required=True)
-    listing = runs_commands.add_parser("list", help="every paused call you may see, newest first")
-    where(listing)
+    listing = runs_commands.add_parser("list", help="every paused call you may see, oldest first")
+    _where(listing)
     listing.add_argument("--thread", help="only runs on this thread (needs --agent with --store)")
     listing.add_argument("--resource", help="only runs of this resource (needs --agent with --store)")
     listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    listing.add_argument(
+        "--limit", type=_positive, default=PAGE_SIZE, help="runs per page (default: %(default)s)"
+    )
+    listing.add_argument("--page", type=_positive, default=1, help="which page, from 1 (default: 1)")
     show = runs_commands.add_parser("show", help="one run: where it stands, what waits, what was decided")
     show.add_argument("run", metavar="RUN")
-    where(show)
+    _where(show)
 
     for name, help_text in (
         ("approve", "approve a paused call and follow the run"),
@@ -382,8 +348,13 @@ def add_commands(commands: Any) -> None:
     ):
         command = commands.add_parser(name, help=help_text)
         command.add_argument("run", metavar="RUN")
-        command.add_argument("call", metavar="CALL", nargs="?", help="tool call id (default: the latest)")
-        where(command)
+        command.add_argument(
+            "call",
+            metavar="CALL",
+            nargs="?",
+            help="tool call id (default: the latest paused one, chosen once: a retry means the same call)",
+        )
+        _where(command)
         if name == "approve":
             command.add_argument(
                 "--edited-args", metavar="JSON", help="changed arguments (tools that allow it)"

@@ -1,13 +1,17 @@
-// Troupe's approval inbox: lists every pause waiting for a human (GET /api/inbox, polled) and decides
-// them with the ordinary routes (approve-tool-call, decline-tool-call, resume-stream), reading the run's
-// server-sent events to show what happened next. Plain JavaScript, no build step, no dependencies.
-// Everything shown comes from the server and is put in the page as text, never as HTML.
+// Troupe's approval inbox: lists every pause waiting for a human (pushed by the server as server-sent
+// events from GET /api/inbox/events) and decides them with the ordinary routes (approve-tool-call,
+// decline-tool-call, resume-stream), reading the run's server-sent events to show what happened next.
+// Plain JavaScript, no build step, no dependencies. Everything shown comes from the server and is put
+// in the page as text, never as HTML; invisible and direction-changing characters are shown as marks.
+// Cards keep their place: the oldest pause first, a new one appended with a "new" mark.
 "use strict";
 
 (() => {
   const KEY_STORE = "troupe.inbox.apiKey";
   const query = new URLSearchParams(location.search);
-  const POLL_MS = Math.max(200, Number(query.get("poll")) || 2000);
+  // How often the server looks for changes to push (seconds); a retry after a broken stream waits 2 s.
+  const INTERVAL_S = Math.max(0.05, Number(query.get("interval")) || 1);
+  const RETRY_MS = 2000;
   // The API sits next to the page, whatever prefix the app is mounted under.
   const BASE = location.pathname.replace(/\/inbox\/?$/, "") + "/api";
 
@@ -15,8 +19,8 @@
     key: sessionStorage.getItem(KEY_STORE) || "",
     cards: new Map(), // pause id -> card
     timer: 0,
-    polling: false,
-    again: false,
+    listening: null, // AbortController of the open event stream
+    loaded: false, // the first listing is in: later arrivals are marked new
     paused: false, // waiting for a key
   };
 
@@ -34,9 +38,31 @@
     }
     for (const child of children.flat(Infinity)) {
       if (child === null || child === undefined || child === false) continue;
-      node.append(child instanceof Node ? child : String(child));
+      node.append(...(child instanceof Node ? [child] : visible(String(child))));
     }
     return node;
+  }
+
+  // Characters that do not show, or that reorder what is shown (a right-to-left override can make
+  // "exe.txt" read "txt.exe"): each is put in the page as a visible mark naming its code point.
+  const HIDDEN = /[\u0000-\u0008\u000B-\u001F\u007F-\u009F\u061C\u200B-\u200F\u202A-\u202E\u2060-\u2064\u2066-\u2069\uFEFF]/g;
+
+  function visible(text) {
+    const parts = [];
+    let at = 0;
+    for (const found of text.matchAll(HIDDEN)) {
+      if (found.index > at) parts.push(text.slice(at, found.index));
+      const code = `U+${found[0].codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}`;
+      const mark = document.createElement("span");
+      mark.className = "invisible";
+      mark.dataset.testid = "invisible";
+      mark.title = `${code}: an invisible or direction-changing character`;
+      mark.textContent = `\u27e6${code}\u27e7`;
+      parts.push(mark);
+      at = found.index + found[0].length;
+    }
+    if (at < text.length) parts.push(text.slice(at));
+    return parts;
   }
 
   const pretty = (value) => {
@@ -83,7 +109,7 @@
     }
   }
 
-  async function api(method, path, body, accept) {
+  async function api(method, path, body, accept, signal) {
     const headers = { Accept: accept || "application/json" };
     if (state.key) headers.Authorization = `Bearer ${state.key}`;
     if (body !== undefined) headers["Content-Type"] = "application/json";
@@ -95,6 +121,7 @@
         body: body === undefined ? undefined : JSON.stringify(body),
         cache: "no-store",
         credentials: "omit",
+        signal,
       });
     } catch (err) {
       throw new ApiError(0, "NETWORK", `the server cannot be reached (${err.message})`);
@@ -151,7 +178,7 @@
 
   function showLogin(reason) {
     state.paused = true;
-    clearTimeout(state.timer);
+    stopListening();
     clearCards();
     $("login-reason").textContent = reason;
     $("login").hidden = false;
@@ -176,7 +203,7 @@
     showLogin(had ? `That key was not accepted (${err.message}). Enter another one.` : err.message);
   }
 
-  // ---- polling --------------------------------------------------------------------------------------
+  // ---- the listing, pushed by the server -------------------------------------------------------------
 
   function setStatus(kind, text) {
     const status = $("status");
@@ -184,40 +211,52 @@
     status.textContent = text;
   }
 
-  function schedule() {
+  function stopListening() {
     clearTimeout(state.timer);
-    if (!state.paused) state.timer = setTimeout(poll, POLL_MS);
+    if (state.listening) state.listening.abort();
+    state.listening = null;
   }
 
-  async function poll() {
-    clearTimeout(state.timer);
+  function showListing(data) {
+    render(data);
+    showWho();
+    setStatus("live", `Live · updated ${stamp(new Date()).slice(11)}`);
+  }
+
+  // One stream at a time; the server sends the listing now and again whenever it changes.
+  async function listen() {
+    stopListening();
     if (state.paused) return;
-    if (state.polling) {
-      state.again = true;
-      return;
-    }
-    state.polling = true;
+    const mine = new AbortController();
+    state.listening = mine;
     try {
-      const response = await api("GET", "/inbox");
-      const data = await response.json();
-      if (state.paused) return;
-      render(data);
-      showWho();
-      setStatus("live", `Live · updated ${stamp(new Date()).slice(11)}`);
+      const response = await api("GET", `/inbox/events?interval=${INTERVAL_S}`, undefined, "text/event-stream", mine.signal);
+      for await (const data of chunksOf(response)) {
+        if (state.listening !== mine) return;
+        if (data.error) setStatus("error", `Cannot load the inbox: ${data.error.message}. Retrying…`);
+        else showListing(data);
+      }
+      if (state.listening !== mine) return;
+      setStatus("error", "The server closed the inbox stream. Reconnecting…");
     } catch (err) {
+      if (state.listening !== mine) return;
       if (err.status === 401) {
         onUnauthorized(err);
         return;
       }
-      setStatus("error", `Cannot load the inbox: ${err.message}. Retrying…`);
-    } finally {
-      state.polling = false;
-      if (state.again) {
-        state.again = false;
-        setTimeout(poll, 0);
-      } else {
-        schedule();
-      }
+      setStatus("error", `Cannot load the inbox: ${err.message}. Reconnecting…`);
+    }
+    state.listening = null;
+    if (!state.paused) state.timer = setTimeout(listen, RETRY_MS);
+  }
+
+  // A listing now (after a decision), besides what the stream pushes.
+  async function refresh() {
+    if (state.paused) return;
+    try {
+      showListing(await (await api("GET", "/inbox")).json());
+    } catch (err) {
+      if (err.status === 401) onUnauthorized(err);
     }
   }
 
@@ -239,16 +278,20 @@
           state.cards.set(id, card);
           fresh.push(card);
         }
-        card.missed = 0;
         if (card.status === "gone") setCardStatus(card, "pending");
       }
     }
+    // Appended, oldest first: nothing already on the page moves under the person's pointer.
     const list = $("pauses");
-    const first = list.firstChild;
-    for (const card of fresh) list.insertBefore(card.el, first);
+    for (const card of fresh) {
+      if (state.loaded) markNew(card);
+      list.append(card.el);
+    }
+    state.loaded = true;
     for (const [id, card] of state.cards) {
-      // A pause missing from two listings in a row was decided elsewhere (or expired).
-      if (!listed.has(id) && card.status === "pending" && ++card.missed >= 2) setCardStatus(card, "gone");
+      // A pause missing from a pushed listing was decided elsewhere (or expired); were it listed again
+      // (an older answer arriving late), it would turn back to pending above.
+      if (!listed.has(id) && card.status === "pending") setCardStatus(card, "gone");
     }
     for (const card of state.cards.values()) refreshTimes(card);
     $("count").textContent = waiting ? `${waiting} waiting` : "";
@@ -258,7 +301,40 @@
 
   function clearCards() {
     state.cards.clear();
+    state.loaded = false;
     $("pauses").replaceChildren();
+  }
+
+  // A pause that arrived while the page was open carries a "new" mark until the person reaches it.
+  function markNew(card) {
+    const mark = el("span", { class: "badge new", "data-testid": "new", title: "Arrived while you were here" }, "new");
+    card.el.classList.add("new");
+    card.head.insertBefore(mark, card.head.firstChild);
+    const seen = () => {
+      mark.remove();
+      card.el.classList.remove("new");
+    };
+    card.el.addEventListener("pointerenter", seen, { once: true });
+    card.el.addEventListener("focusin", seen, { once: true });
+  }
+
+  // What the person needs to judge the call: the request that started the run, what the model said
+  // before the call, and what the tool does (the agent path is in the card's head).
+  function contextOf(call) {
+    const c = call.context || {};
+    const row = (label, id, text) => [el("dt", {}, label), el("dd", { "data-testid": id }, text || "—")];
+    return el(
+      "section",
+      { class: "context", "data-testid": "context" },
+      el("h3", {}, "Context"),
+      el(
+        "dl",
+        {},
+        row("Request", "context-request", c.request),
+        row("The model said", "context-model-text", c.modelText),
+        row("The tool", "context-tool", c.toolDescription),
+      ),
+    );
   }
 
   // ---- one pause ------------------------------------------------------------------------------------
@@ -266,7 +342,7 @@
   function makeCard(id, run, call) {
     const kind = call.requiresApproval ? "approval" : "input";
     const path = call.agentPath && call.agentPath.length ? call.agentPath : [run.agentId];
-    const card = { id, run, call, kind, status: "pending", missed: 0 };
+    const card = { id, run, call, kind, status: "pending" };
 
     card.since = el("span", { class: "since", "data-testid": "since" });
     card.badge = el("span", { class: `badge ${kind}`, "data-testid": "badge" });
@@ -322,9 +398,11 @@
       el("dd", {}, el("code", { "data-testid": "tool-call-id" }, call.toolCallId)),
     );
 
+    card.head = head;
     const details = el(
       "div",
       { class: "details" },
+      contextOf(call),
       el(
         "section",
         { class: "args" },
@@ -480,7 +558,7 @@
       }
       setCardStatus(card, "pending");
       showError(card, err.message);
-      if (err.status === 404 || err.status === 409) poll(); // decided elsewhere, or it changed
+      if (err.status === 404 || err.status === 409) refresh(); // decided elsewhere, or it changed
       return;
     }
     // The decision is claimed: whatever the stream says now is the run carrying on.
@@ -493,7 +571,7 @@
       outcome.add({ type: "error", payload: { error: { message: `the stream broke: ${err.message}` } } });
     }
     outcome.end();
-    poll(); // the next pause, if any, shows as its own entry
+    refresh(); // the next pause, if any, shows as its own entry (the stream would bring it too)
   }
 
   function startOutcome(card, action, verdict, resumeData) {
@@ -530,7 +608,7 @@
               textEl = el("p", { class: "final-text", "data-testid": "final-text" });
               box.insertBefore(el("section", { class: "answer" }, el("h3", {}, "The model answered"), textEl), progress);
             }
-            textEl.textContent = text;
+            textEl.replaceChildren(...visible(text));
             break;
           case "tool-call-approval":
           case "tool-call-suspended":
@@ -753,7 +831,7 @@
       state.paused = false;
       clearCards();
       setStatus("", "Loading…");
-      poll();
+      listen();
     });
     $("change-key").addEventListener("click", () => {
       useKey("");
@@ -764,7 +842,7 @@
       for (const card of state.cards.values()) refreshTimes(card);
     }, 1000);
     setStatus("", "Loading…");
-    poll();
+    listen();
   }
 
   start();

@@ -1,0 +1,133 @@
+"""Where the operator commands find runs: a server (``--server``), a runtime (``--app``) or a bare store
+(``--store``, read-only). Opening one never creates anything: a store that is not there is an error that
+names it, so an operator is never told "nothing is waiting" about the wrong place.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
+
+from troupe.apps import load_runtime, open_store
+from troupe.core.store import Store, SuspendedRunQuery
+from troupe.core.suspended import SuspendedRun
+from troupe.terminal import Progress, safe
+
+if TYPE_CHECKING:
+    from troupe.supervisor import Runtime
+
+_EPOCH = datetime.min.replace(tzinfo=UTC)
+REDIS_SCHEMES = ("redis", "rediss", "unix")
+
+
+def redacted(url: str) -> str:
+    """``url`` without its password, for messages."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    user = f"{parts.username}:***@" if parts.username else ":***@"
+    netloc = user + host + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def existing_store(url: str, prefix: str) -> Store:
+    """The store at ``url`` for a read-only look: Redis URLs as they are, SQLite only if the file exists;
+    any other scheme is refused. Raises ``SystemExit`` naming what is wrong."""
+    scheme, sep, rest = url.partition("://")
+    if sep and scheme in REDIS_SCHEMES:
+        return open_store(url, prefix)
+    if sep and scheme != "sqlite":
+        raise SystemExit(
+            f"--store {safe(redacted(url))}: unknown URL scheme {safe(scheme)!r} "
+            "(use a SQLite file path, sqlite:///PATH, or redis://HOST:PORT)"
+        )
+    path = Path(rest if sep else url)
+    if not path.is_file():
+        raise SystemExit(f"--store {safe(url)}: no such SQLite file (nothing was created)")
+    return open_store(str(path), prefix)
+
+
+@dataclass
+class Source:
+    """A runtime (from --app or over a bare --store) or a server client; both give agent-like objects
+    with the Python API's method names."""
+
+    where: str
+    runtime: Runtime | None = None
+    client: Any = None  # api.client.AsyncTroupeClient
+    bare_store: Store | None = None  # --store: read-only
+
+    @property
+    def store(self) -> Store | None:
+        return self.runtime.store() if self.runtime is not None else self.bare_store
+
+    async def agent_ids(self) -> list[str]:
+        if self.client is not None:
+            return sorted(await self.client.list_agents())
+        assert self.runtime is not None
+        return sorted({agent.id for agent in self.runtime.list_agents()})
+
+    def agent(self, agent_id: str) -> Any:
+        if self.client is not None:
+            return self.client.get_agent(agent_id)
+        if self.runtime is None:
+            raise SystemExit(
+                "deciding a run runs its agent's tools, which needs the agents' code: "
+                "use --app MODULE:ATTR (your runtime) or --server URL"
+            )
+        return self.runtime.get_agent(agent_id)
+
+    async def pending(
+        self, agent_id: str | None, thread: str | None, resource: str | None, progress: Progress
+    ) -> list[SuspendedRun]:
+        """Every paused run the caller may see, oldest pause first. A pause from a subagent is listed
+        once, under its top-level run (with its agent path), where it is decided."""
+        store = self.store
+        if store is not None:
+            query = SuspendedRunQuery(agent_id=agent_id, thread_id=thread, resource_id=resource)
+            progress.note("reading the store")
+            states, _ = await store.list_suspended_runs(query)
+            progress.done()
+            runs = [SuspendedRun.from_state(s) for s in states if s.parent is None or agent_id is not None]
+        elif agent_id is None and thread is None and resource is None:
+            progress.note("asking the server")
+            runs = (await self.client.list_inbox()).runs
+            progress.done()
+        else:
+            ids = [agent_id] if agent_id else await self.agent_ids()
+            runs = []
+            for n, one in enumerate(ids, 1):
+                progress.note(f"listing {one} ({n}/{len(ids)})")
+                found = await self.agent(one).list_suspended_runs(thread_id=thread, resource_id=resource)
+                runs.extend(found.runs)
+            progress.done()
+        return sorted((r for r in runs if r.pending), key=lambda r: (r.suspended_at or _EPOCH, r.run_id))
+
+    async def close(self) -> None:
+        if self.client is not None:
+            await self.client.aclose()
+        if self.runtime is not None:
+            await self.runtime.shutdown()
+        if self.bare_store is not None:
+            await self.bare_store.close()
+
+
+async def open_source(args: Any) -> Source:
+    if args.server:
+        from troupe.api.client import AsyncTroupeClient
+
+        key = args.key or os.environ.get("TROUPE_API_KEY")
+        return Source(args.server, client=AsyncTroupeClient(args.server, api_key=key, timeout=60.0))
+    if args.app:
+        return Source(args.app, runtime=await load_runtime(args.app))
+    if args.store:
+        return Source(args.store, bare_store=existing_store(args.store, args.prefix))
+    raise SystemExit("say where the runs are: --server URL, --app MODULE:ATTR or --store URL")
+
+
+__all__ = ["Source", "existing_store", "open_source", "redacted"]
