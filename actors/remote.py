@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import ray
-from ray.exceptions import ActorDiedError, RayActorError, RayTaskError
+from ray.exceptions import ActorDiedError, ActorUnschedulableError, RayActorError, RayTaskError
 from troupe.actors import ray_auth
 from troupe.actors.channel import ChannelClient, ChannelClosed, ChannelServer, Endpoint, FrameTooLarge
 from troupe.actors.transport import DEFAULT_MAX_CONCURRENCY, RayCall, Transport, for_caller, limited
@@ -28,7 +28,7 @@ from troupe.actors.transport import DEFAULT_MAX_CONCURRENCY, RayCall, Transport,
 # Troupe's actors live in their own Ray namespace, named after their runtime and agent.
 NAMESPACE = "troupe"
 # How long callers keep retrying an actor that Ray is restarting (a restart takes about 1-1.5 s here).
-RESTART_WAIT_S = 30.0
+RESTART_WAIT_S = float(os.environ.get("TROUPE_RESTART_WAIT_S", "30"))
 _ACTOR_OPTIONS: dict[str, Any] = {"num_cpus": 0, "max_restarts": 5, "max_task_retries": 0}
 # Calls to an actor on the same node go over a direct channel (see troupe.actors.channel) unless this is "0".
 _CHANNELS = os.environ.get("TROUPE_ACTOR_CHANNEL", "1") != "0"
@@ -163,14 +163,19 @@ class RayActor:
         return self._handle
 
     async def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        transport: Transport = await self._line() or RayCall(self.handle)
         try:
+            transport: Transport = await self._line() or RayCall(self.handle)
             return await transport.call(method, args, kwargs)
         except FrameTooLarge:
             # Nothing was sent: a call too big for one frame takes the way calls from elsewhere take.
             return await RayCall(self.handle).call(method, args, kwargs)
         except ChannelClosed as exc:
             # Whether the call reached the actor is unknown, as when a Ray call's actor dies.
+            raise RayActorError(error_msg=f"actor {self.name}: {exc}") from exc
+        except ActorUnschedulableError as exc:
+            # No node may hold it now (say, a hard node affinity to a node that is gone): as out of
+            # reach as a dead actor, and looked up (or re-placed) afresh next time.
+            self._handle = None
             raise RayActorError(error_msg=f"actor {self.name}: {exc}") from exc
 
     async def _line(self) -> ChannelClient | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import uuid
 from pathlib import Path
@@ -21,6 +22,7 @@ from troupe.actors import ray_auth
 from troupe.core.delegation import child_run_id
 
 from troupe import RedisStore, Runtime
+from troupe.errors import TroupeError
 from troupe.testing import CallLog
 
 
@@ -109,7 +111,10 @@ async def replicas_survive_a_lost_node(url: str, work: Path, cluster: Cluster) -
     cluster.wait_for_nodes()
     calls = CallLog(work / "replicas.jsonl")
     sup = two_levels(calls)
-    placement = {"data": {"resources": {"worker": 1}, "scheduling_strategy": "SPREAD"}}
+    placement = {
+        "sup": pinned(cluster.head_node.node_id),  # only the subagent's replicas are at risk here
+        "data": {"resources": {"worker": 1}, "scheduling_strategy": "SPREAD"},
+    }
     store = RedisStore.from_url(url, prefix=f"replicas-{uuid.uuid4().hex[:8]}:")
     runtime = Runtime([sup], storage=store, executor="ray", actor_options=placement, replicas={"data": 2})
     try:
@@ -134,9 +139,46 @@ async def replicas_survive_a_lost_node(url: str, work: Path, cluster: Cluster) -
         await runtime.shutdown()
 
 
+async def subagent_out_of_reach(url: str, work: Path, cluster: Cluster) -> None:
+    """The subagent is pinned hard to a worker whose node is removed while its run is paused: nothing can
+    run it, so the approval is accepted, recorded and reported as pending, not as the same pause."""
+    spare = cluster.add_node(num_cpus=1, resources={"worker": 4})
+    cluster.wait_for_nodes()
+    calls = CallLog(work / "pending.jsonl")
+    sup = two_levels(calls)
+    hard = {"scheduling_strategy": NodeAffinitySchedulingStrategy(spare.node_id, soft=False)}
+    store = RedisStore.from_url(url, prefix=f"pending-{uuid.uuid4().hex[:8]}:")
+    placement = {"sup": pinned(cluster.head_node.node_id), "data": hard}
+    runtime = Runtime([sup], storage=store, executor="ray", actor_options=placement)
+    try:
+        paused = await sup.generate("please delete u1")
+        cluster.remove_node(spare)
+        try:
+            await sup.approve_tool_call_generate(run_id=paused.run_id, tool_call_id="d1")
+            raised = None
+        except TroupeError as exc:
+            raised = exc.code
+        top = await store.load_run(paused.run_id)
+        child = await store.load_run(child_run_id(paused.run_id, "d1"))
+        decided = top.state.call("d1") if top is not None else None
+        report(
+            "out-of-reach",
+            raised=raised,
+            top_status=top.state.status if top is not None else None,
+            top_decision=decided.decision.kind if decided and decided.decision else None,
+            child_status=child.state.status if child is not None else None,
+            top_audit=[e.kind for e in await store.list_audit(paused.run_id)],
+            deletes=calls.count("delete_record"),
+        )
+    finally:
+        await runtime.shutdown()
+
+
 async def main(url: str, work: Path) -> None:
     # As private as the Ray Troupe embeds: token auth on (the nodes inherit the token from here).
     ray_auth.prepare_embedded()
+    # Callers give up on an unreachable actor after 3 s instead of 30 (the nodes inherit this).
+    os.environ["TROUPE_RESTART_WAIT_S"] = "3"
     cluster = Cluster(
         initialize_head=True,
         head_node_args={
@@ -153,6 +195,7 @@ async def main(url: str, work: Path) -> None:
         await three_level_tree(url, work, nodes)
         await paused_subagent_node_removed(url, work, cluster, nodes)
         await replicas_survive_a_lost_node(url, work, cluster)
+        await subagent_out_of_reach(url, work, cluster)
     finally:
         ray.shutdown()
         cluster.shutdown()
