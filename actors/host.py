@@ -120,7 +120,9 @@ class AgentHost:
 
     async def open_decision(self, request: DecideRequest, linger: float = 0.0) -> Batch:
         await self._startup()
-        return await self._launch(await self._begin_decision(request), linger)
+        # A decision's stream opens with the decided call's outcome, which may take a while (the tool
+        # runs first): the caller gets the operation at once and its chunks as they come.
+        return Batch(self._spawn(await self._begin_decision(request)), [], False)
 
     async def next_batch(self, op_id: str, linger: float = 0.0) -> Batch:
         outbox = self._outboxes.get(op_id)

@@ -6,7 +6,7 @@
 
 ``GET /inbox`` serves the approval inbox page (see ``troupe.api.inbox``).
 
-Every error is JSON ``{"error": {"code", "message", "details"}}`` with the error's ``http_status``: a
+Every error is JSON ``{"error": "<message>", "code", "details"}`` with the error's ``http_status``: a
 caller's mistake is a 4xx (a body that does not validate, or is not JSON, is 422), never a 500. The app
 does not own the runtime: whoever created the runtime shuts it down (``troupe serve`` does).
 """

@@ -6,7 +6,9 @@
      └── InvalidRequestError     INVALID_REQUEST      422  the body or query does not validate
          (plus HttpError for the framework's own statuses: unknown route 404, wrong method 405)
 
-Every error response is ``{"error": {"code", "message", "details"}}`` with the error's ``http_status``;
+Every error response is ``{"error": "<message>", "code", "details"}`` with the error's ``http_status``
+(Mastra's clients read ``body.error`` as the message; Troupe's statuses stay: 404 for an unknown run, 409
+for a conflicting decision);
 ``error_from_body`` turns such a body back into the matching exception class (the Python client uses it).
 This module does not import FastAPI, so the client can use it on its own.
 """
@@ -41,14 +43,10 @@ class HttpError(TroupeError):
     code = "HTTP_ERROR"
 
 
-class ErrorDetail(BaseModel):
-    code: str = Field(description="Stable error code, e.g. AGENT_RESUME_TOOL_CALL_NOT_SUSPENDED")
-    message: str
-    details: dict[str, Any] = Field(default_factory=dict)
-
-
 class ErrorResponse(BaseModel):
-    error: ErrorDetail
+    error: str = Field(description="What went wrong, for a person (Mastra's clients show it)")
+    code: str = Field(description="Stable error code, e.g. AGENT_RESUME_TOOL_CALL_NOT_SUSPENDED")
+    details: dict[str, Any] = Field(default_factory=dict)
 
 
 # The error statuses a route may answer, for the OpenAPI document.
@@ -66,7 +64,8 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 
 def error_body(error: TroupeError) -> bytes:
     """The JSON body of an error response; details that are not JSON are sent as text."""
-    return json.dumps({"error": error.to_dict()}, default=str).encode()
+    body = {"error": error.message, "code": error.code, "details": error.details}
+    return json.dumps(body, default=str).encode()
 
 
 def error_from_body(status: int, body: bytes) -> TroupeError:
@@ -75,11 +74,10 @@ def error_from_body(status: int, body: bytes) -> TroupeError:
         data = json.loads(body)
     except ValueError:
         data = None
-    found = data.get("error") if isinstance(data, dict) else None
-    if not isinstance(found, dict) or "code" not in found:
+    if not isinstance(data, dict) or not isinstance(data.get("error"), str) or "code" not in data:
         text = body.decode(errors="replace").strip()
         return HttpError(f"HTTP {status}: {text or 'no body'}", status=status)
-    return error_from_dict(found)
+    return error_from_dict({"code": data["code"], "message": data["error"], "details": data.get("details")})
 
 
 __all__ = [

@@ -115,7 +115,8 @@ async def resume_stream(
     service: ServiceDep,
     caller: CallerDep,
 ) -> StreamingResponse:
-    """Answer a tool that paused itself (``suspend()``); ``resumeData`` is validated against its schema."""
+    """Answer a paused call with ``resumeData``, validated against its ``resumeSchema``: a ``suspend()``'s
+    answer, or ``{approved, reason?}`` for an approval (decided exactly as approve/decline)."""
     agent = await service.run_agent(caller, agentId, body.run_id)
     stream = await agent.resume_stream(body.resume_data, **_resumption(body), decided_by=caller.name)
     return sse_response(stream)

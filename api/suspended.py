@@ -3,7 +3,8 @@ after a restart and from any server), newest pause first, with Mastra's query (`
 ``resourceId``, ``fromDate``, ``toDate``, 0-based ``page``, ``perPage``).
 
 A key that is not an admin sees only its own resources: a ``resourceId`` of another is refused (403), and
-without one the key's resources are each queried and merged (total and pages over all of them).
+without one the key's resources are each queried and merged (total and pages over all of them). A
+``threadId`` on an agent without memory is refused (403), as Mastra does: there are no threads to own.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 from pydantic import StringConstraints
-from troupe.api.errors import ERRORS
+from troupe.api.errors import ERRORS, PermissionDeniedError
 from troupe.api.service import CallerDep, ServiceDep
 from troupe.api.wire import suspended_runs_json
 from troupe.core.store import SuspendedRunQuery
@@ -42,6 +43,11 @@ async def list_suspended_runs(
     per_page: Annotated[int | None, Query(alias="perPage", ge=1, le=1000)] = None,
 ) -> dict[str, Any]:
     agent = service.agent(agentId)
+    if thread_id is not None and agent.memory is None:
+        raise PermissionDeniedError(
+            f"Access denied: agent {agent.id!r} has no memory configured to validate thread ownership",
+            agent_id=agent.id,
+        )
     filters: dict[str, Any] = {"thread_id": thread_id, "from_date": _utc(from_date), "to_date": _utc(to_date)}
     if caller.admin or resource_id is not None:
         caller.check(resource_id, "resource")

@@ -1,7 +1,10 @@
 """The JSON shapes of results over HTTP, both ways: the server writes them, the Python client reads them.
 
 Keys are camelCase like Mastra's; user data inside (tool args and results, suspend payloads, resume
-schemas) keeps its own keys (see ``troupe.core.chunks.camelize``). A listed suspended run has Mastra's fields
+schemas) keeps its own keys (see ``troupe.core.chunks.camelize``). A ``generate`` body has Mastra's fields:
+``toolCalls``/``toolResults`` are chunks (``{type, runId, from, payload}``), a pause's ``resumeSchema`` is a
+JSON string, ``totalUsage``, ``messages`` (the run's conversation, OpenAI chat format) and ``response``
+(``{messages}``: what the run added after the last user message). A listed suspended run has Mastra's fields
 (``runId``, ``status``, ``threadId``, ``resourceId``, ``suspendedAt``, ``toolCalls[]`` with ``toolCallId``,
 ``toolName``, ``args``, ``requiresApproval``, ``suspendPayload``) and Troupe's (``agentId``, and per call
 ``agentPath``, ``fingerprint``, ``resumeSchema``, ``pausedAt``, ``expiresAt``, ``interrupted``).
@@ -12,7 +15,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from troupe.core.chunks import camelize, snakify
+from troupe.core.chunks import Chunk, camelize, payload_from_wire, snakify, wire_payload
 from troupe.core.model_output import args_problem
 from troupe.core.results import RunResult, StepResult
 from troupe.core.suspended import PendingToolCall, SuspendedRun, SuspendedRunList
@@ -25,27 +28,34 @@ RUN_ID_HEADER = "X-Troupe-Run-Id"
 
 
 def run_result_json(result: RunResult) -> dict[str, Any]:
-    return {
+    usage = camelize(result.usage)
+    body: dict[str, Any] = {
         "runId": result.run_id,
         "text": result.text,
         "finishReason": result.finish_reason,
-        "suspendPayload": _camel(result.suspend_payload),
-        "pendingToolCalls": [camelize(p) for p in result.pending_tool_calls],
-        "toolCalls": [camelize(c) for c in result.tool_calls],
-        "toolResults": [camelize(r) for r in result.tool_results],
+        "suspendPayload": _wire(result.suspend_payload),
+        "pendingToolCalls": [wire_payload(p) for p in result.pending_tool_calls],
+        "toolCalls": _chunks(result.run_id, "tool-call", result.tool_calls),
+        "toolResults": _chunks(result.run_id, "tool-result", result.tool_results),
         "steps": [
             {
                 "step": s.step,
                 "text": s.text,
-                "toolCalls": [camelize(c) for c in s.tool_calls],
-                "toolResults": [camelize(r) for r in s.tool_results],
+                "toolCalls": _chunks(result.run_id, "tool-call", s.tool_calls),
+                "toolResults": _chunks(result.run_id, "tool-result", s.tool_results),
                 "finishReason": s.finish_reason,
             }
             for s in result.steps
         ],
-        "usage": camelize(result.usage),
+        "usage": usage,
+        "totalUsage": usage,
+        "messages": result.messages,
+        "response": {"messages": _since_last_user(result.messages)},
         "error": result.error,
     }
+    if result.suspend_payload is not None:
+        body["resumeSchema"] = body["suspendPayload"].get("resumeSchema")
+    return body
 
 
 def run_result_from_json(data: dict[str, Any]) -> RunResult:
@@ -53,31 +63,46 @@ def run_result_from_json(data: dict[str, Any]) -> RunResult:
         run_id=data.get("runId", ""),
         text=data.get("text", ""),
         finish_reason=data.get("finishReason"),
-        suspend_payload=_snake(data.get("suspendPayload")),
-        pending_tool_calls=[snakify(p) for p in data.get("pendingToolCalls") or []],
-        tool_calls=[snakify(c) for c in data.get("toolCalls") or []],
-        tool_results=[snakify(r) for r in data.get("toolResults") or []],
+        suspend_payload=_python(data.get("suspendPayload")),
+        pending_tool_calls=[payload_from_wire(p) for p in data.get("pendingToolCalls") or []],
+        tool_calls=_payloads(data.get("toolCalls")),
+        tool_results=_payloads(data.get("toolResults")),
         steps=[
             StepResult(
                 step=s.get("step", i + 1),
                 text=s.get("text", ""),
-                tool_calls=[snakify(c) for c in s.get("toolCalls") or []],
-                tool_results=[snakify(r) for r in s.get("toolResults") or []],
+                tool_calls=_payloads(s.get("toolCalls")),
+                tool_results=_payloads(s.get("toolResults")),
                 finish_reason=s.get("finishReason"),
             )
             for i, s in enumerate(data.get("steps") or [])
         ],
         usage=snakify(data.get("usage") or {}),
         error=data.get("error"),
+        messages=list(data.get("messages") or []),
     )
 
 
-def _camel(payload: dict[str, Any] | None) -> dict[str, Any] | None:
-    return None if payload is None else camelize(payload)
+def _chunks(run_id: str, kind: Any, payloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tool calls and results as Mastra's generate body lists them: as the chunks that carried them."""
+    return [Chunk(kind, run_id, p).to_wire() for p in payloads]
 
 
-def _snake(payload: dict[str, Any] | None) -> dict[str, Any] | None:
-    return None if payload is None else snakify(payload)
+def _payloads(chunks: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    return [Chunk.from_wire(c).payload for c in chunks or []]
+
+
+def _since_last_user(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    last = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+    return messages[last + 1 :]
+
+
+def _wire(payload: dict[str, Any] | None) -> dict[str, Any] | None:
+    return None if payload is None else wire_payload(payload)
+
+
+def _python(payload: dict[str, Any] | None) -> dict[str, Any] | None:
+    return None if payload is None else payload_from_wire(payload)
 
 
 # ---- suspended runs -----------------------------------------------------------------------------------

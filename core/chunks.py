@@ -1,11 +1,15 @@
 """Stream chunks: what a run tells the world, in order.
 
 A chunk is ``Chunk(type, run_id, payload)``. Payload keys are snake_case in Python; ``to_wire`` gives the
-camelCase frame the HTTP front door sends (``{"type", "runId", "from", "payload"}``).
+camelCase frame the HTTP front door sends (``{"type", "runId", "from", "payload"}``). Types and payloads
+follow Mastra's stream (see the README's table of deliberate differences): text comes as
+``text-start``/``text-delta``/``text-end``, a declined call as ``tool-output-denied``, and a paused stream
+ends at its pause chunks (no ``finish``). Troupe's own information rides in extra payload fields.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -13,11 +17,14 @@ from typing import Any, Literal
 ChunkType = Literal[
     "start",
     "step-start",
+    "text-start",
     "text-delta",
+    "text-end",
     "tool-call",
     "tool-call-approval",
     "tool-call-suspended",
     "tool-result",
+    "tool-output-denied",
     "tool-error",
     "tool-output",
     "step-finish",
@@ -36,11 +43,31 @@ class Chunk:
     payload: dict[str, Any] = field(default_factory=dict)
 
     def to_wire(self) -> dict[str, Any]:
-        return {"type": self.type, "runId": self.run_id, "from": "AGENT", "payload": camelize(self.payload)}
+        payload = wire_payload(self.payload)
+        return {"type": self.type, "runId": self.run_id, "from": "AGENT", "payload": payload}
 
     @classmethod
     def from_wire(cls, frame: dict[str, Any]) -> Chunk:
-        return cls(frame["type"], frame.get("runId", ""), snakify(frame.get("payload") or {}))
+        return cls(frame["type"], frame.get("runId", ""), payload_from_wire(frame.get("payload") or {}))
+
+
+def wire_payload(payload: dict[str, Any]) -> dict[str, Any]:
+    """A pause payload as Mastra sends it: camelCase, with ``resumeSchema`` as a JSON string (Mastra's
+    clients ``JSON.parse`` it)."""
+    out = camelize(payload)
+    schema = out.get("resumeSchema")
+    if schema is not None and not isinstance(schema, str):
+        out["resumeSchema"] = json.dumps(schema, separators=(",", ":"))
+    return out
+
+
+def payload_from_wire(payload: dict[str, Any]) -> dict[str, Any]:
+    """The inverse of ``wire_payload``: snake_case, ``resume_schema`` a dict again."""
+    out = snakify(payload)
+    schema = out.get("resume_schema")
+    if isinstance(schema, str):
+        out["resume_schema"] = json.loads(schema)
+    return out
 
 
 _SNAKE = re.compile(r"_([a-z0-9])")
@@ -51,13 +78,13 @@ _OPAQUE_KEYS = frozenset(
     {
         "args",
         "result",
-        "output",
         "suspend_payload",
         "resume_schema",
         "request_context",
         "edited_args",
         "resume_data",
         "usage_raw",
+        "messages",
     }
 )
 
@@ -94,4 +121,4 @@ def snakify(payload: dict[str, Any]) -> dict[str, Any]:
     return converted
 
 
-__all__ = ["PAUSE_TYPES", "Chunk", "ChunkType", "camelize", "snakify"]
+__all__ = ["PAUSE_TYPES", "Chunk", "ChunkType", "camelize", "payload_from_wire", "snakify", "wire_payload"]

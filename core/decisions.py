@@ -11,19 +11,47 @@ import json
 from dataclasses import dataclass
 from typing import Any, assert_never
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr, ValidationError
 from troupe.core.errors import (
     DecisionConflictError,
     DecisionRejectedError,
     ResumeDataValidationError,
     ToolCallNotSuspendedError,
 )
-from troupe.core.requests import Approve, DecideRequest, Decline, Resume
+from troupe.core.requests import Approve, DecideRequest, DecisionInput, Decline, Resume
 from troupe.core.state import CallStatus, Decision, Pause, RunState, ToolCallState
 from troupe.core.store import AuditEntry
 from troupe.core.tools import Tool
 
 DEFAULT_DECLINE_REASON = "Tool call was not approved by the user"
+
+# The resume schema of an approval pause, as Mastra publishes it: resume data {approved, reason?} decides it.
+APPROVAL_RESUME_SCHEMA: dict[str, Any] = {
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "type": "object",
+    "properties": {
+        "approved": {
+            "type": "boolean",
+            "description": "Controls if the tool call is approved or not, should be true when approved and "
+            "false when declined",
+        },
+        "reason": {
+            "description": "Optional explanation for the decision, surfaced to the model when the tool call "
+            "is declined",
+            "type": "string",
+        },
+    },
+    "required": ["approved"],
+    "additionalProperties": False,
+}
+
+
+class ApprovalAnswer(BaseModel):
+    """Resume data for an approval pause (``APPROVAL_RESUME_SCHEMA``); strict, so "yes" is no approval."""
+
+    model_config = ConfigDict(extra="forbid")
+    approved: StrictBool
+    reason: StrictStr | None = None
 
 
 @dataclass
@@ -88,15 +116,15 @@ def _pick_pause(run_id: str, call: ToolCallState, fingerprint: str | None) -> Pa
     )
 
 
-# What each kind of decision needs the pause to be, and what to say when it is not.
+# What each kind of decision needs the pause to be, and what to say when it is not. Resume data fits
+# both: an approval pause is answered with {approved, reason?} (see ``as_decision``).
 _FITS: dict[type, tuple[str, str]] = {
     Approve: ("approval", "waits for resume data, not approval: use resume_stream/resume_generate"),
-    Resume: ("suspend", "waits for approval, not resume data: use approve_tool_call or decline_tool_call"),
 }
 
 
 def check_kind(run_id: str, target: Target, request: DecideRequest) -> None:
-    """Approve only what waits for approval, resume only what waits for resume data; decline either."""
+    """Approve only what waits for approval; resume or decline either."""
     fit = _FITS.get(type(request.decision))
     if fit is not None and target.pause.kind != fit[0]:
         raise ToolCallNotSuspendedError(
@@ -155,13 +183,29 @@ def parse_resume_data(tool: Tool, data: Any) -> Any:
     return schema.model_validate(data) if schema is not None and data is not None else data
 
 
+def as_decision(pause: Pause, tool_call_id: str, decision: DecisionInput) -> DecisionInput:
+    """Resume data for an approval pause is an approval or a decline, decided exactly as those are;
+    data that does not fit ``APPROVAL_RESUME_SCHEMA`` raises (nothing changes, the call stays paused)."""
+    if not isinstance(decision, Resume) or pause.kind != "approval":
+        return decision
+    try:
+        answer = ApprovalAnswer.model_validate(decision.resume_data)
+    except ValidationError as exc:
+        raise ResumeDataValidationError(
+            f"resume data for the approval of tool {pause.tool_name!r} must be "
+            f"{{approved: boolean, reason?: string}}: {_errors(exc)}",
+            tool_call_id=tool_call_id,
+        ) from exc
+    return Approve() if answer.approved else Decline(answer.reason)
+
+
 def apply(state: RunState, target: Target, request: DecideRequest, tool: Tool | None) -> AuditEntry:
     """Claim the call for this decision (mutates ``state``) and return the audit entry recording it.
 
     ``tool`` is None for a delegated call: its tool lives in the subagent, which checks the decision.
     """
     call, pause = target.call, target.pause
-    decision = request.decision
+    decision = as_decision(pause, call.tool_call_id, request.decision)
     record = Decision(
         kind="approved",
         decided_by=request.decided_by,
@@ -214,10 +258,13 @@ def _errors(exc: ValidationError) -> str:
 
 
 __all__ = [
+    "APPROVAL_RESUME_SCHEMA",
     "DEFAULT_DECLINE_REASON",
+    "ApprovalAnswer",
     "Target",
     "already_decided",
     "apply",
+    "as_decision",
     "check_kind",
     "find_target",
     "parse_resume_data",

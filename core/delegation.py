@@ -96,12 +96,15 @@ class Delegation:
                     text.append(chunk.payload["text"])
                 elif chunk.type == "error":
                     error = chunk.payload.get("error")
+                # Mastra's tool-output: the subagent's chunk as ``output``.
+                inner: dict[str, Any] = {"type": chunk.type, "run_id": chunk.run_id, "from": "AGENT"}
+                inner["payload"] = chunk.payload
                 run.chunk(
                     "tool-output",
                     tool_call_id=call.tool_call_id,
                     tool_name=call.tool_name,
                     agent_id=self.spec.id,
-                    chunk={"type": chunk.type, "run_id": chunk.run_id, "payload": chunk.payload},
+                    output=inner,
                 )
         if pauses:
             call.pauses = [self._lift(loop, run, call, chunk) for chunk in pauses]

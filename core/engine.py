@@ -110,7 +110,8 @@ class Operation:
         self._run = run
         self._release = release
         self._backlog = backlog or []
-        self._start_note = start_note or {}
+        # A new run's stream opens with a start chunk; a decision's goes straight on (as Mastra's do).
+        self.start_note = start_note if start_note is not None or kind != "start" else {}
         self._kind = kind
         self._caller = caller
         # Set when the caller's decision was refused but the run still has to move on: the host runs the
@@ -132,7 +133,7 @@ class Operation:
             if state.trace is None:
                 state.trace = carrier()
             try:
-                await self._loop.advance(run, self._backlog, self._start_note)
+                await self._loop.advance(run, self._backlog, self.start_note)
             except Exception as exc:
                 if not isinstance(exc, TroupeError):
                     log.exception("run %s failed", self.run_id)
@@ -227,9 +228,11 @@ class RunEngine:
         # turns will follow it.
         said = ThreadAppend(options.thread_id, options.resource_id, messages)
         try:
-            return await self.begin_decision(request, thread=said)
+            operation = await self.begin_decision(request, thread=said)
         except (DecisionRejectedError, DecisionConflictError, ToolCallNotSuspendedError):
             return None  # not an answer after all (or answered meanwhile): a new run takes the message
+        operation.start_note = {"auto_resumed": True}  # the caller asked for a stream: it opens as one
+        return operation
 
     def _storable_policy(self, request: StartRequest, policy: RunPolicy) -> Any:
         if isinstance(policy, bool):

@@ -2,7 +2,9 @@
 
 ``RunLoop.advance`` drives one ``ActiveRun`` from wherever its state stands until it finishes or pauses.
 It never waits for a human: a pause is a checkpoint followed by the pause chunks (in that order, so a
-pause is only announced once it is durable), and the operation ends. A decision later re-enters here.
+pause is only announced once it is durable), and the operation ends there, as Mastra's stream does (no
+``finish``). A decision later re-enters here; its stream goes straight on from the decided call (no
+``start``), also as Mastra's does.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 from troupe.core.agent import DELEGATION_PREFIX, AgentSpec
 from troupe.core.chunks import Chunk
-from troupe.core.decisions import parse_resume_data
+from troupe.core.decisions import APPROVAL_RESUME_SCHEMA, parse_resume_data
 from troupe.core.delegation import Delegation, child_run_id, delegation_tool
 from troupe.core.errors import DecisionPendingError, ModelError, StorageError, TroupeError
 from troupe.core.handoff import pending_delivery
@@ -93,8 +95,11 @@ class RunLoop:
     async def advance(
         self, run: ActiveRun, backlog: Sequence[Chunk] = (), start_note: dict[str, Any] | None = None
     ) -> None:
+        """Drive the run; ``start_note`` (given for a new run or a recovery, not a decision) opens the
+        stream with a ``start`` chunk carrying it."""
         state = run.state
-        run.chunk("start", agent_id=self.spec.id, **(start_note or {}))
+        if start_note is not None:
+            run.chunk("start", id=self.spec.id, agent_id=self.spec.id, **start_note)
         for chunk in backlog:
             run.emit(chunk)
         while True:
@@ -113,7 +118,7 @@ class RunLoop:
         if not state.calls:
             turn = await self._model_turn(run)
             if not turn.calls:
-                run.chunk("step-finish", step=state.step, finish_reason=turn.finish_reason)
+                self._step_finish(run, turn.finish_reason, turn.text)
                 await self.finish(run, turn.finish_reason)
                 return False
             await self._plan(run, turn.calls)
@@ -142,8 +147,28 @@ class RunLoop:
         await self._drop_consumed_children(run)
 
     async def finish(self, run: ActiveRun, reason: str) -> None:
-        await self._end(run, {"finish_reason": reason, "text": _final_text(run.state)})
-        run.chunk("finish", finish_reason=reason, usage=self._usage(run.state).to_dict())
+        text = _final_text(run.state)
+        # The run's conversation (OpenAI chat format), as Mastra's finish carries its messages; taken
+        # before _end, which clears a subagent's.
+        messages = list(run.state.messages)
+        await self._end(run, {"finish_reason": reason, "text": text})
+        run.chunk("finish", **self._ending(run.state, reason, text), messages=messages)
+
+    def _ending(self, state: RunState, reason: str, text: str, continued: bool = False) -> dict[str, Any]:
+        """A step-finish or finish payload: Troupe's ``finish_reason``/``usage`` and Mastra's
+        ``step_result``/``output`` (what Mastra's clients read)."""
+        usage = self._usage(state).to_dict()
+        return {
+            "finish_reason": reason,
+            "usage": usage,
+            "step_result": {"reason": reason, "is_continued": continued},
+            "output": {"text": text, "usage": usage},
+        }
+
+    def _step_finish(self, run: ActiveRun, reason: str, text: str) -> None:
+        state = run.state
+        continued = reason == "tool-calls"
+        run.chunk("step-finish", step=state.step, **self._ending(state, reason, text, continued))
 
     async def _end(self, run: ActiveRun, outcome: dict[str, Any]) -> None:
         """A top-level run's snapshot goes (its last messages join its thread in the same write). A
@@ -196,7 +221,7 @@ class RunLoop:
             except StaleSnapshotError:
                 log.warning("failed run %s was changed elsewhere; left as it is", run.state.run_id)
         run.chunk("error", error=info)
-        run.chunk("finish", finish_reason="error", usage=self._usage(run.state).to_dict())
+        run.chunk("finish", **self._ending(run.state, "error", ""))
 
     # ---- model ---------------------------------------------------------------------------------------
 
@@ -227,18 +252,31 @@ class RunLoop:
     ) -> TurnEnd:
         """Stream the model's turn out as chunks, collecting its text and tool calls."""
         end = TurnEnd()
+        # Each stretch of text is one part, wrapped in text-start/text-end as Mastra does.
+        part: str | None = None
+        parts = 0
         async for event in self.spec.model.stream_turn(request):
             if isinstance(event, TextDelta):
                 said = sum(map(len, text))
                 _refuse_unless_storable("text", text_problem(event.text, MAX_TEXT_CHARS - said))
+                if part is None:
+                    parts += 1
+                    part = f"text-{run.state.step + 1}-{parts}"
+                    run.chunk("text-start", id=part)
                 text.append(event.text)
-                run.chunk("text-delta", text=event.text)
-            elif isinstance(event, ToolCallPart):
+                run.chunk("text-delta", id=part, text=event.text)
+                continue
+            if part is not None:
+                run.chunk("text-end", type="text-end", id=part)
+                part = None
+            if isinstance(event, ToolCallPart):
                 event = _storable_call(event)
                 calls.append(event)
                 run.chunk("tool-call", tool_call_id=event.id, tool_name=event.name, args=event.args)
             elif isinstance(event, TurnEnd):
                 end = event
+        if part is not None:
+            run.chunk("text-end", type="text-end", id=part)
         return end
 
     # ---- planning a step -----------------------------------------------------------------------------
@@ -298,7 +336,8 @@ class RunLoop:
             tool_name=call.tool_name,
             args=call.effective_args,
             suspend_payload=payload,
-            resume_schema=tool.resume_json_schema(),
+            # An approval is answered with {approved, reason?} (resume_stream), as in Mastra.
+            resume_schema=APPROVAL_RESUME_SCHEMA if kind == "approval" else tool.resume_json_schema(),
             agent_path=[self.spec.id],
             fingerprint=fingerprint(call.tool_call_id, call.tool_name, call.effective_args),
             seq=self.next_seq(state),
@@ -395,15 +434,15 @@ class RunLoop:
 
     @staticmethod
     def decline_chunk(run_id: str, call: ToolCallState) -> Chunk:
+        """Mastra's ``tool-output-denied``: the tool never ran; the model hears ``approval.reason``."""
         return Chunk(
-            "tool-result",
+            "tool-output-denied",
             run_id,
             {
                 "tool_call_id": call.tool_call_id,
                 "tool_name": call.tool_name,
                 "args": call.effective_args,
-                "result": call.output,
-                "declined": True,
+                "approval": {"id": call.tool_call_id, "approved": False, "reason": call.output},
             },
         )
 
@@ -414,7 +453,7 @@ class RunLoop:
         state = run.state
         state.messages.extend(tool_message(c.tool_call_id, c.output) for c in state.calls)
         state.calls = []
-        run.chunk("step-finish", step=state.step, finish_reason="tool-calls")
+        self._step_finish(run, "tool-calls", _final_text(state))
 
     async def _suspend(self, run: ActiveRun) -> None:
         state = run.state
@@ -423,7 +462,6 @@ class RunLoop:
         # Durable now: announce every open pause, oldest first, so the last one is the newest.
         for call, pause in state.open_pauses():
             run.emit(pause_chunk(state.run_id, call, pause))
-        run.chunk("finish", finish_reason="suspended", usage=self._usage(state).to_dict())
 
     @staticmethod
     def _usage(state: RunState) -> Usage:

@@ -67,7 +67,7 @@ def replay(loop: RunLoop, state: RunState) -> list[Chunk]:
     recorded outcome."""
     from troupe.core.loop import pause_chunk
 
-    chunks = [Chunk("start", state.run_id, {"agent_id": loop.spec.id, "replayed": True})]
+    chunks = [Chunk("start", state.run_id, {"id": loop.spec.id, "agent_id": loop.spec.id, "replayed": True})]
     usage = {
         "input_tokens": state.input_tokens,
         "output_tokens": state.output_tokens,
@@ -75,14 +75,16 @@ def replay(loop: RunLoop, state: RunState) -> list[Chunk]:
     }
     if state.status == "suspended":
         chunks.extend(pause_chunk(state.run_id, call, pause) for call, pause in state.open_pauses())
-        chunks.append(Chunk("finish", state.run_id, {"finish_reason": "suspended", "usage": usage}))
-        return chunks
+        return chunks  # a paused stream ends at its pauses
     outcome = state.outcome or {}
     if outcome.get("error") is not None:
         chunks.append(Chunk("error", state.run_id, {"error": outcome["error"]}))
     elif outcome.get("text"):
+        part = {"id": f"text-{state.step}-1"}
         chunks.append(Chunk("step-start", state.run_id, {"step": state.step}))
-        chunks.append(Chunk("text-delta", state.run_id, {"text": outcome["text"]}))
+        chunks.append(Chunk("text-start", state.run_id, part))
+        chunks.append(Chunk("text-delta", state.run_id, {**part, "text": outcome["text"]}))
+        chunks.append(Chunk("text-end", state.run_id, {"type": "text-end", **part}))
     chunks.append(
         Chunk("finish", state.run_id, {"finish_reason": outcome.get("finish_reason", "stop"), "usage": usage})
     )

@@ -24,6 +24,8 @@ class RunResult:
     run_id: str
     text: str = ""
     finish_reason: str | None = None
+    # A declined call (tool-output-denied) is in neither tool_results nor steps' results, as in Mastra:
+    # its reason reached the model, but the tool produced nothing.
     # The most recently paused call while the run waits for a human: tool_call_id, tool_name, args (and
     # suspend_payload for a suspend() pause), plus agent_path, fingerprint and resume_schema.
     suspend_payload: dict[str, Any] | None = None
@@ -34,6 +36,8 @@ class RunResult:
     steps: list[StepResult] = field(default_factory=list)
     usage: dict[str, int] = field(default_factory=dict)
     error: dict[str, Any] | None = None
+    # The finished run's conversation (OpenAI chat format; empty while it is paused).
+    messages: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def suspended(self) -> bool:
@@ -55,10 +59,16 @@ class ResultBuilder:
         self.result = RunResult(run_id=run_id)
         self._text: list[str] = []
         self._step: StepResult | None = None
+        self._calls: set[str] = set()
 
     def feed(self, chunks: Iterable[Chunk]) -> None:
         for chunk in chunks:
             self._feed(chunk)
+
+    def _call(self, payload: dict[str, Any]) -> None:
+        self._calls.add(payload.get("tool_call_id", ""))
+        self.result.tool_calls.append(payload)
+        self._current_step().tool_calls.append(payload)
 
     def _current_step(self) -> StepResult:
         if self._step is None:
@@ -77,14 +87,21 @@ class ResultBuilder:
             self._text.append(payload["text"])
             self._current_step().text += payload["text"]
         elif kind == "tool-call":
-            result.tool_calls.append(payload)
-            self._current_step().tool_calls.append(payload)
-        elif kind in ("tool-result", "tool-error"):
-            result.tool_results.append(payload)
-            self._current_step().tool_results.append(payload)
+            self._call(payload)
+        elif kind in ("tool-result", "tool-error", "tool-output-denied"):
+            # A decision's stream starts at the decided call's outcome: the call is listed as well, as
+            # Mastra lists it.
+            if payload.get("tool_call_id") not in self._calls:
+                self._call({k: payload.get(k) for k in ("tool_call_id", "tool_name", "args")})
+            if kind != "tool-output-denied":
+                result.tool_results.append(payload)
+                self._current_step().tool_results.append(payload)
         elif kind in PAUSE_TYPES:
+            # A paused stream ends at its pause chunks (no finish chunk, as in Mastra).
             result.pending_tool_calls.append(payload)
             result.suspend_payload = payload
+            result.finish_reason = "suspended"
+            result.text = "".join(self._text)
         elif kind == "step-finish":
             step = self._current_step()
             step.finish_reason = payload.get("finish_reason")
@@ -95,6 +112,7 @@ class ResultBuilder:
         elif kind == "finish":
             result.finish_reason = payload.get("finish_reason")
             result.usage = payload.get("usage") or {}
+            result.messages = payload.get("messages") or []
             result.text = "".join(self._text)
             if self._step is not None and (
                 self._step.tool_calls or self._step.tool_results or self._step.text

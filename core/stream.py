@@ -28,8 +28,11 @@ class AgentStream:
 
     @classmethod
     async def open(cls, batches: ChunkBatches, run_id: str = "") -> AgentStream:
-        """Take the first batch (it names the run) and keep pulling the rest in the background."""
+        """Take the first batch (it names the run) and keep pulling the rest in the background. With
+        ``run_id`` known, nothing is waited for (a decision's first chunk comes once its tool has run)."""
         first: list[Chunk] = []
+        if run_id:
+            return cls(run_id, batches)
         async for batch in batches:
             first = batch
             if first:

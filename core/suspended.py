@@ -41,6 +41,16 @@ class SuspendedRun:
     suspended_at: datetime | None
     pending: list[PendingToolCall] = field(default_factory=list)
 
+    @property
+    def tool_calls(self) -> list[PendingToolCall]:
+        """The paused calls, oldest first: Mastra's ``run.toolCalls`` (``pending`` is the same list)."""
+        return self.pending
+
+    @property
+    def status(self) -> str:
+        """Always ``"suspended"`` for a listed run, as on the wire."""
+        return "suspended"
+
     @classmethod
     def from_state(cls, state: RunState) -> SuspendedRun:
         pending = [

@@ -18,6 +18,7 @@ from troupe import Agent, create_tool
 from troupe.errors import (
     DecisionConflictError,
     DecisionRejectedError,
+    ResumeDataValidationError,
     SnapshotNotFoundError,
     ToolCallNotSuspendedError,
 )
@@ -30,14 +31,16 @@ async def test_approve_runs_the_tool_once_and_the_model_gets_its_result(make_run
 
     stream = await agent.stream("delete abc-123")
     chunks = await chunks_of(stream)
-    assert types_of(chunks) == ["start", "step-start", "tool-call", "tool-call-approval", "finish"]
+    # Mastra's shape: a paused stream ends at its pause (no finish chunk).
+    assert types_of(chunks) == ["start", "step-start", "tool-call", "tool-call-approval"]
     approval = chunks[3].payload
     assert approval["tool_call_id"] == "call-1"
     assert approval["tool_name"] == "delete_record"
     assert approval["args"] == {"id": "abc-123"}
     assert approval["agent_path"] == ["ops"]
     assert len(approval["fingerprint"]) == 32
-    assert chunks[-1].payload["finish_reason"] == "suspended"
+    assert approval["resume_schema"]["required"] == ["approved"]
+    assert (await stream.result()).finish_reason == "suspended"
     assert calls.count() == 0, "a gated tool must not run before approval"
 
     approved = await agent.approve_tool_call(run_id=stream.run_id, tool_call_id="call-1")
@@ -60,8 +63,9 @@ async def test_decline_never_runs_the_tool_and_the_model_gets_the_reason(make_ru
 
     assert calls.count() == 0
     assert result.text == "call-1=Not that record"
-    declined_result = next(c for c in chunks if c.type == "tool-result")
-    assert declined_result.payload["declined"] is True
+    assert types_of(chunks)[0] == "tool-output-denied", "a decision stream goes straight on (no start)"
+    assert chunks[0].payload["approval"] == {"id": "call-1", "approved": False, "reason": "Not that record"}
+    assert result.tool_results == [], "a declined call has no tool result (as in Mastra)"
 
 
 async def test_decline_without_a_reason_tells_the_model_the_default(make_runtime, calls):
@@ -378,3 +382,34 @@ async def test_create_tool_rejects_bad_definitions():
         create_tool("t", "d", dict, lambda i, c: None)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="require_approval"):
         create_tool("t", "d", In, lambda i, c: None, require_approval="yes")  # type: ignore[arg-type]
+
+
+async def test_resume_data_decides_an_approval_pause_exactly_as_approve_and_decline(make_runtime, calls):
+    """Mastra's resumeStream({approved, reason}) on an approval pause: claimed once, audited, and bound to
+    the call's fingerprint, like approve/decline."""
+    agent = Agent("ops", model=one_call("delete_record", {"id": "abc-123"}), tools=[delete_tool(calls)])
+    runtime = make_runtime([agent])
+    paused = await agent.generate("delete abc-123")
+    schema = paused.suspend_payload["resume_schema"]
+    assert schema["required"] == ["approved"] and set(schema["properties"]) == {"approved", "reason"}
+
+    with pytest.raises(ResumeDataValidationError, match="approved"):
+        await agent.resume_stream({"approved": "yes"}, run_id=paused.run_id)  # strict: not a boolean
+    with pytest.raises(DecisionConflictError, match="fingerprint"):
+        await agent.resume_stream({"approved": True}, run_id=paused.run_id, fingerprint="0" * 32)
+    assert calls.count() == 0 and (await agent.list_suspended_runs()).total == 1, "still paused"
+
+    fingerprint = paused.suspend_payload["fingerprint"]
+    done = await agent.resume_generate({"approved": True}, run_id=paused.run_id, fingerprint=fingerprint)
+    assert done.text == 'call-1={"deleted": "abc-123"}' and calls.count("delete_record") == 1
+    with pytest.raises(DecisionConflictError):
+        await agent.resume_stream({"approved": True}, run_id=paused.run_id, tool_call_id="call-1")
+    [entry] = await runtime.store().list_audit(paused.run_id)
+    assert (entry.kind, entry.fingerprint) == ("approved", fingerprint)
+
+    second = await agent.generate("delete abc-123")
+    declined = await agent.resume_stream({"approved": False, "reason": "keep it"}, run_id=second.run_id)
+    assert types_of(await chunks_of(declined))[0] == "tool-output-denied"
+    assert (await declined.result()).text == "call-1=keep it" and calls.count("delete_record") == 1
+    [entry] = await runtime.store().list_audit(second.run_id)
+    assert (entry.kind, entry.reason) == ("declined", "keep it")

@@ -59,10 +59,13 @@ async def test_async_generate_decline_list_and_send_tool_approval(server, calls)
         listed = await agent.list_suspended_runs()
         assert [r.run_id for r in listed.runs] == [second.run_id, first.run_id] and listed.total == 2
         assert listed.runs[0].pending[0].tool_name == "delete_record"
+        assert listed.runs[0].tool_calls == listed.runs[0].pending and listed.runs[0].status == "suspended"
         assert listed.runs[0].suspended_at is not None
-        assert (await agent.list_suspended_runs(thread_id="t2", per_page=1, page=0)).runs[
+        assert (await agent.list_suspended_runs(resource_id="a1", per_page=1, page=0)).runs[
             0
         ].run_id == first.run_id
+        with pytest.raises(PermissionDeniedError, match="no memory"):  # as Mastra: no threads to own
+            await agent.list_suspended_runs(thread_id="t2")
 
         stream = await agent.send_tool_approval(thread_id="t2", resource_id="a1", approved=True)
         assert stream.run_id == first.run_id
@@ -107,7 +110,7 @@ def test_the_blocking_client_does_the_same(server, calls):
         agent = client.get_agent("ops")
         stream = agent.stream("delete abc-123", resource_id="a1")
         kinds = [chunk.type for chunk in stream.full_stream]
-        assert kinds[-2:] == ["tool-call-approval", "finish"]
+        assert kinds[-1] == "tool-call-approval", "a paused stream ends at its pause"
         approved = agent.approve_tool_call(run_id=stream.run_id, tool_call_id="call-1")
         assert "".join(approved.text_stream) == 'call-1={"deleted": "abc-123"}'
         assert approved.result().finish_reason == "stop"
@@ -127,7 +130,7 @@ def test_the_client_against_a_server_on_ray(http_server, tmp_path, calls, ray_se
     with TroupeClient(server.url, api_key="key-admin") as client:
         agent = client.get_agent("ops")
         stream = agent.stream("delete abc-123")
-        assert [c.type for c in stream.full_stream][-2] == "tool-call-approval"
+        assert [c.type for c in stream.full_stream][-1] == "tool-call-approval"
         approved = agent.approve_tool_call(run_id=stream.run_id, tool_call_id="call-1")
         assert approved.result().text == 'call-1={"deleted": "abc-123"}'
         paused = agent.generate("again")

@@ -98,7 +98,7 @@ def test_bodies_at_and_past_the_limit_never_get_a_server_error(http_server, tmp_
                 past = client.post(path, content=sized(LIMIT + 1), headers=sent)
                 assert at.status_code < 500 and at.status_code != 413, (path, at.status_code, at.text)
                 assert past.status_code == 413, (path, past.status_code, past.text)
-                assert past.json()["error"]["code"] == "BODY_TOO_LARGE"
+                assert past.json()["code"] == "BODY_TOO_LARGE"
             # Streamed without a length, the count of bytes received decides.
             chunks = iter([sized(LIMIT + 1)[:1000], sized(LIMIT + 1)[1000:]])
             streamed = client.post(path, content=chunks, headers={"content-type": "application/json", **A})

@@ -23,12 +23,16 @@ async def test_a_text_answer_streams_in_order_and_leaves_no_snapshot(make_runtim
     assert types_of(chunks) == [
         "start",
         "step-start",
+        "text-start",
         "text-delta",
         "text-delta",
         "text-delta",
+        "text-end",
         "step-finish",
         "finish",
     ]
+    # One text part: every delta and its start and end carry the part's id.
+    assert len({c.payload["id"] for c in chunks[2:7]}) == 1
     assert {c.run_id for c in chunks} == {stream.run_id}
     assert [t async for t in stream.text_stream] == ["Hello ", "there, ", "human."]
     result = await stream.result()
@@ -186,3 +190,30 @@ async def test_a_run_id_can_be_chosen_but_not_reused_while_the_run_lives(make_ru
     assert paused.run_id == "my-run"
     with pytest.raises(DuplicateRunError):
         await agent.generate("go", run_id="my-run")
+
+
+async def test_text_before_a_tool_call_is_its_own_closed_part(make_runtime):
+    """Mastra's shape: each stretch of text is wrapped in text-start/text-end, closed before a tool call."""
+
+    class Empty(BaseModel):
+        pass
+
+    model = ScriptedModel(
+        [[text("Let me look."), tool_call("lookup", {}, id="c1"), text("Done.")], text("Ok.")]
+    )
+    agent = Agent("chat", model=model, tools=[create_tool("lookup", "look", Empty, lambda inp, ctx: "found")])
+    make_runtime([agent])
+    kinds = types_of(await chunks_of(await agent.stream("hi")))
+    first_step = kinds[: kinds.index("step-finish")]
+    assert first_step == [
+        "start",
+        "step-start",
+        "text-start",
+        *["text-delta"] * 3,
+        "text-end",
+        "tool-call",
+        "text-start",
+        "text-delta",
+        "text-end",
+        "tool-result",
+    ]

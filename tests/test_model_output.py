@@ -85,7 +85,7 @@ def test_unstorable_arguments_are_refused_to_the_model_and_the_inbox_keeps_listi
 def test_text_that_cannot_be_stored_ends_the_run_with_a_clear_error(api):
     failed = generate(api, "mumbler")
     assert failed.status_code == 502, failed.text
-    assert failed.json()["error"]["code"] == "MODEL_ERROR"
+    assert failed.json()["code"] == "MODEL_ERROR"
     assert "the model's text cannot be stored: not valid Unicode" in failed.text
     assert api.get("/inbox").status_code == 200
 

@@ -282,7 +282,7 @@ def test_open_mode_answers_only_its_own_host(http_server, tmp_path, calls):
         refused = httpx.post(
             server.url + "/api/agents/ops/generate", json={"messages": "rec-1"}, headers={"Host": host}
         )
-        assert refused.status_code == 421 and refused.json()["error"]["code"] == "HOST_NOT_ALLOWED", host
+        assert refused.status_code == 421 and refused.json()["code"] == "HOST_NOT_ALLOWED", host
     assert calls.count("delete_record") == 0 and httpx.get(server.url + "/api/inbox").json()["total"] == 0
 
 

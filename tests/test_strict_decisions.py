@@ -25,7 +25,7 @@ def paused(api: httpx.Client, agent: str, message: str, thread: str | None = Non
 
 
 def code(response: httpx.Response) -> tuple[int, str]:
-    return response.status_code, response.json()["error"]["code"]
+    return response.status_code, response.json()["code"]
 
 
 def waiting(api: httpx.Client, run_id: str) -> list[str]:

@@ -20,7 +20,7 @@ async def test_a_subagent_approval_surfaces_at_the_top_and_the_decision_routes_d
     stream = await sup.stream("please delete u1")
     chunks = await chunks_of(stream)
 
-    nested = [c.payload["chunk"]["type"] for c in chunks if c.type == "tool-output"]
+    nested = [c.payload["output"]["type"] for c in chunks if c.type == "tool-output"]
     assert nested[:3] == ["start", "step-start", "tool-call"]
     assert all(c.payload["tool_call_id"] == "d1" for c in chunks if c.type == "tool-output")
     [approval] = [c for c in chunks if c.type == "tool-call-approval"]
@@ -29,7 +29,7 @@ async def test_a_subagent_approval_surfaces_at_the_top_and_the_decision_routes_d
     assert approval.payload["tool_name"] == "delete_record"
     assert approval.payload["args"] == {"id": "u1"}
     assert approval.payload["agent_path"] == ["sup", "data"]
-    assert chunks[-1].payload["finish_reason"] == "suspended"
+    assert chunks[-1] is approval, "a paused stream ends at its pause"
     assert calls.count() == 0
 
     approved = await sup.approve_tool_call(run_id=stream.run_id, tool_call_id="d1")
@@ -248,9 +248,9 @@ async def test_a_killed_subagent_actor_is_restarted_and_the_delegated_run_finish
         chunks = await chunks_of(stream)
 
         nested_starts = [
-            c.payload["chunk"]["payload"]
+            c.payload["output"]["payload"]
             for c in chunks
-            if c.type == "tool-output" and c.payload["chunk"]["type"] == "start"
+            if c.type == "tool-output" and c.payload["output"]["type"] == "start"
         ]
         assert nested_starts[-1].get("recovered") is True, "the stream says the subagent was recovered"
         assert types_of(chunks).count("finish") == 1

@@ -17,7 +17,7 @@ async def test_a_tool_suspends_and_resume_stream_calls_it_again_with_the_data(ma
 
     stream = await agent.stream("weather?")
     chunks = await chunks_of(stream)
-    assert types_of(chunks) == ["start", "step-start", "tool-call", "tool-call-suspended", "finish"]
+    assert types_of(chunks) == ["start", "step-start", "tool-call", "tool-call-suspended"]
     suspended = chunks[3].payload
     assert suspended["suspend_payload"] == {"message": "Which city?"}
     assert suspended["resume_schema"]["properties"]["city"]["type"] == "string"
@@ -73,7 +73,8 @@ async def test_approve_and_resume_only_fit_their_own_kind_of_pause(make_runtime,
 
     with pytest.raises(ToolCallNotSuspendedError, match="resume data"):
         await agent.approve_tool_call(run_id=paused.run_id, tool_call_id="w")
-    with pytest.raises(ToolCallNotSuspendedError, match="approval"):
+    # An approval pause takes resume data only in its own schema, {approved, reason?}.
+    with pytest.raises(ResumeDataValidationError, match="approved: Field required"):
         await agent.resume_stream({"city": "x"}, run_id=paused.run_id, tool_call_id="d")
 
     await agent.approve_tool_call_generate(run_id=paused.run_id, tool_call_id="d")

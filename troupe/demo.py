@@ -134,11 +134,10 @@ class Session:
             self._at_line_start = False
         elif chunk.type == "tool-call":
             self._line(f"  -> {p['tool_name']} {json.dumps(p.get('args'))}")
+        elif chunk.type == "tool-output-denied":
+            self._line(f"  <- {p['tool_name']} declined: {p['approval'].get('reason')}")
         elif chunk.type == "tool-result":
-            if p.get("declined"):
-                self._line(f"  <- {p['tool_name']} declined: {p.get('result')}")
-            else:
-                self._line(f"  <- {p['tool_name']}: {json.dumps(p.get('result'))}")
+            self._line(f"  <- {p['tool_name']}: {json.dumps(p.get('result'))}")
         elif chunk.type == "tool-error":
             self._line(f"  <- {p['tool_name']} failed: {json.dumps(p.get('result'))}")
         elif chunk.type == "error":

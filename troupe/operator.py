@@ -239,9 +239,11 @@ async def _follow(stream: Any, out: TextIO) -> int:
 
 
 def _describe(kind: str, payload: dict[str, Any]) -> str:
-    if kind in ("tool-result", "tool-error"):
-        mark = "declined" if payload.get("declined") else ("error" if kind == "tool-error" else "done")
-        result = fit(json.dumps(payload.get("result"), default=str, ensure_ascii=False), 100)
+    if kind in ("tool-result", "tool-error", "tool-output-denied"):
+        denied = kind == "tool-output-denied"
+        mark = "declined" if denied else ("error" if kind == "tool-error" else "done")
+        told = payload["approval"].get("reason") if denied else payload.get("result")
+        result = fit(json.dumps(told, default=str, ensure_ascii=False), 100)
         return f"  {safe(payload['tool_name'])} [{safe(payload['tool_call_id'])}] {mark}: {safe(result)}\n"
     if kind in ("tool-call-approval", "tool-call-suspended"):
         what = "needs approval" if kind == "tool-call-approval" else "asks for input"

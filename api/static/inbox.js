@@ -127,17 +127,19 @@
       throw new ApiError(0, "NETWORK", `the server cannot be reached (${err.message})`);
     }
     if (!response.ok) {
-      let error = null;
+      let body = null;
       try {
-        error = (await response.json()).error;
+        body = await response.json();
       } catch {
         // not one of ours: keep the status
       }
+      // Mastra's shape: {error: "<message>", code, details}.
+      const ours = body && typeof body.error === "string";
       throw new ApiError(
         response.status,
-        (error && error.code) || `HTTP_${response.status}`,
-        (error && error.message) || `HTTP ${response.status}`,
-        error && error.details,
+        (ours && body.code) || `HTTP_${response.status}`,
+        (ours && body.error) || `HTTP ${response.status}`,
+        ours ? body.details : undefined,
       );
     }
     return response;
@@ -594,10 +596,13 @@
         switch (chunk.type) {
           case "tool-result":
           case "tool-error":
+          case "tool-output-denied":
             if (mine(p)) {
-              const label = p.declined ? "The model is told" : chunk.type === "tool-error" ? "Tool error" : "Tool result";
+              const denied = chunk.type === "tool-output-denied";
+              const label = denied ? "The model is told" : chunk.type === "tool-error" ? "Tool error" : "Tool result";
+              const told = denied ? (p.approval || {}).reason : p.result;
               box.insertBefore(
-                el("section", { class: "result" }, el("h3", {}, label), el("pre", { "data-testid": "result" }, shown(p.result))),
+                el("section", { class: "result" }, el("h3", {}, label), el("pre", { "data-testid": "result" }, shown(told))),
                 progress,
               );
             }
@@ -613,6 +618,7 @@
           case "tool-call-approval":
           case "tool-call-suspended":
             next = chunk;
+            finish = "suspended"; // a paused stream ends at its pause chunks (no finish chunk)
             break;
           case "finish":
             finish = p.finishReason || null;

@@ -13,6 +13,32 @@ async function chunksOf(response) {
   return chunks;
 }
 
+// What the client logs while it reads a stream (it console.errors chunks it cannot place).
+const logged = [];
+const consoleError = console.error;
+console.error = (...args) => {
+  logged.push(args.map(String).join(" "));
+};
+async function quietly(work) {
+  const before = logged.length;
+  const value = await work();
+  return { value, logged: logged.slice(before) };
+}
+
+async function failure(work) {
+  try {
+    await work();
+    return "no error";
+  } catch (error) {
+    return {
+      isClientError: error instanceof MastraClientError,
+      status: error.status,
+      message: error.body?.error,
+      code: error.body?.code,
+    };
+  }
+}
+
 const textOf = (chunks) => chunks.filter((c) => c.type === "text-delta").map((c) => c.payload.text).join("");
 
 report.agents = Object.keys(await client.listAgents());
@@ -28,6 +54,7 @@ const approved = await chunksOf(
   await agent.approveToolCall({ runId: approval.runId, toolCallId: approval.payload.toolCallId }),
 );
 report.approvedText = textOf(approved);
+report.approvedTypes = approved.map((c) => c.type);
 
 // Generate (pauses), then decline with a reason; and decline a streamed one.
 const paused = await agent.generate("delete it", { memory: { thread: "js-2", resource } });
@@ -39,13 +66,33 @@ const declined = await agent.declineToolCallGenerate({
 });
 report.declinedText = declined.text;
 const second = await agent.generate("delete it", { memory: { thread: "js-3", resource } });
-report.declinedStreamText = textOf(
-  await chunksOf(await agent.declineToolCall({ runId: second.runId, toolCallId: "call-1" })),
+const declinedStream = await quietly(async () =>
+  chunksOf(await agent.declineToolCall({ runId: second.runId, toolCallId: "call-1" })),
+);
+report.declinedStreamText = textOf(declinedStream.value);
+report.declinedTypes = declinedStream.value.map((c) => c.type);
+report.declineLogged = declinedStream.logged;
+
+// Generate, then approve with the generate form.
+const third = await agent.generate("delete it", { memory: { thread: "js-7", resource } });
+const approvedGenerate = await agent.approveToolCallGenerate({ runId: third.runId, toolCallId: "call-1" });
+report.approvedGenerate = {
+  text: approvedGenerate.text,
+  finishReason: approvedGenerate.finishReason,
+  toolResult: approvedGenerate.toolResults?.[0]?.payload?.result,
+  totalUsage: approvedGenerate.totalUsage,
+};
+
+// An approval pause answered through resumeStream, with its resumeSchema.
+const fourth = await agent.generate("delete it", { memory: { thread: "js-8", resource } });
+report.approvalSchema = JSON.parse(fourth.suspendPayload.resumeSchema);
+report.resumedApprovalText = textOf(
+  await chunksOf(await agent.resumeStream({ approved: false, reason: "resumed no" }, { runId: fourth.runId, toolCallId: "call-1" })),
 );
 
 // List what waits, then decide it through its thread.
 const waiting = await agent.generate("delete it", { memory: { thread: "js-4", resource } });
-const listed = await agent.listSuspendedRuns({ resourceId: resource, threadId: "js-4" });
+const listed = await agent.listSuspendedRuns({ resourceId: resource });
 report.listed = { total: listed.total, runIds: listed.runs.map((r) => r.runId), first: listed.runs[0] };
 report.waitingRunId = waiting.runId;
 report.sent = await agent.sendToolApproval({
@@ -62,17 +109,11 @@ report.resumedText = textOf(
   await chunksOf(await planner.resumeStream({ city: "Rome" }, { runId: asked.runId, toolCallId: "w1" })),
 );
 
-// Mistakes are HTTP errors the client raises.
+// Mistakes are HTTP errors the client raises, with Mastra's body: error (the message), code, details.
 const stillPaused = await agent.generate("delete it", { memory: { thread: "js-6", resource } });
-try {
-  await agent.approveToolCall({ runId: stillPaused.runId, toolCallId: "nope" });
-  report.mistake = "no error";
-} catch (error) {
-  report.mistake = {
-    isClientError: error instanceof MastraClientError,
-    status: error.status,
-    code: error.body?.error?.code,
-  };
-}
+report.mistake = await failure(() => agent.approveToolCall({ runId: stillPaused.runId, toolCallId: "nope" }));
+report.unknownRun = await failure(() => agent.approveToolCall({ runId: "no-such-run", toolCallId: "call-1" }));
+report.threadWithoutMemory = await failure(() => agent.listSuspendedRuns({ threadId: "js-4" }));
 
+console.error = consoleError;
 console.log(JSON.stringify(report));
