@@ -17,12 +17,18 @@ import time
 import uuid
 from typing import NamedTuple
 
-from troupe.actors.remote import current_actor_id
+from troupe.actors.remote import current_actor_id, current_node_id
 from troupe.core.agent import AgentSpec
 from troupe.core.approvers import ApproverPolicies
 from troupe.core.chunks import Chunk
 from troupe.core.engine import Operation, RunEngine
-from troupe.core.errors import AgentUnavailableError, PauseExpiredError
+from troupe.core.errors import (
+    AgentUnavailableError,
+    DecisionConflictError,
+    PauseExpiredError,
+    ToolCallNotSuspendedError,
+)
+from troupe.core.handoff import handed_off
 from troupe.core.outbox import Notifications
 from troupe.core.requests import AgentPort, DecideRequest, StartRequest
 from troupe.core.results import ResultBuilder, RunResult
@@ -140,11 +146,15 @@ class AgentHost:
             self._forget(op_id)
         return Batch(op_id, chunks, done)
 
-    async def attach(self, run_id: str, linger: float = 0.0) -> Batch | None:
+    async def attach(
+        self, run_id: str, linger: float = 0.0, follow_wait: float = _FOLLOW_WAIT_S
+    ) -> Batch | None:
         """Follow ``run_id`` from here on: its live operation here, a recovery of it if it was orphaned,
-        or (once nothing drives it) a replay of where it stands. None if there is no such run."""
+        or (once nothing drives it) a replay of where it stands. None if there is no such run. A run
+        another live host drives is waited for up to ``follow_wait`` s (a replica asks with 0: a sibling
+        may be the one to follow it)."""
         await self._startup()
-        deadline = time.monotonic() + _FOLLOW_WAIT_S
+        started = time.monotonic()
         while True:
             op_id = self._live.get(run_id)
             if op_id is not None and op_id in self._outboxes:
@@ -153,13 +163,21 @@ class AgentHost:
             if stored is None:
                 return None
             if stored.state.status != "running":
-                chunks = await self.engine.describe(run_id)
-                return None if chunks is None else Batch(f"{run_id}#replay", chunks, True)
+                request = await handed_off(self.store, stored.state)
+                if request is None:
+                    chunks = await self.engine.describe(run_id)
+                    return None if chunks is None else Batch(f"{run_id}#replay", chunks, True)
+                operation = await self._take_handoff(request)
+                if operation is not None:
+                    return await self._launch(operation, linger)
+                continue  # decided meanwhile (the routed decision landed after all): follow that
             if await self._orphaned(run_id, stored.state.owner):
                 operation = await self.engine.begin_recovery(run_id, stored.state.owner)
                 if operation is not None:
                     return await self._launch(operation, linger)
-            elif time.monotonic() > deadline:
+            elif time.monotonic() - started > (
+                _FOLLOW_WAIT_S if stored.state.owner == self.owner else follow_wait
+            ):
                 raise AgentUnavailableError(
                     f"run {run_id} is being driven by {stored.state.owner}, which cannot be followed from "
                     f"here; it will be listed once it pauses",
@@ -167,6 +185,16 @@ class AgentHost:
                 )
             # Driven here by an operation still being set up, or taken over by another host: look again.
             await asyncio.sleep(0.02)
+
+    async def _take_handoff(self, request: DecideRequest) -> Operation | None:
+        """Apply the decision the parent claimed for this run but could not route here (see
+        ``troupe.core.handoff``). A refusal (say, edited args the tool rejects) is raised to the parent,
+        which puts its own claim back, as it does when a routed decision is refused."""
+        log.info("run %s takes the decision its parent holds for it", request.run_id)
+        try:
+            return self._accept(await self.engine.begin_decision(request))
+        except (DecisionConflictError, ToolCallNotSuspendedError):
+            return None
 
     async def generate_start(self, request: StartRequest) -> RunResult:
         await self._startup()
@@ -218,6 +246,7 @@ class AgentHost:
         return {
             "agent_id": self.spec.id,
             "pid": os.getpid(),
+            "node_id": current_node_id() or "",
             "owner": self.owner,
             "operations": len(self._tasks),
             "unread_outboxes": len(self._outboxes),

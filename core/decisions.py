@@ -206,7 +206,12 @@ def apply(state: RunState, target: Target, request: DecideRequest, tool: Tool | 
     """
     call, pause = target.call, target.pause
     decision = as_decision(pause, call.tool_call_id, request.decision)
-    record = Decision(kind="approved", decided_by=request.decided_by)
+    record = Decision(
+        kind="approved",
+        decided_by=request.decided_by,
+        inner_tool_call_id=pause.inner_tool_call_id,
+        inner_fingerprint=pause.inner_fingerprint,
+    )
     match decision:
         case Approve(edited_args=edited):
             if edited is not None and tool is not None:

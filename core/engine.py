@@ -491,10 +491,13 @@ class RunEngine:
         except Exception:
             # The subagent could not answer (its actor died, storage failed mid-write): whether it took
             # the decision is unknown, so this level keeps its claim and follows the subagent's run
-            # wherever it stands; if the decision never landed, the pause comes back up to be decided.
+            # wherever it stands. Either way the decision is not lost: this level's claim is its durable
+            # hand-off (troupe.core.handoff), which the subagent applies when its run is next followed.
+            # So it is audited here, once, and at once: the run may wait a long time for its subagent.
             log.warning(
                 "routing a decision to run %s failed; following it instead", inner.run_id, exc_info=True
             )
+            run.version = await self.store.save_run(run.state, expected_version=run.version, audit=(entry,))
             run.reattach.add(call.tool_call_id)
             run.todo.append(call.tool_call_id)
             return

@@ -18,7 +18,8 @@
      ├── DecisionLinkError            DECISION_LINK_INVALID          (403: a bad, used or expired link)
      ├── AgentNotFoundError           AGENT_NOT_FOUND
      ├── AgentUnavailableError        AGENT_UNAVAILABLE
- ├── RayAuthError                 RAY_AUTH_FAILED
+     │    └── DecisionPendingError    AGENT_DECISION_PENDING
+     ├── RayAuthError                 RAY_AUTH_FAILED
      ├── ModelError                   MODEL_ERROR
      ├── RunFailedError               AGENT_RUN_FAILED
      └── StorageError                 STORAGE_ERROR
@@ -156,6 +157,14 @@ class AgentUnavailableError(TroupeError):
     """An agent's actor could not be reached (it died and did not come back in time)."""
 
     code = "AGENT_UNAVAILABLE"
+    http_status = 503
+
+
+class DecisionPendingError(AgentUnavailableError):
+    """The decision was accepted and is durable, but the subagent it is for cannot be reached yet: it is
+    delivered (once) when that agent is back; the run carries on then. Deciding again is a conflict."""
+
+    code = "AGENT_DECISION_PENDING"
     http_status = 503
 
 

@@ -21,7 +21,8 @@ from troupe.core.agent import DELEGATION_PREFIX, AgentSpec
 from troupe.core.chunks import Chunk
 from troupe.core.decisions import APPROVAL_RESUME_SCHEMA, parse_resume_data
 from troupe.core.delegation import Delegation, child_run_id, delegation_tool
-from troupe.core.errors import ModelError, StorageError, TroupeError
+from troupe.core.errors import DecisionPendingError, ModelError, StorageError, TroupeError
+from troupe.core.handoff import pending_delivery
 from troupe.core.hooks import ToolCallOverride
 from troupe.core.memory import settled_length, take_unsaved
 from troupe.core.messages import assistant_message, tool_message
@@ -249,11 +250,12 @@ class RunLoop:
         A model or tool-infrastructure failure ends the run, so its snapshot goes. A storage failure leaves
         the last durable checkpoint as it is, for recovery once storage is back.
         """
+        error = pending_delivery(run.state, self.delegations, error)
         if isinstance(error, TroupeError):
             info = error.to_dict()
         else:
             info = {"code": "AGENT_RUN_FAILED", "message": f"{type(error).__name__}: {error}", "details": {}}
-        if not isinstance(error, StorageError):
+        if not isinstance(error, StorageError | DecisionPendingError):
             try:
                 await self._end(run, {"finish_reason": "error", "error": info})
             except StorageError:

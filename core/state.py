@@ -50,6 +50,10 @@ class Decision(_Model):
     resume_data: Any = None
     decided_at: datetime = Field(default_factory=utcnow)
     decided_by: str | None = None
+    # For a delegated call: the subagent's call and pause it targets. The claim at this level is the
+    # durable hand-off: a subagent that missed the routed decision (its actor died) applies it from here.
+    inner_tool_call_id: str | None = None
+    inner_fingerprint: str | None = None
 
 
 class Pause(_Model):

@@ -38,6 +38,7 @@ from troupe.core.suspended import SuspendedRun, SuspendedRunList
 from troupe.storage.memory import MemoryStore
 from troupe.storage.sqlite import SqliteStore
 from troupe.supervisor.agent import Agent
+from troupe.supervisor.placement import check_actor_options, check_replicas, options_for
 
 Executor = Literal["ray", "local"]
 
@@ -49,6 +50,8 @@ class Runtime:
         storage: Store | None = None,
         executor: Executor = "ray",
         ray_address: str | None = None,
+        actor_options: Mapping[str, Mapping[str, Any]] | None = None,
+        replicas: Mapping[str, int] | None = None,
         notifications: Notifications | Sequence[NotificationTarget] | None = None,
         approver_policies: ApproverPolicies | Sequence[ApproverPolicy] | None = None,
     ) -> None:
@@ -65,6 +68,10 @@ class Runtime:
         self.storage: Store = storage if storage is not None else MemoryStore()
         self.executor: Executor = executor
         self.ray_address = ray_address
+        # Ray actor options per agent id ("*": every other agent), see troupe.supervisor.placement.
+        self.actor_options = check_actor_options(actor_options)
+        # How many actors serve an agent (default one): any of them takes any of its runs and decisions.
+        self.replicas = check_replicas(replicas)
         self._specs: dict[str, AgentSpec] = {}
         self._agents: dict[str, Agent] = {}
         self._handles: dict[str, AgentHandle] = {}
@@ -143,17 +150,23 @@ class Runtime:
         store = self.store()
         handle: AgentHandle
         if self.executor == "ray":
-            actor = RayActor.spawn(
-                AgentHost,
-                spec,
-                store,
-                subagents,
-                None,
-                self.notifications,
-                self.approver_policies,
-                name=self._actor_name(f"agent:{spec.id}"),
-            )
-            handle = RayHandle(actor, spec.id)
+            options = options_for(self.actor_options, spec.id)
+            actors = [
+                RayActor.spawn(
+                    AgentHost,
+                    spec,
+                    store,
+                    subagents,
+                    None,
+                    self.notifications,
+                    self.approver_policies,
+                    name=self._actor_name(f"agent:{spec.id}"),
+                    replaceable=True,
+                    **options,
+                )
+                for _ in range(self.replicas.get(spec.id, 1))
+            ]
+            handle = RayHandle(actors, spec.id)
         else:
             host = AgentHost(
                 spec,
