@@ -16,6 +16,7 @@ own calls to an async actor are.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import inspect
 import itertools
@@ -30,11 +31,21 @@ from typing import Any
 
 from ray import cloudpickle
 
-_HEADER = struct.Struct("!IQ")  # body length, call id (0 for the token that opens a connection)
+_HEADER = struct.Struct("!IQ")  # body length, call id (0 for the handshake that opens a connection)
+# The handshake: the client's protocol version and the actor's token; the server answers with its
+# version once both are accepted (and closes the connection otherwise), before any call is sent.
+PROTOCOL_VERSION = 1
+_VERSION = struct.Struct("!H")
+# Largest frame either side takes once connected; a call that would need more goes through Ray instead.
+MAX_FRAME = int(os.environ.get("TROUPE_CHANNEL_MAX_FRAME", str(64 << 20)))
 
 
 class ChannelClosed(ConnectionError):
     """The line to the actor broke (its process died, or the socket was closed)."""
+
+
+class FrameTooLarge(ValueError):
+    """A call or reply would not fit in one frame (``MAX_FRAME``); nothing was sent."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +65,8 @@ async def _read_frame(reader: asyncio.StreamReader, limit: int | None = None) ->
 
 
 def _frame(call_id: int, body: bytes) -> bytes:
+    if len(body) > MAX_FRAME:
+        raise FrameTooLarge(f"a frame of {len(body)} bytes is over the channel's cap of {MAX_FRAME}")
     return _HEADER.pack(len(body), call_id) + body
 
 
@@ -89,16 +102,18 @@ class ChannelServer:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._connections.add(writer)
         try:
-            _, token = await _read_frame(reader, limit=len(self.token))
-            if not hmac.compare_digest(token, self.token):
+            _, hello = await _read_frame(reader, limit=_VERSION.size + len(self.token))
+            (version,) = _VERSION.unpack_from(hello)
+            if version != PROTOCOL_VERSION or not hmac.compare_digest(hello[_VERSION.size :], self.token):
                 return
+            writer.write(_frame(0, _VERSION.pack(PROTOCOL_VERSION)))
             while True:
-                call_id, body = await _read_frame(reader)
+                call_id, body = await _read_frame(reader, limit=MAX_FRAME)
                 task = asyncio.get_running_loop().create_task(self._answer(writer, call_id, body))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass  # the caller went away; calls it made run on, as Ray calls do
+        except (asyncio.IncompleteReadError, ConnectionError, struct.error):
+            pass  # the caller went away (or spoke nonsense); calls it made run on, as Ray calls do
         finally:
             self._connections.discard(writer)
             writer.close()
@@ -116,12 +131,15 @@ class ChannelServer:
         except Exception as exc:
             reply = (False, self.translate(exc))
         try:
-            data = cloudpickle.dumps(reply, protocol=5)
+            frame = _frame(call_id, cloudpickle.dumps(reply, protocol=5))
         except Exception as exc:
             error = TypeError(f"the result of {method} could not be sent back: {type(exc).__name__}: {exc}")
-            data = cloudpickle.dumps((False, error), protocol=5)
-        if not writer.is_closing():
-            writer.write(_frame(call_id, data))
+            frame = _frame(call_id, cloudpickle.dumps((False, error), protocol=5))
+        if writer.is_closing():
+            return
+        writer.write(frame)
+        with contextlib.suppress(ConnectionError):
+            await writer.drain()  # a reader that falls behind slows its answers down, not our memory
 
     async def close(self) -> None:
         """Stop listening and drop every connection (their callers hear ChannelClosed)."""
@@ -160,8 +178,22 @@ class ChannelClient:
 
     @classmethod
     async def connect(cls, endpoint: Endpoint) -> ChannelClient:
+        """Open a line; ``ChannelClosed`` if the actor refused it (wrong token or protocol version)."""
         reader, writer = await asyncio.open_unix_connection(endpoint.path)
-        writer.write(_frame(0, endpoint.token))
+        try:
+            writer.write(_frame(0, _VERSION.pack(PROTOCOL_VERSION) + endpoint.token))
+            await writer.drain()
+            _, answer = await _read_frame(reader, limit=_VERSION.size)
+            (version,) = _VERSION.unpack(answer)
+        except (asyncio.IncompleteReadError, ConnectionError, struct.error) as exc:
+            writer.close()
+            raise ChannelClosed(
+                f"the actor refused the channel (token or protocol version {PROTOCOL_VERSION} not "
+                f"accepted): {type(exc).__name__}"
+            ) from exc
+        if version != PROTOCOL_VERSION:
+            writer.close()
+            raise ChannelClosed(f"the actor speaks channel protocol {version}, not {PROTOCOL_VERSION}")
         return cls(reader, writer)
 
     async def call(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -170,11 +202,12 @@ class ChannelClient:
         if self.closed:
             raise ChannelClosed("the channel is closed")
         call_id = next(self._ids)
-        body = cloudpickle.dumps((method, args, kwargs), protocol=5)
+        frame = _frame(call_id, cloudpickle.dumps((method, args, kwargs), protocol=5))  # FrameTooLarge
         reply: asyncio.Future[tuple[bool, Any]] = asyncio.get_running_loop().create_future()
         self._pending[call_id] = reply
         try:
-            self._writer.write(_frame(call_id, body))
+            self._writer.write(frame)
+            await self._writer.drain()  # an actor that reads slowly holds its callers back
             ok, value = await reply
         finally:
             self._pending.pop(call_id, None)
@@ -186,7 +219,7 @@ class ChannelClient:
         error: BaseException = ChannelClosed("the actor closed the channel")
         try:
             while True:
-                call_id, body = await _read_frame(self._reader)
+                call_id, body = await _read_frame(self._reader, limit=MAX_FRAME)
                 reply = self._pending.get(call_id)
                 if reply is None or reply.done():
                     continue  # its caller stopped waiting
@@ -209,4 +242,12 @@ class ChannelClient:
         self._reading.cancel()
 
 
-__all__ = ["ChannelClient", "ChannelClosed", "ChannelServer", "Endpoint"]
+__all__ = [
+    "MAX_FRAME",
+    "PROTOCOL_VERSION",
+    "ChannelClient",
+    "ChannelClosed",
+    "ChannelServer",
+    "Endpoint",
+    "FrameTooLarge",
+]

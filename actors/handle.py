@@ -7,11 +7,15 @@ decision raises at the call), then the chunk batches follow.
 from __future__ import annotations
 
 import abc
-from collections.abc import Awaitable, Callable
+import asyncio
+import itertools
+import random
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from troupe.actors.host import AgentHost, Batch
 from troupe.actors.remote import RayActor, RayActorError
+from troupe.core.errors import AgentUnavailableError, DecisionConflictError, ToolCallNotSuspendedError
 from troupe.core.requests import ChunkBatches, DecideRequest, StartRequest
 from troupe.core.results import ResultBuilder, RunResult
 
@@ -99,56 +103,90 @@ class LocalHandle(AgentHandle):
 class RayHandle(AgentHandle):
     """Picklable: a supervisor's actor holds these for its subagents.
 
-    If the actor dies while a stream is being read, Ray restarts it and the restarted host recovers the
-    run from its checkpoint; the stream re-attaches to it and carries on.
+    An agent runs on one actor or on several replicas; any replica takes any run or decision (state is in
+    the store, and claims are compare-and-set there), so calls go round the replicas, and a replica that
+    dies is stepped around. If the actor dies while a stream is being read, Ray restarts it (or another
+    replica takes the run over) and the stream re-attaches to the recovered run and carries on.
     """
 
-    def __init__(self, actor: RayActor, agent_id: str) -> None:
-        self.actor = actor
+    def __init__(self, actors: RayActor | Sequence[RayActor], agent_id: str) -> None:
+        self.replicas = [actors] if isinstance(actors, RayActor) else list(actors)
         self.agent_id = agent_id
+        self._turn = itertools.count(random.randrange(len(self.replicas)))
+
+    @property
+    def actor(self) -> RayActor:
+        return self.replicas[0]
 
     def __reduce__(self) -> Any:
-        return (RayHandle, (self.actor, self.agent_id))
+        return (RayHandle, (self.replicas, self.agent_id))
+
+    def _order(self) -> list[RayActor]:
+        """Every replica, starting with the next in turn: the first takes the call, the rest stand by."""
+        first = next(self._turn) % len(self.replicas)
+        return self.replicas[first:] + self.replicas[:first]
 
     async def start(self, request: StartRequest) -> ChunkBatches:
         run_id = request.options_given.get("run_id")
+        actor, *others = self._order()
         try:
-            first = await self.actor.call("open_start", request, RAY_LINGER_S)
+            return self._stream(await actor.call("open_start", request, RAY_LINGER_S), actor)
         except RayActorError:
-            # The actor died while taking the run. If the run got as far as the store, its restarted
-            # host recovers it and we follow; if not, nothing happened yet and it is started again.
-            first = await self._attach(run_id) if run_id else None
-            if first is None:
-                first = await self.actor.call_while_restarting("open_start", request, RAY_LINGER_S)
-        return _batches(first, self._next)
+            # The actor died while taking the run. If the run got as far as the store, a host recovers it
+            # and we follow; if not, nothing happened yet and it is started again (elsewhere, if we can).
+            found = await self._attach(run_id) if run_id else None
+            if found is not None:
+                return self._stream(*found)
+        actor = others[0] if others else actor
+        return self._stream(await actor.call_while_restarting("open_start", request, RAY_LINGER_S), actor)
 
     async def decide(self, request: DecideRequest) -> ChunkBatches:
-        try:
-            first = await self.actor.call("open_decision", request, RAY_LINGER_S)
-        except RayActorError:
-            # Whether the decision was claimed before the actor died is unknown: follow the run from its
-            # checkpoint (if the claim never landed, its pause is announced again, to be decided again).
-            first = await self._attach(request.run_id)
-            if first is None:
-                raise
-        return _batches(first, self._next)
+        lost = False
+        for actor in self._order():
+            try:
+                return self._stream(await actor.call("open_decision", request, RAY_LINGER_S), actor)
+            except RayActorError:
+                lost = True  # whether it claimed the decision is unknown: another replica finds out
+            except (DecisionConflictError, ToolCallNotSuspendedError):
+                if not lost:
+                    raise
+                break  # the replica that died had claimed it: follow the run
+        # Follow the run from its checkpoint (if the claim never landed, its pause is announced again).
+        found = await self._attach(request.run_id)
+        if found is None:
+            raise AgentUnavailableError(
+                f"agent {self.agent_id!r} could not take the decision on run {request.run_id}",
+                run_id=request.run_id,
+            )
+        return self._stream(*found)
 
     async def attach(self, run_id: str) -> ChunkBatches | None:
-        first = await self._attach(run_id)
-        return None if first is None else _batches(first, self._next)
+        found = await self._attach(run_id)
+        return None if found is None else self._stream(*found)
 
-    async def _next(self, op_id: str) -> Batch:
+    def _stream(self, first: Batch, actor: RayActor) -> ChunkBatches:
+        return _batches(first, _Follow(self, actor).next)
+
+    async def _attach(self, run_id: str) -> tuple[Batch, RayActor] | None:
+        """Follow ``run_id`` on the replica that can: the one driving it, else any (which recovers it
+        once its driver is gone). None if there is no such run."""
+        order = self._order()
+        if len(order) > 1:
+            for actor in order:
+                try:
+                    batch: Batch | None = await actor.call("attach", run_id, RAY_LINGER_S, 0.0)
+                except (RayActorError, AgentUnavailableError):
+                    continue  # dead, or another live replica drives the run
+                return None if batch is None else (batch, actor)
         try:
-            batch: Batch = await self.actor.call("next_batch", op_id, RAY_LINGER_S)
-            return batch
-        except (RayActorError, KeyError):
-            # The actor died (or restarted and forgot this operation): follow the recovered run instead.
-            run_id = op_id.rsplit("#", 1)[0]
-            return await self._attach(run_id) or Batch(op_id, [], True)
-
-    async def _attach(self, run_id: str) -> Batch | None:
-        batch: Batch | None = await self.actor.call_while_restarting("attach", run_id, RAY_LINGER_S)
-        return batch
+            batch = await order[0].call_while_restarting("attach", run_id, RAY_LINGER_S)
+        except RayActorError as exc:
+            raise AgentUnavailableError(
+                f"agent {self.agent_id!r} could not be reached to follow run {run_id}: {exc}",
+                run_id=run_id,
+                agent_id=self.agent_id,
+            ) from exc
+        return None if batch is None else (batch, order[0])
 
     async def generate(self, request: StartRequest) -> RunResult:
         return await self._generate("generate_start", request, request.options_given.get("run_id"))
@@ -158,29 +196,50 @@ class RayHandle(AgentHandle):
 
     async def _generate(self, method: str, request: Any, run_id: str | None) -> RunResult:
         try:
-            result: RunResult = await self.actor.call(method, request)
+            result: RunResult = await self._order()[0].call(method, request)
             return result
         except RayActorError:
             # The actor died mid-run; Ray restarts it and it recovers the run: follow it to its end.
-            batches = await self._attach(run_id) if run_id else None
-            if batches is None:
+            found = await self._attach(run_id) if run_id else None
+            if found is None:
                 raise
             builder = ResultBuilder(run_id or "")
-            async for batch in _batches(batches, self._next):
+            async for batch in self._stream(*found):
                 builder.feed(batch)
             return builder.result
 
     async def recover(self, wait_s: float | None = None) -> list[str]:
         args = () if wait_s is None else (wait_s,)
-        recovered: list[str] = await self.actor.call_while_restarting("recover", *args)
-        return recovered
+        found = await asyncio.gather(*(a.call_while_restarting("recover", *args) for a in self.replicas))
+        return [run_id for ids in found for run_id in ids]
 
     async def expire_due(self) -> list[str]:
-        expired: list[str] = await self.actor.call_while_restarting("expire_due")
-        return expired
+        found = await asyncio.gather(*(a.call_while_restarting("expire_due") for a in self.replicas))
+        return [run_id for ids in found for run_id in ids]
 
     async def close(self) -> None:
-        self.actor.kill()
+        for actor in self.replicas:
+            actor.kill()
+
+
+class _Follow:
+    """Reads one operation's batches from the replica running it, moving to whichever replica recovers
+    the run if that one dies (or restarts and forgets the operation)."""
+
+    def __init__(self, handle: RayHandle, actor: RayActor) -> None:
+        self.handle = handle
+        self.actor = actor
+
+    async def next(self, op_id: str) -> Batch:
+        try:
+            batch: Batch = await self.actor.call("next_batch", op_id, RAY_LINGER_S)
+            return batch
+        except (RayActorError, KeyError):
+            found = await self.handle._attach(op_id.rsplit("#", 1)[0])
+            if found is None:
+                return Batch(op_id, [], True)
+            batch, self.actor = found
+            return batch
 
 
 __all__ = ["AgentHandle", "LocalHandle", "RayHandle"]

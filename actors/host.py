@@ -18,16 +18,25 @@ import time
 import uuid
 from typing import NamedTuple
 
-from troupe.actors.remote import current_actor_id
+from troupe.actors.remote import current_actor_id, current_node_id
 from troupe.core.agent import AgentSpec
+from troupe.core.approvers import ApproverPolicies
 from troupe.core.chunks import Chunk
 from troupe.core.engine import Operation, RunEngine
-from troupe.core.errors import AgentUnavailableError, PauseExpiredError
+from troupe.core.errors import (
+    AgentUnavailableError,
+    DecisionConflictError,
+    PauseExpiredError,
+    ToolCallNotSuspendedError,
+)
+from troupe.core.handoff import handed_off
+from troupe.core.outbox import Notifications
 from troupe.core.requests import AgentPort, DecideRequest, StartRequest
 from troupe.core.results import ResultBuilder, RunResult
 from troupe.core.state import Clock, utcnow
 from troupe.core.store import Store
 from troupe.core.tracing import configure as configure_tracing
+from troupe.core.webhooks import Dispatcher
 
 # Hosts renew their heartbeat every HEARTBEAT_S; a host silent for OWNER_TTL_S is dead and its running
 # runs may be taken over. A shorter lifetime recovers sooner but risks taking over from a host that is
@@ -94,13 +103,27 @@ class AgentHost:
         store: Store,
         subagents: dict[str, AgentPort] | None = None,
         owner: str | None = None,
+        notifications: Notifications | None = None,
+        policies: ApproverPolicies | None = None,
         clock: Clock = utcnow,
     ) -> None:
         self.spec = spec
         self.store = store
         # A Ray actor keeps its id across restarts, so a restarted host knows which runs were its own.
         self.owner = owner or current_actor_id() or f"local:{uuid.uuid4().hex}"
-        self.engine = RunEngine(spec, store, subagents or {}, owner=self.owner, clock=clock)
+        self.engine = RunEngine(
+            spec,
+            store,
+            subagents or {},
+            owner=self.owner,
+            notifications=notifications,
+            policies=policies,
+            clock=clock,
+        )
+        self.notifications = notifications
+        # Every host sends due notifications (its own runs' and any dead host's), in its own task.
+        self.dispatcher: Dispatcher | None = None
+        self._sending: asyncio.Task[None] | None = None
         self._outboxes: dict[str, Outbox] = {}
         # run id -> op id of its latest operation here, until that operation's chunks are all read
         self._live: dict[str, str] = {}
@@ -135,11 +158,15 @@ class AgentHost:
             self._forget(op_id)
         return Batch(op_id, chunks, done)
 
-    async def attach(self, run_id: str, linger: float = 0.0) -> Batch | None:
+    async def attach(
+        self, run_id: str, linger: float = 0.0, follow_wait: float = _FOLLOW_WAIT_S
+    ) -> Batch | None:
         """Follow ``run_id`` from here on: its live operation here, a recovery of it if it was orphaned,
-        or (once nothing drives it) a replay of where it stands. None if there is no such run."""
+        or (once nothing drives it) a replay of where it stands. None if there is no such run. A run
+        another live host drives is waited for up to ``follow_wait`` s (a replica asks with 0: a sibling
+        may be the one to follow it)."""
         await self._startup()
-        deadline = time.monotonic() + _FOLLOW_WAIT_S
+        started = time.monotonic()
         while True:
             op_id = self._live.get(run_id)
             if op_id is not None and op_id in self._outboxes:
@@ -148,13 +175,21 @@ class AgentHost:
             if stored is None:
                 return None
             if stored.state.status != "running":
-                chunks = await self.engine.describe(run_id)
-                return None if chunks is None else Batch(f"{run_id}#replay", chunks, True)
+                request = await handed_off(self.store, stored.state)
+                if request is None:
+                    chunks = await self.engine.describe(run_id)
+                    return None if chunks is None else Batch(f"{run_id}#replay", chunks, True)
+                operation = await self._take_handoff(request)
+                if operation is not None:
+                    return await self._launch(operation, linger)
+                continue  # decided meanwhile (the routed decision landed after all): follow that
             if await self._orphaned(run_id, stored.state.owner):
                 operation = await self.engine.begin_recovery(run_id, stored.state.owner)
                 if operation is not None:
                     return await self._launch(operation, linger)
-            elif time.monotonic() > deadline:
+            elif time.monotonic() - started > (
+                _FOLLOW_WAIT_S if stored.state.owner == self.owner else follow_wait
+            ):
                 raise AgentUnavailableError(
                     f"run {run_id} is being driven by {stored.state.owner}, which cannot be followed from "
                     f"here; it will be listed once it pauses",
@@ -162,6 +197,16 @@ class AgentHost:
                 )
             # Driven here by an operation still being set up, or taken over by another host: look again.
             await asyncio.sleep(0.02)
+
+    async def _take_handoff(self, request: DecideRequest) -> Operation | None:
+        """Apply the decision the parent claimed for this run but could not route here (see
+        ``troupe.core.handoff``). A refusal (say, edited args the tool rejects) is raised to the parent,
+        which puts its own claim back, as it does when a routed decision is refused."""
+        log.info("run %s takes the decision its parent holds for it", request.run_id)
+        try:
+            return self._accept(await self.engine.begin_decision(request))
+        except (DecisionConflictError, ToolCallNotSuspendedError):
+            return None
 
     async def generate_start(self, request: StartRequest) -> RunResult:
         await self._startup()
@@ -214,6 +259,7 @@ class AgentHost:
         return {
             "agent_id": self.spec.id,
             "pid": os.getpid(),
+            "node_id": current_node_id() or "",
             "owner": self.owner,
             "operations": len(self._tasks),
             "unread_outboxes": len(self._outboxes),
@@ -265,6 +311,10 @@ class AgentHost:
         configure_tracing()  # export this process's spans too, if the environment asks for it
         await self.store.touch_owner(self.owner, OWNER_TTL_S)
         self._heartbeat = loop.create_task(self._beat())
+        if self.notifications is not None and self.notifications.targets:
+            self.dispatcher = Dispatcher(self.store, self.notifications, self.owner)
+            self.engine.loop.on_outbox = self.dispatcher.poke
+            self._sending = loop.create_task(self.dispatcher.run())
 
     async def _beat(self) -> None:
         """Keep this host's claim on its runs alive; take over runs whose host died (or whose last write
@@ -293,6 +343,11 @@ class AgentHost:
         if self._heartbeat is not None:
             self._heartbeat.cancel()
             self._heartbeat = None
+        if self._sending is not None:
+            self._sending.cancel()
+            self._sending = None
+        if self.dispatcher is not None:
+            await self.dispatcher.close()
 
     # ---- plumbing -----------------------------------------------------------------------------------
 

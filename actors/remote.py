@@ -8,25 +8,27 @@ wrapper is removed and the original (picklable) Troupe error re-raised.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import os
 import sys
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import ray
-from ray.exceptions import RayActorError, RayTaskError
+from ray.exceptions import ActorDiedError, ActorUnschedulableError, RayActorError, RayTaskError
 from troupe.actors import ray_auth
-from troupe.actors.channel import ChannelClient, ChannelClosed, ChannelServer, Endpoint
-from troupe.core.errors import AgentUnavailableError
+from troupe.actors.channel import ChannelClient, ChannelClosed, ChannelServer, Endpoint, FrameTooLarge
+from troupe.actors.transport import DEFAULT_MAX_CONCURRENCY, RayCall, Transport, for_caller, limited
 
 # Agent steps must not be replayed by Ray: a replayed call could run a tool twice. Recovery after an
 # actor restart is Troupe's job (from the store), not Ray's.
 # Troupe's actors live in their own Ray namespace, named after their runtime and agent.
 NAMESPACE = "troupe"
 # How long callers keep retrying an actor that Ray is restarting (a restart takes about 1-1.5 s here).
-RESTART_WAIT_S = 30.0
+RESTART_WAIT_S = float(os.environ.get("TROUPE_RESTART_WAIT_S", "30"))
 _ACTOR_OPTIONS: dict[str, Any] = {"num_cpus": 0, "max_restarts": 5, "max_task_retries": 0}
 # Calls to an actor on the same node go over a direct channel (see troupe.actors.channel) unless this is "0".
 _CHANNELS = os.environ.get("TROUPE_ACTOR_CHANNEL", "1") != "0"
@@ -71,18 +73,9 @@ def current_actor_id() -> str | None:
     return f"ray-actor:{actor_id}" if actor_id else None
 
 
-def _for_caller(error: BaseException) -> BaseException:
-    """The error an actor's method raised, as its caller should see it. If that was itself the death of
-    *another* actor it called (a subagent), say so as a Troupe error: a bare RayActorError would read
-    as the death of the actor the caller called."""
-    if isinstance(error, RayActorError):
-        return AgentUnavailableError(f"an actor this agent called is unavailable: {error}")
-    return error
-
-
-def _unwrap(exc: RayTaskError) -> BaseException:
-    cause = getattr(exc, "cause", None)
-    return _for_caller(cause) if isinstance(cause, BaseException) else exc
+def current_node_id() -> str | None:
+    """The Ray node this code runs on, or None without Ray."""
+    return ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
 
 
 class _Reachable:
@@ -93,13 +86,16 @@ class _Reachable:
     async def troupe_channel(self) -> Endpoint:
         if self._channel_server is None:
             node_id = ray.get_runtime_context().get_node_id()
-            self._channel_server = ChannelServer(self, node_id, _for_caller)
+            self._channel_server = ChannelServer(self, node_id, for_caller)
         return await self._channel_server.start()
 
 
 @functools.cache
-def _reachable(actor_class: type) -> type:
-    return type(actor_class.__name__, (actor_class, _Reachable), {"__qualname__": actor_class.__qualname__})
+def _reachable(actor_class: type, max_concurrency: int) -> type:
+    """The actor class as Ray runs it: reachable on a channel, its calls held to ``max_concurrency``
+    whichever transport brings them."""
+    members = {"__qualname__": actor_class.__qualname__, **limited(actor_class, max_concurrency)}
+    return type(actor_class.__name__, (actor_class, _Reachable), members)
 
 
 def _broken(opening: asyncio.Task[ChannelClient | None]) -> bool:
@@ -111,43 +107,76 @@ def _broken(opening: asyncio.Task[ChannelClient | None]) -> bool:
     return line is not None and line.closed
 
 
+@dataclass(frozen=True)
+class _Recipe:
+    """How to create an actor again under its name, wherever it is needed (see ``RayActor.handle``)."""
+
+    actor_class: type
+    args: tuple[Any, ...]
+    options: dict[str, Any]
+
+
 class RayActor:
     """A named actor whose calls raise what the actor raised.
 
     It travels (to other actors) as its name and is looked up where it lands: a supervisor's actor is
     created with no actor handles among its arguments, so Ray keeps nothing in its object store that a
-    restart of that actor would depend on (ray-project/ray#53727).
+    restart of that actor would depend on (ray-project/ray#53727). An agent's actor also travels with
+    its recipe: once Ray has given up on it (restarts exhausted, or no node left for it), whoever
+    calls it next re-places it under the same name, so a run paused there can still be decided.
     """
 
-    def __init__(self, name: str, handle: Any = None) -> None:
+    def __init__(self, name: str, handle: Any = None, recipe: _Recipe | None = None) -> None:
         self.name = name
         self._handle = handle
+        self._recipe = recipe
         # Per event loop: the channel to the actor (None: call through Ray), or the task opening it.
         self._lines: dict[asyncio.AbstractEventLoop, asyncio.Task[ChannelClient | None]] = {}
 
     @classmethod
-    def spawn(cls, actor_class: type, *args: Any, name: str, **options: Any) -> RayActor:
-        remote_class: Any = ray.remote(**{**_ACTOR_OPTIONS, **options})(_reachable(actor_class))
-        return cls(name, remote_class.options(name=name, namespace=NAMESPACE).remote(*args))
+    def spawn(
+        cls, actor_class: type, *args: Any, name: str, replaceable: bool = False, **options: Any
+    ) -> RayActor:
+        recipe = _Recipe(actor_class, args, options)
+        actor = cls(name, recipe=recipe if replaceable else None)
+        actor._handle = actor._create(recipe)
+        return actor
+
+    def _create(self, recipe: _Recipe, **extra: Any) -> Any:
+        options = {**_ACTOR_OPTIONS, **recipe.options}
+        limit = int(options.get("max_concurrency", DEFAULT_MAX_CONCURRENCY))
+        remote_class: Any = ray.remote(**options)(_reachable(recipe.actor_class, limit))
+        return remote_class.options(name=self.name, namespace=NAMESPACE, **extra).remote(*recipe.args)
 
     @property
     def handle(self) -> Any:
         if self._handle is None:
-            self._handle = ray.get_actor(self.name, namespace=NAMESPACE)
+            try:
+                self._handle = ray.get_actor(self.name, namespace=NAMESPACE)
+            except ValueError:
+                if self._recipe is None:
+                    raise RayActorError(error_msg=f"actor {self.name} is gone") from None
+                # Gone for good. Re-placed detached: it must not die with whichever process noticed
+                # (a supervisor's actor); the runtime's shutdown kills it by name like any other.
+                log.warning("actor %s is gone for good; placing a new one", self.name)
+                self._handle = self._create(self._recipe, get_if_exists=True, lifetime="detached")
         return self._handle
 
     async def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        line = await self._line()
-        if line is not None:
-            try:
-                return await line.call(method, args, kwargs)
-            except ChannelClosed as exc:
-                # Whether the call reached the actor is unknown, as when a Ray call's actor dies.
-                raise RayActorError(error_msg=f"actor {self.name}: {exc}") from exc
         try:
-            return await getattr(self.handle, method).remote(*args, **kwargs)
-        except RayTaskError as exc:
-            raise _unwrap(exc) from None
+            transport: Transport = await self._line() or RayCall(self.handle)
+            return await transport.call(method, args, kwargs)
+        except FrameTooLarge:
+            # Nothing was sent: a call too big for one frame takes the way calls from elsewhere take.
+            return await RayCall(self.handle).call(method, args, kwargs)
+        except ChannelClosed as exc:
+            # Whether the call reached the actor is unknown, as when a Ray call's actor dies.
+            raise RayActorError(error_msg=f"actor {self.name}: {exc}") from exc
+        except ActorUnschedulableError as exc:
+            # No node may hold it now (say, a hard node affinity to a node that is gone): as out of
+            # reach as a dead actor, and looked up (or re-placed) afresh next time.
+            self._handle = None
+            raise RayActorError(error_msg=f"actor {self.name}: {exc}") from exc
 
     async def _line(self) -> ChannelClient | None:
         """This event loop's channel to the actor, opened on first use and again after it broke."""
@@ -184,17 +213,28 @@ class RayActor:
         while True:
             try:
                 return await self.call(method, *args)
-            except RayActorError:
+            except RayActorError as exc:
                 if time.monotonic() >= deadline:
                     raise
+                if isinstance(exc, ActorDiedError):
+                    self._handle = None  # look it up again: restarted, or re-placed (see ``handle``)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)
 
     def kill(self) -> None:
-        ray.kill(self.handle, no_restart=True)
+        # By name: whichever actor holds it now (it may have been re-placed); none if gone already.
+        with contextlib.suppress(ValueError):
+            ray.kill(ray.get_actor(self.name, namespace=NAMESPACE), no_restart=True)
 
     def __reduce__(self) -> Any:
-        return (RayActor, (self.name,))
+        return (RayActor, (self.name, None, self._recipe))
 
 
-__all__ = ["RESTART_WAIT_S", "RayActor", "RayActorError", "current_actor_id", "ensure_ray"]
+__all__ = [
+    "RESTART_WAIT_S",
+    "RayActor",
+    "RayActorError",
+    "current_actor_id",
+    "current_node_id",
+    "ensure_ray",
+]

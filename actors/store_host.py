@@ -10,7 +10,7 @@ from typing import Any
 
 from troupe.actors.remote import RayActor
 from troupe.core.state import RunState
-from troupe.core.store import AuditEntry, Store, StoredRun, SuspendedRunQuery, ThreadAppend
+from troupe.core.store import AuditEntry, OutboxEntry, Store, StoredRun, SuspendedRunQuery, ThreadAppend
 
 
 class StoreHost:
@@ -51,9 +51,10 @@ class RemoteStore:
         expected_version: int,
         audit: tuple[AuditEntry, ...] = (),
         thread: ThreadAppend | None = None,
+        outbox: tuple[OutboxEntry, ...] = (),
     ) -> int:
         version: int = await self._invoke(
-            "save_run", state, expected_version=expected_version, audit=audit, thread=thread
+            "save_run", state, expected_version=expected_version, audit=audit, thread=thread, outbox=outbox
         )
         return version
 
@@ -76,6 +77,21 @@ class RemoteStore:
 
     async def list_audit(self, run_id: str) -> list[AuditEntry]:
         found: list[AuditEntry] = await self._invoke("list_audit", run_id)
+        return found
+
+    async def claim_deliveries(self, owner: str, now: float, lease_s: float, limit: int) -> list[OutboxEntry]:
+        found: list[OutboxEntry] = await self._invoke("claim_deliveries", owner, now, lease_s, limit)
+        return found
+
+    async def settle_delivery(self, entry: OutboxEntry) -> bool:
+        return bool(await self._invoke("settle_delivery", entry))
+
+    async def list_deliveries(self, run_id: str) -> list[OutboxEntry]:
+        found: list[OutboxEntry] = await self._invoke("list_deliveries", run_id)
+        return found
+
+    async def redeliver(self, delivery_id: str, now: float) -> OutboxEntry | None:
+        found: OutboxEntry | None = await self._invoke("redeliver", delivery_id, now)
         return found
 
     async def touch_owner(self, owner: str, ttl_s: float) -> None:

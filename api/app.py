@@ -22,7 +22,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from troupe.api import catalog, inbox, runs, suspended
+from troupe.api import catalog, decision_links, deliveries, inbox, runs, suspended
 from troupe.api.auth import Gate, KeyRing, keyring
 from troupe.api.errors import AuthenticationError, HttpError, InvalidRequestError, error_body
 from troupe.api.guards import DEFAULT_MAX_BODY_BYTES, BodyLimit, HostCheck, allowed_hosts
@@ -57,9 +57,13 @@ def create_app(
 
     app = FastAPI(title="Troupe", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
     app.state.troupe = service
-    for module in (catalog, runs, suspended, inbox):
+    for module in (catalog, runs, suspended, inbox, deliveries):
         app.include_router(module.router, prefix="/api")
     app.include_router(inbox.page_router)  # GET /inbox: the approval inbox page
+    app.include_router(decision_links.router)  # GET/POST /decide/{token}: decision links
+    access = logging.getLogger("uvicorn.access")
+    if not any(isinstance(f, decision_links.RedactLinks) for f in access.filters):
+        access.addFilter(decision_links.RedactLinks())
     app.add_exception_handler(TroupeError, _on_troupe_error)
     app.add_exception_handler(RequestValidationError, _on_invalid_request)
     app.add_exception_handler(StarletteHTTPException, _on_http_error)

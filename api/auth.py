@@ -2,9 +2,11 @@
 see and decide, or to everything (admin).
 
 A keys file is JSON: ``{"<key>": {"name": "acme", "resources": ["acme-1", "acme-2"]}, "<key2>":
-{"name": "ops", "admin": true}}``. Keys are kept only as SHA-256 digests, so a lookup does not compare
-secrets character by character. In open mode (local use) a request without a key acts as an admin named
-``anonymous``; a key that is sent must still be valid.
+{"name": "ops", "admin": true}}``; a key may also carry ``"roles": ["dba", ...]``, which approver
+policies check (a key without roles has none; files without them work as before). Keys are kept only
+as SHA-256 digests, so a lookup does not compare secrets character by character. In open mode (local
+use) a request without a key acts as an admin named ``anonymous``; a key that is sent must still be
+valid.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ class Principal:
     name: str
     # None: an admin, who may see every resource (and runs that have none).
     resources: frozenset[str] | None
+    # What approver policies check (``troupe.core.approvers``); ``name`` is the principal they record.
+    roles: frozenset[str] = frozenset()
 
     @property
     def admin(self) -> bool:
@@ -39,6 +43,10 @@ class Principal:
                 f"key {self.name!r} may not access this {what}: it belongs to another resource",
                 resource_id=resource_id,
             )
+
+    def decider(self) -> dict[str, Any]:
+        """Who decides, as the decision methods take it."""
+        return {"decided_by": self.name, "roles": self.roles}
 
     def own_resource(self, resource_id: str | None) -> str | None:
         """The resource a new run of this caller belongs to: an admin may name any (or none); any other
@@ -98,14 +106,17 @@ def _principal(key: str, spec: Any) -> Principal:
     if not isinstance(spec, dict):
         raise ValueError(f"{label}: expected {{'name', 'resources': [...]}} or {{'admin': true}}")
     name = str(spec.get("name") or label)
+    roles = spec.get("roles", [])
+    if not isinstance(roles, list) or not all(isinstance(r, str) and r for r in roles):
+        raise ValueError(f"{label} ({name}): 'roles' must be a list of role names")
     if spec.get("admin") is True:
-        return Principal(name, None)
+        return Principal(name, None, frozenset(roles))
     resources = spec.get("resources")
     if not isinstance(resources, list) or not all(isinstance(r, str) and r for r in resources):
         raise ValueError(
             f"{label} ({name}): 'resources' must be a list of resource ids, or set 'admin': true"
         )
-    return Principal(name, frozenset(resources))
+    return Principal(name, frozenset(resources), frozenset(roles))
 
 
 @dataclass(frozen=True)

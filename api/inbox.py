@@ -30,6 +30,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import Response, StreamingResponse
 from troupe.api.auth import Principal
+from troupe.api.deliveries import delivery_json
 from troupe.api.errors import ERRORS
 from troupe.api.inbox_context import call_context
 from troupe.api.service import CallerDep, ServiceDep
@@ -113,12 +114,25 @@ async def inbox_json(
     if per_page is not None:
         start = (page or 0) * per_page
         states = states[start : start + per_page]
-    body = suspended_runs_json(SuspendedRunList([SuspendedRun.from_state(s) for s in states], total))
+    runs = [SuspendedRun.from_state(s) for s in states]
+    body = suspended_runs_json(SuspendedRunList(runs, total))
     for state, run in zip(states, body["runs"], strict=True):
         context = call_context(runtime, state)
         for call in run["toolCalls"]:
             call["context"] = context.get(call["toolCallId"])
+    await asyncio.gather(*(_add_reach(runtime, r, j) for r, j in zip(runs, body["runs"], strict=True)))
     return body
+
+
+async def _add_reach(runtime: Runtime, run: SuspendedRun, shown: dict[str, Any]) -> None:
+    """Quorum progress per paused call (approvals so far, approvals needed) and the run's notifications."""
+    policies = runtime.approver_policies
+    for call, json_call in zip(run.pending, shown["toolCalls"], strict=True):
+        gated = policies is not None and call.requires_approval
+        policy = policies.for_call(call.tool_name, call.agent_path) if policies and gated else None
+        json_call["approvals"] = call.approvals
+        json_call["quorum"] = policy.quorum if policy is not None else 1
+    shown["deliveries"] = [delivery_json(d) for d in await runtime.deliveries(run.run_id)]
 
 
 async def pending_runs(runtime: Runtime, caller: Principal) -> list[SuspendedRun]:

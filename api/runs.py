@@ -40,7 +40,8 @@ async def stream(agentId: str, body: RunBody, service: ServiceDep, caller: Calle
     """Start a run and stream its chunks until it ends or pauses for a human."""
     agent = service.agent(agentId)
     resource_id = caller.own_resource(body.resource())
-    return sse_response(await agent.stream(body.python_messages(), **body.options(resource_id)))
+    options = body.options(resource_id)
+    return sse_response(await agent.stream(body.python_messages(), **options, started_by=caller.name))
 
 
 @router.post("/agents/{agentId}/generate", operation_id="generate", **JSON_ROUTE)
@@ -48,7 +49,8 @@ async def generate(agentId: str, body: RunBody, service: ServiceDep, caller: Cal
     """Run to the end or to the first pause (``finishReason: "suspended"``, ``suspendPayload`` set)."""
     agent = service.agent(agentId)
     resource_id = caller.own_resource(body.resource())
-    return run_result_json(await agent.generate(body.python_messages(), **body.options(resource_id)))
+    options = body.options(resource_id)
+    return run_result_json(await agent.generate(body.python_messages(), **options, started_by=caller.name))
 
 
 # ---- deciding -----------------------------------------------------------------------------------------
@@ -63,7 +65,7 @@ async def approve_tool_call(
 ) -> StreamingResponse:
     """Approve a paused call: the tool runs (once) and the run carries on."""
     agent = await service.run_agent(caller, agentId, body.run_id)
-    stream = await agent.approve_tool_call(**_approval(body), decided_by=caller.name)
+    stream = await agent.approve_tool_call(**_approval(body), **caller.decider())
     return sse_response(stream)
 
 
@@ -76,7 +78,7 @@ async def decline_tool_call(
 ) -> StreamingResponse:
     """Decline a paused call: the tool never runs; the model is told ``reason``."""
     agent = await service.run_agent(caller, agentId, body.run_id)
-    stream = await agent.decline_tool_call(**_refusal(body), decided_by=caller.name)
+    stream = await agent.decline_tool_call(**_refusal(body), **caller.decider())
     return sse_response(stream)
 
 
@@ -90,7 +92,7 @@ async def approve_tool_call_generate(
     caller: CallerDep,
 ) -> dict[str, Any]:
     agent = await service.run_agent(caller, agentId, body.run_id)
-    result = await agent.approve_tool_call_generate(**_approval(body), decided_by=caller.name)
+    result = await agent.approve_tool_call_generate(**_approval(body), **caller.decider())
     return run_result_json(result)
 
 
@@ -104,7 +106,7 @@ async def decline_tool_call_generate(
     caller: CallerDep,
 ) -> dict[str, Any]:
     agent = await service.run_agent(caller, agentId, body.run_id)
-    result = await agent.decline_tool_call_generate(**_refusal(body), decided_by=caller.name)
+    result = await agent.decline_tool_call_generate(**_refusal(body), **caller.decider())
     return run_result_json(result)
 
 
@@ -118,7 +120,7 @@ async def resume_stream(
     """Answer a paused call with ``resumeData``, validated against its ``resumeSchema``: a ``suspend()``'s
     answer, or ``{approved, reason?}`` for an approval (decided exactly as approve/decline)."""
     agent = await service.run_agent(caller, agentId, body.run_id)
-    stream = await agent.resume_stream(body.resume_data, **_resumption(body), decided_by=caller.name)
+    stream = await agent.resume_stream(body.resume_data, **_resumption(body), **caller.decider())
     return sse_response(stream)
 
 
@@ -131,7 +133,7 @@ async def resume_generate(
 ) -> dict[str, Any]:
     """Troupe's addition: ``resume-stream`` answered with the folded result."""
     agent = await service.run_agent(caller, agentId, body.run_id)
-    result = await agent.resume_generate(body.resume_data, **_resumption(body), decided_by=caller.name)
+    result = await agent.resume_generate(body.resume_data, **_resumption(body), **caller.decider())
     return run_result_json(result)
 
 
@@ -161,7 +163,7 @@ async def send_tool_approval(
         tool_call_id=body.tool_call_id,
         reason=body.reason,
         resume_data=body.resume_data,
-        decided_by=caller.name,
+        **caller.decider(),
     )
     if MEDIA_TYPE in request.headers.get("accept", ""):
         return sse_response(stream)

@@ -20,6 +20,7 @@ from typing import Any
 import uvicorn
 from troupe.api.app import create_app
 from troupe.api.auth import KeyRing
+from troupe.core.outbox import Notifications
 from troupe.supervisor.runtime import Runtime
 
 log = logging.getLogger("troupe.serve")
@@ -42,11 +43,13 @@ def serve(
     keys: KeyRing | Mapping[str, Any] | None = None,
     open_mode: bool = False,
     log_level: str = "info",
+    notifications: Notifications | None = None,
     **app_options: Any,
 ) -> int:
     """Run the server in this (main) thread; returns the process exit code. ``app_options`` go to
-    ``create_app`` (``max_body_bytes``, ``hosts``)."""
-    return asyncio.run(_serve(source, host, port, keys, open_mode, log_level, app_options))
+    ``create_app`` (``max_body_bytes``, ``hosts``); ``notifications``, when given, replace the
+    runtime's own (``troupe serve --notify FILE``)."""
+    return asyncio.run(_serve(source, host, port, keys, open_mode, log_level, app_options, notifications))
 
 
 async def _serve(
@@ -57,8 +60,11 @@ async def _serve(
     open_mode: bool,
     log_level: str,
     app_options: dict[str, Any],
+    notifications: Notifications | None = None,
 ) -> int:
     runtime = await _runtime(source)
+    if notifications is not None:
+        runtime.use_notifications(notifications)
     loop = asyncio.get_running_loop()
     server: _Server | None = None
     handled: list[int] = []

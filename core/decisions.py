@@ -209,7 +209,12 @@ def apply(state: RunState, target: Target, request: DecideRequest, tool: Tool | 
     """
     call, pause = target.call, target.pause
     decision = as_decision(pause, call.tool_call_id, request.decision)
-    record = Decision(kind="approved", decided_by=request.decided_by)
+    record = Decision(
+        kind="approved",
+        decided_by=request.decided_by,
+        inner_tool_call_id=pause.inner_tool_call_id,
+        inner_fingerprint=pause.inner_fingerprint,
+    )
     match decision:
         case Approve(edited_args=edited):
             if edited is not None and tool is not None:
@@ -233,21 +238,31 @@ def apply(state: RunState, target: Target, request: DecideRequest, tool: Tool | 
             assert_never(decision)
     call.decision = record
     call.pauses = []
-    return AuditEntry(
-        run_id=state.run_id,
-        agent_id=state.agent_id,
-        tool_call_id=call.tool_call_id,
-        tool_name=pause.tool_name,
-        args=pause.args,
-        fingerprint=pause.fingerprint,
+    return audit_entry(
+        state,
+        Target(call, pause),
         kind=record.kind,
         reason=record.reason,
         edited_args=record.edited_args,
         resume_data=record.resume_data,
         decided_by=record.decided_by,
         decided_at=record.decided_at,
+    )
+
+
+def audit_entry(state: RunState, target: Target, **decision: Any) -> AuditEntry:
+    """The audit record of a decision (``decision``: kind, who, when, ...) on ``target``'s pause."""
+    pause = target.pause
+    return AuditEntry(
+        run_id=state.run_id,
+        agent_id=state.agent_id,
+        tool_call_id=target.call.tool_call_id,
+        tool_name=pause.tool_name,
+        args=pause.args,
+        fingerprint=pause.fingerprint,
         agent_path=pause.agent_path,
         resource_id=state.resource_id,
+        **decision,
     )
 
 
@@ -263,6 +278,7 @@ __all__ = [
     "already_decided",
     "apply",
     "as_decision",
+    "audit_entry",
     "check_kind",
     "find_target",
     "parse_resume_data",

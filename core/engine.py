@@ -13,13 +13,23 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from troupe.core import decision_log
 from troupe.core.agent import AgentSpec
+from troupe.core.approvers import ApproverPolicies, ApproverPolicy, check_decider, needs_more
 from troupe.core.auto_resume import extract_resume_data, find_resumable
 from troupe.core.chunks import Chunk
-from troupe.core.decisions import Target, already_decided, apply, check_kind, find_target
+from troupe.core.decisions import (
+    Target,
+    already_decided,
+    apply,
+    as_decision,
+    audit_entry,
+    check_kind,
+    find_target,
+)
 from troupe.core.errors import (
     DecisionConflictError,
     DecisionRejectedError,
@@ -33,6 +43,7 @@ from troupe.core.loop import ActiveRun, RunLoop
 from troupe.core.memory import trim_history
 from troupe.core.messages import last_user_text, normalize_messages
 from troupe.core.options import RunOptions
+from troupe.core.outbox import Notifications, interrupted_event
 from troupe.core.policy import RunPolicy
 from troupe.core.recovery import prepare_recovery, replay
 from troupe.core.requests import AgentPort, DecideRequest, Decline, Resume, StartRequest
@@ -50,6 +61,14 @@ class ContinuedElsewhere(Exception):
         super().__init__(str(error))
         self.error = error
         self.run = run
+
+
+class QuorumPending(Exception):
+    """An approval was counted towards its quorum; the call still waits (the run is unchanged)."""
+
+    def __init__(self, state: RunState) -> None:
+        super().__init__(state.run_id)
+        self.state = state
 
 
 class RunLocks:
@@ -142,6 +161,24 @@ class Operation:
                 self._release()
 
 
+class Recorded(Operation):
+    """A decision that only counted towards a quorum: its stream tells where the run stands (still
+    paused, with the same pauses), and nothing else happens."""
+
+    def __init__(
+        self, loop: RunLoop, state: RunState, release: Callable[[], None], caller: dict[str, str] | None
+    ) -> None:
+        super().__init__(loop, ActiveRun(state, 0, True), release, kind="approval-recorded", caller=caller)
+        self._state = state
+
+    async def execute(self, emit: Callable[[Chunk], None]) -> None:
+        try:
+            for chunk in replay(self._loop, self._state):
+                emit(chunk)
+        finally:
+            self._release()
+
+
 class RunEngine:
     def __init__(
         self,
@@ -149,11 +186,14 @@ class RunEngine:
         store: Store,
         ports: dict[str, AgentPort] | None = None,
         owner: str | None = None,
+        notifications: Notifications | None = None,
+        policies: ApproverPolicies | None = None,
         clock: Clock = utcnow,
     ) -> None:
         self.spec = spec
         self.store = store
-        self.loop = RunLoop(spec, store, ports or {}, clock)
+        self.loop = RunLoop(spec, store, ports or {}, notifications, clock)
+        self.policies = policies
         self.locks = RunLocks()
         # Who drives the runs this engine works on (its host's identity; see RunState.owner).
         self.owner = owner or f"engine:{uuid.uuid4().hex}"
@@ -185,6 +225,7 @@ class RunEngine:
             approval=self._storable_policy(request, options.require_tool_approval),
             auto_resume=options.auto_resume_suspended_tools,
             approval_timeout=options.approval_timeout,
+            started_by=options.started_by,
             parent=request.parent,
             owner=self.owner,
         )
@@ -256,6 +297,8 @@ class RunEngine:
         release = await self.locks.acquire(request.run_id)
         try:
             run, backlog = await self._claim(request, thread=thread)
+        except QuorumPending as pending:
+            return Recorded(self.loop, pending.state, release, caller=request.trace)
         except ContinuedElsewhere as moved:
             operation = Operation(self.loop, moved.run, release, kind="decision", caller=request.trace)
             operation.refusal = moved.error
@@ -316,6 +359,12 @@ class RunEngine:
                     run_id=state.run_id,
                     tool_call_id=target.call.tool_call_id,
                 )
+            policy = None if expiring or state.parent is not None else self._policy(target.pause)
+            if policy is not None:
+                try:
+                    await self._check_policy(policy, stored.version, state, target, request)
+                except StaleSnapshotError:
+                    continue
             call = target.call
             delegated = call.tool_name in self.loop.delegations and call.child is not None
             # A delegated call is put back as it was if the subagent refuses the decision (see _route).
@@ -324,12 +373,15 @@ class RunEngine:
             if expiring:
                 assert call.decision is not None
                 call.decision.kind = entry.kind = "expired"
+            if policy is not None and policy.quorum > 1 and entry.kind == "approved":
+                entry.approvals = [*target.pause.approvals, entry.decided_by or ""]
+                entry.quorum = policy.quorum
             # In flight from here: a crash before the next checkpoint leaves it for recovery, not listed.
             state.status, state.owner = "running", self.owner
             try:
                 # A delegated decision is audited once the subagent has accepted it (see _route).
                 audit = () if delegated else (entry,)
-                version = await self.store.save_run(
+                version = await self.loop.save(
                     state, expected_version=stored.version, audit=audit, thread=thread
                 )
             except StaleSnapshotError:
@@ -356,6 +408,34 @@ class RunEngine:
                 return run, []
             return run, [self.loop.decline_chunk(state.run_id, call)]
         raise StaleSnapshotError(f"run {request.run_id} kept changing while a decision was claimed; retry")
+
+    def _policy(self, pause: Pause) -> ApproverPolicy | None:
+        return None if self.policies is None else self.policies.for_pause(pause)
+
+    async def _check_policy(
+        self, policy: ApproverPolicy, version: int, state: RunState, target: Target, request: DecideRequest
+    ) -> None:
+        """Refuse a decider the policy does not allow (``ApprovalPolicyError``, nothing written). An
+        approval short of the quorum is counted (the call keeps waiting; audited and announced in the
+        same write) and ends the claim with ``QuorumPending``."""
+        pause = target.pause
+        # Resume data answering an approval pause counts as the approval (or decline) it stands for.
+        request = replace(request, decision=as_decision(pause, target.call.tool_call_id, request.decision))
+        check_decider(policy, state, pause, request)
+        if not needs_more(policy, pause, request):
+            return
+        pause.approvals.append(request.decided_by or "")
+        entry = audit_entry(
+            state,
+            target,
+            kind="approval-recorded",
+            decided_by=request.decided_by,
+            approvals=list(pause.approvals),
+            quorum=policy.quorum,
+        )
+        await self.loop.save(state, expected_version=version, audit=(entry,))
+        decision_log.decided(entry)  # logged as "decision ... decision=approval-recorded"
+        raise QuorumPending(state)
 
     async def _target(self, request: DecideRequest) -> tuple[StoredRun, Target]:
         """The run and the paused call a decision is for, or the error saying why there is none."""
@@ -412,10 +492,13 @@ class RunEngine:
         except Exception:
             # The subagent could not answer (its actor died, storage failed mid-write): whether it took
             # the decision is unknown, so this level keeps its claim and follows the subagent's run
-            # wherever it stands; if the decision never landed, the pause comes back up to be decided.
+            # wherever it stands. Either way the decision is not lost: this level's claim is its durable
+            # hand-off (troupe.core.handoff), which the subagent applies when its run is next followed.
+            # So it is audited here, once, and at once: the run may wait a long time for its subagent.
             log.warning(
                 "routing a decision to run %s failed; following it instead", inner.run_id, exc_info=True
             )
+            run.version = await self.store.save_run(run.state, expected_version=run.version, audit=(entry,))
             run.reattach.add(call.tool_call_id)
             run.todo.append(call.tool_call_id)
             return
@@ -425,7 +508,11 @@ class RunEngine:
     async def _decided_before(self, request: DecideRequest) -> DecisionConflictError | None:
         if request.tool_call_id is not None:
             for entry in await self.store.list_audit(request.run_id):
-                if entry.tool_call_id == request.tool_call_id and entry.agent_id == self.spec.id:
+                if (
+                    entry.tool_call_id == request.tool_call_id
+                    and entry.agent_id == self.spec.id
+                    and entry.kind != "approval-recorded"  # a quorum's count, not a decision
+                ):
                     return already_decided(request.run_id, entry.tool_call_id, entry.kind, entry.decided_by)
         return None
 
@@ -455,9 +542,13 @@ class RunEngine:
             state = stored.state
             state.owner = self.owner
             run = ActiveRun(state, stored.version, self._resumed_policy(state))
+            running = [c.tool_call_id for c in state.calls if c.status is CallStatus.RUNNING]
             notes = prepare_recovery(self.loop, run)
+            cut = [c for c in state.calls if c.tool_call_id in running and c.status is not CallStatus.RUNNING]
             try:
-                run.version = await self.store.save_run(state, expected_version=stored.version)
+                run.version = await self.loop.save(
+                    state, expected_version=stored.version, events=[interrupted_event(state, c) for c in cut]
+                )
             except StaleSnapshotError:
                 release()
                 return None

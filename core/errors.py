@@ -13,9 +13,13 @@
      ├── InvalidPaginationError       INVALID_PAGINATION
      ├── InvalidOptionError           INVALID_OPTION
      ├── DuplicateRunError            AGENT_RUN_EXISTS
+     ├── DeliveryNotFoundError        NOTIFICATION_DELIVERY_NOT_FOUND
+     ├── ApprovalPolicyError          AGENT_DECISION_FORBIDDEN       (403: the approver policy refuses)
+     ├── DecisionLinkError            DECISION_LINK_INVALID          (403: a bad, used or expired link)
      ├── AgentNotFoundError           AGENT_NOT_FOUND
      ├── AgentUnavailableError        AGENT_UNAVAILABLE
- ├── RayAuthError                 RAY_AUTH_FAILED
+     │    └── DecisionPendingError    AGENT_DECISION_PENDING
+     ├── RayAuthError                 RAY_AUTH_FAILED
      ├── ModelError                   MODEL_ERROR
      ├── RunFailedError               AGENT_RUN_FAILED
      └── StorageError                 STORAGE_ERROR
@@ -124,6 +128,26 @@ class DuplicateRunError(TroupeError):
     http_status = 409
 
 
+class DeliveryNotFoundError(TroupeError):
+    code = "NOTIFICATION_DELIVERY_NOT_FOUND"
+    http_status = 404
+
+
+class ApprovalPolicyError(TroupeError):
+    """The approver policy does not let this principal decide this call (a role it lacks, its own run
+    under separation of duties, an approval it already gave). Nothing was changed."""
+
+    code = "AGENT_DECISION_FORBIDDEN"
+    http_status = 403
+
+
+class DecisionLinkError(TroupeError):
+    """A decision link that is forged, expired, already used, or for a call that has changed."""
+
+    code = "DECISION_LINK_INVALID"
+    http_status = 403
+
+
 class AgentNotFoundError(TroupeError):
     code = "AGENT_NOT_FOUND"
     http_status = 404
@@ -133,6 +157,14 @@ class AgentUnavailableError(TroupeError):
     """An agent's actor could not be reached (it died and did not come back in time)."""
 
     code = "AGENT_UNAVAILABLE"
+    http_status = 503
+
+
+class DecisionPendingError(AgentUnavailableError):
+    """The decision was accepted and is durable, but the subagent it is for cannot be reached yet: it is
+    delivered (once) when that agent is back; the run carries on then. Deciding again is a conflict."""
+
+    code = "AGENT_DECISION_PENDING"
     http_status = 503
 
 
@@ -193,8 +225,11 @@ __all__ = [
     "AgentNotFoundError",
     "AgentUnavailableError",
     "AmbiguousSuspendedRunsError",
+    "ApprovalPolicyError",
     "DecisionConflictError",
+    "DecisionLinkError",
     "DecisionRejectedError",
+    "DeliveryNotFoundError",
     "DuplicateRunError",
     "InvalidOptionError",
     "InvalidPaginationError",

@@ -21,7 +21,8 @@ from troupe.core.agent import DELEGATION_PREFIX, AgentSpec
 from troupe.core.chunks import Chunk
 from troupe.core.decisions import APPROVAL_RESUME_SCHEMA, parse_resume_data
 from troupe.core.delegation import Delegation, child_run_id, delegation_tool
-from troupe.core.errors import ModelError, StorageError, TroupeError
+from troupe.core.errors import DecisionPendingError, ModelError, StorageError, TroupeError
+from troupe.core.handoff import pending_delivery
 from troupe.core.hooks import ToolCallOverride
 from troupe.core.memory import settled_length, take_unsaved
 from troupe.core.messages import assistant_message, tool_message
@@ -33,10 +34,11 @@ from troupe.core.model_output import (
     id_problem,
     text_problem,
 )
+from troupe.core.outbox import Event, Notifications, decision_event, pause_event
 from troupe.core.policy import RunPolicy, requires_approval
 from troupe.core.requests import AgentPort, ChunkBatches
 from troupe.core.state import CallStatus, Clock, Pause, RunState, ToolCallState, fingerprint, utcnow
-from troupe.core.store import AuditEntry, StaleSnapshotError, Store, ThreadAppend
+from troupe.core.store import AuditEntry, OutboxEntry, StaleSnapshotError, Store, ThreadAppend
 from troupe.core.tools import AgentContext, SuspendSignal, Tool, ToolContext
 from troupe.core.tracing import span
 
@@ -77,11 +79,19 @@ class Turn:
 
 class RunLoop:
     def __init__(
-        self, spec: AgentSpec, store: Store, ports: dict[str, AgentPort], clock: Clock = utcnow
+        self,
+        spec: AgentSpec,
+        store: Store,
+        ports: dict[str, AgentPort],
+        notifications: Notifications | None = None,
+        clock: Clock = utcnow,
     ) -> None:
         self.spec = spec
         self.store = store
         self.clock = clock
+        self.notifications = notifications
+        # Called after a write that added outbox entries (the host's dispatcher sends them).
+        self.on_outbox: Callable[[], None] = lambda: None
         self.delegations = {
             DELEGATION_PREFIX + key: Delegation(key, sub, ports[key])
             for key, sub in spec.agents.items()
@@ -140,13 +150,45 @@ class RunLoop:
         await self.checkpoint(run)
         return True
 
-    async def checkpoint(self, run: ActiveRun, thread: ThreadAppend | None = None) -> None:
+    async def checkpoint(
+        self, run: ActiveRun, thread: ThreadAppend | None = None, events: Sequence[Event] = ()
+    ) -> None:
         run.state.updated_at = utcnow()
         audit, run.pending_audit = tuple(run.pending_audit), []
-        run.version = await self.store.save_run(
-            run.state, expected_version=run.version, audit=audit, thread=thread
+        run.version = await self.save(
+            run.state, expected_version=run.version, audit=audit, thread=thread, events=events
         )
         await self._drop_consumed_children(run)
+
+    async def save(
+        self,
+        state: RunState,
+        *,
+        expected_version: int,
+        audit: tuple[AuditEntry, ...] = (),
+        thread: ThreadAppend | None = None,
+        events: Sequence[Event] = (),
+    ) -> int:
+        """Write the run, with its audit entries and, in the same atomic step, the notifications that
+        they and ``events`` make (``troupe.core.outbox``)."""
+        outbox = self.outbox(state, audit, events)
+        # Only when there is something to send, so a store written to the older protocol keeps working.
+        extra: dict[str, tuple[OutboxEntry, ...]] = {"outbox": outbox} if outbox else {}
+        version = await self.store.save_run(
+            state, expected_version=expected_version, audit=audit, thread=thread, **extra
+        )
+        if outbox:
+            self.on_outbox()
+        return version
+
+    def outbox(
+        self, state: RunState, audit: Sequence[AuditEntry], events: Sequence[Event] = ()
+    ) -> tuple[OutboxEntry, ...]:
+        if self.notifications is None or not self.notifications.targets:
+            return ()
+        # A subagent's decisions are reported by the top-level run that routed them.
+        decided = [decision_event(state, entry) for entry in audit] if state.parent is None else []
+        return self.notifications.entries([*events, *decided])
 
     async def finish(self, run: ActiveRun, reason: str) -> None:
         text = _final_text(run.state)
@@ -210,11 +252,12 @@ class RunLoop:
         A model or tool-infrastructure failure ends the run, so its snapshot goes. A storage failure leaves
         the last durable checkpoint as it is, for recovery once storage is back.
         """
+        error = pending_delivery(run.state, self.delegations, error)
         if isinstance(error, TroupeError):
             info = error.to_dict()
         else:
             info = {"code": "AGENT_RUN_FAILED", "message": f"{type(error).__name__}: {error}", "details": {}}
-        if not isinstance(error, StorageError):
+        if not isinstance(error, StorageError | DecisionPendingError):
             try:
                 await self._end(run, {"finish_reason": "error", "error": info})
             except StorageError:
@@ -458,7 +501,10 @@ class RunLoop:
     async def _suspend(self, run: ActiveRun) -> None:
         state = run.state
         state.status = "suspended"
-        await self.checkpoint(run, take_unsaved(self.spec.memory, state, upto=settled_length(state)))
+        # Only the top-level run announces pauses to people (a subagent's pause bubbles up to it).
+        pauses = [pause_event(state, c, p) for c, p in state.open_pauses()] if state.parent is None else []
+        thread = take_unsaved(self.spec.memory, state, upto=settled_length(state))
+        await self.checkpoint(run, thread, pauses)
         # Durable now: announce every open pause, oldest first, so the last one is the newest.
         for call, pause in state.open_pauses():
             run.emit(pause_chunk(state.run_id, call, pause))

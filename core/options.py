@@ -21,6 +21,8 @@ class RunOptions:
     run_id: str | None = None
     # Seconds a pause may wait for its human; after that it is declined with a reason the model sees.
     approval_timeout: float | None = None
+    # Who starts the run: an approver policy with separation of duties keeps them from deciding its calls.
+    started_by: str | None = None
 
     @classmethod
     def names(cls) -> frozenset[str]:
@@ -75,6 +77,7 @@ class StreamOptions(TypedDict, total=False):
     max_steps: int
     run_id: str
     approval_timeout: float
+    started_by: str
 
 
 class DecisionOptions(TypedDict, total=False):
@@ -82,7 +85,8 @@ class DecisionOptions(TypedDict, total=False):
 
     tool_call_id: str | None  # omitted: the run's most recently paused call
     fingerprint: str | None  # given: the decision applies only if the call still has it
-    decided_by: str | None  # recorded in the audit log
+    decided_by: str | None  # recorded in the audit log; the principal an approver policy checks
+    roles: frozenset[str] | None  # the decider's roles, for an approver policy
 
 
 class SuspendedRunFilters(TypedDict, total=False):

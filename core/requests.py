@@ -50,6 +50,8 @@ class DecideRequest:
     # When given, the decision applies only if the paused call still has this fingerprint.
     fingerprint: str | None = None
     decided_by: str | None = None
+    # The decider's roles, checked against an approver policy (``troupe.core.approvers``).
+    roles: frozenset[str] | None = None
     trace: dict[str, str] | None = None
 
 

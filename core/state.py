@@ -56,6 +56,10 @@ class Decision(_Model):
     resume_data: Any = None
     decided_at: datetime = Field(default_factory=utcnow)
     decided_by: str | None = None
+    # For a delegated call: the subagent's call and pause it targets. The claim at this level is the
+    # durable hand-off: a subagent that missed the routed decision (its actor died) applies it from here.
+    inner_tool_call_id: str | None = None
+    inner_fingerprint: str | None = None
 
 
 class Pause(_Model):
@@ -78,6 +82,8 @@ class Pause(_Model):
     seq: int = 0
     interrupted: bool = False
     expires_at: datetime | None = None
+    # Principals that have approved so far, while an approver policy's quorum is not yet reached.
+    approvals: list[str] = Field(default_factory=list)
 
 
 class ChildLink(_Model):
@@ -153,6 +159,8 @@ class RunState(_Model):
     # The host that drives the run while it is running; another host takes over only once this one's
     # heartbeat has expired.
     owner: str | None = None
+    # Who started the run (an API key's principal, or ``started_by``): for separation of duties.
+    started_by: str | None = None
     outcome: dict[str, Any] | None = None
     # The trace context of the run's first operation: later ones (decisions, recovery) continue it.
     trace: dict[str, str] | None = None

@@ -49,7 +49,7 @@ class AuditEntry(BaseModel):
     tool_name: str
     args: dict[str, Any]
     fingerprint: str
-    kind: Literal["approved", "declined", "resumed", "expired"]
+    kind: Literal["approved", "declined", "resumed", "expired", "approval-recorded"]
     reason: str | None = None
     edited_args: dict[str, Any] | None = None
     resume_data: Any = None
@@ -58,6 +58,49 @@ class AuditEntry(BaseModel):
     agent_path: list[str] = Field(default_factory=list)
     # Whose run it was: tenancy checks still work once the run's snapshot is gone.
     resource_id: str | None = None
+    # A quorum's approvals so far (``kind="approval-recorded"``: one approver of several has approved).
+    approvals: list[str] | None = None
+    quorum: int | None = None
+
+
+class OutboxEntry(BaseModel):
+    """One notification event on its way to one target. Written with the state change it reports;
+    delivered at least once by whichever live host claims it (a lease, so two hosts never send it at
+    the same time); kept after delivery so its state can be shown and it can be sent again."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str  # the delivery: event id and target
+    event_id: str  # the receiver's idempotency key (``webhook-id``)
+    target: str
+    run_id: str
+    body: dict[str, Any]  # the event as sent
+    status: Literal["pending", "delivered", "failed"] = "pending"
+    attempts: int = 0
+    next_at: float = 0.0  # epoch seconds of the next attempt while pending
+    created_at: float = 0.0
+    last_error: str | None = None
+    delivered_at: float | None = None
+    lease_owner: str | None = None
+    lease_until: float | None = None
+
+    def due_at(self) -> float:
+        """When a host may take it: its next attempt, or later if a sender holds it."""
+        return max(self.next_at, self.lease_until or 0.0)
+
+    def is_due(self, now: float) -> bool:
+        return self.status == "pending" and self.due_at() <= now
+
+    def leased(self, owner: str, until: float) -> OutboxEntry:
+        return self.model_copy(update={"lease_owner": owner, "lease_until": until})
+
+    def requeued(self, now: float) -> OutboxEntry:
+        """Pending again from ``now``, with a fresh retry schedule (a redelivery)."""
+        update = {"status": "pending", "attempts": 0, "next_at": now}
+        return self.released().model_copy(update=update)
+
+    def released(self) -> OutboxEntry:
+        return self.model_copy(update={"lease_owner": None, "lease_until": None})
 
 
 @dataclass(frozen=True)
@@ -133,9 +176,11 @@ class Store(Protocol):
         expected_version: int,
         audit: tuple[AuditEntry, ...] = (),
         thread: ThreadAppend | None = None,
+        outbox: tuple[OutboxEntry, ...] = (),
     ) -> int:
         """Replace the run if it is still at ``expected_version`` (else ``StaleSnapshotError``), appending
-        ``audit`` and ``thread`` in the same atomic step. Returns the new version."""
+        ``audit`` and ``thread`` and adding the ``outbox`` entries (an id already there is kept as it is)
+        in the same atomic step. Returns the new version."""
         ...
 
     async def delete_run(
@@ -158,6 +203,25 @@ class Store(Protocol):
         ...
 
     async def list_audit(self, run_id: str) -> list[AuditEntry]: ...
+
+    async def claim_deliveries(self, owner: str, now: float, lease_s: float, limit: int) -> list[OutboxEntry]:
+        """Up to ``limit`` pending outbox entries due at ``now`` (soonest first), leased to ``owner``
+        until ``now + lease_s`` in one atomic step, so no other host takes them meanwhile."""
+        ...
+
+    async def settle_delivery(self, entry: OutboxEntry) -> bool:
+        """Record an attempt's outcome (``entry`` as the sender updated it) and end its lease; False, and
+        nothing written, if the lease is no longer ``entry.lease_owner``'s."""
+        ...
+
+    async def list_deliveries(self, run_id: str) -> list[OutboxEntry]:
+        """The outbox entries of a run, oldest first (kept after the run is gone)."""
+        ...
+
+    async def redeliver(self, delivery_id: str, now: float) -> OutboxEntry | None:
+        """Make an entry pending again, due at ``now``, with a fresh retry schedule and no lease (a
+        sender still holding one cannot settle it). None if there is no such entry."""
+        ...
 
     async def touch_owner(self, owner: str, ttl_s: float) -> None:
         """Say that host ``owner`` is alive for the next ``ttl_s`` seconds (a heartbeat)."""
@@ -183,6 +247,7 @@ class Store(Protocol):
 
 __all__ = [
     "AuditEntry",
+    "OutboxEntry",
     "StaleSnapshotError",
     "Store",
     "StoredRun",

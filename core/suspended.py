@@ -30,6 +30,7 @@ class PendingToolCall:
     paused_at: datetime
     interrupted: bool = False
     expires_at: datetime | None = None
+    approvals: list[str] = field(default_factory=list)  # towards an approver policy's quorum
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,7 @@ class SuspendedRun:
                 paused_at=pause.paused_at,
                 interrupted=pause.interrupted,
                 expires_at=pause.expires_at,
+                approvals=list(pause.approvals),
             )
             for call, pause in state.open_pauses()
         ]

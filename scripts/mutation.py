@@ -37,7 +37,7 @@ class Mutant:
 
 APPROVAL = ("tests/test_guarantees.py", "tests/test_approval.py")
 CHECKPOINT_PAUSE = (
-    "        await self.checkpoint(run, take_unsaved(self.spec.memory, state, upto=settled_length(state)))\n"
+    "        await self.checkpoint(run, thread, pauses)\n"
     "        # Durable now: announce every open pause, oldest first, so the last one is the newest.\n"
 )
 ANNOUNCE = """        for call, pause in state.open_pauses():
@@ -57,8 +57,8 @@ MUTANTS = [
         "suspend-without-status",
         "core/loop.py",
         """        state.status = "suspended"
-        await self.checkpoint(run, take_unsaved(""",
-        """        await self.checkpoint(run, take_unsaved(""",
+""",
+        "",
         ("tests/test_guarantees.py", "tests/test_snapshots.py"),
     ),
     Mutant(

@@ -15,6 +15,7 @@ from troupe.core.errors import DuplicateRunError
 from troupe.core.state import RunState
 from troupe.core.store import (
     AuditEntry,
+    OutboxEntry,
     StaleSnapshotError,
     StoredRun,
     SuspendedRunQuery,
@@ -39,6 +40,7 @@ class MemoryStore:
         self._threads: dict[str, list[dict[str, Any]]] = defaultdict(list)
         self._thread_resources: dict[str, str] = {}
         self._owners: dict[str, float] = {}
+        self._outbox: dict[str, str] = {}  # delivery id -> OutboxEntry JSON, in the order written
 
     def __reduce__(self) -> Any:
         raise TypeError(
@@ -65,6 +67,7 @@ class MemoryStore:
         expected_version: int,
         audit: tuple[AuditEntry, ...] = (),
         thread: ThreadAppend | None = None,
+        outbox: tuple[OutboxEntry, ...] = (),
     ) -> int:
         entry = self._runs.get(state.run_id)
         if entry is None or entry[1] != expected_version:
@@ -76,6 +79,8 @@ class MemoryStore:
         for item in audit:
             self._audit[item.run_id].append(item.model_dump_json())
         self._append(thread)
+        for delivery in outbox:
+            self._outbox.setdefault(delivery.id, delivery.model_dump_json())
         return version
 
     def _append(self, thread: ThreadAppend | None) -> None:
@@ -132,6 +137,36 @@ class MemoryStore:
 
     async def list_audit(self, run_id: str) -> list[AuditEntry]:
         return [AuditEntry.model_validate_json(raw) for raw in self._audit.get(run_id, [])]
+
+    # ---- outbox -------------------------------------------------------------------------------------
+
+    def _deliveries(self) -> list[OutboxEntry]:
+        return [OutboxEntry.model_validate_json(raw) for raw in self._outbox.values()]
+
+    async def claim_deliveries(self, owner: str, now: float, lease_s: float, limit: int) -> list[OutboxEntry]:
+        due = sorted((e for e in self._deliveries() if e.is_due(now)), key=OutboxEntry.due_at)[:limit]
+        claimed = [e.leased(owner, now + lease_s) for e in due]
+        for delivery in claimed:
+            self._outbox[delivery.id] = delivery.model_dump_json()
+        return claimed
+
+    async def settle_delivery(self, entry: OutboxEntry) -> bool:
+        raw = self._outbox.get(entry.id)
+        if raw is None or OutboxEntry.model_validate_json(raw).lease_owner != entry.lease_owner:
+            return False
+        self._outbox[entry.id] = entry.released().model_dump_json()
+        return True
+
+    async def list_deliveries(self, run_id: str) -> list[OutboxEntry]:
+        return [e for e in self._deliveries() if e.run_id == run_id]
+
+    async def redeliver(self, delivery_id: str, now: float) -> OutboxEntry | None:
+        raw = self._outbox.get(delivery_id)
+        if raw is None:
+            return None
+        again = OutboxEntry.model_validate_json(raw).requeued(now)
+        self._outbox[delivery_id] = again.model_dump_json()
+        return again
 
     async def touch_owner(self, owner: str, ttl_s: float) -> None:
         self._owners[owner] = time.time() + ttl_s

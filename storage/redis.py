@@ -11,6 +11,9 @@ Key layout (``P`` is the prefix, ``troupe:`` by default)::
     P running:<agent>                           zset of in-flight run ids, score 0 (so ZRANGE is sorted)
     P expiring:<agent>                          zset of suspended runs with a deadline, score: expiry
     P owners                                    zset of host heartbeats, score: expiry (server clock)
+    P outbox:<delivery_id>                      hash: entry (OutboxEntry JSON), owner (lease holder)
+    P outbox-due                                zset of pending outbox entry keys, score: when due
+    P outbox-run:<run_id>                       zset of a run's outbox entry keys, in the order written
     P write:<token>                             marks an append as done, for a minute (see retries)
 
 An id that ends a key is used as it is; an id followed by more parts has ``%`` and ``:`` escaped, so no two
@@ -62,6 +65,7 @@ from troupe.core.errors import (
 from troupe.core.state import RunState
 from troupe.core.store import (
     AuditEntry,
+    OutboxEntry,
     StaleSnapshotError,
     StoredRun,
     SuspendedRunQuery,
@@ -120,6 +124,15 @@ class Keys:
     def owners(self) -> str:
         return f"{self.prefix}owners"
 
+    def outbox(self, delivery_id: str) -> str:
+        return f"{self.prefix}outbox:{delivery_id}"
+
+    def outbox_due(self) -> str:
+        return f"{self.prefix}outbox-due"
+
+    def outbox_of_run(self, run_id: str) -> str:
+        return f"{self.prefix}outbox-run:{run_id}"
+
     def write_token(self, token: str) -> str:
         return f"{self.prefix}write:{token}"
 
@@ -168,6 +181,9 @@ class _Link:
         self.append: AsyncScript = self.client.register_script(lua.APPEND)
         self.touch_owner: AsyncScript = self.client.register_script(lua.TOUCH_OWNER)
         self.live_owners: AsyncScript = self.client.register_script(lua.LIVE_OWNERS)
+        self.claim_outbox: AsyncScript = self.client.register_script(lua.CLAIM_OUTBOX)
+        self.settle_outbox: AsyncScript = self.client.register_script(lua.SETTLE_OUTBOX)
+        self.list_outbox: AsyncScript = self.client.register_script(lua.LIST_OUTBOX)
         self._closer: AsyncGenerator[None, None] | None = None
 
     async def close_with_loop(self) -> None:
@@ -277,10 +293,18 @@ class RedisStore:
         expected_version: int,
         audit: tuple[AuditEntry, ...] = (),
         thread: ThreadAppend | None = None,
+        outbox: tuple[OutboxEntry, ...] = (),
     ) -> int:
         indexes = self.keys.indexes(state)
         appends = self._appends(audit, thread)
-        keys = [self.keys.run(state.run_id), *(key for key, _ in appends), *(key for key, _ in indexes)]
+        keys = [
+            self.keys.run(state.run_id),
+            *(key for key, _ in appends),
+            self.keys.outbox_due(),
+            self.keys.outbox_of_run(state.run_id),
+            *(self.keys.outbox(entry.id) for entry in outbox),
+            *(key for key, _ in indexes),
+        ]
         args: list[str | float] = [
             _token(),
             expected_version,
@@ -288,6 +312,9 @@ class RedisStore:
             state.run_id,
             len(appends),
             *(value for _, value in appends),
+            len(outbox),
+            *(entry.model_dump_json() for entry in outbox),
+            *(entry.due_at() for entry in outbox),
             *(score for _, score in indexes),
         ]
         async with self._session("save_run") as link:
@@ -354,6 +381,36 @@ class RedisStore:
         async with self._session("list_audit") as link:
             raw = await link.client.lrange(self.keys.audit(run_id), 0, -1)
         return [AuditEntry.model_validate_json(entry) for entry in raw]
+
+    # ---- outbox -------------------------------------------------------------------------------------
+
+    async def claim_deliveries(self, owner: str, now: float, lease_s: float, limit: int) -> list[OutboxEntry]:
+        until = now + lease_s
+        async with self._session("claim_deliveries") as link:
+            raw = await link.claim_outbox(keys=[self.keys.outbox_due()], args=[now, until, limit, owner])
+        return [OutboxEntry.model_validate_json(entry).leased(owner, until) for entry in raw]
+
+    async def settle_delivery(self, entry: OutboxEntry) -> bool:
+        return await self._write_delivery(entry.lease_owner or "", entry.released(), "settle_delivery")
+
+    async def _write_delivery(self, owner: str, entry: OutboxEntry, operation: str) -> bool:
+        keys = [self.keys.outbox(entry.id), self.keys.outbox_due()]
+        args: list[str | float] = [owner, entry.model_dump_json(), entry.status, entry.due_at()]
+        async with self._session(operation) as link:
+            return bool(await link.settle_outbox(keys=keys, args=args))
+
+    async def list_deliveries(self, run_id: str) -> list[OutboxEntry]:
+        async with self._session("list_deliveries") as link:
+            raw = await link.list_outbox(keys=[self.keys.outbox_of_run(run_id)])
+        return [OutboxEntry.model_validate_json(entry) for entry in raw if entry is not None]
+
+    async def redeliver(self, delivery_id: str, now: float) -> OutboxEntry | None:
+        async with self._session("redeliver") as link:
+            raw = await link.client.hget(self.keys.outbox(delivery_id), "entry")
+        if raw is None:
+            return None
+        again = OutboxEntry.model_validate_json(raw).requeued(now)
+        return again if await self._write_delivery("", again, "redeliver") else None
 
     # ---- host heartbeats -----------------------------------------------------------------------------
 

@@ -47,9 +47,10 @@ return 1
 """
 )
 
-# KEYS: run hash, the list each of the n pushes goes to (audit entries, thread messages), then the
-# indexes the run belongs to now. ARGV: write token, expected version, state, run id, n, the n values,
-# then the index scores.
+# KEYS: run hash, the list each of the n pushes goes to (audit entries, thread messages), the outbox's
+# due zset, the run's outbox zset, the hash of each of m outbox entries, then the indexes the run belongs
+# to now. ARGV: write token, expected version, state, run id, n, the n values, m, the m entries' JSON,
+# their m due times, then the index scores. An outbox entry already stored is left as it is.
 # Returns the new version, or 0 if the run is not at the expected version (or is gone).
 SAVE = (
     _RUN_HELPERS
@@ -64,11 +65,56 @@ if version ~= expected then
 end
 unindex(KEYS[1], ARGV[4])
 local entries = tonumber(ARGV[5])
-put(KEYS[1], ARGV[3], version + 1, ARGV[1], ARGV[4], 2 + entries, 6 + entries)
+local sends = tonumber(ARGV[6 + entries])
+put(KEYS[1], ARGV[3], version + 1, ARGV[1], ARGV[4], 4 + entries + sends, 7 + entries + 2 * sends)
 for i = 1, entries do redis.call('RPUSH', KEYS[1 + i], ARGV[5 + i]) end
+local due_key, run_outbox = KEYS[2 + entries], KEYS[3 + entries]
+for i = 1, sends do
+  local key = KEYS[3 + entries + i]
+  if redis.call('HSETNX', key, 'entry', ARGV[6 + entries + i]) == 1 then
+    local at = ARGV[6 + entries + sends + i]
+    redis.call('ZADD', due_key, at, key)
+    redis.call('ZADD', run_outbox, redis.call('ZCARD', run_outbox), key)
+  end
+end
 return version + 1
 """
 )
+
+# The outbox. Each entry is a hash: ``entry`` (its JSON, rewritten only by Python) and ``owner`` (the
+# host holding its lease). The due zset holds pending entries' keys, scored by when a host may take them.
+
+# KEYS: the due zset. ARGV: now, lease end, limit, owner. Leases the due entries; returns their JSON.
+CLAIM_OUTBOX = """
+local reply = {}
+for _, key in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[3])) do
+  redis.call('HSET', key, 'owner', ARGV[4])
+  redis.call('ZADD', KEYS[1], ARGV[2], key)
+  reply[#reply + 1] = redis.call('HGET', key, 'entry')
+end
+return reply
+"""
+
+# KEYS: entry hash, the due zset. ARGV: lease owner ('' for none: a redelivery), entry JSON, 'pending'
+# or not, due time. A settle whose lease is gone writes nothing (returns 0).
+SETTLE_OUTBOX = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if ARGV[1] ~= '' and redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'entry', ARGV[2])
+redis.call('HDEL', KEYS[1], 'owner')
+if ARGV[3] == 'pending' then redis.call('ZADD', KEYS[2], ARGV[4], KEYS[1])
+else redis.call('ZREM', KEYS[2], KEYS[1]) end
+return 1
+"""
+
+# KEYS: a run's outbox zset. Returns its entries' JSON, oldest first.
+LIST_OUTBOX = """
+local reply = {}
+for _, key in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+  reply[#reply + 1] = redis.call('HGET', key, 'entry')
+end
+return reply
+"""
 
 # KEYS: run hash, then one list key per value to push. ARGV: expected version ('' for any), run id,
 # the values. Idempotent as it is: a run already gone is not deleted again, nor are its pushes repeated.
@@ -142,4 +188,16 @@ return redis.call('ZRANGE', KEYS[1], 0, -1)
 """
 
 
-__all__ = ["APPEND", "CREATE", "DELETE", "LIST", "LIVE_OWNERS", "SAVE", "TOKEN_TTL_S", "TOUCH_OWNER"]
+__all__ = [
+    "APPEND",
+    "CLAIM_OUTBOX",
+    "CREATE",
+    "DELETE",
+    "LIST",
+    "LIST_OUTBOX",
+    "LIVE_OWNERS",
+    "SAVE",
+    "SETTLE_OUTBOX",
+    "TOKEN_TTL_S",
+    "TOUCH_OWNER",
+]

@@ -25,6 +25,7 @@ from troupe.core.errors import DuplicateRunError, StorageUnavailableError
 from troupe.core.state import RunState
 from troupe.core.store import (
     AuditEntry,
+    OutboxEntry,
     StaleSnapshotError,
     StoredRun,
     SuspendedRunQuery,
@@ -65,6 +66,17 @@ CREATE TABLE IF NOT EXISTS messages (
     body TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS messages_by_thread ON messages (thread_id, id);
+CREATE TABLE IF NOT EXISTS outbox (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    run_id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    due REAL NOT NULL,
+    lease_owner TEXT,
+    body TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS outbox_due ON outbox (status, due);
+CREATE INDEX IF NOT EXISTS outbox_by_run ON outbox (run_id, seq);
 CREATE TABLE IF NOT EXISTS finished_runs (run_id TEXT PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS owners (
     owner TEXT PRIMARY KEY,
@@ -192,6 +204,7 @@ class SqliteStore:
         expected_version: int,
         audit: tuple[AuditEntry, ...] = (),
         thread: ThreadAppend | None = None,
+        outbox: tuple[OutboxEntry, ...] = (),
     ) -> int:
         version = expected_version + 1
         row = _row(state, version)
@@ -210,6 +223,11 @@ class SqliteStore:
                     )
                 conn.executemany("INSERT INTO audit (run_id, body) VALUES (?, ?)", entries)
                 _insert_thread(conn, thread)
+                conn.executemany(
+                    "INSERT OR IGNORE INTO outbox (id, run_id, status, due, lease_owner, body) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    [_outbox_row(e) for e in outbox],
+                )
             return version
 
         return await self._run(update)
@@ -293,6 +311,53 @@ class SqliteStore:
 
         return [AuditEntry.model_validate_json(b) for b in await self._run(select)]
 
+    # ---- outbox -------------------------------------------------------------------------------------
+
+    async def claim_deliveries(self, owner: str, now: float, lease_s: float, limit: int) -> list[OutboxEntry]:
+        def claim(conn: sqlite3.Connection) -> list[OutboxEntry]:
+            with _transaction(conn):
+                rows = conn.execute(
+                    "SELECT body FROM outbox WHERE status = 'pending' AND due <= ? ORDER BY due LIMIT ?",
+                    (now, limit),
+                ).fetchall()
+                claimed = [OutboxEntry.model_validate_json(r[0]).leased(owner, now + lease_s) for r in rows]
+                for entry in claimed:
+                    _write_outbox(conn, entry)
+            return claimed
+
+        return await self._run(claim)
+
+    async def settle_delivery(self, entry: OutboxEntry) -> bool:
+        def settle(conn: sqlite3.Connection) -> bool:
+            with _transaction(conn):
+                found = conn.execute("SELECT lease_owner FROM outbox WHERE id = ?", (entry.id,)).fetchone()
+                if found is None or found[0] != entry.lease_owner:
+                    return False
+                _write_outbox(conn, entry.released())
+            return True
+
+        return await self._run(settle)
+
+    async def list_deliveries(self, run_id: str) -> list[OutboxEntry]:
+        def select(conn: sqlite3.Connection) -> list[str]:
+            return [
+                r[0] for r in conn.execute("SELECT body FROM outbox WHERE run_id = ? ORDER BY seq", (run_id,))
+            ]
+
+        return [OutboxEntry.model_validate_json(b) for b in await self._run(select)]
+
+    async def redeliver(self, delivery_id: str, now: float) -> OutboxEntry | None:
+        def requeue(conn: sqlite3.Connection) -> OutboxEntry | None:
+            with _transaction(conn):
+                found = conn.execute("SELECT body FROM outbox WHERE id = ?", (delivery_id,)).fetchone()
+                if found is None:
+                    return None
+                again = OutboxEntry.model_validate_json(found[0]).requeued(now)
+                _write_outbox(conn, again)
+            return again
+
+        return await self._run(requeue)
+
     async def touch_owner(self, owner: str, ttl_s: float) -> None:
         def upsert(conn: sqlite3.Connection) -> None:
             conn.execute(
@@ -372,6 +437,17 @@ def _insert_thread(conn: sqlite3.Connection, thread: ThreadAppend | None) -> Non
             "INSERT INTO messages (thread_id, resource_id, body) VALUES (?, ?, ?)",
             [(thread.thread_id, thread.resource_id, json.dumps(m)) for m in thread.messages],
         )
+
+
+def _outbox_row(entry: OutboxEntry) -> tuple[Any, ...]:
+    return (entry.id, entry.run_id, entry.status, entry.due_at(), entry.lease_owner, entry.model_dump_json())
+
+
+def _write_outbox(conn: sqlite3.Connection, entry: OutboxEntry) -> None:
+    conn.execute(
+        "UPDATE outbox SET status = ?, due = ?, lease_owner = ?, body = ? WHERE id = ?",
+        (entry.status, entry.due_at(), entry.lease_owner, entry.model_dump_json(), entry.id),
+    )
 
 
 def _row(state: RunState, version: int) -> tuple[Any, ...]:

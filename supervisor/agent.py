@@ -69,6 +69,8 @@ class Agent(AgentSpec):
     # ---- deciding -----------------------------------------------------------------------------------
 
     def _decision(self, run_id: str, decision: DecisionInput, options: DecisionOptions) -> DecideRequest:
+        if options.get("roles") is not None:
+            options = {**options, "roles": frozenset(options["roles"] or ())}
         return DecideRequest(run_id=run_id, decision=decision, trace=carrier(), **options)
 
     async def approve_tool_call(
@@ -125,6 +127,7 @@ class Agent(AgentSpec):
         reason: str | None = None,
         resume_data: Any = None,
         decided_by: str | None = None,
+        roles: frozenset[str] | None = None,
     ) -> AgentStream:
         """Decide the paused call of the run suspended on a thread, without knowing its run id.
 
@@ -143,7 +146,9 @@ class Agent(AgentSpec):
             decision = Resume(resume_data)
         else:
             decision = Approve() if approved else Decline(reason)
-        request = self._decision(run_id, decision, {"tool_call_id": tool_call_id, "decided_by": decided_by})
+        request = self._decision(
+            run_id, decision, {"tool_call_id": tool_call_id, "decided_by": decided_by, "roles": roles}
+        )
         return await self.runtime.decide(self.id, request)
 
 

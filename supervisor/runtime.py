@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import itertools
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Unpack
@@ -19,22 +20,26 @@ from troupe.actors.host import AgentHost
 from troupe.actors.remote import RayActor, ensure_ray
 from troupe.actors.store_host import RemoteStore, StoreHost
 from troupe.core.agent import AgentSpec
+from troupe.core.approvers import ApproverPolicies, ApproverPolicy
 from troupe.core.errors import (
     AgentNotFoundError,
     AmbiguousSuspendedRunsError,
+    DeliveryNotFoundError,
     NoSuspendedRunError,
     SnapshotNotFoundError,
 )
 from troupe.core.options import SuspendedRunFilters
+from troupe.core.outbox import Notifications, NotificationTarget
 from troupe.core.requests import DecideRequest, StartRequest
 from troupe.core.results import RunResult
 from troupe.core.state import Clock, utcnow
-from troupe.core.store import Store, SuspendedRunQuery
+from troupe.core.store import OutboxEntry, Store, SuspendedRunQuery
 from troupe.core.stream import AgentStream
 from troupe.core.suspended import SuspendedRun, SuspendedRunList
 from troupe.storage.memory import MemoryStore
 from troupe.storage.sqlite import SqliteStore
 from troupe.supervisor.agent import Agent
+from troupe.supervisor.placement import check_actor_options, check_replicas, options_for
 
 Executor = Literal["ray", "local"]
 
@@ -46,14 +51,30 @@ class Runtime:
         storage: Store | None = None,
         executor: Executor = "ray",
         ray_address: str | None = None,
+        actor_options: Mapping[str, Mapping[str, Any]] | None = None,
+        replicas: Mapping[str, int] | None = None,
+        notifications: Notifications | Sequence[NotificationTarget] | None = None,
+        approver_policies: ApproverPolicies | Sequence[ApproverPolicy] | None = None,
         clock: Clock = utcnow,
     ) -> None:
         if executor not in ("ray", "local"):
             raise ValueError(f"executor must be 'ray' or 'local', got {executor!r}")
+        # Where pauses and decisions are announced (signed webhooks from a durable outbox).
+        self.notifications = (
+            notifications
+            if isinstance(notifications, Notifications) or notifications is None
+            else Notifications(tuple(notifications))
+        )
+        # Who may decide which paused calls, and how many must agree (``troupe.core.approvers``).
+        self.approver_policies = ApproverPolicies.of(approver_policies)
         self.storage: Store = storage if storage is not None else MemoryStore()
         self.executor: Executor = executor
         self.ray_address = ray_address
         self.clock = clock  # what pause deadlines are measured against (tests inject one)
+        # Ray actor options per agent id ("*": every other agent), see troupe.supervisor.placement.
+        self.actor_options = check_actor_options(actor_options)
+        # How many actors serve an agent (default one): any of them takes any of its runs and decisions.
+        self.replicas = check_replicas(replicas)
         self._specs: dict[str, AgentSpec] = {}
         self._agents: dict[str, Agent] = {}
         self._handles: dict[str, AgentHandle] = {}
@@ -112,6 +133,12 @@ class Runtime:
                 self._store = self.storage
         return self._store
 
+    def use_notifications(self, notifications: Notifications | None) -> None:
+        """Set where events go (``troupe serve --notify``); only before the first host is made."""
+        if self._handles:
+            raise RuntimeError("notifications must be set before the runtime's agents are used")
+        self.notifications = notifications
+
     def _actor_name(self, what: str) -> str:
         return f"{self._id}:{what}:{next(self._spawned)}"
 
@@ -126,12 +153,34 @@ class Runtime:
         store = self.store()
         handle: AgentHandle
         if self.executor == "ray":
-            actor = RayActor.spawn(
-                AgentHost, spec, store, subagents, None, self.clock, name=self._actor_name(f"agent:{spec.id}")
-            )
-            handle = RayHandle(actor, spec.id)
+            options = options_for(self.actor_options, spec.id)
+            actors = [
+                RayActor.spawn(
+                    AgentHost,
+                    spec,
+                    store,
+                    subagents,
+                    None,
+                    self.notifications,
+                    self.approver_policies,
+                    self.clock,
+                    name=self._actor_name(f"agent:{spec.id}"),
+                    replaceable=True,
+                    **options,
+                )
+                for _ in range(self.replicas.get(spec.id, 1))
+            ]
+            handle = RayHandle(actors, spec.id)
         else:
-            handle = LocalHandle(AgentHost(spec, store, dict(subagents), clock=self.clock))
+            host = AgentHost(
+                spec,
+                store,
+                dict(subagents),
+                notifications=self.notifications,
+                policies=self.approver_policies,
+                clock=self.clock,
+            )
+            handle = LocalHandle(host)
         self._handles[agent_id] = handle
         return handle
 
@@ -183,6 +232,18 @@ class Runtime:
 
     async def decide_generate(self, agent_id: str, request: DecideRequest) -> RunResult:
         return (await self.handle(agent_id).generate_decision(request)).raise_for_error()
+
+    async def deliveries(self, run_id: str) -> list[OutboxEntry]:
+        """The run's notifications and where each stands (pending, delivered, failed; attempts, error)."""
+        return await self.store().list_deliveries(run_id)
+
+    async def redeliver(self, delivery_id: str) -> OutboxEntry:
+        """Send a notification again (delivered, failed or pending), with a fresh retry schedule; the
+        hosts' next look at the outbox (every ``poll_s``) sends it."""
+        again = await self.store().redeliver(delivery_id, time.time())
+        if again is None:
+            raise DeliveryNotFoundError(f"no notification delivery {delivery_id!r}", delivery_id=delivery_id)
+        return again
 
     async def list_suspended_runs(
         self, agent_id: str, **filters: Unpack[SuspendedRunFilters]

@@ -95,10 +95,16 @@ class FaultyStore:
         return version
 
     async def save_run(
-        self, state: Any, *, expected_version: int, audit: tuple[AuditEntry, ...] = (), thread: Any = None
+        self,
+        state: Any,
+        *,
+        expected_version: int,
+        audit: tuple[AuditEntry, ...] = (),
+        thread: Any = None,
+        **outbox: Any,
     ) -> int:
         version: int = await self._write(
-            "save_run", state, expected_version=expected_version, audit=audit, thread=thread
+            "save_run", state, expected_version=expected_version, audit=audit, thread=thread, **outbox
         )
         return version
 

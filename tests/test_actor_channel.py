@@ -60,16 +60,78 @@ async def test_errors_come_back_as_raised_and_functions_travel(served):
 
 async def test_a_connection_without_the_token_runs_nothing(served):
     target, _, endpoint = served
-    intruder = await ChannelClient.connect(Endpoint(endpoint.node_id, endpoint.path, b"guess" * 6))
-    with pytest.raises(ChannelClosed):
-        await intruder.call("echo", ("intruder",), {})
-    # Nor does one that announces a huge token (the server reads no more than a token's length).
+    with pytest.raises(ChannelClosed, match="refused"):
+        await ChannelClient.connect(Endpoint(endpoint.node_id, endpoint.path, b"guess" * 6))
+    # Nor does one that announces a huge token (the server reads no more than a handshake's length).
     reader, writer = await asyncio.open_unix_connection(endpoint.path)
     writer.write(struct.pack("!IQ", 1 << 31, 0))
     assert await asyncio.wait_for(reader.read(), 5) == b""  # closed on it
     writer.close()
     assert target.seen == []
-    assert intruder.closed
+
+
+async def _raw_hello(endpoint: Endpoint, version: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    reader, writer = await asyncio.open_unix_connection(endpoint.path)
+    hello = struct.pack("!H", version) + endpoint.token
+    writer.write(struct.pack("!IQ", len(hello), 0) + hello)
+    return reader, writer
+
+
+async def test_the_handshake_carries_the_protocol_version(served):
+    from troupe.actors.channel import PROTOCOL_VERSION
+
+    _, _, endpoint = served
+    reader, writer = await _raw_hello(endpoint, PROTOCOL_VERSION)
+    size, call_id = struct.unpack("!IQ", await reader.readexactly(12))
+    assert (call_id, struct.unpack("!H", await reader.readexactly(size))) == (0, (PROTOCOL_VERSION,))
+    writer.close()
+    # The right token with another version is refused: nothing is answered, the line is closed.
+    reader, writer = await _raw_hello(endpoint, PROTOCOL_VERSION + 1)
+    assert await asyncio.wait_for(reader.read(), 5) == b""
+    writer.close()
+
+
+async def test_frames_over_the_cap_are_neither_sent_nor_taken(served, monkeypatch):
+    import troupe.actors.channel as channel
+    from troupe.actors.channel import FrameTooLarge
+
+    target, _, endpoint = served
+    client = await ChannelClient.connect(endpoint)
+    monkeypatch.setattr(channel, "MAX_FRAME", 4096)
+    with pytest.raises(FrameTooLarge, match="cap of 4096"):
+        await client.call("echo", ("x" * 5000,), {})
+    assert await client.call("echo", ("small",), {}) == "small", "the line is still usable"
+    # A peer that sends an oversize frame anyway is cut off before its body is read.
+    reader, writer = await _raw_hello(endpoint, channel.PROTOCOL_VERSION)
+    await reader.readexactly(12 + 2)
+    writer.write(struct.pack("!IQ", 5000, 1) + b"x" * 5000)
+    assert await asyncio.wait_for(reader.read(), 5) == b""
+    writer.close()
+    assert target.seen == ["small"]
+    await client.close()
+
+
+async def test_an_answer_waits_for_a_reader_that_falls_behind(served):
+    """Backpressure: the server drains what it writes, so a caller that stops reading holds back the
+    answering task instead of making the actor buffer every reply in memory."""
+    from ray import cloudpickle
+
+    target, server, endpoint = served
+    reader, writer = await _raw_hello(endpoint, 1)
+    await reader.readexactly(12 + 2)
+    body = cloudpickle.dumps(("echo", ("y" * (8 << 20),), {}), protocol=5)
+    writer.write(struct.pack("!IQ", len(body), 7) + body)
+    while not target.seen:
+        await asyncio.sleep(0.01)
+    [answering] = list(server._tasks)
+    for _ in range(20):  # many turns of the event loop: the answer is written, then waits to drain
+        await asyncio.sleep(0)
+    assert not answering.done(), "the reply waits for its reader"
+    size, call_id = struct.unpack("!IQ", await reader.readexactly(12))
+    await reader.readexactly(size)
+    await asyncio.wait_for(answering, 5)
+    assert call_id == 7
+    writer.close()
 
 
 async def test_the_socket_is_private_to_its_user(served):
@@ -119,19 +181,25 @@ async def _until_holding(client: ChannelClient) -> None:
         await asyncio.sleep(0.01)
 
 
-async def test_same_node_calls_bypass_rays_call_queue(echo_actor):
+async def test_same_node_calls_are_held_to_the_actors_max_concurrency(echo_actor):
     import ray
 
-    # The actor takes one Ray call at a time, and a Ray call holds that slot until released. Calls over
-    # the channel do not queue behind it (through Ray, this test would wait for ever).
+    # The actor takes one call at a time (max_concurrency=1): a call over the channel waits behind a
+    # Ray call that holds the slot, as a call from another node would.
     assert await echo_actor.call("echo", "opens the channel") == "opens the channel"
+    assert await echo_actor._line() is not None, "this call goes over the channel"
     held = echo_actor.handle.hold.remote()
-    while not await echo_actor.call("is_holding"):
+    while not await echo_actor.call("is_holding"):  # a plain method: it takes no slot
         await asyncio.sleep(0.01)
-    assert await asyncio.wait_for(echo_actor.call("echo", "quick"), 10) == "quick"
-    assert ray.wait([held], timeout=0)[0] == []  # still held
+    queued = asyncio.ensure_future(echo_actor.call("echo", "queued"))
+    # Two round trips on the same line after the echo was sent: unheld, it would have been answered.
+    await echo_actor.call("seen_values")
+    assert await echo_actor.call("seen_values") == ["opens the channel"]
+    assert not queued.done()
     await echo_actor.call("release")
+    assert await asyncio.wait_for(queued, 10) == "queued"
     assert await held == "held"
+    assert ray.wait([held], timeout=0)[0] != []
 
 
 async def test_an_error_from_an_actor_it_called_is_not_its_own_death(echo_actor):

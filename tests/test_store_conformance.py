@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from troupe.core.state import CallStatus, Pause, RunState, ToolCallState
-from troupe.core.store import AuditEntry, StaleSnapshotError, Store, SuspendedRunQuery
+from troupe.core.store import AuditEntry, OutboxEntry, StaleSnapshotError, Store, SuspendedRunQuery
 from troupe.storage import RedisStore
 
 from troupe import MemoryStore, SqliteStore
@@ -285,3 +285,87 @@ async def test_a_thread_belongs_to_the_resource_it_was_started_with(store: Store
     assert await store.thread_resource("t1") == "u1"
     assert await store.thread_resource("t2") == ""
     assert [m["content"] for m in await store.load_messages("t1")] == ["a", "b"]
+
+
+# ---- the notification outbox -----------------------------------------------------------------------------
+
+
+def delivery(run_id: str, n: int, at: float = 100.0) -> OutboxEntry:
+    return OutboxEntry(
+        id=f"evt-{run_id}-{n}.hook",
+        event_id=f"evt-{run_id}-{n}",
+        target="hook",
+        run_id=run_id,
+        body={"type": "tool-call.paused", "data": {"n": n, "empty": {}}},
+        next_at=at,
+        created_at=at,
+    )
+
+
+async def test_outbox_entries_are_written_with_the_run_or_not_at_all(store: Store):
+    await store.create_run(running("r1"))
+    await store.save_run(running("r1"), expected_version=1, outbox=(delivery("r1", 1), delivery("r1", 2)))
+    with pytest.raises(StaleSnapshotError):
+        await store.save_run(running("r1"), expected_version=1, outbox=(delivery("r1", 3),))
+    # The same event written again (a run pausing again with a call still open) adds nothing.
+    again = delivery("r1", 1).model_copy(update={"body": {"changed": True}})
+    await store.save_run(running("r1"), expected_version=2, outbox=(again,))
+    await store.delete_run("r1")
+
+    found = await store.list_deliveries("r1")
+    assert [e.event_id for e in found] == ["evt-r1-1", "evt-r1-2"]
+    assert found[0].body == {"type": "tool-call.paused", "data": {"n": 1, "empty": {}}}
+    assert await store.list_deliveries("other") == []
+
+
+async def test_due_entries_are_claimed_by_one_host_at_a_time(store: Store):
+    await store.create_run(running("r1"))
+    entries = tuple(delivery("r1", n, at=100.0 + n) for n in range(6))
+    await store.save_run(running("r1"), expected_version=1, outbox=entries)
+
+    assert await store.claim_deliveries("early", now=50.0, lease_s=10, limit=10) == []
+    first, second = await asyncio.gather(
+        store.claim_deliveries("host-a", now=200.0, lease_s=10, limit=4),
+        store.claim_deliveries("host-b", now=200.0, lease_s=10, limit=4),
+    )
+    ids = [e.id for e in first + second]
+    assert sorted(ids) == sorted(e.id for e in entries), "every entry claimed once, none twice"
+    assert all(e.lease_owner in ("host-a", "host-b") and e.lease_until == 210.0 for e in first + second)
+    assert await store.claim_deliveries("host-c", now=205.0, lease_s=10, limit=10) == []
+    # A lease that ran out (its host died mid-send) lets another host take the entry.
+    taken = await store.claim_deliveries("host-c", now=211.0, lease_s=10, limit=1)
+    assert [e.id for e in taken] == [entries[0].id]
+
+
+async def test_a_settled_attempt_sets_the_next_one_and_a_lost_lease_writes_nothing(store: Store):
+    await store.create_run(running("r1"))
+    await store.save_run(running("r1"), expected_version=1, outbox=(delivery("r1", 1),))
+    (claimed,) = await store.claim_deliveries("host-a", now=100.0, lease_s=10, limit=5)
+
+    retry = claimed.model_copy(update={"attempts": 1, "next_at": 150.0, "last_error": "HTTP 503"})
+    assert await store.settle_delivery(retry)
+    assert await store.claim_deliveries("host-b", now=149.0, lease_s=10, limit=5) == []
+    (again,) = await store.claim_deliveries("host-b", now=150.0, lease_s=10, limit=5)
+    assert again.attempts == 1 and again.last_error == "HTTP 503"
+
+    stale = retry.model_copy(update={"status": "delivered"})  # host-a's lease is gone: refused
+    assert not await store.settle_delivery(stale)
+    assert await store.settle_delivery(again.model_copy(update={"status": "delivered", "attempts": 2}))
+    assert await store.claim_deliveries("host-c", now=10_000.0, lease_s=10, limit=5) == []
+    (shown,) = await store.list_deliveries("r1")
+    assert (shown.status, shown.attempts, shown.lease_owner) == ("delivered", 2, None)
+
+
+async def test_a_delivery_can_be_sent_again(store: Store):
+    await store.create_run(running("r1"))
+    await store.save_run(running("r1"), expected_version=1, outbox=(delivery("r1", 1),))
+    (claimed,) = await store.claim_deliveries("host-a", now=100.0, lease_s=10, limit=5)
+
+    again = await store.redeliver(claimed.id, now=101.0)
+
+    assert again is not None and (again.status, again.attempts, again.lease_owner) == ("pending", 0, None)
+    assert not await store.settle_delivery(claimed.model_copy(update={"status": "failed"}))
+    assert [e.id for e in await store.claim_deliveries("host-b", now=101.0, lease_s=10, limit=5)] == [
+        claimed.id
+    ]
+    assert await store.redeliver("missing", now=1.0) is None

@@ -12,11 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from troupe import errors, testing
+    from troupe.core.approvers import ApproverPolicy
     from troupe.core.chunks import Chunk
     from troupe.core.hooks import Hooks, ToolCallOverride
+    from troupe.core.links import LinkSigner
     from troupe.core.memory import Memory
     from troupe.core.model import Model
     from troupe.core.openai_model import OpenAIModel
+    from troupe.core.outbox import Notifications, NotificationTarget, RetrySchedule
     from troupe.core.results import RunResult, StepResult
     from troupe.core.stream import AgentStream
     from troupe.core.suspended import PendingToolCall, SuspendedRun, SuspendedRunList
@@ -28,14 +31,19 @@ if TYPE_CHECKING:
 _EXPORTS: dict[str, str] = {
     "Agent": "troupe.supervisor",
     "AgentStream": "troupe.core.stream",
+    "ApproverPolicy": "troupe.core.approvers",
     "Chunk": "troupe.core.chunks",
     "Hooks": "troupe.core.hooks",
+    "LinkSigner": "troupe.core.links",
     "Memory": "troupe.core.memory",
     "MemoryStore": "troupe.storage",
     "Model": "troupe.core.model",
+    "NotificationTarget": "troupe.core.outbox",
+    "Notifications": "troupe.core.outbox",
     "OpenAIModel": "troupe.core.openai_model",
     "PendingToolCall": "troupe.core.suspended",
     "RedisStore": "troupe.storage",
+    "RetrySchedule": "troupe.core.outbox",
     "RunResult": "troupe.core.results",
     "Runtime": "troupe.supervisor",
     "SqliteStore": "troupe.storage",
@@ -52,14 +60,19 @@ _SUBMODULES = ("errors", "testing")
 __all__ = [  # the names of _EXPORTS and _SUBMODULES, spelled out for type checkers and linters
     "Agent",
     "AgentStream",
+    "ApproverPolicy",
     "Chunk",
     "Hooks",
+    "LinkSigner",
     "Memory",
     "MemoryStore",
     "Model",
+    "NotificationTarget",
+    "Notifications",
     "OpenAIModel",
     "PendingToolCall",
     "RedisStore",
+    "RetrySchedule",
     "RunResult",
     "Runtime",
     "SqliteStore",

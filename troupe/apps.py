@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import json
 import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+from troupe.core.links import LinkSigner
+from troupe.core.outbox import Notifications
 from troupe.core.store import Store
 
 if TYPE_CHECKING:
@@ -54,3 +57,18 @@ def open_store(url: str, prefix: str = "troupe:") -> Store:
 
 
 __all__ = ["load_runtime", "open_store"]
+
+
+def load_notifications(path: str) -> Notifications:
+    """The ``troupe serve --notify FILE`` file: webhook targets, and optionally decision links
+    (``"links": {"public_url": "https://…", "secret": "whsec_…" or "secret_env": VAR, "ttl_s": 3600}``)."""
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    links = data.get("links") if isinstance(data, dict) else None
+    signer = None
+    if links is not None:
+        if not isinstance(links, dict) or not isinstance(links.get("public_url"), str):
+            raise ValueError('"links" needs "public_url" (where approvers reach this server) and a secret')
+        secret = os.environ.get(str(links["secret_env"])) if "secret_env" in links else links.get("secret")
+        signer = LinkSigner(links["public_url"], str(secret or ""), float(links.get("ttl_s", 24 * 3600)))
+    return Notifications.from_mapping(data, links=signer)

@@ -116,6 +116,12 @@ def _add_serve(commands: Any) -> None:
         help="largest request body accepted, checked before it is read (default: %(default)s)",
     )
     serve.add_argument(
+        "--notify",
+        metavar="FILE",
+        help='JSON webhook targets for pauses and decisions: {"targets": [{"url": ..., "secret": '
+        '"whsec_..." or "secret_env": VAR, "agents"/"tools"/"resources": [...]}], "links": {...}}',
+    )
+    serve.add_argument(
         "--log-level", default="info", choices=("critical", "error", "warning", "info", "debug")
     )
 
@@ -140,7 +146,7 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from troupe.api.auth import KeyRing
     from troupe.api.guards import is_loopback
     from troupe.api.serve import serve
-    from troupe.apps import load_runtime
+    from troupe.apps import load_notifications, load_runtime
 
     if not args.keys and not args.open:
         parser.error("serve needs --keys FILE, or --open for local use without keys")
@@ -160,6 +166,10 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         keys = KeyRing.load(args.keys) if args.keys else None
     except (OSError, ValueError) as exc:
         parser.error(f"--keys {args.keys}: {exc}")
+    try:
+        notifications = load_notifications(args.notify) if args.notify else None
+    except (OSError, ValueError) as exc:
+        parser.error(f"--notify {args.notify}: {exc}")
     if args.demo:
         source = lambda: _demo_runtime(args.store, args.executor, args.ray_address)  # noqa: E731
     else:
@@ -171,6 +181,7 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         keys=keys,
         open_mode=args.open,
         log_level=args.log_level,
+        notifications=notifications,
         max_body_bytes=args.max_body_bytes,
         hosts=[args.host, *args.allowed_host],
     )

@@ -29,7 +29,7 @@ from troupe.core.errors import (
     StorageUnavailableError,
     TroupeError,
 )
-from troupe.core.store import Store
+from troupe.core.store import OutboxEntry, Store
 from troupe.core.suspended import SuspendedRun, SuspendedRunList
 from troupe.recall import recalled, remember
 from troupe.run_source import Source, open_source, redacted
@@ -137,7 +137,31 @@ async def _show_stored(store: Store, run_id: str, out: TextIO) -> int:
             ],
             out,
         )
+    _deliveries(await store.list_deliveries(run_id), out)
     return 0
+
+
+def _deliveries(entries: list[OutboxEntry], out: TextIO) -> None:
+    """Where the run's notifications stand (send one again: POST /api/deliveries/{id}/redeliver)."""
+    if not entries:
+        return
+    out.write("\nnotifications:\n")
+    rows = [
+        [
+            e.id,
+            str(e.body.get("type") or "chat message"),
+            e.target,
+            e.status,
+            str(e.attempts),
+            e.last_error or "",
+        ]
+        for e in entries
+    ]
+    table(
+        ["DELIVERY", "EVENT", "TARGET", "STATUS", "ATTEMPTS", "LAST ERROR"],
+        [[safe(c) for c in r] for r in rows],
+        out,
+    )
 
 
 # ---- deciding ---------------------------------------------------------------------------------------

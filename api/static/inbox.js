@@ -280,6 +280,7 @@
           state.cards.set(id, card);
           fresh.push(card);
         }
+        refreshReach(card, run, call);
         if (card.status === "gone") setCardStatus(card, "pending");
       }
     }
@@ -350,6 +351,8 @@
     card.badge = el("span", { class: `badge ${kind}`, "data-testid": "badge" });
     card.expires = el("dd", { "data-testid": "expires" });
     card.sinceAt = el("dd", { "data-testid": "waiting-since" });
+    card.approvals = el("dd", { "data-testid": "approvals" });
+    card.deliveries = el("dd", { "data-testid": "deliveries" });
     card.error = el("p", { class: "error", "data-testid": "error", role: "alert", hidden: true });
     card.outcome = el("div", { class: "outcome", "data-testid": "outcome", hidden: true });
     card.gone = el(
@@ -398,6 +401,10 @@
       el("dd", {}, el("code", { "data-testid": "run-id" }, run.runId)),
       el("dt", {}, "Tool call"),
       el("dd", {}, el("code", { "data-testid": "tool-call-id" }, call.toolCallId)),
+      el("dt", {}, "Approvals"),
+      card.approvals,
+      el("dt", {}, "Notifications"),
+      card.deliveries,
     );
 
     card.head = head;
@@ -478,6 +485,40 @@
     setCardStatus(card, "pending");
     refreshTimes(card);
     return card;
+  }
+
+  // Who has approved so far against the quorum, and where this pause's notifications stand; both change
+  // between polls while the card stays.
+  function refreshReach(card, run, call) {
+    const approvals = call.approvals || [];
+    const quorum = call.quorum || 1;
+    if (quorum > 1 || approvals.length) {
+      const more = Math.max(0, quorum - approvals.length);
+      card.approvals.textContent =
+        `${approvals.length} of ${quorum}` +
+        (approvals.length ? ` (${approvals.join(", ")})` : "") +
+        (more ? `, ${more} more needed` : "");
+    } else card.approvals.textContent = "—";
+    const sent = (run.deliveries || []).filter((d) => d.toolCallId === call.toolCallId);
+    card.deliveries.replaceChildren(
+      ...(sent.length
+        ? sent.map((d) =>
+            el(
+              "span",
+              {
+                class: `delivery ${d.status}`,
+                "data-testid": "delivery",
+                "data-status": d.status,
+                title: d.lastError ? `last error: ${d.lastError}` : "",
+              },
+              `${d.target}: ${String(d.type || "").replace("tool-call.", "")} ${d.status}` +
+                (d.attempts > 1 || d.status !== "delivered"
+                  ? ` (${d.attempts} attempt${d.attempts === 1 ? "" : "s"})`
+                  : ""),
+            ),
+          )
+        : ["—"]),
+    );
   }
 
   function refreshTimes(card) {

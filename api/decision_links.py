@@ -1,0 +1,167 @@
+"""Decision links over HTTP: ``GET /decide/{token}`` shows what the link would decide, ``POST`` decides.
+
+GET never decides (mail and chat link scanners open links), it only shows a confirmation page with the
+call's context. POST decides once through the ordinary decision path: the link's fingerprint binds it to
+the call as it was shown, and a call already decided refuses it. Whoever holds the link decides as
+``decision-link``; a form field may carry an API key instead, whose principal and roles then decide
+(what an approver policy needs). Pages are plain HTML with no script; every value is escaped.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import logging
+from typing import Any
+from urllib.parse import parse_qs
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from troupe.api.auth import Principal
+from troupe.api.service import Service, ServiceDep
+from troupe.core.errors import (
+    ApprovalPolicyError,
+    DecisionConflictError,
+    DecisionLinkError,
+    SnapshotNotFoundError,
+    ToolCallNotSuspendedError,
+    TroupeError,
+)
+from troupe.core.links import LinkClaim, LinkSigner
+from troupe.core.state import RunState
+
+router = APIRouter(include_in_schema=False)
+
+LINK_PRINCIPAL = "decision-link"
+HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; form-action 'self'; base-uri 'none'; "
+    "frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    # The token in the URL is a credential: never sent on as a referrer, never cached.
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+_REFUSED = (DecisionConflictError, ToolCallNotSuspendedError, SnapshotNotFoundError, ApprovalPolicyError)
+
+
+@router.get("/decide/{token}")
+async def confirm_page(token: str, service: ServiceDep) -> Response:
+    """The confirmation page: what would be decided, and a button that POSTs the decision."""
+    try:
+        claim = _signer(service).verify(token)
+        state = await _paused_state(service, claim)
+    except TroupeError as error:
+        return _page("This link cannot be used", str(error), error.http_status)
+    call = next(c for c in state.calls if c.tool_call_id == claim.tool_call_id)
+    pause = next(p for p in call.pauses if p.fingerprint == claim.fingerprint)
+    rows = {
+        "Agent": " \u203a ".join(pause.agent_path),
+        "Tool": pause.tool_name,
+        "Arguments": json.dumps(pause.args, indent=2, ensure_ascii=False),
+        "Run": state.run_id,
+        "Resource": state.resource_id or "-",
+        "Thread": state.thread_id or "-",
+        "Started by": state.started_by or "-",
+        "Approved so far": ", ".join(pause.approvals) or "-",
+    }
+    table = "".join(f"<tr><th>{_e(k)}</th><td><pre>{_e(v)}</pre></td></tr>" for k, v in rows.items())
+    reason = (
+        '<p><label>Reason <textarea name="reason"></textarea></label></p>'
+        if claim.action == "decline"
+        else ""
+    )
+    form = (
+        f'<form method="post">{reason}<p><label>API key (only if your team requires one) '
+        '<input type="password" name="key" autocomplete="off"></label></p>'
+        f'<button type="submit">{_e(claim.action.capitalize())}</button></form>'
+    )
+    return _page(f"{claim.action.capitalize()} this tool call?", "", 200, f"<table>{table}</table>{form}")
+
+
+@router.post("/decide/{token}")
+async def decide(token: str, request: Request, service: ServiceDep) -> Response:
+    """Decide the call the link is for, once."""
+    form = parse_qs((await request.body()).decode("utf-8", "replace"))
+    try:
+        claim = _signer(service).verify(token)
+        decider = await _decider(service, claim, (form.get("key") or [""])[0].strip())
+        agent = service.agent(claim.agent_id)
+        options: dict[str, Any] = {
+            "run_id": claim.run_id,
+            "tool_call_id": claim.tool_call_id,
+            "fingerprint": claim.fingerprint,
+            "decided_by": decider.name,
+            "roles": decider.roles,
+        }
+        if claim.action == "approve":
+            stream = await agent.approve_tool_call(**options)
+        else:
+            stream = await agent.decline_tool_call(**options, reason=next(iter(form.get("reason", [])), None))
+    except _REFUSED as error:
+        status = 403 if isinstance(error, ApprovalPolicyError) else 409
+        return _page("Not decided", f"This link was not used: {error}", status)
+    except TroupeError as error:
+        return _page("This link cannot be used", str(error), error.http_status)
+    service.spawn(stream.result())  # the run carries on without this page
+    done = "Approved" if claim.action == "approve" else "Declined"
+    return _page(done, f"{done} by {decider.name}; the run carries on.", 200)
+
+
+def _signer(service: Service) -> LinkSigner:
+    notifications = service.runtime.notifications
+    signer = notifications.links if notifications is not None else None
+    if not isinstance(signer, LinkSigner):
+        raise DecisionLinkError("decision links are not enabled on this server")
+    return signer
+
+
+async def _paused_state(service: Service, claim: LinkClaim) -> RunState:
+    """The run, if the link's call is still paused exactly as it was when the link was made."""
+    stored = await service.runtime.store().load_run(claim.run_id)
+    call = None if stored is None else stored.state.call(claim.tool_call_id)
+    if stored is None or call is None or not call.pauses:
+        raise DecisionConflictError(
+            "this call was already decided (or its run has ended)", run_id=claim.run_id
+        )
+    if all(p.fingerprint != claim.fingerprint for p in call.pauses):
+        raise DecisionConflictError("this call has changed since the link was made", run_id=claim.run_id)
+    return stored.state
+
+
+async def _decider(service: Service, claim: LinkClaim, key: str) -> Principal:
+    """The link's holder, or the person whose API key came with the form (checked like any caller)."""
+    if not key:
+        return Principal(LINK_PRINCIPAL, frozenset())
+    caller = service.gate.authenticate(f"Bearer {key}")
+    await service.check_run(caller, service.agent(claim.agent_id), claim.run_id)
+    return caller
+
+
+def _page(title: str, message: str, status: int, body: str = "") -> Response:
+    text = (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>{_e(title)} - Troupe</title></head><body><h1>{_e(title)}</h1>"
+        f"{f'<p>{_e(message)}</p>' if message else ''}{body}</body></html>"
+    )
+    return Response(text, status_code=status, media_type="text/html; charset=utf-8", headers=HEADERS)
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+class RedactLinks(logging.Filter):
+    """Access logs name the path; a decision link's token is a credential, so it is cut out."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(_redact(a) if isinstance(a, str) else a for a in record.args)
+        return True
+
+
+def _redact(text: str) -> str:
+    head, found, _ = text.partition("/decide/")
+    return f"{head}/decide/<token>" if found else text
+
+
+__all__ = ["LINK_PRINCIPAL", "RedactLinks", "router"]

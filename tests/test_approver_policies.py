@@ -1,0 +1,291 @@
+"""Approver policies: who may decide, separation of duties, and a quorum of distinct approvers, through
+the Python API (real SQLite; two runtimes over one file for true races) and over HTTP (real uvicorn)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from helpers import delete_tool, echo_model
+from http_server import sse_frames
+from troupe.core.approvers import ApproverPolicy
+
+from troupe import Agent, RedisStore, Runtime, SqliteStore
+from troupe.errors import ApprovalPolicyError, DecisionConflictError, ToolCallNotSuspendedError
+from troupe.testing import CallLog, tool_call
+
+DBA_ONLY = ApproverPolicy(tool="delete_record", roles=frozenset({"dba"}))
+FOUR_EYES = ApproverPolicy(agent="ops", separation_of_duties=True)
+QUORUM_2 = ApproverPolicy(agent="ops", tool="delete_record", quorum=2)
+
+
+def ops(calls: CallLog) -> Agent:
+    return Agent(
+        "ops",
+        model=echo_model(tool_call("delete_record", {"id": "abc-123"}, id="call-1")),
+        tools=[delete_tool(calls)],
+    )
+
+
+def runtime(tmp_path: Path, calls: CallLog, *policies: ApproverPolicy) -> Runtime:
+    return Runtime(
+        [ops(calls)], storage=SqliteStore(tmp_path / "p.db"), executor="local", approver_policies=policies
+    )
+
+
+async def still_paused(rt: Runtime, run_id: str) -> bool:
+    listed = await rt.get_agent("ops").list_suspended_runs()
+    return [r.run_id for r in listed.runs] == [run_id]
+
+
+async def test_a_role_not_allowed_is_refused_and_nothing_changes(tmp_path: Path, calls: CallLog):
+    rt = runtime(tmp_path, calls, DBA_ONLY)
+    agent = rt.get_agent("ops")
+    paused = await agent.generate("delete it")
+
+    with pytest.raises(ApprovalPolicyError) as refused:
+        await agent.approve_tool_call_generate(
+            run_id=paused.run_id, decided_by="eve", roles=frozenset({"dev"})
+        )
+    assert refused.value.http_status == 403 and "needs one of the roles ['dba']" in str(refused.value)
+    with pytest.raises(ApprovalPolicyError):
+        await agent.decline_tool_call_generate(run_id=paused.run_id, decided_by="eve")
+    assert await still_paused(rt, paused.run_id) and calls.count() == 0
+    assert await rt.store().list_audit(paused.run_id) == []
+
+    done = await agent.approve_tool_call_generate(
+        run_id=paused.run_id, decided_by="dana", roles=frozenset({"dba"})
+    )
+    assert done.finish_reason == "stop" and calls.count() == 1
+    (entry,) = await rt.store().list_audit(paused.run_id)
+    assert (entry.kind, entry.decided_by) == ("approved", "dana")
+    await rt.shutdown()
+
+
+async def test_the_requester_cannot_approve_its_own_call_under_separation(tmp_path: Path, calls: CallLog):
+    rt = runtime(tmp_path, calls, FOUR_EYES)
+    agent = rt.get_agent("ops")
+    paused = await agent.generate("delete it", started_by="alice")
+
+    with pytest.raises(ApprovalPolicyError, match="separation of duties"):
+        await agent.approve_tool_call_generate(run_id=paused.run_id, decided_by="alice")
+    assert await still_paused(rt, paused.run_id) and calls.count() == 0
+
+    done = await agent.approve_tool_call_generate(run_id=paused.run_id, decided_by="bob")
+    assert done.finish_reason == "stop" and calls.count() == 1
+    await rt.shutdown()
+
+
+async def test_a_quorum_of_two_runs_the_tool_after_two_distinct_approvers(tmp_path: Path, calls: CallLog):
+    rt = runtime(tmp_path, calls, QUORUM_2)
+    agent = rt.get_agent("ops")
+    paused = await agent.generate("delete it")
+
+    first = await agent.approve_tool_call_generate(run_id=paused.run_id, decided_by="alice")
+    assert first.finish_reason == "suspended" and calls.count() == 0, "one approval of two runs nothing"
+    (waiting,) = (await agent.list_suspended_runs()).runs
+    with pytest.raises(ApprovalPolicyError, match="already approved"):
+        await agent.approve_tool_call_generate(run_id=paused.run_id, decided_by="alice")
+
+    done = await agent.approve_tool_call_generate(run_id=paused.run_id, decided_by="bob")
+    assert done.finish_reason == "stop" and calls.count() == 1
+    audit = await rt.store().list_audit(paused.run_id)
+    assert [(e.kind, e.decided_by) for e in audit] == [("approval-recorded", "alice"), ("approved", "bob")]
+    assert audit[-1].approvals == ["alice", "bob"] and audit[-1].quorum == 2
+    assert waiting.pending[0].tool_call_id == "call-1"
+    await rt.shutdown()
+
+
+async def test_one_decline_declines_a_quorum_call(tmp_path: Path, calls: CallLog):
+    rt = runtime(tmp_path, calls, QUORUM_2)
+    agent = rt.get_agent("ops")
+    paused = await agent.generate("delete it")
+    await agent.approve_tool_call_generate(run_id=paused.run_id, decided_by="alice")
+
+    done = await agent.decline_tool_call_generate(run_id=paused.run_id, decided_by="bob", reason="no")
+
+    assert done.finish_reason == "stop" and calls.count() == 0
+    assert "call-1=no" in done.text
+    await rt.shutdown()
+
+
+class Race:
+    """The first ``parties`` run loads wait for each other, so every decider reads the same version
+    before any of them writes: the race is certain, not left to timing. Later loads (retries) pass."""
+
+    def __init__(self, parties: int) -> None:
+        self.parties = parties
+        self.arrived = 0
+        self.all_read = asyncio.Event()
+
+    async def join(self) -> None:
+        self.arrived += 1
+        if self.arrived > self.parties:
+            return
+        if self.arrived == self.parties:
+            self.all_read.set()
+        await self.all_read.wait()
+
+
+class RacingStore:
+    """A real store whose ``load_run`` meets the race (once it is armed) after reading."""
+
+    def __init__(self, inner: RedisStore, race: Race) -> None:
+        self.inner = inner
+        self.race = race
+        self.armed = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def load_run(self, run_id: str) -> Any:
+        stored = await self.inner.load_run(run_id)
+        if self.armed:
+            await self.race.join()
+        return stored
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize("approvers", [["alice", "bob"], ["alice", "bob", "carol"]])
+async def test_concurrent_approvals_from_separate_hosts_run_the_tool_exactly_once(
+    redis_url: str, redis_prefix: str, calls: CallLog, approvers: list[str]
+):
+    """Each approver decides through its own runtime (own host, engine and Redis connection), all
+    reading the paused run before any writes; compare-and-set decides who counts and who runs."""
+    race = Race(len(approvers))
+    stores = [RacingStore(RedisStore(redis_url, prefix=redis_prefix), race) for _ in approvers]
+    runtimes = [
+        Runtime([ops(calls)], storage=store, executor="local", approver_policies=[QUORUM_2])  # type: ignore[arg-type]
+        for store in stores
+    ]
+    paused = await runtimes[0].get_agent("ops").generate("delete it")
+    for store in stores:
+        store.armed = True
+
+    async def approve(rt: Runtime, who: str) -> Any:
+        try:
+            return await rt.get_agent("ops").approve_tool_call_generate(
+                run_id=paused.run_id, tool_call_id="call-1", decided_by=who
+            )
+        except (DecisionConflictError, ToolCallNotSuspendedError) as exc:
+            return exc  # a loser that read the run after the winner had moved it on
+
+    outcomes = await asyncio.gather(*(approve(rt, who) for rt, who in zip(runtimes, approvers, strict=True)))
+
+    assert calls.count() == 1, "the tool ran exactly once"
+    reasons = sorted(o.finish_reason if not isinstance(o, Exception) else "refused" for o in outcomes)
+    assert reasons == sorted(["stop", "suspended", *["refused"] * (len(approvers) - 2)])
+    audit = await runtimes[0].store().list_audit(paused.run_id)
+    assert [e.kind for e in audit] == ["approval-recorded", "approved"]
+    assert len(set(audit[-1].approvals or [])) == 2
+    for rt in runtimes:
+        await rt.shutdown()
+
+
+# ---- over HTTP ---------------------------------------------------------------------------------------------
+
+KEYS = {
+    "key-alice": {"name": "alice", "resources": ["acme"], "roles": ["dba"]},
+    "key-bob": {"name": "bob", "resources": ["acme"], "roles": ["dba"]},
+    "key-dev": {"name": "dev", "resources": ["acme"]},  # an old-style key: no roles
+}
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+@pytest.fixture
+def api(http_server, tmp_path: Path, calls: CallLog):
+    policies = [ApproverPolicy(agent="ops", roles=frozenset({"dba"}), separation_of_duties=True, quorum=2)]
+    server = http_server(lambda: runtime(tmp_path, calls, *policies), keys=KEYS)
+    with httpx.Client(base_url=server.url + "/api/agents/ops", timeout=30) as client:
+        yield client
+
+
+def test_policies_over_http_roles_separation_and_quorum(api: httpx.Client, calls: CallLog):
+    started = api.post(
+        "/generate", json={"messages": "go", "resourceId": "acme"}, headers=bearer("key-alice")
+    )
+    assert started.status_code == 200, started.text
+    run_id = started.json()["runId"]
+    decide = {"runId": run_id, "toolCallId": "call-1"}
+
+    def approve(key: str) -> httpx.Response:
+        return api.post("/approve-tool-call-generate", json=decide, headers=bearer(key))
+
+    for key, reason in (("key-dev", "needs one of the roles"), ("key-alice", "separation of duties")):
+        refused = approve(key)
+        assert refused.status_code == 403, refused.text
+        assert refused.json()["code"] == "AGENT_DECISION_FORBIDDEN"
+        assert reason in refused.json()["error"]
+    assert calls.count() == 0
+
+    counted = approve("key-bob")
+    assert counted.status_code == 200 and counted.json()["finishReason"] == "suspended"
+    again = api.post("/approve-tool-call", json=decide, headers=bearer("key-bob"))
+    assert again.status_code == 403 and "already approved" in again.json()["error"]
+    assert calls.count() == 0
+    listed = api.get("/suspended-runs", headers=bearer("key-bob")).json()
+    assert [r["runId"] for r in listed["runs"]] == [run_id], "refusals left the run paused"
+
+
+def test_a_second_approver_over_http_runs_the_tool_once(http_server, tmp_path: Path, calls: CallLog):
+    keys = {**KEYS, "key-carol": {"name": "carol", "resources": ["acme"], "roles": ["dba"]}}
+    server = http_server(lambda: runtime(tmp_path, calls, QUORUM_2), keys=keys)
+    with httpx.Client(base_url=server.url + "/api/agents/ops", timeout=30) as api:
+        started = api.post(
+            "/generate", json={"messages": "go", "resourceId": "acme"}, headers=bearer("key-dev")
+        )
+        decide = {"runId": started.json()["runId"], "toolCallId": "call-1"}
+        first = api.post("/approve-tool-call", json=decide, headers=bearer("key-bob"))
+        assert first.status_code == 200
+        last = [f for f in sse_frames(first.text) if f != "[DONE]"][-1]
+        assert last["type"] == "tool-call-approval", "counted: the call still waits for a second approver"
+        second = api.post("/approve-tool-call-generate", json=decide, headers=bearer("key-carol"))
+        assert second.status_code == 200 and second.json()["finishReason"] == "stop"
+    assert calls.count() == 1
+
+
+async def test_a_subagents_call_is_governed_at_the_top_by_its_leaf_tool(tmp_path: Path, calls: CallLog):
+    sup = Agent(
+        "sup",
+        model=echo_model(tool_call("agent-ops", {"prompt": "delete abc-123"}, id="d1")),
+        agents={"ops": ops(calls)},
+    )
+    policy = ApproverPolicy(agent="ops", tool="delete_record", roles=frozenset({"dba"}), quorum=2)
+    rt = Runtime([sup], storage=SqliteStore(tmp_path / "p.db"), executor="local", approver_policies=[policy])
+    agent = rt.get_agent("sup")
+    paused = await agent.generate("clean up", started_by="alice")
+    assert paused.suspend_payload["tool_name"] == "delete_record"
+
+    with pytest.raises(ApprovalPolicyError, match="roles"):
+        await agent.approve_tool_call_generate(run_id=paused.run_id, decided_by="eve")
+    counted = await agent.approve_tool_call_generate(run_id=paused.run_id, decided_by="bob", roles={"dba"})
+    assert counted.finish_reason == "suspended" and calls.count() == 0
+    done = await agent.approve_tool_call_generate(run_id=paused.run_id, decided_by="carol", roles={"dba"})
+
+    assert done.finish_reason == "stop" and calls.count() == 1
+    top = await rt.store().list_audit(paused.run_id)
+    assert [(e.kind, e.decided_by, e.tool_name) for e in top] == [
+        ("approval-recorded", "bob", "delete_record"),
+        ("approved", "carol", "delete_record"),
+    ]
+    await rt.shutdown()
+
+
+async def test_resume_data_answering_an_approval_is_held_to_the_same_policy(tmp_path: Path, calls: CallLog):
+    rt = runtime(tmp_path, calls, QUORUM_2, DBA_ONLY)  # the more specific (agent and tool) one governs
+    agent = rt.get_agent("ops")
+    paused = await agent.generate("delete it")
+
+    counted = await agent.resume_generate({"approved": True}, run_id=paused.run_id, decided_by="alice")
+    assert counted.finish_reason == "suspended" and calls.count() == 0, "one approval of two, as data"
+    with pytest.raises(ApprovalPolicyError, match="already approved"):
+        await agent.resume_generate({"approved": True}, run_id=paused.run_id, decided_by="alice")
+    done = await agent.resume_generate({"approved": True}, run_id=paused.run_id, decided_by="bob")
+    assert done.finish_reason == "stop" and calls.count() == 1
+    await rt.shutdown()

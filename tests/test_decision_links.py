@@ -1,0 +1,198 @@
+"""Decision links: the pause event carries signed approve/decline links; opening one only shows the call,
+confirming it decides once; reuse, expiry, a changed call and a forged link are refused. Real uvicorn,
+real webhook receiver, real SQLite."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+from helpers import delete_tool, echo_model
+from test_notifications import FAST, SECRET
+from troupe.core.approvers import ApproverPolicy
+from troupe.core.links import LinkClaim, LinkSigner
+from troupe.core.outbox import Notifications, NotificationTarget
+from troupe.core.state import fingerprint
+from webhook_receiver import Receiver
+
+from troupe import Agent, Runtime, SqliteStore
+from troupe.testing import CallLog, tool_call
+
+LINK_SECRET = "whsec_" + base64.b64encode(b"links are signed with this key!!").decode()
+PUBLIC = "https://troupe.test"  # where approvers would reach the server; the tests map it to the real one
+SIGNER = LinkSigner(PUBLIC, LINK_SECRET)
+KEYS = {
+    "key-admin": {"name": "ops", "admin": True},
+    "key-dba": {"name": "dana", "resources": ["acme"], "roles": ["dba"]},
+}
+ADMIN = {"Authorization": "Bearer key-admin"}
+
+
+@pytest.fixture
+def receiver():
+    hook = Receiver().start()
+    yield hook
+    hook.stop()
+
+
+def serve(http_server, tmp_path: Path, calls: CallLog, receiver: Receiver, *policies: ApproverPolicy):
+    def build() -> Runtime:
+        agent = Agent(
+            "ops",
+            model=echo_model(tool_call("delete_record", {"id": "abc-123"}, id="call-1")),
+            tools=[delete_tool(calls)],
+        )
+        target = NotificationTarget(receiver.url, SECRET, name="chat")
+        return Runtime(
+            [agent],
+            storage=SqliteStore(tmp_path / "l.db"),
+            executor="local",
+            notifications=Notifications((target,), retry=FAST, links=SIGNER),
+            approver_policies=policies,
+        )
+
+    return http_server(build, keys=KEYS)
+
+
+def local(link: str) -> str:
+    """The path of a link, to open on the test's server."""
+    assert link.startswith(PUBLIC + "/decide/")
+    return urlsplit(link).path
+
+
+async def paused_with_links(client: httpx.AsyncClient, receiver: Receiver) -> tuple[str, dict[str, str]]:
+    body = {"messages": "delete abc-123", "resourceId": "acme"}
+    started = await client.post("/api/agents/ops/generate", json=body, headers=ADMIN)
+    assert started.status_code == 200, started.text
+    (event,) = await receiver.arrived(1)
+    links = event.json["data"]["links"]
+    return started.json()["runId"], {"approve": local(links["approve"]), "decline": local(links["decline"])}
+
+
+async def until_calls(calls: CallLog, count: int) -> None:
+    async with asyncio.timeout(20):
+        while calls.count() < count:
+            await asyncio.sleep(0.02)
+
+
+async def test_a_link_shows_the_call_on_get_and_decides_once_on_post(http_server, tmp_path, calls, receiver):
+    server = serve(http_server, tmp_path, calls, receiver)
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+        run_id, links = await paused_with_links(client, receiver)
+
+        for _ in range(2):  # a link scanner opening it, then the person
+            page = await client.get(links["approve"])
+            assert page.status_code == 200 and 'method="post"' in page.text
+            assert "delete_record" in page.text and "abc-123" in page.text and run_id in page.text
+            assert page.headers["referrer-policy"] == "no-referrer"
+        listed = (await client.get("/api/agents/ops/suspended-runs", headers=ADMIN)).json()
+        assert [r["runId"] for r in listed["runs"]] == [run_id] and calls.count() == 0, "GET decided nothing"
+
+        done = await client.post(links["approve"])
+        assert done.status_code == 200 and "Approved by decision-link" in done.text
+        await until_calls(calls, 1)
+
+        again = await client.post(links["approve"])
+        assert again.status_code == 409 and "not used" in again.text
+        other = await client.post(links["decline"])
+        assert other.status_code == 409
+        assert (await client.get(links["approve"])).status_code == 409
+    assert calls.count() == 1, "the tool ran once"
+
+
+async def test_expired_changed_and_forged_links_are_refused(http_server, tmp_path, calls, receiver):
+    server = serve(http_server, tmp_path, calls, receiver)
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+        run_id, links = await paused_with_links(client, receiver)
+        fp = fingerprint("call-1", "delete_record", {"id": "abc-123"})
+
+        expired = SIGNER.sign(LinkClaim("approve", "ops", run_id, "call-1", fp, time.time() - 1))
+        for method in ("GET", "POST"):
+            refused = await client.request(method, f"/decide/{expired}")
+            assert refused.status_code == 403 and "expired" in refused.text
+
+        token = links["approve"].rsplit("/", 1)[1]
+        forged = token[:-4] + ("AAAA" if not token.endswith("AAAA") else "BBBB")
+        assert (await client.post(f"/decide/{forged}")).status_code == 403
+        other_key = LinkSigner(PUBLIC, SECRET).sign(
+            LinkClaim("approve", "ops", run_id, "call-1", fp, time.time() + 60)
+        )
+        assert (await client.post(f"/decide/{other_key}")).status_code == 403
+
+        # The call changes under the link (what it would delete is no longer what was shown).
+        store = SqliteStore(tmp_path / "l.db")
+        stored = await store.load_run(run_id)
+        assert stored is not None
+        (call,) = stored.state.calls
+        call.args = call.pauses[0].args = {"id": "everything"}
+        call.pauses[0].fingerprint = fingerprint("call-1", "delete_record", call.args)
+        await store.save_run(stored.state, expected_version=stored.version)
+        await store.close()
+
+        changed = await client.post(links["approve"])
+        assert changed.status_code == 409 and "no longer matches fingerprint" in changed.text
+        assert (await client.get(links["approve"])).status_code == 409
+        listed = (await client.get("/api/agents/ops/suspended-runs", headers=ADMIN)).json()
+        assert [r["runId"] for r in listed["runs"]] == [run_id]
+    assert calls.count() == 0
+
+
+async def test_a_policy_needs_the_approvers_key_with_the_link(http_server, tmp_path, calls, receiver):
+    policy = ApproverPolicy(tool="delete_record", roles=frozenset({"dba"}))
+    server = serve(http_server, tmp_path, calls, receiver, policy)
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+        _, links = await paused_with_links(client, receiver)
+
+        anonymous = await client.post(links["approve"])
+        assert anonymous.status_code == 403 and "needs one of the roles" in anonymous.text
+        assert calls.count() == 0
+        with_key = await client.post(links["approve"], data={"key": "key-dba"})
+        assert with_key.status_code == 200 and "Approved by dana" in with_key.text
+        await until_calls(calls, 1)
+
+
+async def test_delivery_state_is_shown_and_redelivered_over_http(http_server, tmp_path, calls, receiver):
+    server = serve(http_server, tmp_path, calls, receiver)
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+        run_id, _ = await paused_with_links(client, receiver)
+        path = f"/api/agents/ops/runs/{run_id}/deliveries"
+
+        async with asyncio.timeout(20):
+            while (await client.get(path, headers=ADMIN)).json()["deliveries"][0]["status"] != "delivered":
+                await asyncio.sleep(0.02)
+        (shown,) = (await client.get(path, headers=ADMIN)).json()["deliveries"]
+        assert (shown["type"], shown["target"], shown["attempts"]) == ("tool-call.paused", "chat", 1)
+        assert receiver.url not in str(shown) and SECRET not in str(shown)
+
+        dba = {"Authorization": "Bearer key-dba"}
+        refused = await client.post(f"/api/deliveries/{shown['id']}/redeliver", headers=dba)
+        assert refused.status_code == 403
+        missing = await client.post("/api/deliveries/nope/redeliver", headers=ADMIN)
+        assert missing.status_code == 404
+        again = await client.post(f"/api/deliveries/{shown['id']}/redeliver", headers=ADMIN)
+        assert again.status_code == 200 and again.json()["status"] == "pending"
+        first, second = await receiver.arrived(2)
+        assert first.headers["webhook-id"] == second.headers["webhook-id"] == shown["eventId"]
+
+
+def test_access_logs_never_carry_a_links_token():
+    from troupe.api.decision_links import RedactLinks
+
+    token = SIGNER.sign(LinkClaim("approve", "ops", "r", "c", "f", time.time() + 60))
+    record = logging.LogRecord(
+        "uvicorn.access",
+        logging.INFO,
+        __file__,
+        1,
+        '%s - "%s %s HTTP/%s" %d',
+        ("127.0.0.1:5000", "POST", f"/decide/{token}", "1.1", 200),
+        None,
+    )
+    assert RedactLinks().filter(record)
+    assert token not in record.getMessage() and "/decide/<token>" in record.getMessage()

@@ -1,0 +1,341 @@
+"""Notifications reach the approver: signed webhooks from a durable outbox, at least once, never in a
+run's way. Every receiver here is a real HTTP server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import io
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import delete_tool, echo_model
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+from troupe.core.outbox import Notifications, NotificationTarget, RetrySchedule
+from troupe.core.state import CallStatus
+from webhook_receiver import Receiver, free_port
+
+from troupe import Agent, Runtime, SqliteStore
+from troupe.apps import load_notifications
+from troupe.cli import main as cli_main
+from troupe.testing import CallLog, tool_call
+
+TESTS = Path(__file__).resolve().parent
+SECRET = "whsec_" + base64.b64encode(b"a test secret of 32 bytes length").decode()
+# Attempts follow each other quickly here, so an outage of a few attempts takes a fraction of a second.
+FAST = RetrySchedule(delays=(0.05,) * 200, timeout_s=2.0, lease_s=3.0, poll_s=0.05)
+
+
+def ops_agent(calls: CallLog, n: int = 1) -> Agent:
+    return Agent(
+        "ops",
+        model=echo_model(tool_call("delete_record", {"id": f"rec-{n}"}, id="call-1")),
+        tools=[delete_tool(calls)],
+    )
+
+
+def notifications(*targets: NotificationTarget, retry: RetrySchedule = FAST) -> Notifications:
+    return Notifications(targets, retry=retry)
+
+
+def hooked_runtime(db: Path, calls: CallLog, receiver: Receiver) -> Runtime:
+    """The ops agent on a local host over SQLite ``db``, its events going to ``receiver`` ("hook")."""
+    target = NotificationTarget(receiver.url, SECRET, name="hook")
+    return Runtime(
+        [ops_agent(calls)],
+        storage=SqliteStore(db),
+        executor="local",
+        notifications=notifications(target),
+    )
+
+
+async def until(check: Callable[[], Awaitable[bool]]) -> None:
+    """Wait for a condition on the store (each look is a store read, not a guess about timing)."""
+    async with asyncio.timeout(20):
+        while not await check():
+            await asyncio.sleep(0.02)
+
+
+def verified(received: Any) -> dict[str, Any]:
+    payload: dict[str, Any] = Webhook(SECRET).verify(received.body, received.headers)
+    assert received.headers["webhook-id"] == payload["id"]
+    return payload
+
+
+async def test_pause_and_decision_arrive_signed_and_verify(executor: str, tmp_path: Path, calls: CallLog):
+    receiver = Receiver().start()
+    other = Receiver().start()
+    try:
+        runtime = Runtime(
+            [ops_agent(calls)],
+            storage=SqliteStore(tmp_path / "n.db"),
+            executor=executor,  # type: ignore[arg-type]
+            notifications=notifications(
+                NotificationTarget(receiver.url, SECRET, name="ops-hook", agents=frozenset({"ops"})),
+                NotificationTarget(other.url, SECRET, name="payments", tools=frozenset({"pay"})),
+            ),
+        )
+        agent = runtime.get_agent("ops")
+        paused = await agent.generate("delete rec-1", resource_id="acme")
+        (pause,) = await receiver.arrived(1)
+        event = verified(pause)
+        assert event["type"] == "tool-call.paused"
+        assert event["data"]["runId"] == paused.run_id
+        assert event["data"]["toolName"] == "delete_record" and event["data"]["args"] == {"id": "rec-1"}
+        assert event["data"]["resourceId"] == "acme"
+        assert event["data"]["fingerprint"] == paused.suspend_payload["fingerprint"]
+
+        done = await agent.approve_tool_call_generate(run_id=paused.run_id, decided_by="alice")
+        assert done.finish_reason == "stop"
+        decided = verified((await receiver.arrived(2))[1])
+        assert decided["type"] == "tool-call.decided"
+        assert decided["data"]["decision"] == "approved" and decided["data"]["decidedBy"] == "alice"
+
+        tampered = {**pause.headers, "webhook-signature": "v1," + base64.b64encode(b"x" * 32).decode()}
+        with pytest.raises(WebhookVerificationError):
+            Webhook(SECRET).verify(pause.body, tampered)
+
+        async def both_delivered() -> bool:
+            found = await runtime.deliveries(paused.run_id)
+            return [d.status for d in found] == ["delivered", "delivered"]
+
+        await until(both_delivered)
+        assert other.received == [], "a target whose filter does not match gets nothing"
+        await runtime.shutdown()
+    finally:
+        receiver.stop()
+        other.stop()
+
+
+async def test_a_receiver_that_is_down_gets_every_event_once_it_is_back(tmp_path: Path, calls: CallLog):
+    receiver = Receiver()  # not listening yet: connections are refused
+    runtime = hooked_runtime(tmp_path / "n.db", calls, receiver)
+    agent = runtime.get_agent("ops")
+    run_ids = []
+    for n in range(3):
+        paused = await agent.generate(f"delete {n}")
+        done = await agent.approve_tool_call_generate(run_id=paused.run_id)
+        assert done.finish_reason == "stop", "the runs go on while nobody receives their events"
+        run_ids.append(paused.run_id)
+    assert len(calls.entries()) == 3
+
+    async def retried_while_down() -> bool:
+        found = [d for run_id in run_ids for d in await runtime.deliveries(run_id)]
+        return len(found) == 6 and all(d.attempts >= 2 and d.status == "pending" for d in found)
+
+    await until(retried_while_down)
+    assert all("ConnectError" in (d.last_error or "") for d in await runtime.deliveries(run_ids[0]))
+
+    receiver.start()
+    try:
+        received = await receiver.arrived(6)
+
+        async def all_delivered() -> bool:
+            found = [d for run_id in run_ids for d in await runtime.deliveries(run_id)]
+            return all(d.status == "delivered" for d in found)
+
+        await until(all_delivered)
+        ids = [r.headers["webhook-id"] for r in receiver.received]
+        assert len(ids) == len(set(ids)) == 6, "every event once, none twice"
+        kinds = sorted(verified(r)["type"] for r in received)
+        assert kinds == ["tool-call.decided"] * 3 + ["tool-call.paused"] * 3
+    finally:
+        await runtime.shutdown()
+        receiver.stop()
+
+
+async def test_a_failing_receiver_gives_up_and_a_delivery_can_be_sent_again(tmp_path: Path, calls: CallLog):
+    receiver = Receiver(status=500).start()
+    try:
+        runtime = Runtime(
+            [ops_agent(calls)],
+            storage=SqliteStore(tmp_path / "n.db"),
+            executor="local",
+            notifications=notifications(
+                NotificationTarget(receiver.url, SECRET, name="hook"),
+                retry=RetrySchedule(delays=(0.01, 0.01), timeout_s=2.0, lease_s=3.0, poll_s=0.05),
+            ),
+        )
+        paused = await runtime.get_agent("ops").generate("delete")
+        assert paused.finish_reason == "suspended", "a failing receiver does not fail the run"
+
+        async def gave_up() -> bool:
+            return [d.status for d in await runtime.deliveries(paused.run_id)] == ["failed"]
+
+        await until(gave_up)
+        (failed,) = await runtime.deliveries(paused.run_id)
+        assert failed.attempts == 3 and failed.last_error == "HTTP 500"
+        assert len(await receiver.arrived(3)) == 3
+        shown = await asyncio.to_thread(operator_show, paused.run_id, tmp_path / "n.db")
+        assert "notifications:" in shown and failed.id in shown
+        assert re.search(r"tool-call\.paused\s+hook\s+failed\s+3\s+HTTP 500", shown), shown
+
+        receiver.status = 200
+        await runtime.redeliver(failed.id)
+
+        async def delivered() -> bool:
+            return [d.status for d in await runtime.deliveries(paused.run_id)] == ["delivered"]
+
+        await until(delivered)
+        assert {r.headers["webhook-id"] for r in receiver.received} == {failed.event_id}
+        await runtime.shutdown()
+    finally:
+        receiver.stop()
+
+
+async def test_events_written_by_a_killed_host_are_delivered_by_the_next(tmp_path: Path):
+    port = free_port()
+    store = tmp_path / "n.db"
+    run_id = _pause_in_a_killed_host(store, port, tmp_path / "c.jsonl")
+
+    receiver = Receiver(port).start()
+    runtime = hooked_runtime(store, CallLog(tmp_path / "c.jsonl"), receiver)
+    try:
+        (pending,) = await runtime.deliveries(run_id)
+        assert pending.status == "pending", "the killed host never delivered it"
+        await runtime.recover(0.0)  # starts this process's hosts, and with them their dispatchers
+        (event,) = await receiver.arrived(1)
+        assert verified(event)["data"]["runId"] == run_id
+    finally:
+        await runtime.shutdown()
+        receiver.stop()
+
+
+def operator_show(run_id: str, db: Path) -> str:
+    """``troupe runs show RUN --store DB``, as an operator would run it."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli_main(["runs", "show", run_id, "--store", str(db)]) == 0
+    return out.getvalue()
+
+
+def test_the_serve_notify_file_is_read_and_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    path = tmp_path / "notify.json"
+    monkeypatch.setenv("HOOK_SECRET", SECRET)
+    path.write_text(
+        json.dumps(
+            {
+                "targets": [
+                    {"name": "ops", "url": "http://127.0.0.1:9/hook", "secret_env": "HOOK_SECRET"},
+                    {
+                        "url": "https://chat.test/services/x",
+                        "secret": SECRET,
+                        "format": "chat",
+                        "tools": ["pay"],
+                    },
+                ],
+                "links": {"public_url": "https://troupe.test/", "secret": SECRET, "ttl_s": 600},
+            }
+        )
+    )
+    found = load_notifications(str(path))
+    assert [t.name for t in found.targets] == ["ops", "chat.test"]
+    assert found.targets[1].format == "chat" and found.targets[1].tools == frozenset({"pay"})
+    assert found.links.public_url == "https://troupe.test" and found.links.ttl_s == 600
+    assert SECRET not in repr(found), "secrets stay out of reprs"
+
+    for bad, says in (
+        ({"targets": [{"url": "ftp://x", "secret": SECRET}]}, "url must be http"),
+        ({"targets": [{"url": "http://x", "secret": "plain"}]}, "whsec_"),
+        ({"targets": [{"url": "http://x", "secret_env": "NOT_SET_ANYWHERE"}]}, "NOT_SET_ANYWHERE is not set"),
+        ({"targets": [{"url": "http://x", "secret": SECRET}], "links": {"secret": SECRET}}, "public_url"),
+    ):
+        path.write_text(json.dumps(bad))
+        with pytest.raises(ValueError, match=says):
+            load_notifications(str(path))
+
+
+def _pause_in_a_killed_host(store: Path, port: int, log: Path) -> str:
+    """Run notify_driver.py until its run has paused (its event unsent: the receiver is down), then
+    SIGKILL it."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent)])}
+    driver = subprocess.Popen(
+        [sys.executable, str(TESTS / "notify_driver.py"), str(store), str(port), str(log)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+    try:
+        assert driver.stdout is not None
+        line = driver.stdout.readline()
+        assert line.startswith("PAUSED "), f"driver said {line!r} (code {driver.poll()})"
+        return line.split()[1]
+    finally:
+        driver.send_signal(signal.SIGKILL)
+        driver.wait()
+
+
+async def test_expiry_and_a_crash_interrupted_call_are_announced(tmp_path: Path, calls: CallLog):
+    receiver = Receiver().start()
+    runtime = hooked_runtime(tmp_path / "n.db", calls, receiver)
+    try:
+        agent = runtime.get_agent("ops")
+        paused = await agent.generate("delete", approval_timeout=0.2)
+        await receiver.arrived(1)
+        await asyncio.sleep(0.3)  # the pause's own deadline passing (as in test_expiry.py)
+        assert await runtime.expire_due() == {"ops": [paused.run_id]}
+        expired = verified((await receiver.arrived(2))[1])
+        assert expired["type"] == "tool-call.expired" and expired["data"]["decision"] == "expired"
+
+        # A run left "running" inside its gated tool by a host that died: recovery re-asks the human.
+        second = await agent.generate("delete again")
+        store = runtime.store()
+        stored = await store.load_run(second.run_id)
+        assert stored is not None
+        state = stored.state
+        state.status, state.owner = "running", "a-host-that-died"
+        state.calls[0].status = CallStatus.RUNNING
+        state.calls[0].pauses = []
+        await store.save_run(state, expected_version=stored.version)
+        assert await runtime.recover(0.0) == {"ops": [second.run_id]}
+        # Deliveries run concurrently: compare what arrived for the second run, in any order.
+        events = [verified(r) for r in await receiver.arrived(5)]
+        second_run = sorted(
+            (e["type"], e["data"].get("interrupted", False), e["data"].get("gated", False))
+            for e in events
+            if e["data"]["runId"] == second.run_id
+        )
+        assert second_run == [
+            ("tool-call.interrupted", False, True),  # the crash-interrupted call, a gated one
+            ("tool-call.paused", False, False),  # its first pause
+            ("tool-call.paused", True, False),  # asked again after recovery, marked interrupted
+        ]
+    finally:
+        await runtime.shutdown()
+        receiver.stop()
+
+
+async def test_a_receiver_that_does_not_answer_holds_up_no_run(tmp_path: Path, calls: CallLog):
+    receiver = Receiver().start()
+    receiver.answering.clear()  # requests arrive, and hang there
+    runtime = hooked_runtime(tmp_path / "n.db", calls, receiver)
+    try:
+        agent = runtime.get_agent("ops")
+        # The receiver holds each request for up to a minute: the run must not wait for it at all.
+        async with asyncio.timeout(20):
+            paused = await agent.generate("delete")
+            await receiver.arrived(1)  # the pause's event is being sent, and not answered
+            done = await agent.approve_tool_call_generate(run_id=paused.run_id)
+        assert done.finish_reason == "stop" and calls.count() == 1
+        assert [d.status for d in await runtime.deliveries(paused.run_id)] == ["pending", "pending"]
+
+        receiver.answering.set()
+
+        async def delivered() -> bool:
+            return [d.status for d in await runtime.deliveries(paused.run_id)] == ["delivered", "delivered"]
+
+        await until(delivered)
+    finally:
+        receiver.answering.set()
+        await runtime.shutdown()
+        receiver.stop()
