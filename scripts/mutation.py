@@ -208,14 +208,6 @@ MUTANTS = [
 """,
         "",
         APPROVAL,
-        harmless=(
-            "since the engine's _target answers a call that is no longer paused from the audit log "
-            "(written in the same atomic step as the claim), this in-state check only decides the error "
-            "in the short window where a delegated call is claimed at the top but not yet audited (its "
-            "audit waits for the subagent to accept): there a second decider hears "
-            "ToolCallNotSuspendedError instead of DecisionConflictError. Refused either way; nothing runs "
-            "twice (the two-hosts test still holds)."
-        ),
     ),
     Mutant(
         "paused-status-check-removed",

@@ -22,6 +22,7 @@ class HookedStore:
         # (what, store name, run id) in the order the wrapped store answered, for asserting interleavings
         self.events: list[tuple[str, str, str]] = []
         self._meet: dict[str, asyncio.Barrier] = {}
+        self._holds: dict[str, tuple[asyncio.Event, asyncio.Event]] = {}
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -31,12 +32,23 @@ class HookedStore:
         two stores the same barrier and two deciders have both read the paused run before either writes."""
         self._meet[run_id] = barrier
 
+    def hold_next_load(self, run_id: str) -> tuple[asyncio.Event, asyncio.Event]:
+        """The next load of ``run_id`` waits before it reads: returns (``reached``, set once it waits;
+        ``release``, to set to let it read). Holds a decision between two writes another one can see."""
+        reached, release = asyncio.Event(), asyncio.Event()
+        self._holds[run_id] = (reached, release)
+        return reached, release
+
     async def create_run(self, state: RunState) -> int:
         version = await self.inner.create_run(state)
         self.durable[state.run_id] = state.status
         return version
 
     async def load_run(self, run_id: str) -> StoredRun | None:
+        hold = self._holds.pop(run_id, None)
+        if hold is not None:
+            hold[0].set()
+            await hold[1].wait()
         stored = await self.inner.load_run(run_id)
         barrier = self._meet.get(run_id)
         if barrier is not None and stored is not None and stored.state.status == "suspended":

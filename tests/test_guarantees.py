@@ -174,3 +174,41 @@ async def test_a_delegated_decision_is_audited_at_the_top_and_where_it_ran(make_
     [below] = await runtime.store().list_audit(child_run_id(paused.run_id, "d1"))
     assert (below.kind, below.tool_call_id, below.tool_name) == ("approved", "leaf-1", "delete_record")
     assert calls.count("delete_record") == 1
+
+
+async def test_a_delegated_call_claimed_at_the_top_but_not_yet_accepted_below_is_decided_once(
+    tmp_path: Path, calls: CallLog
+):
+    """Two hosts on one SQLite file. The first claims the supervisor's call and routes the decision to its
+    subagent, whose read of its run is held: the top is claimed but not yet audited (the audit waits for
+    the subagent to accept). A second decision on the same call in that window is a conflict, not "not
+    paused", and the tool runs once, after the hold is released."""
+    db = tmp_path / "t.db"
+    stores = [HookedStore(SqliteStore(db), name) for name in ("one", "two")]
+    sups = [two_levels(calls) for _ in stores]
+    runtimes = [Runtime([s], storage=st, executor="local") for s, st in zip(sups, stores, strict=True)]
+    release = asyncio.Event()
+    try:
+        paused = await sups[0].generate("please delete u1")
+        reached, release = stores[0].hold_next_load(child_run_id(paused.run_id, "d1"))
+        first = asyncio.create_task(
+            sups[0].approve_tool_call_generate(run_id=paused.run_id, tool_call_id="d1")
+        )
+        await asyncio.wait_for(reached.wait(), 30)
+
+        stored = await stores[1].load_run(paused.run_id)
+        assert stored is not None and stored.state.status == "running", "the top's claim is written"
+        assert await stores[1].list_audit(paused.run_id) == [], "and not yet audited"
+        for decide in (sups[1].approve_tool_call_generate, sups[1].decline_tool_call_generate):
+            with pytest.raises(DecisionConflictError, match="already approved"):
+                await decide(run_id=paused.run_id, tool_call_id="d1")
+        assert calls.count("delete_record") == 0 and not first.done()
+
+        release.set()
+        assert (await first).finish_reason == "stop"
+        assert calls.count("delete_record") == 1
+        assert [e.kind for e in await stores[1].list_audit(paused.run_id)] == ["approved"]
+    finally:
+        release.set()
+        for runtime in runtimes:
+            await runtime.shutdown()
