@@ -35,6 +35,7 @@ from troupe.core.requests import AgentPort, DecideRequest, StartRequest
 from troupe.core.results import ResultBuilder, RunResult
 from troupe.core.state import Clock, utcnow
 from troupe.core.store import Store
+from troupe.core.tools import DEFAULT_TOOL_THREADS, ToolThreads
 from troupe.core.tracing import configure as configure_tracing
 from troupe.core.webhooks import Dispatcher
 
@@ -106,11 +107,13 @@ class AgentHost:
         notifications: Notifications | None = None,
         policies: ApproverPolicies | None = None,
         clock: Clock = utcnow,
+        tool_threads: int = DEFAULT_TOOL_THREADS,
     ) -> None:
         self.spec = spec
         self.store = store
         # A Ray actor keeps its id across restarts, so a restarted host knows which runs were its own.
         self.owner = owner or current_actor_id() or f"local:{uuid.uuid4().hex}"
+        self.threads = ToolThreads(tool_threads)
         self.engine = RunEngine(
             spec,
             store,
@@ -119,6 +122,7 @@ class AgentHost:
             notifications=notifications,
             policies=policies,
             clock=clock,
+            threads=self.threads,
         )
         self.notifications = notifications
         # Every host sends due notifications (its own runs' and any dead host's), in its own task.
@@ -348,6 +352,7 @@ class AgentHost:
             self._sending = None
         if self.dispatcher is not None:
             await self.dispatcher.close()
+        self.threads.close()
 
     # ---- plumbing -----------------------------------------------------------------------------------
 

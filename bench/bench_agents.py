@@ -45,12 +45,15 @@ def build_supervisor() -> Agent:
     return Agent("bench-supervisor", model=FunctionModel(turn), agents={"records": build_agent()})
 
 
-def make_store(kind: str, sqlite_path: Path, redis_url: str | None = None, prefix: str = "bench:") -> Store:
-    """The store of a Troupe configuration: "memory", "sqlite" (at ``sqlite_path``) or "redis"."""
+def make_store(
+    kind: str, sqlite_path: Path, redis_url: str | None = None, prefix: str = "bench:", sync: str = "NORMAL"
+) -> Store:
+    """The store of a Troupe configuration: "memory", "sqlite" (at ``sqlite_path``, with SQLite's
+    ``synchronous`` = ``sync``) or "redis" (its durability is the server's: see private_redis)."""
     if kind == "memory":
         return MemoryStore()
     if kind == "sqlite":
-        return SqliteStore(sqlite_path)
+        return SqliteStore(sqlite_path, synchronous="FULL" if sync.upper() == "FULL" else "NORMAL")
     if redis_url is None:
         raise SystemExit("the Redis configuration needs a redis-server (bench_common.private_redis)")
     return RedisStore.from_url(redis_url, prefix=prefix)

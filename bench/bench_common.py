@@ -61,9 +61,19 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+REDIS_FSYNC = ("everysec", "always")
+
+
 @contextmanager
-def private_redis() -> Iterator[str]:
-    """A throw-away redis-server on a free loopback port, no persistence; yields its URL."""
+def private_redis(appendfsync: str | None = "everysec") -> Iterator[str]:
+    """A throw-away redis-server on a free loopback port; yields its URL. Durable like a production
+    Redis: an append-only file fsynced every second (``"everysec"``, Redis's default) or after every
+    write (``"always"``); ``None`` for no persistence at all."""
+    persistence = (
+        ["--appendonly", "no"]
+        if appendfsync is None
+        else ["--appendonly", "yes", "--appendfsync", appendfsync]
+    )
     import redis
 
     binary = shutil.which("redis-server")
@@ -82,8 +92,7 @@ def private_redis() -> Iterator[str]:
                 data,
                 "--save",
                 "",
-                "--appendonly",
-                "no",
+                *persistence,
             ],
             stdout=subprocess.DEVNULL,
         )

@@ -1,12 +1,13 @@
 """Troupe against the peers users would pick instead, on the same scripted workloads, in one run.
 
-    python bench/run_all.py                 # default: under 10 minutes on the 2-core machine
+    python bench/run_all.py                 # full: W3 at 200 and 20,000 (tens of minutes on 2 cores)
     python bench/run_all.py --quick         # about a minute and a half: fewer cycles and runs
-    python bench/run_all.py --systems troupe-ray-sqlite,langgraph-sqlite --workloads w1,w4
+    python bench/run_all.py --systems troupe-ray-sqlite-full,langgraph-sqlite --workloads w1,w4
 
 Systems (each with an instant scripted model of its own kind; no network, no API key):
-  troupe-ray-redis, troupe-ray-sqlite, troupe-local-memory   (also: troupe-local-sqlite,
-      troupe-local-redis, troupe-ray-memory)
+  troupe-<ray|local>-redis-<always|everysec>   RedisStore; redis-server with AOF, appendfsync always/everysec
+  troupe-<ray|local>-sqlite-<full|normal>      SqliteStore(synchronous="FULL"/"NORMAL")
+  troupe-local-memory, troupe-ray-memory       MemoryStore
   langgraph-memory, langgraph-sqlite          StateGraph + ToolNode, interrupt() / Command(resume=...)
   openai-agents-memory, openai-agents-json    needs_approval=True, RunState approve / resume
   pydantic-ai-memory, pydantic-ai-json        requires_approval=True, DeferredToolRequests / Results
@@ -49,8 +50,11 @@ MODULES = {
     "pydantic": "peer_pydantic_ai",
 }
 DEFAULT_SYSTEMS = [
-    "troupe-ray-redis",
-    "troupe-ray-sqlite",
+    "troupe-ray-redis-always",
+    "troupe-ray-redis-everysec",
+    "troupe-ray-sqlite-full",
+    "troupe-ray-sqlite-normal",
+    "troupe-local-sqlite-full",
     "troupe-local-memory",
     "langgraph-memory",
     "langgraph-sqlite",
@@ -61,17 +65,23 @@ DEFAULT_SYSTEMS = [
 ]
 KNOWN_SYSTEMS = [
     *DEFAULT_SYSTEMS,
-    "troupe-local-sqlite",
-    "troupe-local-redis",
+    "troupe-local-sqlite-normal",
+    "troupe-local-redis-always",
+    "troupe-local-redis-everysec",
     "troupe-ray-memory",
 ]
 NOTES = {
-    "troupe": "Troupe runs through its non-streaming API (generate / approve_tool_call_generate), like the "
-    "peers' Runner.run / ainvoke / agent.run; a paused run is checkpointed before the call returns.",
+    "troupe": "Troupe's W1/W2 run through its streaming API (stream, read to the approval chunk, "
+    "approve_tool_call, read the text); the peers run through their non-streaming calls (Runner.run / "
+    "ainvoke / agent.run; see bench/README.md). A paused run is checkpointed before it is announced. "
+    "Every system's tool is a sync function run in a worker thread.",
+    "redis": "Redis runs durable, as in production: an append-only file with appendfsync everysec (may "
+    "lose the last second on a power cut) or always (an fsync per write), one private redis-server each.",
     "troupe-ray": "On Ray every agent is an actor (a separate process): each call is a Ray hop from the "
     "driver.",
-    "sqlite": "SQLite durability differs: Troupe's SqliteStore sets synchronous=NORMAL (WAL); LangGraph's "
-    "AsyncSqliteSaver keeps SQLite's default synchronous=FULL (WAL), an fsync per commit.",
+    "sqlite": "SQLite durability: -full rows use synchronous=FULL (WAL, an fsync per commit), like "
+    "LangGraph's AsyncSqliteSaver (SQLite's default); -normal rows synchronous=NORMAL (WAL: survives a "
+    "process crash, a power cut may lose the last commits).",
     "json": "openai-agents-json and pydantic-ai-json write one JSON file per paused run (no fsync), with no "
     "index, claim or lock: a second approver could resume the same run twice.",
     "openai": "OpenAI Agents SDK tracing is disabled (its exporter needs the network and an API key).",
@@ -84,6 +94,9 @@ NOTES = {
     "w4": "W4 times from the fresh process's spawn (interpreter, imports, Ray start where used) until every "
     "run is decided; 'list' is finding the paused runs from the durable store alone.",
 }
+# W3's largest size when nothing else is asked for; W4 restarts with fewer (its peers' runs take minutes).
+FULL_W3 = "200,20000"
+FULL_W4 = 2000
 MEMORY_ONLY = {
     "troupe-local-memory": "MemoryStore keeps paused runs in the process's memory: a restart loses them",
     "troupe-ray-memory": "MemoryStore keeps paused runs in a store actor's memory: a restart loses them",
@@ -325,11 +338,18 @@ def render(result: dict[str, Any], out: Path) -> None:
     print(text)
     out.mkdir(parents=True, exist_ok=True)
     (out / "latest.json").write_text(json.dumps(result, indent=2))
+    load = meta.get("load", {})
     header = [
         "# Troupe vs peers",
         "",
         f"{meta['started']}, {meta['mode']} mode, {meta['machine']}, took {meta.get('duration_s')} s: "
         f"`{meta['command']}`",
+        "",
+        f"Commit {meta.get('git', {}).get('commit', '?')[:10]}"
+        + (" (with uncommitted changes)" if meta.get("git", {}).get("dirty") else "")
+        + f"; load average (1/5/15 min) at start {load.get('start')}, at end {load.get('end')}",
+        "",
+        *[f"- Redis ({mode}): {how}" for mode, how in meta.get("redis", {}).items()],
         "",
         "Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()),
         "",
@@ -348,8 +368,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="about a minute and a half: 30 cycles, N=100")
     parser.add_argument("--cycles", type=int, help="W1/W2 timed cycles per system (default 300; quick 30)")
     parser.add_argument("--warmup", type=int, help="W1/W2 warm-up cycles (default 50; quick 10)")
-    parser.add_argument("--runs", help="W3 sizes, comma-separated (default 200,2000; quick 100)")
-    parser.add_argument("--w4-runs", type=int, help="W4 paused runs (default: the largest W3 size)")
+    parser.add_argument("--runs", help=f"W3 sizes, comma-separated (default {FULL_W3}; quick 100)")
+    parser.add_argument(
+        "--w4-runs", type=int, help=f"W4 paused runs (default: the largest W3 size, at most {FULL_W4})"
+    )
     parser.add_argument("--w3-warmup", type=int, help="cycles before W3 (default 20; quick 5)")
     parser.add_argument("--concurrency", type=int, default=100, help="W3/W4 calls in flight (default 100)")
     parser.add_argument(
@@ -385,8 +407,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     args.heap_sample = args.heap_sample if args.heap_sample is not None else (50 if quick else 200)
     args.warmup = args.warmup if args.warmup is not None else (10 if quick else 50)
     args.w3_warmup = args.w3_warmup if args.w3_warmup is not None else (5 if quick else 20)
-    args.runs = [int(n) for n in (args.runs or ("100" if quick else "200,2000")).split(",") if n]
-    args.w4_runs = args.w4_runs or max(args.runs)
+    args.runs = [int(n) for n in (args.runs or ("100" if quick else FULL_W3)).split(",") if n]
+    args.w4_runs = args.w4_runs or min(max(args.runs), FULL_W4)
     args.settle = args.settle if args.settle is not None else (0.2 if quick else 0.5)
     args.shared_process = args.shared_process or quick
     return args
@@ -431,17 +453,25 @@ def main(argv: list[str] | None = None) -> None:
         "git": git_state(),
         "notes": NOTES,
         "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+        # The machine may be shared: its load average (1, 5, 15 min) when the run started and ended.
+        "load": {"start": [round(x, 2) for x in os.getloadavg()]},
     }
     print(f"Troupe vs peers — {meta['machine']}; systems: {', '.join(systems)}", flush=True)
-    needs_redis = any(s.endswith("-redis") for s in systems)
+    fsyncs = sorted({s.rsplit("-", 1)[1] for s in systems if "-redis-" in s})
     workdir = Path(tempfile.mkdtemp(prefix="troupe-bench-"))
-    env = {"nonce": str(time.time_ns()), "redis_url": args.redis_url}
+    env: dict[str, Any] = {"nonce": str(time.time_ns()), "redis_urls": {}}
+    meta["redis"] = {f: f"private redis-server, appendonly yes, appendfsync {f}" for f in fsyncs}
     try:
         with contextlib.ExitStack() as stack:
-            if needs_redis and not args.redis_url:
-                env["redis_url"] = stack.enter_context(private_redis())
+            for fsync in fsyncs:
+                # One server per durability setting; --redis-url serves them all (as that server is set).
+                url = args.redis_url or stack.enter_context(private_redis(fsync))
+                env["redis_urls"][fsync] = url
+                if args.redis_url:
+                    meta["redis"][fsync] = "--redis-url (its own persistence settings)"
             rows = run(args, systems, workloads, workdir, env)
         meta["duration_s"] = round(time.time() - started, 1)
+        meta["load"]["end"] = [round(x, 2) for x in os.getloadavg()]
         render({"meta": meta, "rows": rows}, args.out)
     finally:
         if args.keep:

@@ -2,8 +2,8 @@
 
 For each configuration: the time to start N runs that each pause for approval, the time to approve them
 all, the store's memory per suspended run (Redis: INFO used_memory), and the resident memory of the driver
-and of the agent's host process before, while paused, and after. Mastra 1.71 on a 2-core machine of this
-kind: 200 such runs in 1.7 s in memory (2.4 s on its SQLite file), about 55 KB of heap per suspended run.
+and of the agent's host process before, while paused, and after. Peers are measured by bench/run_all.py
+in the same run; no peer figures here.
 
     python bench/suspended_scale.py [--runs 1000] [--configs local-redis,ray-redis,ray-sqlite]
                                     [--redis-url redis://127.0.0.1:6379/0]
@@ -27,8 +27,6 @@ from bench_agents import build_agent
 from bench_common import bounded, private_redis, redis_used, rss_mb
 
 from troupe import RedisStore, Runtime, SqliteStore
-
-MASTRA = {"runs": 200, "memory_s": 1.7, "sqlite_s": 2.4, "heap_kb_per_run": 55}
 
 
 async def host_stats(runtime: Runtime) -> dict[str, Any]:
@@ -86,10 +84,6 @@ async def run_config(name: str, runs: int, concurrency: int, redis_url: str, wor
     }
     if store_kind == "redis":
         row["redis_bytes_per_paused_run"] = round((during["redis"] - before["redis"]) / runs)
-    # Mastra's figure is for 200 runs; scale ours linearly to compare like for like.
-    mastra_s = MASTRA["sqlite_s"] if store_kind == "sqlite" else MASTRA["memory_s"]
-    row["mastra_s_for_same_runs"] = round(mastra_s * runs / MASTRA["runs"], 2)
-    row["speedup_vs_mastra"] = round(row["mastra_s_for_same_runs"] / row["total_s"], 2)
     return row
 
 
@@ -114,7 +108,6 @@ async def main() -> None:
             print(
                 f"{row['config']:<11} {row['runs']} runs: suspend {row['suspend_all_s']:6.2f} s, "
                 f"approve {row['approve_all_s']:6.2f} s, total {row['total_s']:6.2f} s "
-                f"(Mastra ~{row['mastra_s_for_same_runs']} s -> {row['speedup_vs_mastra']}x)  "
                 f"host RSS {row['host_mb'][0]}->{row['host_mb'][1]}->{row['host_mb'][2]} MB "
                 f"({row['host_kb_per_paused_run']} KB/paused run)  "
                 f"driver {row['driver_mb'][0]}->{row['driver_mb'][1]}->{row['driver_mb'][2]} MB"

@@ -1,5 +1,5 @@
 """Troupe under the shared workloads: the same agents and cycles as bench/approval_cycle.py and
-bench/suspended_scale.py (bench_agents.build_agent / build_supervisor, generate_cycle, host_stats)."""
+bench/suspended_scale.py (bench_agents.build_agent / build_supervisor, the streaming cycle, host_stats)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from approval_cycle import generate_cycle
+from approval_cycle import one_cycle as stream_cycle
 from bench_agents import build_agent, build_supervisor, make_store
 from bench_common import path_bytes, redis_pid, redis_used
 from harness import FINAL_TEXT, System
@@ -16,17 +16,27 @@ from suspended_scale import host_stats
 from troupe import Runtime
 
 STORE_NAMES = {"memory": "MemoryStore", "sqlite": "SqliteStore", "redis": "RedisStore"}
+DEFAULT_MODES = {"sqlite": "normal", "redis": "everysec"}
+DURABILITY = {
+    "everysec": "AOF appendfsync everysec",
+    "always": "AOF appendfsync always",
+    "normal": "synchronous=NORMAL",
+    "full": "synchronous=FULL",
+}
 
 
 class TroupeSystem(System):
     family = "Troupe"
 
-    def __init__(self, workdir: Path, env: dict[str, Any], executor: str, store: str) -> None:
+    def __init__(self, workdir: Path, env: dict[str, Any], executor: str, store: str, mode: str = "") -> None:
         super().__init__(workdir, env)
         self.executor = executor
         self.store_kind = store
-        self.key = f"troupe-{executor}-{store}"
-        self.label = f"Troupe {version('troupe')} {executor} + {STORE_NAMES[store]}"
+        # Durability: Redis's appendfsync (its server is started so) or SQLite's synchronous.
+        self.mode = mode or DEFAULT_MODES.get(store, "")
+        self.key = "-".join(["troupe", executor, store, *([mode] if mode else [])])
+        durability = f", {DURABILITY[self.mode]}" if self.mode else ""
+        self.label = f"Troupe {version('troupe')} {executor} + {STORE_NAMES[store]}{durability}"
         self.durable = store != "memory"
         self.runtimes: list[Runtime] = []
         self.supervisor: Any = None
@@ -34,7 +44,8 @@ class TroupeSystem(System):
     def _storage(self, name: str) -> Any:
         tag = f"{self.key}-{self.env['store_tag']}-{name}"
         prefix = f"bench-{self.env['nonce']}-{tag}:"
-        return make_store(self.store_kind, self.workdir / f"{tag}.db", self.env.get("redis_url"), prefix)
+        redis_url = self.env.get("redis_urls", {}).get(self.mode)
+        return make_store(self.store_kind, self.workdir / f"{tag}.db", redis_url, prefix, self.mode)
 
     def _runtime(self, agent: Any, name: str) -> Any:
         runtime = Runtime([agent], storage=self._storage(name), executor=self.executor)  # type: ignore[arg-type]
@@ -51,12 +62,12 @@ class TroupeSystem(System):
             await runtime.shutdown()
 
     async def w1(self) -> None:
-        await generate_cycle(self.agent)
+        await stream_cycle(self.agent)
 
     async def w2(self) -> None:
         if self.supervisor is None:
             self.supervisor = self._runtime(build_supervisor(), "w2").get_agent("bench-supervisor")
-        await generate_cycle(self.supervisor)
+        await stream_cycle(self.supervisor)
 
     async def pause(self, i: int) -> Any:
         paused = await self.agent.generate(f"delete record {i}")
@@ -75,7 +86,7 @@ class TroupeSystem(System):
     async def pids(self) -> list[int]:
         found = [int((await host_stats(self.runtime))["pid"])]
         if self.store_kind == "redis":
-            found.append(redis_pid(self.env["redis_url"]))
+            found.append(redis_pid(self.env["redis_urls"][self.mode]))
         return found
 
     def store_bytes(self) -> int | None:
@@ -83,7 +94,7 @@ class TroupeSystem(System):
             db = self.workdir / f"{self.key}-{self.env['store_tag']}-main.db"
             return path_bytes(db, f"{db}-wal", f"{db}-shm")
         if self.store_kind == "redis":
-            return redis_used(self.env["redis_url"])
+            return redis_used(self.env["redis_urls"][self.mode])
         return None
 
 
@@ -96,5 +107,5 @@ def teardown() -> None:
 
 
 def make(key: str, workdir: Path, env: dict[str, Any]) -> System:
-    _, executor, store = key.split("-")
-    return TroupeSystem(workdir, env, executor, store)
+    _, executor, store, *mode = key.split("-")
+    return TroupeSystem(workdir, env, executor, store, *mode)

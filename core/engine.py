@@ -49,6 +49,7 @@ from troupe.core.recovery import prepare_recovery, replay
 from troupe.core.requests import AgentPort, DecideRequest, Decline, Resume, StartRequest
 from troupe.core.state import CallStatus, Clock, Pause, RunState, ToolCallState, utcnow
 from troupe.core.store import AuditEntry, StaleSnapshotError, Store, StoredRun, ThreadAppend
+from troupe.core.tools import ToolThreads
 from troupe.core.tracing import carrier, record_wait, span
 
 log = logging.getLogger(__name__)
@@ -189,10 +190,11 @@ class RunEngine:
         notifications: Notifications | None = None,
         policies: ApproverPolicies | None = None,
         clock: Clock = utcnow,
+        threads: ToolThreads | None = None,
     ) -> None:
         self.spec = spec
         self.store = store
-        self.loop = RunLoop(spec, store, ports or {}, notifications, clock)
+        self.loop = RunLoop(spec, store, ports or {}, notifications, clock, threads)
         self.policies = policies
         self.locks = RunLocks()
         # Who drives the runs this engine works on (its host's identity; see RunState.owner).

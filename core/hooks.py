@@ -1,4 +1,9 @@
-"""Hooks around tool calls: observe them, or block one and hand the model an output instead."""
+"""Hooks around tool calls: observe them, or block one and hand the model an output instead.
+
+Hooks run on the agent's event loop, sync or async, unlike a sync tool (which gets a worker thread): they
+are bookkeeping around every call, where a hop to a thread would cost each call more than the hook
+itself. A hook that waits on I/O should be async (or hand the wait to ``asyncio.to_thread``).
+"""
 
 from __future__ import annotations
 

@@ -39,7 +39,7 @@ from troupe.core.policy import RunPolicy, requires_approval
 from troupe.core.requests import AgentPort, ChunkBatches
 from troupe.core.state import CallStatus, Clock, Pause, RunState, ToolCallState, fingerprint, utcnow
 from troupe.core.store import AuditEntry, OutboxEntry, StaleSnapshotError, Store, ThreadAppend
-from troupe.core.tools import AgentContext, SuspendSignal, Tool, ToolContext
+from troupe.core.tools import AgentContext, SuspendSignal, Tool, ToolContext, ToolThreads
 from troupe.core.tracing import span
 
 log = logging.getLogger(__name__)
@@ -85,10 +85,12 @@ class RunLoop:
         ports: dict[str, AgentPort],
         notifications: Notifications | None = None,
         clock: Clock = utcnow,
+        threads: ToolThreads | None = None,
     ) -> None:
         self.spec = spec
         self.store = store
         self.clock = clock
+        self.threads = threads or ToolThreads()
         self.notifications = notifications
         # Called after a write that added outbox entries (the host's dispatcher sends them).
         self.on_outbox: Callable[[], None] = lambda: None
@@ -445,7 +447,7 @@ class RunLoop:
                 if isinstance(override, ToolCallOverride) and not override.proceed:
                     self.done(run, call, override.output, overridden=True)
                     return
-            output = await tool.run(call.effective_args, ctx)
+            output = await tool.run(call.effective_args, ctx, self.threads)
         except SuspendSignal as signal:
             call.status = CallStatus.SUSPENDED
             call.pauses = [self.own_pause(run.state, call, tool, "suspend", signal.payload)]

@@ -6,6 +6,10 @@ Precedence (Mastra's, with a fail-safe):
    overrides a run-level function.
 3. Otherwise a run-level function ``(tool_name, args, request_context, workspace)`` decides.
 A rule function that raises means "approval required": an error never lets a call through unreviewed.
+
+Rule functions run on the agent's event loop (sync or async), not in the tool threads: they are quick
+predicates asked for every call a model makes, and a thread hop each would cost more than they do. A rule
+that has to wait on I/O should be async.
 """
 
 from __future__ import annotations

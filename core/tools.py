@@ -7,8 +7,13 @@ it may pause itself with ``return await ctx.agent.suspend(payload)`` and is call
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
+import functools
 import inspect
+import os
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -25,6 +30,45 @@ class SuspendSignal(BaseException):
     def __init__(self, payload: Any) -> None:
         super().__init__("tool suspended")
         self.payload = payload
+
+
+# asyncio's own default for its executor, which is what the peers' sync tools end up running on.
+DEFAULT_TOOL_THREADS = min(32, (os.cpu_count() or 1) + 4)
+
+
+class ToolThreads:
+    """The bounded pool that sync tools run in, so a tool that blocks (``requests``, a database driver,
+    ``time.sleep``) holds one worker thread instead of the event loop every run of the agent shares.
+
+    Threads start on first use, in the process that runs the tools (a Ray actor builds its own), and
+    calls beyond ``size`` queue for a free thread.
+    """
+
+    def __init__(self, size: int = DEFAULT_TOOL_THREADS) -> None:
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ValueError(f"tool_threads must be a positive integer, got {size!r}")
+        self.size = size
+        self._pool: ThreadPoolExecutor | None = None
+
+    async def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.size, thread_name_prefix="troupe-tool")
+        # The caller's context (tracing spans) goes with the call, as asyncio.to_thread does.
+        context = contextvars.copy_context()
+        return await asyncio.get_running_loop().run_in_executor(
+            self._pool, functools.partial(context.run, fn, *args)
+        )
+
+    def close(self) -> None:
+        """Stop taking calls; a tool still running finishes in its thread."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False)
+
+
+def is_async(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` is a coroutine function (or an object whose ``__call__`` is one)."""
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)
 
 
 @dataclass
@@ -85,14 +129,24 @@ class Tool:
     def resume_json_schema(self) -> dict[str, Any] | None:
         return self.resume_schema.model_json_schema() if self.resume_schema else None
 
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> Any:
-        """Validate, execute (sync or async) and return the JSON-able output."""
-        result = self.execute(self.parse_input(args), ctx)
+    async def run(self, args: dict[str, Any], ctx: ToolContext, threads: ToolThreads | None = None) -> Any:
+        """Validate, execute and return the JSON-able output. An async ``execute`` runs on the event
+        loop; a sync one runs in ``threads`` (a private pool of the default size if none is given)."""
+        parsed = self.parse_input(args)
+        if is_async(self.execute):
+            result = self.execute(parsed, ctx)
+        else:
+            result = await (threads or _fallback_threads()).call(self.execute, parsed, ctx)
         if inspect.isawaitable(result):
             result = await result
         if self.output_schema is not None:
             result = self.output_schema.model_validate(result)
         return to_jsonable(result)
+
+
+@functools.cache
+def _fallback_threads() -> ToolThreads:
+    return ToolThreads()
 
 
 def to_jsonable(value: Any) -> Any:
@@ -137,4 +191,14 @@ def create_tool(
     )
 
 
-__all__ = ["AgentContext", "SuspendSignal", "Tool", "ToolContext", "create_tool", "to_jsonable"]
+__all__ = [
+    "DEFAULT_TOOL_THREADS",
+    "AgentContext",
+    "SuspendSignal",
+    "Tool",
+    "ToolContext",
+    "ToolThreads",
+    "create_tool",
+    "is_async",
+    "to_jsonable",
+]

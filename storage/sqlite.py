@@ -10,6 +10,7 @@ connection, which waits for the lock there instead of stalling the loop. Compare
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import os
@@ -19,7 +20,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from troupe.core.errors import DuplicateRunError, StorageUnavailableError
 from troupe.core.state import RunState
@@ -37,6 +38,9 @@ from troupe.core.store import (
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+Synchronous = Literal["NORMAL", "FULL"]
+_SYNCHRONOUS: tuple[Synchronous, ...] = ("NORMAL", "FULL")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -105,7 +109,13 @@ def _create_private(path: Path) -> None:
 class SqliteStore:
     shared_across_processes = True
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, synchronous: Synchronous = "NORMAL") -> None:
+        """``synchronous``: SQLite's fsync policy in WAL mode. ``"NORMAL"`` (the default): a commit
+        survives a crash of the process, but a power cut or OS crash may lose the last commits.
+        ``"FULL"``: an fsync per commit, so an acknowledged write survives those too (slower)."""
+        if synchronous not in _SYNCHRONOUS:
+            raise ValueError(f"synchronous must be one of {', '.join(_SYNCHRONOUS)}, got {synchronous!r}")
+        self.synchronous = synchronous
         self.path = str(path)
         if self.path == ":memory:":
             self.shared_across_processes = False
@@ -116,7 +126,7 @@ class SqliteStore:
 
     def __reduce__(self) -> Any:
         # Each process opens its own connection to the same file.
-        return (SqliteStore, (self.path,))
+        return (functools.partial(SqliteStore, synchronous=self.synchronous), (self.path,))
 
     # ---- plumbing -----------------------------------------------------------------------------------
 
@@ -159,8 +169,7 @@ class SqliteStore:
         )
         try:
             conn.execute("PRAGMA journal_mode=WAL")
-            # NORMAL in WAL mode: a commit survives a process crash; only a power cut may lose the last ones.
-            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(f"PRAGMA synchronous={self.synchronous}")  # one of _SYNCHRONOUS, checked above
             conn.execute(f"PRAGMA busy_timeout={busy_timeout_ms}")
             conn.executescript(_SCHEMA)
             _migrate(conn)

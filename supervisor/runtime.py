@@ -36,6 +36,7 @@ from troupe.core.state import Clock, utcnow
 from troupe.core.store import OutboxEntry, Store, SuspendedRunQuery
 from troupe.core.stream import AgentStream
 from troupe.core.suspended import SuspendedRun, SuspendedRunList
+from troupe.core.tools import DEFAULT_TOOL_THREADS, ToolThreads
 from troupe.storage.memory import MemoryStore
 from troupe.storage.sqlite import SqliteStore
 from troupe.supervisor.agent import Agent
@@ -56,7 +57,10 @@ class Runtime:
         notifications: Notifications | Sequence[NotificationTarget] | None = None,
         approver_policies: ApproverPolicies | Sequence[ApproverPolicy] | None = None,
         clock: Clock = utcnow,
+        tool_threads: int = DEFAULT_TOOL_THREADS,
     ) -> None:
+        """``tool_threads``: how many sync tool calls each agent's host runs at once (each in a worker
+        thread; more wait for a free one). Async tools run on the host's event loop and are not counted."""
         if executor not in ("ray", "local"):
             raise ValueError(f"executor must be 'ray' or 'local', got {executor!r}")
         # Where pauses and decisions are announced (signed webhooks from a durable outbox).
@@ -67,6 +71,8 @@ class Runtime:
         )
         # Who may decide which paused calls, and how many must agree (``troupe.core.approvers``).
         self.approver_policies = ApproverPolicies.of(approver_policies)
+        ToolThreads(tool_threads)  # a bad size is the caller's error now, not an actor's at first use
+        self.tool_threads = tool_threads
         self.storage: Store = storage if storage is not None else MemoryStore()
         self.executor: Executor = executor
         self.ray_address = ray_address
@@ -164,6 +170,7 @@ class Runtime:
                     self.notifications,
                     self.approver_policies,
                     self.clock,
+                    self.tool_threads,
                     name=self._actor_name(f"agent:{spec.id}"),
                     replaceable=True,
                     **options,
@@ -179,6 +186,7 @@ class Runtime:
                 notifications=self.notifications,
                 policies=self.approver_policies,
                 clock=self.clock,
+                tool_threads=self.tool_threads,
             )
             handle = LocalHandle(host)
         self._handles[agent_id] = handle
