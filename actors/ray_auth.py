@@ -40,6 +40,11 @@ def default_token_path() -> Path:
     return Path.home() / ".ray" / "auth_token"
 
 
+def _token_path() -> Path:
+    """The token file this process presents: ``RAY_AUTH_TOKEN_PATH``, else Ray's default."""
+    return Path(os.environ.get(TOKEN_PATH_VAR) or default_token_path())
+
+
 def private_tmpdir() -> str:
     """A temp dir for Ray's sockets and logs inside a folder only this user can enter. Ray makes its own
     temp dir world-writable (0777, to share it between users), and a predictable name in /tmp could be
@@ -90,7 +95,7 @@ def prepare_embedded() -> None:
         return
     os.environ[MODE_VAR] = "token"
     if not os.environ.get(TOKEN_VAR):
-        path = Path(os.environ.get(TOKEN_PATH_VAR) or default_token_path())
+        path = _token_path()
         _ensure_private_token_file(path)
         os.environ[TOKEN_PATH_VAR] = str(path)  # explicit, so children with another HOME find it too
     _refresh_ray_config()
@@ -99,9 +104,8 @@ def prepare_embedded() -> None:
 def _token_to_present() -> str | None:
     if os.environ.get(TOKEN_VAR):
         return os.environ[TOKEN_VAR].strip()
-    path = Path(os.environ.get(TOKEN_PATH_VAR) or default_token_path())
     try:
-        return path.read_text().strip() or None
+        return _token_path().read_text().strip() or None
     except OSError:
         return None
 

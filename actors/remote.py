@@ -45,7 +45,8 @@ def ensure_ray(address: str | None = None) -> None:
     if ray.is_initialized():
         return
     # Ray's unix sockets need a short temp path, and one that no other user could have made first.
-    os.environ.setdefault("RAY_TMPDIR", ray_auth.private_tmpdir())
+    if "RAY_TMPDIR" not in os.environ:  # only then make the private folder
+        os.environ["RAY_TMPDIR"] = ray_auth.private_tmpdir()
     if address is not None:
         ray_auth.check_cluster_token(address)
         ray.init(address=address, log_to_driver=False, configure_logging=False)

@@ -103,6 +103,15 @@ def dedicated_redis(tmp_path: Path) -> Iterator[RedisServer]:
 
 
 @pytest.fixture
+def terminals() -> Iterator[list[Any]]:
+    """Pseudo-terminals a test opened (``test_demo.Terminal``), closed after it whatever happened."""
+    opened: list[Any] = []
+    yield opened
+    for term in opened:
+        term.close()
+
+
+@pytest.fixture
 def http_server() -> Iterator[Callable[..., Any]]:
     """Start real HTTP servers (uvicorn on a free port, own thread and loop): ``http_server(build,
     keys=..., open_mode=...)`` with ``build`` returning the Runtime to serve. Stopped after the test."""

@@ -192,10 +192,6 @@ def job_output(tmp_path: Path) -> Iterator[tuple[str, dict[str, str], str]]:
     for name in JOB_FILES:
         shutil.copy(ROOT / "examples" / name, job_dir / name)
     wheel = build_wheel(job_dir / "wheels")
-    runtime_env = {
-        "pip": [f"${{RAY_RUNTIME_ENV_CREATE_WORKING_DIR}}/wheels/{wheel.name}"],
-        "env_vars": {"TROUPE_REDIS_URL": "", "TROUPE_REDIS_PREFIX": PREFIX},
-    }
     plain = plain_ray_venv()
     probe = subprocess.run(
         [str(plain / "bin" / "python"), "-c", "import troupe"],
@@ -208,7 +204,10 @@ def job_output(tmp_path: Path) -> Iterator[tuple[str, dict[str, str], str]]:
     assert probe.returncode != 0, "the head's Python must not have Troupe"
 
     with RedisServer(tmp_path / "redis") as redis:
-        runtime_env["env_vars"]["TROUPE_REDIS_URL"] = redis.url
+        runtime_env = {
+            "pip": [f"${{RAY_RUNTIME_ENV_CREATE_WORKING_DIR}}/wheels/{wheel.name}"],
+            "env_vars": {"TROUPE_REDIS_URL": redis.url, "TROUPE_REDIS_PREFIX": PREFIX},
+        }
         head = RayHead(plain)
         try:
             started = time.monotonic()

@@ -14,10 +14,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 # The child becomes a session leader with the pty as its controlling terminal (so ^C is a real SIGINT
 # from the terminal), then becomes the command.
@@ -137,14 +134,6 @@ def approve_and_answer(term: Terminal, people: str) -> None:
     term.expect(r"book_table asks: For how many people\?")
     term.expect(r"Answer: ")
     term.type(people)
-
-
-@pytest.fixture
-def terminals() -> Iterator[list[Terminal]]:
-    opened: list[Terminal] = []
-    yield opened
-    for term in opened:
-        term.close()
 
 
 def test_approve_then_answer_deletes_the_record_and_books_for_four(tmp_path, terminals):

@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pytest
 from mastra_reference import (
     ADA,
     FINAL,
@@ -43,17 +42,11 @@ from mastra_reference import (
 )
 
 from troupe import Agent
-from troupe.testing import CallLog
 
 
-@pytest.fixture
-def log(tmp_path: Any) -> CallLog:
-    return CallLog(tmp_path / "log.jsonl")
-
-
-async def test_a_approve_and_resume_an_approval_pause(make_runtime, log):
+async def test_a_approve_and_resume_an_approval_pause(make_runtime, calls):
     trace, steps = load("a_approve_stream")
-    agent = approver(log)
+    agent = approver(calls)
     make_runtime([agent])
     for case, decide in (
         ("a1.approveToolCall", lambda r: agent.approve_tool_call(run_id=r, tool_call_id="call-1")),
@@ -69,13 +62,13 @@ async def test_a_approve_and_resume_an_approval_pause(make_runtime, log):
         # The approval's resume schema, byte for byte as Mastra sends it (a JSON string).
         assert {k: pause[k] for k in recorded} == recorded
         await replay(decide(paused.run_id), steps[case])
-    assert troupe_model_inputs(log) == mastra_model_inputs(trace)
-    assert log.count("tool") == 2
+    assert troupe_model_inputs(calls) == mastra_model_inputs(trace)
+    assert calls.count("tool") == 2
 
 
-async def test_b_decline_with_the_default_and_a_custom_reason(make_runtime, log):
+async def test_b_decline_with_the_default_and_a_custom_reason(make_runtime, calls):
     trace, steps = load("b_decline_stream")
-    agent = approver(log)
+    agent = approver(calls)
     make_runtime([agent])
     for case, reason in (
         ("b1.declineToolCall", None),
@@ -88,24 +81,24 @@ async def test_b_decline_with_the_default_and_a_custom_reason(make_runtime, log)
         [denied] = [c for c in declined.chunks if c.type == "tool-output-denied"]
         recorded = steps[case]["fullPayloads"][0]["payload"]
         assert denied.to_wire()["payload"] == recorded
-    assert troupe_model_inputs(log) == mastra_model_inputs(trace)
-    assert log.count("tool") == 0
+    assert troupe_model_inputs(calls) == mastra_model_inputs(trace)
+    assert calls.count("tool") == 0
 
 
-async def test_c_approval_asked_for_by_the_request_or_the_agents_defaults(make_runtime, log):
+async def test_c_approval_asked_for_by_the_request_or_the_agents_defaults(make_runtime, calls):
     trace, steps = load("c_request_option")
     plan = [[("findUser", {"name": "Ada"}, "call-1")], [("findUser", {"name": "Bob"}, "call-2")]]
     agent = Agent(
         "c",
         instructions="Use findUser.",
-        model=mastra_like_model(log, "agent-model", plan, FINAL),
-        tools=[find_user(log)],
+        model=mastra_like_model(calls, "agent-model", plan, FINAL),
+        tools=[find_user(calls)],
     )
     c3 = Agent(
         "c3",
         instructions="Use findUser.",
-        model=mastra_like_model(log, "agent-model-c3", ADA, FINAL),
-        tools=[find_user(log)],
+        model=mastra_like_model(calls, "agent-model-c3", ADA, FINAL),
+        tools=[find_user(calls)],
         default_options={"require_tool_approval": True},
     )
     make_runtime([agent, c3])
@@ -121,8 +114,8 @@ async def test_c_approval_asked_for_by_the_request_or_the_agents_defaults(make_r
         c3.stream("Find the user Ada"), steps["c3.stream (defaultOptions.requireToolApproval)"]
     )
     await replay(c3.approve_tool_call(run_id=paused.run_id), steps["c3.approveToolCall"])
-    assert troupe_model_inputs(log, "agent-model") == mastra_model_inputs(trace, "agent-model")
-    assert troupe_model_inputs(log, "agent-model-c3") == mastra_model_inputs(trace, "agent-model-c3")
+    assert troupe_model_inputs(calls, "agent-model") == mastra_model_inputs(trace, "agent-model")
+    assert troupe_model_inputs(calls, "agent-model-c3") == mastra_model_inputs(trace, "agent-model-c3")
 
 
 def _deletes_only(tool_name: str, args: Any, request_context: Any, workspace: Any) -> bool:
@@ -133,24 +126,24 @@ def _throws(tool_name: str, args: Any, request_context: Any, workspace: Any) -> 
     raise RuntimeError("policy failed")
 
 
-async def test_d_approval_decided_by_functions(make_runtime, log):
+async def test_d_approval_decided_by_functions(make_runtime, calls):
     trace, steps = load("d_policy_function")
     d1_plan = [[("lookup", {"name": "Ada"}, "call-1")], [("deleteUser", {"name": "Ada"}, "call-2")]]
     d3_plan = [[("pay", {"amount": 50}, "call-1")], [("pay", {"amount": 500}, "call-2")]]
     d1 = Agent(
         "d1",
-        model=mastra_like_model(log, "agent-model", d1_plan, FINAL),
-        tools=[flag_tool(log, "lookup"), flag_tool(log, "deleteUser")],
+        model=mastra_like_model(calls, "agent-model", d1_plan, FINAL),
+        tools=[flag_tool(calls, "lookup"), flag_tool(calls, "deleteUser")],
     )
     d2 = Agent(
         "d2",
-        model=mastra_like_model(log, "agent-model-d2", [[("lookup", {"name": "Ada"}, "call-1")]], FINAL),
-        tools=[flag_tool(log, "lookup")],
+        model=mastra_like_model(calls, "agent-model-d2", [[("lookup", {"name": "Ada"}, "call-1")]], FINAL),
+        tools=[flag_tool(calls, "lookup")],
     )
     d3 = Agent(
         "d3",
-        model=mastra_like_model(log, "agent-model-d3", d3_plan, FINAL),
-        tools=[pay_tool(log, require_approval=lambda inp, ctx: inp.amount > 100)],
+        model=mastra_like_model(calls, "agent-model-d3", d3_plan, FINAL),
+        tools=[pay_tool(calls, require_approval=lambda inp, ctx: inp.amount > 100)],
     )
     make_runtime([d1, d2, d3])
     for agent, case, policy in ((d1, "d1", _deletes_only), (d2, "d2", _throws), (d3, "d3", None)):
@@ -159,12 +152,12 @@ async def test_d_approval_decided_by_functions(make_runtime, log):
         paused = await replay(agent.stream("go", **options), steps[opening])
         await replay(agent.approve_tool_call(run_id=paused.run_id), steps[case + ".approveToolCall"])
     for model in ("agent-model", "agent-model-d2", "agent-model-d3"):
-        assert troupe_model_inputs(log, model) == mastra_model_inputs(trace, model)
+        assert troupe_model_inputs(calls, model) == mastra_model_inputs(trace, model)
 
 
-async def test_e_generate_then_decide_with_the_generate_forms(make_runtime, log):
+async def test_e_generate_then_decide_with_the_generate_forms(make_runtime, calls):
     trace, steps = load("e_generate")
-    agent = approver(log)
+    agent = approver(calls)
     make_runtime([agent])
     for case, decide in (
         (
@@ -190,7 +183,7 @@ async def test_e_generate_then_decide_with_the_generate_forms(make_runtime, log)
         assert [r["tool_call_id"] for r in done.tool_results] == [
             r["toolCallId"] for r in output["toolResults"]
         ]
-    assert troupe_model_inputs(log) == mastra_model_inputs(trace)
+    assert troupe_model_inputs(calls) == mastra_model_inputs(trace)
 
 
 def _camel_keys(payload: dict[str, Any]) -> set[str]:
@@ -199,13 +192,13 @@ def _camel_keys(payload: dict[str, Any]) -> set[str]:
     return set(camelize(payload))
 
 
-async def test_f_suspend_and_resume(make_runtime, log):
+async def test_f_suspend_and_resume(make_runtime, calls):
     trace, steps = load("f_suspend_resume")
     agent = Agent(
         "suspender",
         instructions="Use askAge.",
-        model=mastra_like_model(log, "agent-model", [[("askAge", {"name": "Ada"}, "call-1")]], FINAL),
-        tools=[ask_age(log)],
+        model=mastra_like_model(calls, "agent-model", [[("askAge", {"name": "Ada"}, "call-1")]], FINAL),
+        tools=[ask_age(calls)],
     )
     make_runtime([agent])
     paused = await replay(agent.stream("How old is Ada?"), steps["f1.stream"])
@@ -227,7 +220,7 @@ async def test_f_suspend_and_resume(make_runtime, log):
     done = await agent.resume_generate({"age": 52}, run_id=generated.run_id)
     assert done.text == steps["f3.resumeGenerate({age:52})"]["output"]["text"]
     mastra = mastra_model_inputs(trace)
-    troupe = troupe_model_inputs(log)
+    troupe = troupe_model_inputs(calls)
     # D3: Mastra's f2 resume reached the model as a validation error; Troupe's f2 was declined instead.
     assert troupe[:3] + troupe[4:] == mastra[:3] + mastra[4:]
     assert troupe[3] == [["call-1", {"type": "text", "value": "Tool call was not approved by the user"}]]

@@ -7,9 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from typing import Any
 
-import pytest
 from conftest import TESTS
 from mastra_reference import (
     ADA_ARGS,
@@ -31,31 +29,25 @@ from mastra_reference import (
 )
 
 from troupe import Agent, Memory, MemoryStore, Runtime, SqliteStore
-from troupe.testing import CallLog
 
 
-@pytest.fixture
-def log(tmp_path: Any) -> CallLog:
-    return CallLog(tmp_path / "log.jsonl")
-
-
-async def test_g_two_gated_calls_in_one_step(make_runtime, log):
+async def test_g_two_gated_calls_in_one_step(make_runtime, calls):
     trace, steps = load("g_parallel_approvals")
     two = [[("sendEmail", {"name": "Ada"}, "call-A"), ("chargeCard", {"name": "Bob"}, "call-B")]]
     same = [[("findUser", {"name": "Ada"}, "call-A"), ("findUser", {"name": "Bob"}, "call-B")]]
     gated = {"require_approval": True}
     g1 = Agent(
         "g1",
-        model=mastra_like_model(log, "agent-model", two, FINAL),
-        tools=[flag_tool(log, "sendEmail", **gated), flag_tool(log, "chargeCard", **gated)],
+        model=mastra_like_model(calls, "agent-model", two, FINAL),
+        tools=[flag_tool(calls, "sendEmail", **gated), flag_tool(calls, "chargeCard", **gated)],
     )
     g2 = Agent(
-        "g2", model=mastra_like_model(log, "agent-model-g2", same, FINAL), tools=[find_user(log, **gated)]
+        "g2", model=mastra_like_model(calls, "agent-model-g2", same, FINAL), tools=[find_user(calls, **gated)]
     )
     g3 = Agent(
         "g3",
-        model=mastra_like_model(log, "agent-model-g3", two, FINAL),
-        tools=[flag_tool(log, "sendEmail", **gated), flag_tool(log, "chargeCard", **gated)],
+        model=mastra_like_model(calls, "agent-model-g3", two, FINAL),
+        tools=[flag_tool(calls, "sendEmail", **gated), flag_tool(calls, "chargeCard", **gated)],
     )
     make_runtime([g1, g2, g3])
     opened = [
@@ -97,18 +89,20 @@ async def test_g_two_gated_calls_in_one_step(make_runtime, log):
     done = await g3.approve_tool_call(run_id=paused.run_id, tool_call_id="call-A")
     assert (await done.result()).text == steps["g3.approveToolCall(call-B) after call-A"]["result"]["text"]
     for model in ("agent-model", "agent-model-g2", "agent-model-g3"):
-        assert troupe_model_inputs(log, model) == mastra_model_inputs(trace, model)
-    assert log.count("tool") == 6
+        assert troupe_model_inputs(calls, model) == mastra_model_inputs(trace, model)
+    assert calls.count("tool") == 6
 
 
-async def test_h_a_subagents_approval_bubbles_to_the_supervisor(make_runtime, log):
+async def test_h_a_subagents_approval_bubbles_to_the_supervisor(make_runtime, calls):
     trace, steps = load("h_supervisor")
-    gated = {"tools": [find_user(log, require_approval=True)]}
-    worker = one_call(log, "worker", ("findUser", ADA_ARGS, "worker-call-1"), "worker result: ", **gated)
-    supervisor = one_call(log, "supervisor", ("agent-worker", TASK, "sup-call-1"), agents={"worker": worker})
-    leaf = one_call(log, "leaf", ("findUser", ADA_ARGS, "leaf-call-1"), "leaf result: ", **gated)
-    mid = one_call(log, "mid", ("agent-leaf", TASK, "mid-call-1"), "mid result: ", agents={"leaf": leaf})
-    top = one_call(log, "top", ("agent-mid", TASK, "top-call-1"), agents={"mid": mid})
+    gated = {"tools": [find_user(calls, require_approval=True)]}
+    worker = one_call(calls, "worker", ("findUser", ADA_ARGS, "worker-call-1"), "worker result: ", **gated)
+    supervisor = one_call(
+        calls, "supervisor", ("agent-worker", TASK, "sup-call-1"), agents={"worker": worker}
+    )
+    leaf = one_call(calls, "leaf", ("findUser", ADA_ARGS, "leaf-call-1"), "leaf result: ", **gated)
+    mid = one_call(calls, "mid", ("agent-leaf", TASK, "mid-call-1"), "mid result: ", agents={"leaf": leaf})
+    top = one_call(calls, "top", ("agent-mid", TASK, "top-call-1"), agents={"mid": mid})
     make_runtime([supervisor, top])
     for agent, case, call in ((supervisor, "h1.supervisor", "sup-call-1"), (top, "h2.top", "top-call-1")):
         paused = await replay(agent.stream("Find the user Ada"), steps[case + ".stream"])
@@ -118,13 +112,13 @@ async def test_h_a_subagents_approval_bubbles_to_the_supervisor(make_runtime, lo
             agent.approve_tool_call(run_id=paused.run_id, tool_call_id=call), steps[case + ".approveToolCall"]
         )
     for model in ("supervisor-model", "worker-model", "top-model", "mid-model", "leaf-model"):
-        assert troupe_model_inputs(log, model) == mastra_model_inputs(trace, model), model
+        assert troupe_model_inputs(calls, model) == mastra_model_inputs(trace, model), model
 
 
-async def test_i_a_second_runtime_on_the_same_file_lists_and_approves(executor, tmp_path, log):
+async def test_i_a_second_runtime_on_the_same_file_lists_and_approves(executor, tmp_path, calls):
     trace, steps = load("i_restart_libsql")
     db = tmp_path / "shared.db"
-    first_agent = approver(log, model="model-instance-1")
+    first_agent = approver(calls, model="model-instance-1")
     first = Runtime([first_agent], storage=SqliteStore(db), executor=executor)
     try:
         paused = await replay(
@@ -133,7 +127,7 @@ async def test_i_a_second_runtime_on_the_same_file_lists_and_approves(executor, 
         )
     finally:
         await first.shutdown()
-    agent = approver(log, model="model-instance-2")
+    agent = approver(calls, model="model-instance-2")
     second = Runtime([agent], storage=SqliteStore(db), executor=executor)
     try:
         for op, filters in (
@@ -162,20 +156,20 @@ async def test_i_a_second_runtime_on_the_same_file_lists_and_approves(executor, 
         ]["result"]["total"]
     finally:
         await second.shutdown()
-    assert troupe_model_inputs(log) == mastra_model_inputs(trace)[:2]
+    assert troupe_model_inputs(calls) == mastra_model_inputs(trace)[:2]
 
 
-async def test_j_auto_resume_answers_a_suspend_but_never_an_approval(make_runtime, log):
+async def test_j_auto_resume_answers_a_suspend_but_never_an_approval(make_runtime, calls):
     _, steps = load("j_auto_resume_memory")
     agent = Agent(
         "j1",
         instructions="Use askAge.",
-        model=mastra_like_model(log, "agent-model", [[("askAge", {"name": "Ada"}, "call-1")]], FINAL),
-        tools=[ask_age(log)],
+        model=mastra_like_model(calls, "agent-model", [[("askAge", {"name": "Ada"}, "call-1")]], FINAL),
+        tools=[ask_age(calls)],
         memory=Memory(),
         default_options={"auto_resume_suspended_tools": True},
     )
-    j2 = approver(log, "j2", "agent-model-j2")
+    j2 = approver(calls, "j2", "agent-model-j2")
     j2.memory = Memory()
     make_runtime([agent, j2])
     memory = {"thread_id": "thread-j1", "resource_id": "user-j"}
@@ -192,12 +186,12 @@ async def test_j_auto_resume_answers_a_suspend_but_never_an_approval(make_runtim
     # "Yes, go ahead" is never an approval: a new turn, gated again, and the first call still waits.
     await replay(j2.stream("Yes, go ahead", **memory), steps['j2.turn2.stream("Yes, go ahead")'])
     assert first.run_id in [r.run_id for r in (await j2.list_suspended_runs()).runs]
-    assert log.count("tool") == 2 and [e["tool"] for e in log.entries("tool")] == ["askAge", "askAge"]
+    assert calls.count("tool") == 2 and [e["tool"] for e in calls.entries("tool")] == ["askAge", "askAge"]
 
 
-async def test_k_errors(make_runtime, log):
+async def test_k_errors(make_runtime, calls):
     _, steps = load("k_errors")
-    agent = approver(log, "errs")
+    agent = approver(calls, "errs")
     make_runtime([agent])
     unknown = "no-such-run-id"
     await refused(agent.approve_tool_call(run_id=unknown), steps["k1.approveToolCall(unknown runId)"])
@@ -224,7 +218,7 @@ async def test_k_errors(make_runtime, log):
     )
     assert sorted(type(o).__name__ for o in outcomes) == ["DecisionConflictError", "RunResult"]
     # k4: no storage configured means a memory store here; k5 has no Troupe counterpart (D6).
-    k4 = approver(log, "k4")
+    k4 = approver(calls, "k4")
     make_runtime([k4], storage=MemoryStore())
     paused = await replay(k4.stream("Find the user Ada"), steps["k4.stream (Mastra without storage)"])
     await replay(
@@ -239,21 +233,21 @@ async def test_k_errors(make_runtime, log):
         agent.approve_tool_call(run_id=paused.run_id, tool_call_id="call-1"),
         steps["k6.approveToolCall(right toolCallId afterwards)"],
     )
-    assert log.count("tool") == 5, "k2, k3 once, k4, k6, k7: no decision ran a tool twice"
+    assert calls.count("tool") == 5, "k2, k3 once, k4, k6, k7: no decision ran a tool twice"
 
 
-async def test_i2_a_run_paused_by_a_process_that_exited_is_approved_by_another(executor, tmp_path, log):
+async def test_i2_a_run_paused_by_a_process_that_exited_is_approved_by_another(executor, tmp_path, calls):
     _, steps = load("i_restart_libsql")
     db = tmp_path / "shared.db"
     child = await asyncio.create_subprocess_exec(
-        sys.executable, str(TESTS / "mastra_i2_child.py"), str(db), log.path, stdout=asyncio.subprocess.PIPE
+        sys.executable, str(TESTS / "mastra_i2_child.py"), str(db), calls.path, stdout=asyncio.subprocess.PIPE
     )
     out, _ = await child.communicate()
     assert child.returncode == 0
     first = json.loads(out.decode().strip().splitlines()[-1])
     recorded = steps["i2.child-process phase1 (stream until approval, then exit)"]["result"]
     assert (first["types"], first["finish_reason"]) == (recorded["chunkTypes"], recorded["finishReason"])
-    agent = approver(log, model="model-instance-3")
+    agent = approver(calls, model="model-instance-3")
     runtime = Runtime([agent], storage=SqliteStore(db), executor=executor)
     try:
         [run] = (await agent.list_suspended_runs()).runs
@@ -268,4 +262,4 @@ async def test_i2_a_run_paused_by_a_process_that_exited_is_approved_by_another(e
         await replay(agent.approve_tool_call(run_id=run.run_id), steps["i2.parent.approveToolCall"])
     finally:
         await runtime.shutdown()
-    assert [e["tool"] for e in log.entries("tool")] == ["findUser"], "ran once, in the second process"
+    assert [e["tool"] for e in calls.entries("tool")] == ["findUser"], "ran once, in the second process"

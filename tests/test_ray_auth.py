@@ -49,11 +49,10 @@ def _run(
 
 
 JOIN = """
-    import sys
     from troupe.actors.remote import ensure_ray
     from troupe.errors import RayAuthError
     try:
-        ensure_ray(sys.argv[1] if len(sys.argv) > 1 else {address!r})
+        ensure_ray({address!r})
     except RayAuthError as error:
         print("REFUSED", error)
     else:

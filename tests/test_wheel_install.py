@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import subprocess
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -80,21 +79,13 @@ def test_generic_names_stay_free_and_the_client_needs_no_ray(installed, outside)
     assert runtime.returncode == 0, runtime.stderr
 
 
-@pytest.fixture
-def terminal() -> Iterator[list[Terminal]]:
-    opened: list[Terminal] = []
-    yield opened
-    for term in opened:
-        term.close()
-
-
-def test_the_installed_demo_approves_and_finishes_in_a_terminal(installed, outside, terminal):
+def test_the_installed_demo_approves_and_finishes_in_a_terminal(installed, outside, terminals):
     _, venv = installed
     cwd, env = outside
     term = Terminal(
         [str(venv / "bin" / "troupe"), "demo", "--store", "demo.db", "--executor", "local"], cwd, 60, env=env
     )
-    terminal.append(term)
+    terminals.append(term)
     approve_and_answer(term, "4")
     answer = final_answer(term)
     assert term.wait() == 0, term.output
