@@ -151,3 +151,31 @@ async def test_a_troupe_process_given_the_token_joins_and_decides_a_pause(gcs_ad
     assert done.returncode == 0, done.stderr[-3000:]
     assert "DONE stop" in done.stdout, done.stdout
     assert [c["name"] for c in calls.entries()] == ["delete_record"]
+
+
+def test_a_token_file_others_could_read_is_made_private(tmp_path, monkeypatch, caplog):
+    from troupe.actors import ray_auth
+
+    token = tmp_path / "auth_token"
+    token.write_text("t" * 64)
+    token.chmod(0o644)
+    for name in AUTH_VARS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(token))
+    ray_auth.prepare_embedded()
+    assert stat.S_IMODE(token.stat().st_mode) == 0o600
+    assert token.read_text() == "t" * 64, "an existing token is kept"
+    assert "readable by other users" in caplog.text and "t" * 64 not in caplog.text
+
+
+def test_auth_switched_off_by_the_user_is_respected_with_a_warning(tmp_path, monkeypatch, caplog):
+    from troupe.actors import ray_auth
+
+    for name in AUTH_VARS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    ray_auth.prepare_embedded()
+    assert os.environ["RAY_AUTH_MODE"] == "disabled"
+    assert "RAY_AUTH_TOKEN_PATH" not in os.environ and not (tmp_path / ".ray").exists()
+    assert "accepts any process that reaches its ports" in caplog.text
