@@ -9,6 +9,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import itertools
+import logging
 import random
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -18,6 +19,11 @@ from troupe.actors.remote import RayActor, RayActorError
 from troupe.core.errors import AgentUnavailableError, DecisionConflictError, ToolCallNotSuspendedError
 from troupe.core.requests import ChunkBatches, DecideRequest, StartRequest
 from troupe.core.results import ResultBuilder, RunResult
+
+log = logging.getLogger(__name__)
+
+# A run in flight and the host whose lease it is under (``RunState.owner``).
+OwnedRun = tuple[str, str | None]
 
 # A call costs about 0.1 ms over a channel and 1 ms through Ray (another node): chunks gather this long
 # on the actor before a batch is sent, so a fast stream does not become a call per chunk.
@@ -59,11 +65,19 @@ class AgentHandle(abc.ABC):
     @abc.abstractmethod
     async def generate_decision(self, request: DecideRequest) -> RunResult: ...
 
-    @abc.abstractmethod
-    async def recover(self, wait_s: float | None = None) -> list[str]: ...
+    # What the Runtime's reconciler asks (troupe.supervisor.reconciler); each is idempotent.
 
     @abc.abstractmethod
-    async def expire_due(self) -> list[str]: ...
+    async def supervise(self, held: list[OwnedRun]) -> tuple[set[str], list[str]]:
+        """Every host of the agent: its owner id, and the runs of ``held`` it owns and picked up again."""
+
+    @abc.abstractmethod
+    async def take_over(self, runs: list[OwnedRun]) -> list[str]:
+        """One host takes over these runs of dead owners; returns those it took."""
+
+    @abc.abstractmethod
+    async def expire(self, run_ids: list[str]) -> list[str]:
+        """One host declines these runs' overdue pauses; returns the runs that had one."""
 
     @abc.abstractmethod
     async def close(self) -> None: ...
@@ -90,11 +104,15 @@ class LocalHandle(AgentHandle):
     async def generate_decision(self, request: DecideRequest) -> RunResult:
         return await self.host.generate_decision(request)
 
-    async def recover(self, wait_s: float | None = None) -> list[str]:
-        return await (self.host.recover() if wait_s is None else self.host.recover(wait_s))
+    async def supervise(self, held: list[OwnedRun]) -> tuple[set[str], list[str]]:
+        owner, taken = await self.host.supervise(held)
+        return {owner}, taken
 
-    async def expire_due(self) -> list[str]:
-        return await self.host.expire_due()
+    async def take_over(self, runs: list[OwnedRun]) -> list[str]:
+        return await self.host.take_over(runs)
+
+    async def expire(self, run_ids: list[str]) -> list[str]:
+        return await self.host.expire(run_ids)
 
     async def close(self) -> None:
         await self.host.close()
@@ -208,14 +226,33 @@ class RayHandle(AgentHandle):
                 builder.feed(batch)
             return builder.result
 
-    async def recover(self, wait_s: float | None = None) -> list[str]:
-        args = () if wait_s is None else (wait_s,)
-        found = await asyncio.gather(*(a.call_while_restarting("recover", *args) for a in self.replicas))
-        return [run_id for ids in found for run_id in ids]
+    async def supervise(self, held: list[OwnedRun]) -> tuple[set[str], list[str]]:
+        """Every replica in turn; one being restarted is left for the next round (its runs' leases run
+        out meanwhile, or it picks them up on restart when a reader re-attaches)."""
+        found = await asyncio.gather(
+            *(a.call("supervise", held) for a in self.replicas), return_exceptions=True
+        )
+        owners: set[str] = set()
+        taken: list[str] = []
+        for replica, answer in zip(self.replicas, found, strict=True):
+            if isinstance(answer, RayActorError):
+                log.info(
+                    "replica %s of %s missed a supervision round: %s", replica.name, self.agent_id, answer
+                )
+                continue
+            if isinstance(answer, BaseException):
+                raise answer
+            owners.add(answer[0])
+            taken += answer[1]
+        return owners, taken
 
-    async def expire_due(self) -> list[str]:
-        found = await asyncio.gather(*(a.call_while_restarting("expire_due") for a in self.replicas))
-        return [run_id for ids in found for run_id in ids]
+    async def take_over(self, runs: list[OwnedRun]) -> list[str]:
+        taken: list[str] = await self._order()[0].call_while_restarting("take_over", runs)
+        return taken
+
+    async def expire(self, run_ids: list[str]) -> list[str]:
+        expired: list[str] = await self._order()[0].call_while_restarting("expire", run_ids)
+        return expired
 
     async def close(self) -> None:
         for actor in self.replicas:
@@ -242,4 +279,4 @@ class _Follow:
             return batch
 
 
-__all__ = ["AgentHandle", "LocalHandle", "RayHandle"]
+__all__ = ["AgentHandle", "LocalHandle", "OwnedRun", "RayHandle"]

@@ -10,7 +10,6 @@ piles up within ``linger`` seconds (or until the operation ends) goes out in one
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 import os
@@ -39,9 +38,9 @@ from troupe.core.tools import DEFAULT_TOOL_THREADS, ToolThreads
 from troupe.core.tracing import configure as configure_tracing
 from troupe.core.webhooks import Dispatcher
 
-# Hosts renew their heartbeat every HEARTBEAT_S; a host silent for OWNER_TTL_S is dead and its running
-# runs may be taken over. A shorter lifetime recovers sooner but risks taking over from a host that is
-# only slow; TROUPE_HEARTBEAT_S sets the beat (the lifetime is three beats).
+# Hosts renew their lease every HEARTBEAT_S; a host silent for OWNER_TTL_S is dead and its running runs
+# may be taken over (the Runtime's reconciler looks as often). A shorter lifetime recovers sooner but risks
+# taking over from a host that is only slow; TROUPE_HEARTBEAT_S sets the beat (the lifetime is three beats).
 HEARTBEAT_S = float(os.environ.get("TROUPE_HEARTBEAT_S", "2.0"))
 OWNER_TTL_S = 3 * HEARTBEAT_S
 # How long a finished operation's unread chunks are kept for a reader that may still come back.
@@ -133,11 +132,7 @@ class AgentHost:
         self._live: dict[str, str] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._ids = itertools.count(1)
-        self._heartbeat: asyncio.Task[None] | None = None
-        self._taken_over: list[str] = []  # runs this host recovered, in order
-        self._wake = asyncio.Event()
-        self.beats = 0  # heartbeats completed, so a caller of wake() can tell when the next one is done
-        self._beating = False
+        self._lease: asyncio.Task[None] | None = None
 
     # ---- operations ---------------------------------------------------------------------------------
 
@@ -233,16 +228,40 @@ class AgentHost:
             raise operation.refusal
         return operation
 
-    # ---- expiry -------------------------------------------------------------------------------------
+    # ---- what the Runtime's reconciler asks of a host (see troupe.supervisor.reconciler) ---------------
 
-    async def expire_due(self) -> list[str]:
-        """Decline every pause of this agent whose time has run out; the runs move on in the background."""
-        expired = []
-        now = self.engine.loop.clock().timestamp()
-        for run_id in await self.store.list_expiring_runs(self.spec.id, now):
-            if not self.engine.is_busy(run_id) and await self._expire(run_id):
-                expired.append(run_id)
-        return expired
+    async def supervise(self, held: list[tuple[str, str | None]]) -> tuple[str, list[str]]:
+        """The reconciler's call to every host each round. ``held`` are the agent's runs in flight under a
+        live lease; those under this host's own lease that nothing here drives (left by a failed write,
+        or by a decision that could not be routed down) are driven on. Returns this host's owner id (so
+        the reconciler can tell its own hosts' runs from another process's) and the runs picked up."""
+        await self._startup()
+        mine: list[tuple[str, str | None]] = [
+            (run_id, owner) for run_id, owner in held if owner == self.owner
+        ]
+        return self.owner, await self.take_over(mine)
+
+    async def take_over(self, runs: list[tuple[str, str | None]]) -> list[str]:
+        """Drive on each ``(run_id, owner)`` from its last checkpoint, unless it is busy here or no longer
+        ``owner``'s (the takeover is a compare-and-set: of two hosts, or two runtimes, one wins)."""
+        await self._startup()
+        taken = []
+        for run_id, owner in runs:
+            if self.engine.is_busy(run_id):
+                continue
+            operation = await self.engine.begin_recovery(run_id, owner)
+            if operation is not None:
+                self._spawn(operation)
+                taken.append(run_id)
+        return taken
+
+    async def expire(self, run_ids: list[str]) -> list[str]:
+        """Decline each run's overdue pause (the reconciler found them due); the runs move on in the
+        background. Returns the runs that had one still due."""
+        await self._startup()
+        return [
+            run_id for run_id in run_ids if not self.engine.is_busy(run_id) and await self._expire(run_id)
+        ]
 
     async def _expire(self, run_id: str) -> bool:
         operation = await self.engine.begin_expiry(run_id)
@@ -270,35 +289,7 @@ class AgentHost:
             "runs_locked": len(self.engine.locks),
         }
 
-    # ---- recovery -----------------------------------------------------------------------------------
-
-    async def recover(self, wait_s: float = OWNER_TTL_S + 1.0) -> list[str]:
-        """Take over this agent's orphaned runs (their host is gone) and drive each on from its last
-        checkpoint. Waits up to ``wait_s`` for the heartbeats of recently dead hosts to run out; runs a
-        live host still drives are left to it. Returns the runs this host took over meanwhile (the
-        heartbeat may be the one that got to a run first)."""
-        await self._startup()
-        deadline = time.monotonic() + wait_s
-        first = len(self._taken_over)
-        while await self._take_over_orphans() and time.monotonic() < deadline:  # noqa: ASYNC110 - polls the store
-            await asyncio.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
-        return self._taken_over[first:]
-
-    async def _take_over_orphans(self) -> int:
-        """One pass over this agent's running runs; returns how many are still driven by a live host."""
-        waiting = 0
-        for run_id in await self.store.list_running_runs(self.spec.id):
-            stored = None if self.engine.is_busy(run_id) else await self.store.load_run(run_id)
-            if stored is None or stored.state.status != "running":
-                continue
-            if not await self._orphaned(run_id, stored.state.owner):
-                waiting += 1
-                continue
-            operation = await self.engine.begin_recovery(run_id, stored.state.owner)
-            if operation is not None:
-                self._taken_over.append(run_id)
-                self._spawn(operation)
-        return waiting
+    # ---- following a run -----------------------------------------------------------------------------
 
     async def _orphaned(self, run_id: str, owner: str | None) -> bool:
         if self.engine.is_busy(run_id):
@@ -308,45 +299,34 @@ class AgentHost:
         return owner not in await self.store.live_owners()
 
     async def _startup(self) -> None:
-        """Once per event loop: start the heartbeat (which also picks up orphaned runs)."""
+        """Once per event loop: start renewing this host's lease and, with notification targets, sending."""
         loop = asyncio.get_running_loop()
-        if self._heartbeat is not None and not self._heartbeat.done() and self._heartbeat.get_loop() is loop:
+        if self._lease is not None and not self._lease.done() and self._lease.get_loop() is loop:
             return
         configure_tracing()  # export this process's spans too, if the environment asks for it
         await self.store.touch_owner(self.owner, OWNER_TTL_S)
-        self._heartbeat = loop.create_task(self._beat())
+        self._lease = loop.create_task(self._renew())
         if self.notifications is not None and self.notifications.targets:
             self.dispatcher = Dispatcher(self.store, self.notifications, self.owner)
             self.engine.loop.on_outbox = self.dispatcher.poke
             self._sending = loop.create_task(self.dispatcher.run())
 
-    async def _beat(self) -> None:
-        """Keep this host's claim on its runs alive; take over runs whose host died (or whose last write
-        failed while storage was down); decline pauses whose time has run out."""
+    async def _renew(self) -> None:
+        """Keep this host's lease on its runs alive while its process lives. Only the host can say it is
+        alive: a lease renewed by someone else would outlive a dead host, and a lease that lapsed with its
+        supervisor would let another process take over runs this host still drives. Reading the store and
+        acting on what it finds is the reconciler's job, not the host's."""
         while True:
-            self._wake.clear()
-            self._beating = True
+            await asyncio.sleep(HEARTBEAT_S)
             try:
                 await self.store.touch_owner(self.owner, OWNER_TTL_S)
-                await self._take_over_orphans()
-                await self.expire_due()
             except Exception:
-                log.warning("heartbeat of %s failed", self.owner, exc_info=True)
-            self.beats += 1
-            self._beating = False
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), HEARTBEAT_S)
-
-    def wake(self) -> int:
-        """Beat now rather than at the end of the interval (after a peer is known to be dead). Returns
-        the count ``beats`` must exceed for a whole beat to have run since this call."""
-        self._wake.set()
-        return self.beats + self._beating  # a beat already under way may have looked too early
+                log.warning("lease renewal of %s failed", self.owner, exc_info=True)
 
     async def close(self) -> None:
-        if self._heartbeat is not None:
-            self._heartbeat.cancel()
-            self._heartbeat = None
+        if self._lease is not None:
+            self._lease.cancel()
+            self._lease = None
         if self._sending is not None:
             self._sending.cancel()
             self._sending = None

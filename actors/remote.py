@@ -1,6 +1,6 @@
 """The one place Ray is touched in the actors layer: starting Ray, spawning actors, calling them.
 
-Plain classes (``AgentHost``, ``StoreHost``) become actors here and nowhere else. ``RayActor`` wraps an
+Plain classes (``AgentHost``) become actors here and nowhere else. ``RayActor`` wraps an
 actor handle so that callers see the same exceptions they would see in-process: Ray's ``RayTaskError``
 wrapper is removed and the original (picklable) Troupe error re-raised.
 """

@@ -7,8 +7,6 @@ subagents first so a supervisor's host is born knowing how to reach them.
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import itertools
 import time
 import uuid
@@ -16,9 +14,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Unpack
 
 from troupe.actors.handle import AgentHandle, LocalHandle, RayHandle
-from troupe.actors.host import AgentHost
+from troupe.actors.host import OWNER_TTL_S, AgentHost
 from troupe.actors.remote import RayActor, ensure_ray
-from troupe.actors.store_host import RemoteStore, StoreHost
 from troupe.core.agent import AgentSpec
 from troupe.core.approvers import ApproverPolicies, ApproverPolicy
 from troupe.core.errors import (
@@ -38,9 +35,10 @@ from troupe.core.stream import AgentStream
 from troupe.core.suspended import SuspendedRun, SuspendedRunList
 from troupe.core.tools import DEFAULT_TOOL_THREADS, ToolThreads
 from troupe.storage.memory import MemoryStore
-from troupe.storage.sqlite import SqliteStore
+from troupe.storage.scratch import ScratchStore
 from troupe.supervisor.agent import Agent
 from troupe.supervisor.placement import check_actor_options, check_replicas, options_for
+from troupe.supervisor.reconciler import Reconciler
 
 Executor = Literal["ray", "local"]
 
@@ -88,6 +86,9 @@ class Runtime:
         # Actor names are unique to this runtime: two runtimes (or two processes) never share one.
         self._id = uuid.uuid4().hex[:12]
         self._spawned = itertools.count(1)
+        # Supervision of this runtime's hosts (takeover of dead hosts' runs, expiry): one loop, started
+        # with the first host on the caller's event loop.
+        self.reconciler = Reconciler(lambda: dict(self._handles), self.store, clock)
         items = agents.items() if isinstance(agents, Mapping) else ((None, a) for a in agents or ())
         for key, agent in items:
             self.register(agent, alias=key)
@@ -126,15 +127,14 @@ class Runtime:
     # ---- hosts and store ----------------------------------------------------------------------------
 
     def store(self) -> Store:
-        """The store as this runtime's hosts see it (a shared store actor for in-memory stores on Ray)."""
+        """The store as this runtime's hosts see it. On Ray, a store that lives in one process (the
+        default ``MemoryStore``) is stood in for by a private SQLite file every actor opens, removed at
+        shutdown (``troupe.storage.scratch``)."""
         if self._store is None:
             if self.executor == "ray":
                 ensure_ray(self.ray_address)
             if self.executor == "ray" and not getattr(self.storage, "shared_across_processes", True):
-                actor = RayActor.spawn(
-                    StoreHost, _fresh_store_factory(self.storage), name=self._actor_name("store")
-                )
-                self._store = RemoteStore(actor, getattr(self.storage, "identity", "remote"))
+                self._store = ScratchStore()
             else:
                 self._store = self.storage
         return self._store
@@ -190,6 +190,7 @@ class Runtime:
             )
             handle = LocalHandle(host)
         self._handles[agent_id] = handle
+        self.reconciler.ensure_running()
         return handle
 
     async def recover(self, wait_s: float | None = None) -> dict[str, list[str]]:
@@ -197,19 +198,17 @@ class Runtime:
         checkpoint (call at start-up). Runs another live process drives are left alone; heartbeats of a
         process that died moments ago are waited out for up to ``wait_s`` seconds (default: one
         heartbeat lifetime). Returns the recovered run ids per agent."""
-        ids = list(self._specs)
-        found = await asyncio.gather(*(self.handle(agent_id).recover(wait_s) for agent_id in ids))
-        return dict(zip(ids, found, strict=True))
+        handles = {agent_id: self.handle(agent_id) for agent_id in self._specs}
+        return await self.reconciler.recover(handles, OWNER_TTL_S + 1.0 if wait_s is None else wait_s)
 
     async def expire_due(self) -> dict[str, list[str]]:
-        """Decline now every pause whose ``approval_timeout`` has run out (hosts also do this on their
-        heartbeat, every couple of seconds). Returns the affected run ids per agent."""
-        ids = list(self._specs)
-        found = await asyncio.gather(*(self.handle(agent_id).expire_due() for agent_id in ids))
-        return dict(zip(ids, found, strict=True))
+        """Decline now every pause whose ``approval_timeout`` has run out (the reconciler also does this
+        every couple of seconds). Returns the affected run ids per agent."""
+        return await self.reconciler.expire_due({agent_id: self.handle(agent_id) for agent_id in self._specs})
 
     async def shutdown(self) -> None:
         """Stop this runtime's actors and close its store. Paused runs stay in a durable store."""
+        await self.reconciler.close()
         handles, self._handles = self._handles, {}
         for handle in handles.values():
             await handle.close()
@@ -303,12 +302,6 @@ class Runtime:
                 run_ids=[r.run_id for r in runs],
             )
         return runs[0].run_id
-
-
-def _fresh_store_factory(store: Store) -> Any:
-    if isinstance(store, SqliteStore):
-        return functools.partial(SqliteStore, store.path)
-    return type(store)
 
 
 __all__ = ["Executor", "Runtime"]

@@ -199,23 +199,24 @@ async def test_a_run_whose_driver_is_killed_mid_tool_is_recovered_by_the_next_pr
         await runtime.shutdown()
 
 
-async def test_a_live_hosts_heartbeat_takes_over_the_run_of_a_killed_process(tmp_path: Path):
-    """No recover(), no reader: the next heartbeat of a host that was already running picks the run up.
-    The dead driver beat fast (its lease lapses soon after the kill); the live host is woken for its
-    next beat instead of waiting out its interval."""
+async def test_a_live_runtimes_reconciler_takes_over_the_run_of_a_killed_process(tmp_path: Path):
+    """No recover(), no reader: the next round of a runtime's reconciler that was already running picks
+    the run up. The dead driver beat fast (its lease lapses soon after the kill); the live reconciler is
+    woken for its next round instead of waiting out its interval."""
     log, gate = CallLog(tmp_path / "calls.jsonl"), str(tmp_path / "gate")
     agent = worker_agent(log, gate)
     live = Runtime([agent], storage=SqliteStore(tmp_path / "t.db"), executor="local")
     try:
         host = live.handle("worker").host
-        await host.ping()  # serving (and beating) before the other process starts its run
+        await host.ping()  # serving (and supervised) before the other process starts its run
         run_id, store = await _killed_mid_tool(tmp_path, "midtool", TROUPE_HEARTBEAT_S="0.1")
 
-        asked = host.wake()
-        await wait_for(lambda: host.beats > asked, what="the live host's next heartbeat")
+        supervision = live.reconciler
+        asked = supervision.wake()
+        await wait_for(lambda: supervision.beats > asked, what="the live reconciler's next round")
 
         stored = await store.load_run(run_id)
-        assert stored is None or stored.state.owner == host.owner, "the heartbeat left the run orphaned"
+        assert stored is None or stored.state.owner == host.owner, "the round left the run orphaned"
         result = await (await agent.observe_stream(run_id=run_id)).result()
         assert result.finish_reason == "stop" and "interrupted" in result.text
         assert started(log) == 1 and finished(log) == 0
