@@ -72,12 +72,26 @@ MUTANTS = [
     ),
     # ---- heartbeat takeover and recovery ----------------------------------------------------------------
     Mutant(
-        "heartbeat-no-takeover",
-        "actors/host.py",
-        """                await self._take_over_orphans()
-                await self.expire_due()""",
-        """                await self.expire_due()""",
+        "reconciler-no-takeover",
+        "supervisor/reconciler.py",
+        """                await self.reconcile(self._handles())
+                await self.expire_due(self._handles())""",
+        """                await self.expire_due(self._handles())""",
         ("tests/test_recovery.py",),
+    ),
+    Mutant(
+        "reconciler-counts-dead-owner-alive",
+        "supervisor/reconciler.py",
+        "            (held if owner in live else orphans).append((run_id, owner))",
+        "            held.append((run_id, owner))",
+        ("tests/test_reconciler.py", "tests/test_recovery.py"),
+    ),
+    Mutant(
+        "host-adopts-another-hosts-run",
+        "actors/host.py",
+        "for run_id, owner in held if owner == self.owner\n",
+        "for run_id, owner in held\n",
+        ("tests/test_recovery.py", "tests/test_reconciler.py"),
     ),
     Mutant(
         "dead-owner-counted-alive",
@@ -85,6 +99,9 @@ MUTANTS = [
         "        return owner not in await self.store.live_owners()",
         "        return False",
         ("tests/test_recovery.py",),
+        harmless="a reader following a dead host's run takes it over itself only if it gets there before "
+        "the Runtime's reconciler, which takes the run over on its next round; the reader then follows it "
+        "(tests/test_reconciler.py and reconciler-* above guard the takeover itself)",
     ),
     Mutant(
         "recovery-reruns-everything",

@@ -23,6 +23,7 @@ class HookedStore:
         self.events: list[tuple[str, str, str]] = []
         self._meet: dict[str, asyncio.Barrier] = {}
         self._holds: dict[str, tuple[asyncio.Event, asyncio.Event]] = {}
+        self._meet_save: dict[str, asyncio.Barrier] = {}
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -31,6 +32,11 @@ class HookedStore:
         """The next load of ``run_id`` that finds it suspended waits at ``barrier`` before answering: give
         two stores the same barrier and two deciders have both read the paused run before either writes."""
         self._meet[run_id] = barrier
+
+    def meet_before_save(self, run_id: str, barrier: asyncio.Barrier) -> None:
+        """The next save of ``run_id`` waits at ``barrier`` first: give two stores the same barrier and
+        two writers have both read the run (and decided to write) before either writes."""
+        self._meet_save[run_id] = barrier
 
     def hold_next_load(self, run_id: str) -> tuple[asyncio.Event, asyncio.Event]:
         """The next load of ``run_id`` waits before it reads: returns (``reached``, set once it waits;
@@ -58,6 +64,10 @@ class HookedStore:
         return stored
 
     async def save_run(self, state: RunState, **kwargs: Any) -> int:
+        barrier = self._meet_save.pop(state.run_id, None)
+        if barrier is not None:
+            self.events.append(("before-save", self.name, state.run_id))
+            await barrier.wait()
         version = await self.inner.save_run(state, **kwargs)
         self.events.append(("save", self.name, state.run_id))
         self.durable[state.run_id] = state.status

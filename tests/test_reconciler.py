@@ -1,0 +1,89 @@
+"""Supervision from one reconciliation loop per Runtime (``troupe.supervisor.reconciler``): runs of dead
+hosts are taken over exactly once even when two runtimes look at the same store at the same moment; a
+run its own live host holds without driving it is driven on; hosts of other processes are left alone."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from store_hooks import HookedStore
+from troupe.core.state import RunState
+
+from troupe import Agent, Runtime, SqliteStore
+from troupe.testing import FunctionModel, text
+
+
+def answering(turns: list[str], id: str = "ops") -> Agent:
+    def reply(messages: list[dict[str, Any]], tools: Any) -> Any:
+        turns.append(id)
+        return text("done")
+
+    return Agent(id, model=FunctionModel(reply))
+
+
+def orphan(run_id: str, owner: str) -> RunState:
+    """A run a host left in flight: status running, under ``owner``'s lease, one user message."""
+    return RunState(run_id=run_id, agent_id="ops", owner=owner, messages=[{"role": "user", "content": "go"}])
+
+
+async def test_two_runtimes_finding_one_orphan_at_once_take_it_over_once(tmp_path: Path):
+    """Both runtimes' hosts read the orphan and decide to take it before either writes (a barrier in
+    front of the takeover's save): the compare-and-set lets one through and the other does nothing."""
+    db = tmp_path / "t.db"
+    await SqliteStore(db).create_run(orphan("lost", "a-host-that-died"))
+    turns: list[str] = []
+    stores = [HookedStore(SqliteStore(db), name) for name in ("first", "second")]
+    meet = asyncio.Barrier(2)
+    for store in stores:
+        store.meet_before_save("lost", meet)
+    runtimes = [Runtime([answering(turns)], storage=s, executor="local") for s in stores]
+    try:
+        found = await asyncio.wait_for(asyncio.gather(*(r.recover(0.0) for r in runtimes)), 30)
+
+        assert sorted(found, key=lambda f: len(f["ops"])) == [{"ops": []}, {"ops": ["lost"]}]
+        assert [e[0] for e in stores[0].events + stores[1].events].count("before-save") == 2, (
+            "both runtimes got as far as writing the takeover"
+        )
+        winner = runtimes[[f["ops"] for f in found].index(["lost"])]
+        result = await (await winner.get_agent("ops").observe_stream(run_id="lost")).result()
+        assert result.text == "done"
+        assert turns == ["ops"], "the recovered run was driven once"
+    finally:
+        for runtime in runtimes:
+            await runtime.shutdown()
+
+
+async def test_a_run_its_own_live_host_holds_idle_is_driven_on(tmp_path: Path):
+    """A run left in flight under a live host's own lease with nothing driving it (its last write failed,
+    or a decision could not be routed down) is picked up by that host on the next round."""
+    turns: list[str] = []
+    runtime = Runtime([answering(turns)], storage=SqliteStore(tmp_path / "t.db"), executor="local")
+    try:
+        host = runtime.handle("ops").host
+        await host.ping()  # its lease is live
+        await runtime.store().create_run(orphan("idle", host.owner))
+
+        assert await runtime.recover(0.0) == {"ops": ["idle"]}
+        result = await (await runtime.get_agent("ops").observe_stream(run_id="idle")).result()
+        assert result.text == "done" and turns == ["ops"]
+    finally:
+        await runtime.shutdown()
+
+
+async def test_a_run_another_processes_live_host_holds_is_left_to_it(tmp_path: Path):
+    """Under a live lease of a host that is not this runtime's, a run is waited for, never taken."""
+    turns: list[str] = []
+    store = SqliteStore(tmp_path / "t.db")
+    await store.touch_owner("another-process-host", 60)
+    await store.create_run(orphan("theirs", "another-process-host"))
+    runtime = Runtime([answering(turns)], storage=store, executor="local")
+    try:
+        assert await runtime.recover(0.2) == {"ops": []}
+        assert await runtime.reconciler.reconcile({"ops": runtime.handle("ops")}) == 1, "still theirs"
+        stored = await store.load_run("theirs")
+        assert stored is not None and stored.state.owner == "another-process-host"
+        assert turns == []
+    finally:
+        await runtime.shutdown()
