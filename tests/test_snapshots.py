@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import stat
+from pathlib import Path
 
 import pytest
 from helpers import delete_tool, echo_model, one_call, weather_tool
@@ -121,3 +123,25 @@ async def test_memory_store_is_shared_by_every_actor_of_a_ray_runtime(executor, 
         assert (await agent.approve_tool_call_generate(run_id=paused.run_id)).finish_reason == "stop"
     finally:
         await runtime.shutdown()
+
+
+async def test_a_memory_store_on_ray_is_a_private_sqlite_file_every_actor_opens_gone_at_shutdown(
+    ray_session, calls
+):
+    """No store actor in between: the actor's checkpoint is read straight from the file by the driver."""
+    agent = Agent("ops", model=one_call("delete_record", {"id": "a"}), tools=[delete_tool(calls)])
+    runtime = Runtime([agent], storage=MemoryStore(), executor="ray")
+    try:
+        paused = await agent.generate("delete a")
+        store = runtime.store()
+        assert isinstance(store, SqliteStore), "no proxy: the hosts open the file themselves"
+        database = Path(store.path)
+        assert stat.S_IMODE(database.parent.stat().st_mode) == 0o700
+        assert stat.S_IMODE(database.stat().st_mode) == 0o600
+        reader = SqliteStore(database)
+        stored = await reader.load_run(paused.run_id)
+        await reader.close()
+        assert stored is not None and stored.state.status == "suspended"
+    finally:
+        await runtime.shutdown()
+    assert not database.parent.exists(), "it lives as long as the memory store it stands in for"
