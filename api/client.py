@@ -26,6 +26,7 @@ from urllib.parse import quote, unquote
 import httpx
 from troupe.api.errors import HttpError, error_from_body
 from troupe.api.wire import RUN_ID_HEADER, run_result_from_json, suspended_runs_from_json
+from troupe.core.agent_api import Messages
 from troupe.core.chunks import Chunk
 from troupe.core.options import StreamOptions, SuspendedRunFilters
 from troupe.core.results import RunResult
@@ -34,7 +35,6 @@ from troupe.core.suspended import SuspendedRunList
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 SSE = "text/event-stream"
-Messages = str | list[dict[str, Any]]
 
 
 class AsyncTroupeClient:

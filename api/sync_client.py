@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from types import TracebackType
 from typing import Any, TypeVar, Unpack
 
+import httpx
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from troupe.api.client import DEFAULT_URL, AsyncAgentClient, AsyncTroupeClient, Messages
+from troupe.core.agent_api import AgentAPI
 from troupe.core.chunks import Chunk
-from troupe.core.options import SuspendedRunFilters
+from troupe.core.options import StreamOptions, SuspendedRunFilters
 from troupe.core.results import RunResult
 from troupe.core.stream import AgentStream
 from troupe.core.suspended import SuspendedRunList
@@ -30,8 +32,17 @@ T = TypeVar("T")
 
 
 class TroupeClient:
-    def __init__(self, base_url: str = DEFAULT_URL, **options: Any) -> None:
-        """Options as ``AsyncTroupeClient``: ``api_key``, ``timeout``, ``headers``, ``api_prefix``."""
+    def __init__(
+        self,
+        base_url: str = DEFAULT_URL,
+        *,
+        api_key: str | None = None,
+        timeout: float | httpx.Timeout = 300.0,
+        headers: Mapping[str, str] | None = None,
+        api_prefix: str = "/api",
+    ) -> None:
+        """Options as ``AsyncTroupeClient`` (its HTTP connections belong to this client's own loop)."""
+        options = {"api_key": api_key, "timeout": timeout, "headers": headers, "api_prefix": api_prefix}
         self._exit = contextlib.ExitStack()
         self._portal = self._exit.enter_context(start_blocking_portal("asyncio"))
         try:
@@ -100,7 +111,7 @@ def _iterate(portal: BlockingPortal, source: AsyncIterator[T]) -> Iterator[T]:
 
 
 class AgentClient:
-    """One agent of the server, blocking; the same methods as ``AsyncAgentClient``."""
+    """One agent of the server, blocking; the same methods and options as ``AsyncAgentClient``."""
 
     def __init__(self, portal: BlockingPortal, agent: AsyncAgentClient) -> None:
         self._portal = portal
@@ -121,54 +132,123 @@ class AgentClient:
     def details(self) -> dict[str, Any]:
         return self._call(self._agent.details)
 
-    def stream(self, messages: Messages, **options: Any) -> SyncAgentStream:
+    def stream(self, messages: Messages, **options: Unpack[StreamOptions]) -> SyncAgentStream:
         return self._stream(self._agent.stream, messages, **options)
 
-    def generate(self, messages: Messages, **options: Any) -> RunResult:
+    def generate(self, messages: Messages, **options: Unpack[StreamOptions]) -> RunResult:
         return self._call(self._agent.generate, messages, **options)
 
-    def approve_tool_call(self, *, run_id: str, tool_call_id: str, **options: Any) -> SyncAgentStream:
-        """``edited_args``, ``fingerprint`` as in ``AsyncAgentClient``."""
+    def approve_tool_call(
+        self,
+        *,
+        run_id: str,
+        tool_call_id: str,
+        edited_args: dict[str, Any] | None = None,
+        fingerprint: str | None = None,
+    ) -> SyncAgentStream:
         return self._stream(
-            self._agent.approve_tool_call, run_id=run_id, tool_call_id=tool_call_id, **options
+            self._agent.approve_tool_call,
+            run_id=run_id,
+            tool_call_id=tool_call_id,
+            edited_args=edited_args,
+            fingerprint=fingerprint,
         )
 
-    def decline_tool_call(self, *, run_id: str, tool_call_id: str, **options: Any) -> SyncAgentStream:
-        """``reason``, ``fingerprint`` as in ``AsyncAgentClient``."""
+    def decline_tool_call(
+        self, *, run_id: str, tool_call_id: str, reason: str | None = None, fingerprint: str | None = None
+    ) -> SyncAgentStream:
         return self._stream(
-            self._agent.decline_tool_call, run_id=run_id, tool_call_id=tool_call_id, **options
+            self._agent.decline_tool_call,
+            run_id=run_id,
+            tool_call_id=tool_call_id,
+            reason=reason,
+            fingerprint=fingerprint,
         )
 
-    def approve_tool_call_generate(self, *, run_id: str, tool_call_id: str, **options: Any) -> RunResult:
+    def approve_tool_call_generate(
+        self,
+        *,
+        run_id: str,
+        tool_call_id: str,
+        edited_args: dict[str, Any] | None = None,
+        fingerprint: str | None = None,
+    ) -> RunResult:
         return self._call(
-            self._agent.approve_tool_call_generate, run_id=run_id, tool_call_id=tool_call_id, **options
+            self._agent.approve_tool_call_generate,
+            run_id=run_id,
+            tool_call_id=tool_call_id,
+            edited_args=edited_args,
+            fingerprint=fingerprint,
         )
 
-    def decline_tool_call_generate(self, *, run_id: str, tool_call_id: str, **options: Any) -> RunResult:
+    def decline_tool_call_generate(
+        self, *, run_id: str, tool_call_id: str, reason: str | None = None, fingerprint: str | None = None
+    ) -> RunResult:
         return self._call(
-            self._agent.decline_tool_call_generate, run_id=run_id, tool_call_id=tool_call_id, **options
+            self._agent.decline_tool_call_generate,
+            run_id=run_id,
+            tool_call_id=tool_call_id,
+            reason=reason,
+            fingerprint=fingerprint,
         )
 
-    def resume_stream(self, resume_data: Any, *, run_id: str, **options: Any) -> SyncAgentStream:
-        return self._stream(self._agent.resume_stream, resume_data, run_id=run_id, **options)
+    def resume_stream(
+        self,
+        resume_data: Any,
+        *,
+        run_id: str,
+        tool_call_id: str | None = None,
+        fingerprint: str | None = None,
+    ) -> SyncAgentStream:
+        return self._stream(
+            self._agent.resume_stream,
+            resume_data,
+            run_id=run_id,
+            tool_call_id=tool_call_id,
+            fingerprint=fingerprint,
+        )
 
-    def resume_generate(self, resume_data: Any, *, run_id: str, **options: Any) -> RunResult:
-        return self._call(self._agent.resume_generate, resume_data, run_id=run_id, **options)
+    def resume_generate(
+        self,
+        resume_data: Any,
+        *,
+        run_id: str,
+        tool_call_id: str | None = None,
+        fingerprint: str | None = None,
+    ) -> RunResult:
+        return self._call(
+            self._agent.resume_generate,
+            resume_data,
+            run_id=run_id,
+            tool_call_id=tool_call_id,
+            fingerprint=fingerprint,
+        )
 
     def list_suspended_runs(self, **filters: Unpack[SuspendedRunFilters]) -> SuspendedRunList:
         return self._call(self._agent.list_suspended_runs, **filters)
 
     def send_tool_approval(
-        self, *, thread_id: str, resource_id: str | None, approved: bool, **options: Any
+        self,
+        *,
+        thread_id: str,
+        resource_id: str | None,
+        approved: bool,
+        tool_call_id: str | None = None,
+        reason: str | None = None,
+        resume_data: Any = None,
     ) -> SyncAgentStream:
-        """``tool_call_id``, ``reason``, ``resume_data`` as in ``AsyncAgentClient``."""
         return self._stream(
             self._agent.send_tool_approval,
             thread_id=thread_id,
             resource_id=resource_id,
             approved=approved,
-            **options,
+            tool_call_id=tool_call_id,
+            reason=reason,
+            resume_data=resume_data,
         )
 
 
-__all__ = ["AgentClient", "SyncAgentStream", "TroupeClient"]
+# The blocking form of ``troupe.core.agent_api.AgentAPI``: every method returns its result.
+SyncAgentAPI = AgentAPI[SyncAgentStream, RunResult, SuspendedRunList]
+
+__all__ = ["AgentClient", "SyncAgentAPI", "SyncAgentStream", "TroupeClient"]

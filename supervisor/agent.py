@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import copy
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Unpack
 
 from troupe.core.agent import AgentSpec
+from troupe.core.agent_api import Messages
 from troupe.core.errors import DecisionRejectedError
 from troupe.core.options import DecisionOptions, StreamOptions, SuspendedRunFilters
 from troupe.core.requests import Approve, DecideRequest, DecisionInput, Decline, Resume, StartRequest
@@ -21,7 +23,16 @@ from troupe.core.tracing import carrier
 if TYPE_CHECKING:
     from troupe.supervisor.runtime import Runtime
 
-Messages = str | list[dict[str, Any]]
+
+# The runtime an Agent used without one runs on. ``troupe.supervisor.default`` installs its factory when
+# the package is imported (the package's ``__init__`` imports it before anyone can use an Agent), so this
+# module never imports the runtime that imports it.
+_default_runtime: Callable[[], Runtime] | None = None
+
+
+def use_default_runtime(factory: Callable[[], Runtime]) -> None:
+    global _default_runtime
+    _default_runtime = factory
 
 
 class Agent(AgentSpec):
@@ -44,9 +55,9 @@ class Agent(AgentSpec):
     @property
     def runtime(self) -> Runtime:
         if self._runtime is None:
-            from troupe.supervisor.default import default_runtime
-
-            default_runtime().register(self, replace=True)
+            if _default_runtime is None:
+                raise RuntimeError("no default runtime: import troupe.supervisor (or troupe) first")
+            _default_runtime().register(self, replace=True)
         assert self._runtime is not None
         return self._runtime
 
@@ -152,4 +163,4 @@ class Agent(AgentSpec):
         return await self.runtime.decide(self.id, request)
 
 
-__all__ = ["Agent"]
+__all__ = ["Agent", "use_default_runtime"]

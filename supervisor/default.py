@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import threading
 
+from troupe.supervisor.agent import use_default_runtime
 from troupe.supervisor.runtime import Executor, Runtime
 
 _lock = threading.Lock()
@@ -25,5 +26,7 @@ def default_runtime() -> Runtime:
             _default = Runtime(executor=chosen)
         return _default
 
+
+use_default_runtime(default_runtime)
 
 __all__ = ["default_runtime"]

@@ -22,6 +22,7 @@ from typing import Any, TextIO
 import httpx
 
 from troupe.api.errors import AuthenticationError
+from troupe.core.agent_api import AsyncAgentAPI
 from troupe.core.errors import (
     AgentNotFoundError,
     DecisionConflictError,
@@ -30,6 +31,7 @@ from troupe.core.errors import (
     TroupeError,
 )
 from troupe.core.store import OutboxEntry, Store
+from troupe.core.stream import AgentStream
 from troupe.core.suspended import SuspendedRun, SuspendedRunList
 from troupe.recall import recalled, remember
 from troupe.run_source import Source, open_source, redacted
@@ -220,7 +222,7 @@ async def _target(source: Source, args: Any, out: TextIO) -> tuple[str, str]:
     return runs[0].agent_id, latest.tool_call_id
 
 
-async def _send(agent: Any, args: Any, call: str) -> Any:
+async def _send(agent: AsyncAgentAPI, args: Any, call: str) -> AgentStream:
     target = {"run_id": args.run, "tool_call_id": call, "fingerprint": args.fingerprint}
     if args.command == "approve":
         edited = _json_arg("--edited-args", args.edited_args) if args.edited_args else None
@@ -246,7 +248,7 @@ async def _agent_of(source: Source, run_id: str) -> str:
     )
 
 
-async def _follow(stream: Any, out: TextIO) -> int:
+async def _follow(stream: AgentStream, out: TextIO) -> int:
     """Print the run's progress as it streams: tool results, the answer's text, new pauses."""
     out.write(f"run {safe(stream.run_id)}\n")
     mid_text = False

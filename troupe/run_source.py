@@ -13,11 +13,13 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from troupe.apps import load_runtime, open_store
+from troupe.core.agent_api import AsyncAgentAPI
 from troupe.core.store import Store, SuspendedRunQuery
 from troupe.core.suspended import SuspendedRun
 from troupe.terminal import Progress, safe
 
 if TYPE_CHECKING:
+    from troupe.api.client import AsyncTroupeClient
     from troupe.supervisor import Runtime
 
 _EPOCH = datetime.min.replace(tzinfo=UTC)
@@ -59,7 +61,7 @@ class Source:
 
     where: str
     runtime: Runtime | None = None
-    client: Any = None  # api.client.AsyncTroupeClient
+    client: AsyncTroupeClient | None = None
     bare_store: Store | None = None  # --store: read-only
 
     @property
@@ -72,7 +74,8 @@ class Source:
         assert self.runtime is not None
         return sorted({agent.id for agent in self.runtime.list_agents()})
 
-    def agent(self, agent_id: str) -> Any:
+    def agent(self, agent_id: str) -> AsyncAgentAPI:
+        """The agent, in-process or over HTTP: the same run methods either way (``AgentAPI``)."""
         if self.client is not None:
             return self.client.get_agent(agent_id)
         if self.runtime is None:
@@ -94,7 +97,7 @@ class Source:
             states, _ = await store.list_suspended_runs(query)
             progress.done()
             runs = [SuspendedRun.from_state(s) for s in states if s.parent is None or agent_id is not None]
-        elif agent_id is None and thread is None and resource is None:
+        elif self.client is not None and agent_id is None and thread is None and resource is None:
             progress.note("asking the server")
             runs = (await self.client.list_inbox()).runs
             progress.done()
