@@ -1,1 +1,1 @@
-"""Ray hosting: the agent host made an actor in one place, handles, and the shared store actor."""
+"""Ray hosting: the agent host made an actor in one place, and the handles that reach it."""

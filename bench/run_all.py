@@ -99,7 +99,8 @@ FULL_W3 = "200,20000"
 FULL_W4 = 2000
 MEMORY_ONLY = {
     "troupe-local-memory": "MemoryStore keeps paused runs in the process's memory: a restart loses them",
-    "troupe-ray-memory": "MemoryStore keeps paused runs in a store actor's memory: a restart loses them",
+    "troupe-ray-memory": "MemoryStore on Ray keeps paused runs in a private SQLite file removed at shutdown: "
+    "a restart loses them",
     "langgraph-memory": "InMemorySaver keeps checkpoints in the process's memory: a restart loses them",
     "openai-agents-memory": "paused RunResults are held in the process's memory: a restart loses them",
     "pydantic-ai-memory": "paused Conversations are held in the process's memory: a restart loses them",

@@ -26,7 +26,7 @@ from troupe.core.store import (
 
 
 class MemoryStore:
-    # Under Ray a MemoryStore must be hosted once (in a store actor) rather than copied into each actor.
+    # Under Ray a MemoryStore cannot be copied into each actor: the Runtime stands in a private SQLite file.
     shared_across_processes = False
 
     def __init__(self) -> None:
@@ -45,7 +45,7 @@ class MemoryStore:
     def __reduce__(self) -> Any:
         raise TypeError(
             "a MemoryStore lives in one process and cannot be pickled; under Ray the Runtime "
-            "hosts it in a store actor"
+            "keeps its state in a private SQLite file instead"
         )
 
     async def create_run(self, state: RunState) -> int:
