@@ -167,7 +167,7 @@ MUTANTS = [
     ),
     Mutant(
         "cli-drops-fingerprint",
-        "troupe/operator.py",
+        "troupe/ops/operator.py",
         'target = {"run_id": args.run, "tool_call_id": call, "fingerprint": args.fingerprint}',
         'target = {"run_id": args.run, "tool_call_id": call, "fingerprint": None}',
         ("tests/test_guarantees_http.py",),

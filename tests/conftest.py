@@ -20,7 +20,7 @@ ROOT = TESTS.parent
 
 @pytest.fixture(autouse=True)
 def _cli_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """What the CLI remembers between commands (troupe.recall) stays in the test's own directory."""
+    """What the CLI remembers between commands (troupe.ops.recall) stays in the test's own directory."""
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
 
 

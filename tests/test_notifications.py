@@ -25,8 +25,8 @@ from troupe.core.state import CallStatus
 from webhook_receiver import Receiver, free_port
 
 from troupe import Agent, Runtime, SqliteStore
-from troupe.apps import load_notifications
 from troupe.cli import main as cli_main
+from troupe.ops.apps import load_notifications
 from troupe.testing import CallLog, tool_call
 
 TESTS = Path(__file__).resolve().parent

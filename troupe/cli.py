@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-# The demo's SQLite file (troupe.demo re-exports it); here so that parsing imports neither Ray nor agents.
+# The demo's SQLite file, here so that parsing imports neither Ray nor agents (the demo is handed it).
 DEFAULT_STORE = "troupe-demo.db"
 
 
@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the agent in a Ray actor (default; starts Ray locally) or in this process",
     )
     _add_serve(commands)
-    from troupe.operator import add_commands
+    from troupe.ops.operator import add_commands
 
     add_commands(commands)
     return parser
@@ -130,13 +130,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "demo":
-        from troupe.demo import run
+        from troupe.ops.demo import run
 
         return run(args.store, args.executor)
     if args.command == "serve":
         return _serve(parser, args)
     if args.command in ("runs", "approve", "decline", "resume"):
-        from troupe.operator import run_command
+        from troupe.ops.operator import run_command
 
         return run_command(args)
     raise AssertionError(f"unhandled command {args.command!r}")  # argparse rejects unknown commands
@@ -146,7 +146,7 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from troupe.api.auth import KeyRing
     from troupe.api.guards import is_loopback
     from troupe.api.serve import serve
-    from troupe.apps import load_notifications, load_runtime
+    from troupe.ops.apps import load_notifications, load_runtime
 
     if not args.keys and not args.open:
         parser.error("serve needs --keys FILE, or --open for local use without keys")
@@ -189,7 +189,7 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
 def _demo_runtime(store: str, executor: Any, ray_address: str | None) -> Any:
     from troupe import Runtime, SqliteStore
-    from troupe.demo_agent import RecordsDB, build_agent, choose_model
+    from troupe.ops.demo_agent import RecordsDB, build_agent, choose_model
 
     path = os.path.abspath(os.path.expanduser(store))
     db = RecordsDB(path)

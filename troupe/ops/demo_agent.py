@@ -1,7 +1,7 @@
 """The agent behind ``troupe demo`` and ``troupe serve --demo``: ``records-assistant``, with a records
 table it may delete from (each deletion needs a person's approval) and a table-booking tool that asks
 for the party size itself. Its records live beside the run store, in the same SQLite file, so every
-process serving the demo sees the same ones. See ``troupe.demo`` for the terminal session around it.
+process serving the demo sees the same ones. See ``troupe.ops.demo`` for the terminal session around it.
 """
 
 from __future__ import annotations

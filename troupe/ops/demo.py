@@ -1,6 +1,6 @@
 """``troupe demo``: the project's main job end to end, on embedded defaults, driven from a terminal.
 
-An agent, ``records-assistant`` (defined in ``troupe.demo_agent``), has two tools:
+An agent, ``records-assistant`` (defined in ``troupe.ops.demo_agent``), has two tools:
 
 - ``delete_record`` is destructive, so it needs approval (``require_approval=True``); the person at the
   terminal approves or declines it (with an optional reason the model is told).
@@ -26,12 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from troupe.cli import DEFAULT_STORE  # one name for the demo file, kept where parsing needs it
 from troupe.core.chunks import Chunk
 from troupe.core.errors import DecisionRejectedError, ResumeDataValidationError, TroupeError
 from troupe.core.results import RunResult
 from troupe.core.stream import AgentStream
-from troupe.demo_agent import AGENT_ID, RecordsDB, build_agent, choose_model, json_or_none
+from troupe.ops.demo_agent import AGENT_ID, RecordsDB, build_agent, choose_model, json_or_none
 from troupe.storage.sqlite import SqliteStore
 from troupe.supervisor.agent import Agent
 from troupe.supervisor.runtime import Executor, Runtime
@@ -301,8 +300,8 @@ def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def run(store: str | os.PathLike[str] = DEFAULT_STORE, executor: Executor = "ray") -> int:
-    """Run the demo in this terminal; returns the exit code."""
+def run(store: str | os.PathLike[str], executor: Executor = "ray") -> int:
+    """Run the demo in this terminal on the SQLite file ``store``; returns the exit code."""
     sessions: list[Session] = []
     # asyncio.run's own SIGINT handler only cancels the main task, which cannot interrupt a blocking
     # input(); a plain KeyboardInterrupt can, and the session turns it into a clean exit.
@@ -342,4 +341,4 @@ def _convert(answer: str, kind: Any) -> Any:
     return answer
 
 
-__all__ = ["DEFAULT_STORE", "resume_data_for", "run"]
+__all__ = ["resume_data_for", "run"]

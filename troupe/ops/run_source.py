@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-from troupe.apps import load_runtime, open_store
 from troupe.core.agent_api import AsyncAgentAPI
 from troupe.core.store import Store, SuspendedRunQuery
 from troupe.core.suspended import SuspendedRun
-from troupe.terminal import Progress, safe
+from troupe.ops.apps import load_runtime, open_store
+from troupe.ops.terminal import Progress, safe
 
 if TYPE_CHECKING:
     from troupe.api.client import AsyncTroupeClient

@@ -6,7 +6,7 @@ tools and needs their code), or in-process against your runtime (``--app module:
 decide).
 
 A decision is about one call. Without a CALL the run's latest paused call is chosen once, shown, and
-remembered (``troupe.recall``), so a retry of the same command means the same call and reports "already
+remembered (``troupe.ops.recall``), so a retry of the same command means the same call and reports "already
 declined by …" instead of deciding whatever the run paused on next. Every expected failure is one line
 on stderr and exit code 1.
 """
@@ -33,9 +33,9 @@ from troupe.core.errors import (
 from troupe.core.store import OutboxEntry, Store
 from troupe.core.stream import AgentStream
 from troupe.core.suspended import SuspendedRun, SuspendedRunList
-from troupe.recall import recalled, remember
-from troupe.run_source import Source, open_source, redacted
-from troupe.terminal import Progress, fit, safe, table, when
+from troupe.ops.recall import recalled, remember
+from troupe.ops.run_source import Source, open_source, redacted
+from troupe.ops.terminal import Progress, fit, safe, table, when
 
 PAGE_SIZE = 50
 PENDING_HEADERS = ["CALL", "AGENT PATH", "TOOL", "ARGS", "WAITS FOR", "RESOURCE", "SINCE", ""]
