@@ -16,19 +16,19 @@ import contextlib
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from types import TracebackType
-from typing import Any, TypeVar, Unpack
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import httpx
 from anyio.from_thread import BlockingPortal, start_blocking_portal
-from troupe.api.client import DEFAULT_URL, AsyncAgentClient, AsyncTroupeClient, Messages
+from troupe.api.client import DEFAULT_URL, AsyncAgentClient, AsyncTroupeClient
 from troupe.core.agent_api import AgentAPI
 from troupe.core.chunks import Chunk
-from troupe.core.options import StreamOptions, SuspendedRunFilters
 from troupe.core.results import RunResult
 from troupe.core.stream import AgentStream
 from troupe.core.suspended import SuspendedRunList
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 class TroupeClient:
@@ -110,6 +110,32 @@ def _iterate(portal: BlockingPortal, source: AsyncIterator[T]) -> Iterator[T]:
             return
 
 
+def _blocking(
+    method: Callable[Concatenate[AsyncAgentClient, P], Awaitable[T]],
+) -> Callable[Concatenate[AgentClient, P], T]:
+    """``AsyncAgentClient``'s ``method``, called on the client's own loop and waited for: the same
+    parameters, options and types (mypy reads them from the async method), the result returned."""
+
+    @functools.wraps(method)
+    def call(self: AgentClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self._portal.call(functools.partial(method, self._agent, *args, **kwargs))
+
+    return call
+
+
+def _blocking_stream(
+    method: Callable[Concatenate[AsyncAgentClient, P], Awaitable[AgentStream]],
+) -> Callable[Concatenate[AgentClient, P], SyncAgentStream]:
+    """As ``_blocking``, for a method that opens a stream: the stream is read from the blocking side."""
+
+    @functools.wraps(method)
+    def call(self: AgentClient, /, *args: P.args, **kwargs: P.kwargs) -> SyncAgentStream:
+        opened = self._portal.call(functools.partial(method, self._agent, *args, **kwargs))
+        return SyncAgentStream(self._portal, opened)
+
+    return call
+
+
 class AgentClient:
     """One agent of the server, blocking; the same methods and options as ``AsyncAgentClient``."""
 
@@ -121,131 +147,17 @@ class AgentClient:
     def __repr__(self) -> str:
         return f"AgentClient({self.id!r})"
 
-    def _call(self, method: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
-        return self._portal.call(functools.partial(method, *args, **kwargs))
-
-    def _stream(
-        self, method: Callable[..., Awaitable[AgentStream]], *args: Any, **kwargs: Any
-    ) -> SyncAgentStream:
-        return SyncAgentStream(self._portal, self._call(method, *args, **kwargs))
-
-    def details(self) -> dict[str, Any]:
-        return self._call(self._agent.details)
-
-    def stream(self, messages: Messages, **options: Unpack[StreamOptions]) -> SyncAgentStream:
-        return self._stream(self._agent.stream, messages, **options)
-
-    def generate(self, messages: Messages, **options: Unpack[StreamOptions]) -> RunResult:
-        return self._call(self._agent.generate, messages, **options)
-
-    def approve_tool_call(
-        self,
-        *,
-        run_id: str,
-        tool_call_id: str,
-        edited_args: dict[str, Any] | None = None,
-        fingerprint: str | None = None,
-    ) -> SyncAgentStream:
-        return self._stream(
-            self._agent.approve_tool_call,
-            run_id=run_id,
-            tool_call_id=tool_call_id,
-            edited_args=edited_args,
-            fingerprint=fingerprint,
-        )
-
-    def decline_tool_call(
-        self, *, run_id: str, tool_call_id: str, reason: str | None = None, fingerprint: str | None = None
-    ) -> SyncAgentStream:
-        return self._stream(
-            self._agent.decline_tool_call,
-            run_id=run_id,
-            tool_call_id=tool_call_id,
-            reason=reason,
-            fingerprint=fingerprint,
-        )
-
-    def approve_tool_call_generate(
-        self,
-        *,
-        run_id: str,
-        tool_call_id: str,
-        edited_args: dict[str, Any] | None = None,
-        fingerprint: str | None = None,
-    ) -> RunResult:
-        return self._call(
-            self._agent.approve_tool_call_generate,
-            run_id=run_id,
-            tool_call_id=tool_call_id,
-            edited_args=edited_args,
-            fingerprint=fingerprint,
-        )
-
-    def decline_tool_call_generate(
-        self, *, run_id: str, tool_call_id: str, reason: str | None = None, fingerprint: str | None = None
-    ) -> RunResult:
-        return self._call(
-            self._agent.decline_tool_call_generate,
-            run_id=run_id,
-            tool_call_id=tool_call_id,
-            reason=reason,
-            fingerprint=fingerprint,
-        )
-
-    def resume_stream(
-        self,
-        resume_data: Any,
-        *,
-        run_id: str,
-        tool_call_id: str | None = None,
-        fingerprint: str | None = None,
-    ) -> SyncAgentStream:
-        return self._stream(
-            self._agent.resume_stream,
-            resume_data,
-            run_id=run_id,
-            tool_call_id=tool_call_id,
-            fingerprint=fingerprint,
-        )
-
-    def resume_generate(
-        self,
-        resume_data: Any,
-        *,
-        run_id: str,
-        tool_call_id: str | None = None,
-        fingerprint: str | None = None,
-    ) -> RunResult:
-        return self._call(
-            self._agent.resume_generate,
-            resume_data,
-            run_id=run_id,
-            tool_call_id=tool_call_id,
-            fingerprint=fingerprint,
-        )
-
-    def list_suspended_runs(self, **filters: Unpack[SuspendedRunFilters]) -> SuspendedRunList:
-        return self._call(self._agent.list_suspended_runs, **filters)
-
-    def send_tool_approval(
-        self,
-        *,
-        thread_id: str,
-        resource_id: str | None,
-        approved: bool,
-        tool_call_id: str | None = None,
-        reason: str | None = None,
-        resume_data: Any = None,
-    ) -> SyncAgentStream:
-        return self._stream(
-            self._agent.send_tool_approval,
-            thread_id=thread_id,
-            resource_id=resource_id,
-            approved=approved,
-            tool_call_id=tool_call_id,
-            reason=reason,
-            resume_data=resume_data,
-        )
+    details = _blocking(AsyncAgentClient.details)
+    stream = _blocking_stream(AsyncAgentClient.stream)
+    generate = _blocking(AsyncAgentClient.generate)
+    approve_tool_call = _blocking_stream(AsyncAgentClient.approve_tool_call)
+    decline_tool_call = _blocking_stream(AsyncAgentClient.decline_tool_call)
+    approve_tool_call_generate = _blocking(AsyncAgentClient.approve_tool_call_generate)
+    decline_tool_call_generate = _blocking(AsyncAgentClient.decline_tool_call_generate)
+    resume_stream = _blocking_stream(AsyncAgentClient.resume_stream)
+    resume_generate = _blocking(AsyncAgentClient.resume_generate)
+    list_suspended_runs = _blocking(AsyncAgentClient.list_suspended_runs)
+    send_tool_approval = _blocking_stream(AsyncAgentClient.send_tool_approval)
 
 
 # The blocking form of ``troupe.core.agent_api.AgentAPI``: every method returns its result.
