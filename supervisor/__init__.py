@@ -1,4 +1,5 @@
-"""The tree of agents: the public Agent, the Runtime that hosts them, delegation and recovery."""
+"""The tree of agents: the public Agent, the Runtime that hosts them, and their supervision (one
+reconciliation loop per Runtime: ``troupe.supervisor.reconciler``)."""
 
 from troupe.supervisor.agent import Agent
 from troupe.supervisor.default import default_runtime

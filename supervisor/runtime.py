@@ -195,9 +195,10 @@ class Runtime:
 
     async def recover(self, wait_s: float | None = None) -> dict[str, list[str]]:
         """Pick up every run of this runtime's agents that a dead process left in flight, from its last
-        checkpoint (call at start-up). Runs another live process drives are left alone; heartbeats of a
-        process that died moments ago are waited out for up to ``wait_s`` seconds (default: one
-        heartbeat lifetime). Returns the recovered run ids per agent."""
+        checkpoint (call at start-up; it also starts this runtime's hosts and its reconciler). Runs another
+        live process drives are left alone; the lease of a process that died moments ago is waited out
+        for up to ``wait_s`` seconds (default: one lease lifetime). Returns the recovered run ids per
+        agent."""
         handles = {agent_id: self.handle(agent_id) for agent_id in self._specs}
         return await self.reconciler.recover(handles, OWNER_TTL_S + 1.0 if wait_s is None else wait_s)
 

@@ -1,7 +1,7 @@
 """Expiry: a pause that waits past its approval_timeout is declined, and the model is told why.
 
-Time is a clock the test moves (``Runtime(clock=...)``), so nothing here depends on how fast the hosts'
-heartbeats sweep: until the clock moves, nothing is due; once it has, whichever of the heartbeat or an
+Time is a clock the test moves (``Runtime(clock=...)``), so nothing here depends on how often the runtime's
+reconciler sweeps: until the clock moves, nothing is due; once it has, whichever of its rounds or an
 explicit ``expire_due()`` gets there first declines the pause, exactly once.
 """
 
@@ -38,7 +38,7 @@ async def test_a_pause_carries_its_deadline_and_a_late_decision_is_refused(make_
         await agent.approve_tool_call(run_id=stream.run_id, tool_call_id="call-1")
     assert isinstance(refused.value, DecisionConflictError)
 
-    # The refusal also set the expiry going (if a heartbeat had not already): the run goes on without it.
+    # The refusal also set the expiry going (if a round had not already): the run goes on without it.
     observed = await agent.observe_stream(run_id=stream.run_id)
     result = await observed.result()
     assert "No decision was made in time" in result.text
@@ -62,7 +62,7 @@ async def test_expired_pauses_are_declined_without_anyone_deciding(make_runtime,
 
     swept = await runtime.expire_due()
 
-    assert swept["ops"] in ([slow.run_id], []), "only the overdue run (unless a heartbeat swept it first)"
+    assert swept["ops"] in ([slow.run_id], []), "only the overdue run (unless a round swept it first)"
     result = await (await agent.observe_stream(run_id=slow.run_id)).result()
     assert result.text.startswith("call-1=No decision was made in time")
     still = await agent.list_suspended_runs()
