@@ -93,11 +93,15 @@ class Reconciler:
 
     async def close(self) -> None:
         task, self._task = self._task, None
-        if task is not None and not task.done():
+        if task is None or task.done():
+            return
+        loop = task.get_loop()
+        if loop is asyncio.get_running_loop():
             task.cancel()
-            if task.get_loop() is asyncio.get_running_loop():
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        elif not loop.is_closed():  # started on another thread's loop (a server's): stop it there
+            loop.call_soon_threadsafe(task.cancel)
 
     # ---- one round ----------------------------------------------------------------------------------
 
