@@ -7,20 +7,27 @@
 ``resume_generate``, ``list_suspended_runs`` and ``send_tool_approval``. HTTP errors are raised as the
 matching ``troupe.errors`` class, or as the front door's own ``AuthenticationError`` (401),
 ``PermissionDeniedError`` (403) and ``InvalidRequestError`` (422), exported here.
+
+``AgentAPI`` is the protocol those agents share with ``troupe.Agent``: ``AsyncAgentAPI`` for an
+in-process Agent or an ``AsyncAgentClient``'s agent, ``SyncAgentAPI`` for a ``TroupeClient``'s.
 """
 
 from troupe.api.client import AsyncAgentClient, AsyncTroupeClient
 from troupe.api.errors import AuthenticationError, HttpError, InvalidRequestError, PermissionDeniedError
-from troupe.api.sync_client import AgentClient, SyncAgentStream, TroupeClient
+from troupe.api.sync_client import AgentClient, SyncAgentAPI, SyncAgentStream, TroupeClient
+from troupe.core.agent_api import AgentAPI, AsyncAgentAPI
 
 __all__ = [
+    "AgentAPI",
     "AgentClient",
+    "AsyncAgentAPI",
     "AsyncAgentClient",
     "AsyncTroupeClient",
     "AuthenticationError",
     "HttpError",
     "InvalidRequestError",
     "PermissionDeniedError",
+    "SyncAgentAPI",
     "SyncAgentStream",
     "TroupeClient",
 ]
