@@ -227,7 +227,7 @@ class RayHandle(AgentHandle):
             return builder.result
 
     async def supervise(self, held: list[OwnedRun]) -> tuple[set[str], list[str]]:
-        """Every replica in turn; one being restarted is left for the next round (its runs' leases run
+        """Every replica at once; one being restarted is left for the next round (its runs' leases run
         out meanwhile, or it picks them up on restart when a reader re-attaches)."""
         found = await asyncio.gather(
             *(a.call("supervise", held) for a in self.replicas), return_exceptions=True
