@@ -1,0 +1,88 @@
+"""The front door as a Ray Serve deployment with two replicas (``troupe.front_door``, what ``troupe serve
+--replicas 2`` runs), over a real Redis, with real HTTP through Serve's proxy.
+
+Serve needs a Ray of its own, so the scenarios run in a driver process (``serve_driver.py``) with its own
+RAY_TMPDIR, once for the whole module; each test asserts on what one scenario observed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from troupe.cli import main
+
+TESTS = Path(__file__).resolve().parent
+
+
+@pytest.fixture(scope="module")
+def observed(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    work = tmp_path_factory.mktemp("serve")
+    # Short (Ray's unix socket paths) and private to this driver.
+    ray_tmp = tempfile.mkdtemp(prefix="rsv")
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent)]),
+        "RAY_TMPDIR": ray_tmp,
+    }
+    done = subprocess.run(
+        [sys.executable, str(TESTS / "serve_driver.py"), redis_url, str(work)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    results = [json.loads(line[7:]) for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    return {r["scenario"]: r for r in results}
+
+
+def test_auth_stays_on_through_serves_proxy(observed):
+    auth = observed["auth"]
+    assert (auth["anonymous"], auth["wrong"], auth["admin"]) == (401, 401, 200)
+    assert auth["replica_named"], "every response names the replica that answered"
+
+
+def test_a_run_streamed_through_one_replica_is_decided_through_the_other(observed):
+    split = observed["split"]
+    streamed_on, decided_on = split["tries"][-1]
+    assert streamed_on != decided_on, f"no decision landed on the other replica in {split['tries']}"
+    assert split["paused_types"][-1] == "tool-call-approval"
+    assert split["decided_types"][-2:] == ["finish", "[DONE]"]
+    assert split["text"] == f'c1={{"deleted": "split-{len(split["tries"]) - 1}"}}'
+    assert split["deletes"] == 1
+    assert split["audit"] == ["approved"]
+
+
+def test_a_replica_killed_mid_stream_leaves_the_run_to_be_decided_once(observed):
+    killed = observed["killed-starting"]
+    assert not killed["killed"]["done"], "the reader's stream was cut when its replica died"
+    assert killed["paused_tool"] == "delete_record", "another replica took the run over up to its pause"
+    assert killed["decided_types"][-2:] == ["finish", "[DONE]"]
+    assert killed["deletes"] == 1
+    assert killed["audit"] == ["approved"]
+
+
+def test_a_replica_killed_mid_decision_loses_no_decision(observed):
+    killed = observed["killed-deciding"]
+    assert not killed["killed"]["done"], "the decision's stream was cut when its replica died"
+    assert killed["deletes"] == 1, "the approved tool ran once"
+    assert killed["audit"] == ["approved"], "one decision on record, taken once"
+    assert killed["again_status"] in (404, 409), "the run finished: deciding again is refused"
+
+
+def test_serve_replicas_option_keeps_the_remote_open_rule(capsys):
+    with pytest.raises(SystemExit):
+        main(["serve", "--demo", "--open", "--host", "0.0.0.0", "--replicas", "2"])
+    assert "--allow-remote-open" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["serve", "--demo", "--open", "--replicas", "0"])
+    assert "--replicas must be at least 1" in capsys.readouterr().err
