@@ -78,3 +78,16 @@ def test_a_subagent_no_node_can_hold_gets_the_decision_accepted_and_pending(obse
     assert pending["child_status"] == "suspended"
     assert pending["top_audit"] == ["approved"]
     assert pending["deletes"] == 0
+
+
+def test_removing_the_node_of_a_subagent_mid_tool_never_runs_the_tool_again_unasked(observed):
+    mid = observed["mid-tool"]
+    assert mid["tool_node"] == mid["removed"], "the tool was executing on the node that was removed"
+    assert mid["after_approval"] == "suspended", "the interrupted call came back for a decision"
+    assert mid["interrupted"] is True
+    assert mid["paused_tool"] == "work"
+    assert mid["phases"] == ["started"], "the tool started once and never ran again"
+    assert mid["finish_reason"] == "stop"
+    assert mid["text"] == "sup: d1=leaf-1=not after a crash"
+    assert mid["top_audit"] == ["approved", "declined"], "one audit entry per decision"
+    assert mid["left_running"] == []
