@@ -195,7 +195,22 @@ async def killed_while_deciding(s: Scenario) -> None:
     )
 
 
-async def auth_stays_on(client: httpx.AsyncClient) -> None:
+def listening_on(port: int) -> list[str]:
+    """The local addresses with a TCP socket listening on ``port``, from /proc (IPv6 ones as raw hex)."""
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as rows:
+            for row in list(rows)[1:]:
+                fields = row.split()
+                address, _, hex_port = fields[1].partition(":")
+                if fields[3] != "0A" or int(hex_port, 16) != port:  # 0A: LISTEN
+                    continue
+                v4 = len(address) == 8
+                found.append(socket.inet_ntoa(bytes.fromhex(address)[::-1]) if v4 else f"ipv6:{address}")
+    return found
+
+
+async def auth_stays_on(client: httpx.AsyncClient, port: int) -> None:
     anonymous = await client.get("/api/agents")
     wrong = await client.get("/api/agents", headers={"Authorization": "Bearer nope"})
     admin = await client.get("/api/agents", headers=ADMIN)
@@ -205,6 +220,7 @@ async def auth_stays_on(client: httpx.AsyncClient) -> None:
         wrong=wrong.status_code,
         admin=admin.status_code,
         replica_named=REPLICA_HEADER in admin.headers,
+        listening=listening_on(port),
     )
 
 
@@ -227,7 +243,7 @@ async def main(url: str, work: Path) -> None:
     store = RedisStore.from_url(url, prefix=prefix)
     try:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
-            await auth_stays_on(client)
+            await auth_stays_on(client, port)
             s = Scenario(client, store, CallLog(work / "calls.jsonl"), gates)
             await stream_through_one_decide_through_other(s)
             await killed_while_starting(s)

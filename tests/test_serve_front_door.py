@@ -16,8 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ray.serve import Application
 
+from troupe import Agent, Runtime, SqliteStore
 from troupe.cli import main
+from troupe.front_door import app, replica_runtime
+from troupe.testing import FunctionModel, text
 
 TESTS = Path(__file__).resolve().parent
 
@@ -49,6 +53,7 @@ def test_auth_stays_on_through_serves_proxy(observed):
     auth = observed["auth"]
     assert (auth["anonymous"], auth["wrong"], auth["admin"]) == (401, 401, 200)
     assert auth["replica_named"], "every response names the replica that answered"
+    assert auth["listening"] == ["127.0.0.1"], "Serve's proxy listens on loopback only"
 
 
 def test_a_run_streamed_through_one_replica_is_decided_through_the_other(observed):
@@ -86,3 +91,25 @@ def test_serve_replicas_option_keeps_the_remote_open_rule(capsys):
     with pytest.raises(SystemExit):
         main(["serve", "--demo", "--open", "--replicas", "0"])
     assert "--replicas must be at least 1" in capsys.readouterr().err
+
+
+async def test_a_replica_refuses_a_store_the_replicas_cannot_share(tmp_path):
+    def memory() -> Runtime:
+        return Runtime([Agent("a", model=FunctionModel(lambda m, t: text("hi")))], executor="local")
+
+    with pytest.raises(ValueError, match=r"needs a store every replica shares.*not MemoryStore"):
+        await replica_runtime(memory)
+    shared = await replica_runtime(lambda: Runtime(storage=SqliteStore(tmp_path / "t.db"), executor="local"))
+    assert isinstance(shared.storage, SqliteStore)
+
+
+def test_the_serve_run_builder_names_what_is_missing(tmp_path):
+    with pytest.raises(ValueError, match="needs app=MODULE:ATTR"):
+        app({"keys": "k.json"})
+    with pytest.raises(ValueError, match="needs keys=FILE, or open=true"):
+        app({"app": "serve_app:runtime"})
+    with pytest.raises(ValueError, match=r"unknown troupe\.front_door argument"):
+        app({"app": "serve_app:runtime", "open": "true", "host": "0.0.0.0"})
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps({"k": {"admin": True}}))
+    assert isinstance(app({"app": "serve_app:runtime", "keys": str(keys), "replicas": "2"}), Application)

@@ -81,13 +81,22 @@ class _NamesReplica:
         await self.app(scope, receive, named)
 
 
-async def _build_runtime(source: RuntimeSource) -> Runtime:
+async def replica_runtime(source: RuntimeSource) -> Runtime:
+    """The Runtime one replica serves, refused unless its store is one every replica shares."""
     if isinstance(source, str):
         try:
-            return await load_runtime(source)
+            runtime = await load_runtime(source)
         except SystemExit as exc:  # the CLI's way to fail; a replica must raise to report it
             raise ValueError(str(exc)) from None
-    return await runtime_from(source)
+    else:
+        runtime = await runtime_from(source)
+    if not getattr(runtime.storage, "shared_across_processes", True):
+        raise ValueError(
+            f"the front door on Ray Serve needs a store every replica shares (RedisStore, or "
+            f"SqliteStore on a file all replicas reach), not {type(runtime.storage).__name__}: "
+            "each replica would see only its own runs"
+        )
+    return runtime
 
 
 @serve.deployment(
@@ -100,13 +109,7 @@ class FrontDoor:
     # Serve awaits an async constructor (the runtime's hosts start here).
     async def __init__(self, source: RuntimeSource, settings: DoorSettings) -> None:  # type: ignore[misc]
         self._settings = settings
-        runtime = await _build_runtime(source)
-        if not getattr(runtime.storage, "shared_across_processes", True):
-            raise ValueError(
-                f"the front door on Ray Serve needs a store every replica shares (RedisStore, or "
-                f"SqliteStore on a file all replicas reach), not {type(runtime.storage).__name__}: "
-                "each replica would see only its own runs"
-            )
+        runtime = await replica_runtime(source)
         if settings.notifications is not None:
             runtime.use_notifications(settings.notifications)
         runtime.store()
@@ -224,4 +227,16 @@ def _hosts(value: str | Iterable[str]) -> tuple[str, ...]:
     return tuple(n.strip() for n in names if n.strip())
 
 
-__all__ = ["APP_NAME", "DEPLOYMENT", "REPLICA_HEADER", "DoorSettings", "FrontDoor", "app", "run", "start"]
+__all__ = [
+    "APP_NAME",
+    "DEPLOYMENT",
+    "REPLICA_HEADER",
+    "DoorSettings",
+    "FrontDoor",
+    "app",
+    "front_door",
+    "replica_runtime",
+    "run",
+    "start",
+    "stop",
+]
