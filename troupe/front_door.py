@@ -177,11 +177,13 @@ def run(
     ray_address: str | None = None,
 ) -> int:
     """``troupe serve --replicas N``: serve until SIGINT or SIGTERM, then take the front door down."""
-    start(source, settings, replicas=replicas, host=host, port=port, ray_address=ray_address)
+    ensure_ray(ray_address)
     stopping = threading.Event()
-    # After Ray's start-up, which installs a SIGTERM handler of its own.
+    # After Ray's start-up, which installs a SIGTERM handler of its own; before the replicas start,
+    # so a signal while they do still ends in a clean stop.
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stopping.set())
+    start(source, settings, replicas=replicas, host=host, port=port, ray_address=ray_address)
     access = "open mode: no key needed" if settings.open_mode else "API keys required"
     print(
         f"troupe: serving on Ray Serve, {replicas} replica(s) ({access}); approval inbox at "
