@@ -141,6 +141,13 @@ def front_door(source: RuntimeSource, settings: DoorSettings, replicas: int = 1)
     return deployment.options(num_replicas=replicas).bind(source, settings)
 
 
+def _join_ray(source: RuntimeSource, ray_address: str | None) -> None:
+    if isinstance(source, str) and os.getcwd() not in sys.path:
+        # Like --app: a Ray started here hands its import path to the workers, replicas included.
+        sys.path.insert(0, os.getcwd())
+    ensure_ray(ray_address)
+
+
 def start(
     source: RuntimeSource,
     settings: DoorSettings,
@@ -152,9 +159,7 @@ def start(
 ) -> None:
     """Start (or join) Ray, start Serve's proxy on ``host:port`` and deploy the front door; returns once
     every replica is up (a replica that fails to start raises, with its error)."""
-    if isinstance(source, str) and os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())  # like --app: replicas on this machine import the caller's modules
-    ensure_ray(ray_address)
+    _join_ray(source, ray_address)
     serve.start(http_options={"host": host, "port": port})
     serve.run(front_door(source, settings, replicas), name=APP_NAME, route_prefix="/")
 
@@ -177,7 +182,7 @@ def run(
     ray_address: str | None = None,
 ) -> int:
     """``troupe serve --replicas N``: serve until SIGINT or SIGTERM, then take the front door down."""
-    ensure_ray(ray_address)
+    _join_ray(source, ray_address)
     stopping = threading.Event()
     # After Ray's start-up, which installs a SIGTERM handler of its own; before the replicas start,
     # so a signal while they do still ends in a clean stop.
