@@ -203,7 +203,7 @@ async def node_removed_mid_tool(url: str, work: Path, cluster: Cluster) -> None:
         tool_node = await node_of(runtime, "data")
         cluster.remove_node(worker)
         await wait_for(lambda: not os.path.exists(f"/proc/{started['pid']}"), what="the tool's process to go")
-        again = await approving
+        again = await asyncio.wait_for(approving, 120)  # a tool run again would block here for good
         payload = again.suspend_payload or {}
         declined = await sup.decline_tool_call_generate(
             run_id=paused.run_id, tool_call_id="d1", reason="not after a crash"
