@@ -21,13 +21,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 from bench_common import free_port, private_redis
-from http_load import load
+from http_load import load, serving
 
 HERE = Path(__file__).resolve().parent
 
@@ -48,19 +46,8 @@ def start_server(replicas: int, redis_url: str) -> tuple[subprocess.Popen[bytes]
     command = [sys.executable, "-m", "troupe.cli", "serve", "--app", "serve_http:serve_runtime"]
     command += ["--replicas", str(replicas), "--port", str(port), "--open"]
     process = subprocess.Popen(command, cwd=HERE, env=env, stdout=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}/api"
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"the server exited with {process.returncode}")
-        try:
-            if httpx.get(f"{url}/agents", timeout=2).status_code == 200:
-                return process, url
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    process.kill()
-    raise TimeoutError("the server did not start")
+    # Ray, Serve's controller and proxy, then each replica's runtime: slower than one uvicorn.
+    return process, serving(process, f"http://127.0.0.1:{port}/api", 180)
 
 
 def commit() -> str:

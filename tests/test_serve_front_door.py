@@ -8,14 +8,13 @@ RAY_TMPDIR, once for the whole module; each test asserts on what one scenario ob
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
+import shutil
 import tempfile
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from drivers import scenario_results
 from ray.serve import Application
 
 from troupe import Agent, Runtime, SqliteStore
@@ -23,30 +22,16 @@ from troupe.cli import main
 from troupe.front_door import app, replica_runtime
 from troupe.testing import FunctionModel, text
 
-TESTS = Path(__file__).resolve().parent
-
 
 @pytest.fixture(scope="module")
-def observed(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+def observed(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dict[str, Any]]]:
     work = tmp_path_factory.mktemp("serve")
-    # Short (Ray's unix socket paths) and private to this driver.
+    # Short (Ray's unix socket paths) and private to this driver; Ray leaves its session logs there.
     ray_tmp = tempfile.mkdtemp(prefix="rsv")
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent)]),
-        "RAY_TMPDIR": ray_tmp,
-    }
-    done = subprocess.run(
-        [sys.executable, str(TESTS / "serve_driver.py"), redis_url, str(work)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
-    results = [json.loads(line[7:]) for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    return {r["scenario"]: r for r in results}
+    try:
+        yield scenario_results("serve_driver.py", redis_url, str(work), timeout=240, RAY_TMPDIR=ray_tmp)
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
 
 
 def test_auth_stays_on_through_serves_proxy(observed):
