@@ -26,10 +26,13 @@ from troupe.testing import FunctionModel, text
 @pytest.fixture(scope="module")
 def observed(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dict[str, Any]]]:
     work = tmp_path_factory.mktemp("serve")
-    # Short (Ray's unix socket paths) and private to this driver; Ray leaves its session logs there.
+    # Short (Ray's unix socket paths) and private to this driver: Ray makes its temp dir world-writable,
+    # so it goes inside a 0700 one. Ray leaves its session logs there.
     ray_tmp = tempfile.mkdtemp(prefix="rsv")
     try:
-        yield scenario_results("serve_driver.py", redis_url, str(work), timeout=240, RAY_TMPDIR=ray_tmp)
+        yield scenario_results(
+            "serve_driver.py", redis_url, str(work), timeout=240, RAY_TMPDIR=f"{ray_tmp}/r"
+        )
     finally:
         shutil.rmtree(ray_tmp, ignore_errors=True)
 
