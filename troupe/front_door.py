@@ -161,7 +161,18 @@ def start(
     every replica is up (a replica that fails to start raises, with its error)."""
     _join_ray(source, ray_address)
     serve.start(http_options={"host": host, "port": port})
-    serve.run(front_door(source, settings, replicas), name=APP_NAME, route_prefix="/")
+    try:
+        serve.run(front_door(source, settings, replicas), name=APP_NAME, route_prefix="/")
+    except RuntimeError as exc:  # Serve says only that the deployment failed; its replicas say why
+        raise RuntimeError(f"{exc} {_why_replicas_failed()}".strip()) from exc
+
+
+def _why_replicas_failed() -> str:
+    """The last line of the error a replica's constructor raised, as Serve's status reports it."""
+    app_status = serve.status().applications.get(APP_NAME)
+    deployment = app_status.deployments.get(DEPLOYMENT) if app_status else None
+    lines = [line for line in (deployment.message if deployment else "").splitlines() if line.strip()]
+    return lines[-1].strip() if lines else ""
 
 
 def stop(embedded: bool) -> None:
@@ -188,7 +199,12 @@ def run(
     # so a signal while they do still ends in a clean stop.
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stopping.set())
-    start(source, settings, replicas=replicas, host=host, port=port, ray_address=ray_address)
+    try:
+        start(source, settings, replicas=replicas, host=host, port=port, ray_address=ray_address)
+    except RuntimeError as exc:
+        print(f"troupe: the front door did not start: {exc}", file=sys.stderr, flush=True)
+        stop(embedded=ray_address is None)
+        return 1
     access = "open mode: no key needed" if settings.open_mode else "API keys required"
     print(
         f"troupe: serving on Ray Serve, {replicas} replica(s) ({access}); approval inbox at "
