@@ -447,8 +447,8 @@ def _by_score(member: tuple[str, float]) -> tuple[float, str]:
     return (member[1], member[0])
 
 
-def _due(entry: OutboxEntry) -> float:
-    return entry.due_at()
+def _due(entry: OutboxEntry) -> tuple[float, str]:
+    return (entry.due_at(), entry.id)
 
 
 def _thread_entry(resource_id: str | None, message: dict[str, Any]) -> str:

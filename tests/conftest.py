@@ -1,5 +1,6 @@
 """Shared fixtures: one Ray instance per session, runtimes on both executors, a cross-process call log,
-real redis-servers (one for the session, and one per test for tests that crash it)."""
+real redis-servers (one for the session, and one per test for tests that crash it), and a real
+Redis Cluster."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from redis_cluster import RedisClusterNodes
 from redis_server import RedisServer
 
 from troupe import Runtime, SqliteStore
@@ -85,6 +87,15 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     server.start()
     yield server.url
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterNodes]:
+    """A real three-master Redis Cluster for the whole session (127.0.0.1, with a password)."""
+    cluster = RedisClusterNodes(tmp_path_factory.mktemp("redis-cluster"))
+    cluster.start()
+    yield cluster
+    cluster.stop()
 
 
 @pytest.fixture

@@ -18,7 +18,17 @@ from troupe.errors import DuplicateRunError, InvalidPaginationError
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-@pytest.fixture(params=["memory", "sqlite", pytest.param("redis", marks=pytest.mark.redis)])
+REDIS = pytest.mark.redis
+
+
+@pytest.fixture(
+    params=[
+        "memory",
+        "sqlite",
+        pytest.param("redis", marks=REDIS),
+        pytest.param("redis-cluster", marks=REDIS),
+    ]
+)
 async def store(request: pytest.FixtureRequest, tmp_path: Any) -> AsyncIterator[Store]:
     backend: Store
     if request.param == "memory":
@@ -26,8 +36,12 @@ async def store(request: pytest.FixtureRequest, tmp_path: Any) -> AsyncIterator[
     elif request.param == "sqlite":
         backend = SqliteStore(tmp_path / "s.db")
     else:
-        redis_url, prefix = request.getfixturevalue("redis_url"), request.getfixturevalue("redis_prefix")
-        backend = RedisStore(redis_url, prefix=prefix)
+        # The cluster: three masters, the store's keys hash-tagged into shards spread over them.
+        cluster = request.param == "redis-cluster"
+        url = (
+            request.getfixturevalue("redis_cluster").url if cluster else request.getfixturevalue("redis_url")
+        )
+        backend = RedisStore(url, prefix=request.getfixturevalue("redis_prefix"))
     yield backend
     await backend.close()
 
