@@ -4,6 +4,7 @@ supervisor's approval routes down to a subagent's gated tool with everything sto
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -20,6 +21,7 @@ from troupe.core.store import AuditEntry, OutboxEntry, SuspendedRunQuery, Thread
 from troupe.storage import RedisStore
 
 from troupe import Runtime
+from troupe.cli import main
 from troupe.errors import DuplicateRunError
 from troupe.testing import CallLog
 
@@ -180,3 +182,24 @@ async def test_writes_that_would_leave_the_runs_shard_are_refused(store: RedisSt
         await store.save_run(state, expected_version=1, audit=(stray,))
     loaded = await store.load_run("r1")
     assert loaded is not None and loaded.version == 1
+
+
+async def test_the_operator_cli_reads_a_store_on_the_cluster(
+    store: RedisStore, redis_cluster: RedisClusterNodes, redis_prefix: str, calls: CallLog, capsys
+):
+    sup = two_levels(calls)
+    runtime = Runtime([sup], storage=store, executor="local")
+    try:
+        run_id = (await sup.generate("please delete u1")).run_id
+    finally:
+        await runtime.shutdown()
+
+    assert (
+        await asyncio.to_thread(
+            main, ["runs", "list", "--store", redis_cluster.url, "--prefix", redis_prefix]
+        )
+        == 0
+    )
+    listed = capsys.readouterr().out
+    assert run_id in listed and "delete_record" in listed
+    assert redis_cluster.password not in listed

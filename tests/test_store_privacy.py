@@ -1,6 +1,6 @@
 """What a store holds stays with its user: a new SQLite store's files are 0600 (paused calls' arguments
-live there), and a Redis password, given in the URL's userinfo or as ``?password=``, shows up in no repr,
-identity, log line, error message or HTTP error body."""
+live there), and a Redis password, given in the URL's userinfo or as ``?password=`` (of one server or of a
+Redis Cluster), shows up in no repr, identity, log line, error message or HTTP error body."""
 
 from __future__ import annotations
 
@@ -40,20 +40,24 @@ SECRET = "s3cret-in-query"
 OTHER_SECRET = "s3cret-in-userinfo"
 
 
-def _dead_redis_url() -> str:
-    return f"redis://:{OTHER_SECRET}@127.0.0.1:{free_port()}/0?password={SECRET}&socket_timeout=1"
+def _dead_redis_url(scheme: str = "redis") -> str:
+    return f"{scheme}://:{OTHER_SECRET}@127.0.0.1:{free_port()}/0?password={SECRET}&socket_timeout=1"
 
 
-async def test_a_redis_password_is_in_no_repr_identity_log_or_error(caplog: pytest.LogCaptureFixture):
+# One server, TLS, and a Redis Cluster (plain or TLS), which has a client of its own.
+@pytest.mark.parametrize("scheme", ["redis", "rediss", "redis+cluster", "rediss+cluster"])
+async def test_a_redis_password_is_in_no_repr_identity_log_or_error(
+    caplog: pytest.LogCaptureFixture, scheme: str
+):
     caplog.set_level(logging.DEBUG)
-    store = RedisStore.from_url(_dead_redis_url(), prefix="x:")
+    store = RedisStore.from_url(_dead_redis_url(scheme), prefix="x:")
     with pytest.raises(StorageUnavailableError) as caught:
         await store.load_run("r1")
     await store.close()
     shown = [repr(store), store.identity, str(caught.value), repr(caught.value.details), caplog.text]
     for text in shown:
         assert SECRET not in text and OTHER_SECRET not in text, text
-    assert "password=***" in str(caught.value) and ":***@127.0.0.1" in str(caught.value)
+    assert "password=***" in str(caught.value) and f"{scheme}://:***@127.0.0.1" in str(caught.value)
 
 
 @pytest.mark.redis
