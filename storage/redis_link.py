@@ -5,6 +5,9 @@ URL forms (see the README's storage section):
 - ``redis://[[user]:password@]host:port/db``, ``rediss://...`` (TLS), ``unix:///path``: one server;
 - ``redis+cluster://[[user]:password@]host:port`` (``rediss+cluster://`` for TLS): a Redis Cluster,
   reached through any of its nodes; the client learns the others from it. A cluster has no ``/db``.
+- ``redis+sentinel://[[user]:password@]host:port[,host:port...]/service[/db]`` (``rediss+sentinel://``):
+  the master that these Sentinels name ``service``, found again after a failover. The password is the
+  master's; Sentinels that want one of their own get ``?sentinel_password=``.
 
 Query parameters are passed to redis-py as connection options (``?socket_timeout=1``, ``?password=``).
 """
@@ -13,12 +16,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from redis import exceptions as redis_errors
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.connection import parse_url
 from redis.asyncio.retry import Retry
+from redis.asyncio.sentinel import Sentinel
 from redis.backoff import NoBackoff
 from redis.commands.core import AsyncScript
 from troupe.storage import redis_scripts as lua
@@ -32,6 +37,8 @@ _POOL_WAIT_S = 30.0
 # so its limit is set well above what the store's callers hold at once.
 _MAX_CLUSTER_CONNECTIONS = 512
 _CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
+_SENTINEL_SCHEMES = {"redis+sentinel": "redis", "rediss+sentinel": "rediss"}
+_SENTINEL_PORT = 26379
 
 
 def is_cluster(url: str) -> bool:
@@ -44,6 +51,43 @@ def cluster_unreachable(exc: BaseException) -> bool:
     return isinstance(exc, redis_errors.RedisClusterException) and (
         isinstance(exc.__cause__, UNAVAILABLE) or "cannot be connected" in str(exc)
     )
+
+
+def _retry_once() -> Retry:
+    """One immediate retry on a connection error: a pooled connection may be stale after a Redis
+    restart. Timeouts are not retried, so a caller waits at most ``timeout`` to hear of an outage."""
+    return Retry(NoBackoff(), 1, supported_errors=(redis_errors.ConnectionError,))
+
+
+def _sentinel_client(url: str, timeout: float) -> tuple[Redis, list[Redis]]:
+    """A client of the master the URL's Sentinels name, and the Sentinels' own clients (to close)."""
+    parts = urlsplit(url)
+    tls = _SENTINEL_SCHEMES[parts.scheme.lower()] == "rediss"
+    userinfo, at, hosts = parts.netloc.rpartition("@")
+    service, _, db = parts.path.strip("/").partition("/")
+    if not service or not hosts:
+        raise ValueError(f"a Sentinel URL names its Sentinels and service: {redacted(url)}")
+    # redis-py's own URL parsing reads the password and types the options; only the hosts are ours.
+    scheme = "rediss" if tls else "redis"
+    options: dict[str, Any] = dict(
+        parse_url(urlunsplit((scheme, f"{userinfo}{at}master", f"/{db or 0}", parts.query, "")))
+    )
+    for drop in ("host", "port", "connection_class"):
+        options.pop(drop, None)
+    sockets = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
+    sentinel_auth = {"password": options.pop("sentinel_password", None), "ssl": tls, "retry": _retry_once()}
+    manager = Sentinel(
+        [_address(host) for host in hosts.split(",")], sentinel_kwargs={**sockets, **sentinel_auth}
+    )
+    options.update(sockets, decode_responses=True, ssl=tls, retry=_retry_once())
+    return manager.master_for(service, **options), list(manager.sentinels)
+
+
+def _address(host: str) -> tuple[str, int]:
+    name, colon, port = host.rpartition(":")
+    if not colon or name.endswith(":"):  # no port, or a bare IPv6 address
+        return host.strip("[]"), _SENTINEL_PORT
+    return name.strip("[]"), int(port)
 
 
 def _client(url: str, timeout: float) -> Redis | RedisCluster:
@@ -69,9 +113,7 @@ def _client(url: str, timeout: float) -> Redis | RedisCluster:
         decode_responses=True,
         socket_timeout=timeout,
         socket_connect_timeout=timeout,
-        # One immediate retry on a connection error: a pooled connection may be stale after a Redis
-        # restart. Timeouts are not retried, so a caller waits at most ``timeout`` to hear of an outage.
-        retry=Retry(NoBackoff(), 1, supported_errors=(redis_errors.ConnectionError,)),
+        retry=_retry_once(),
     )
     return Redis.from_pool(pool)
 
@@ -80,7 +122,13 @@ class Link:
     """One event loop's client (and connection pool), with the scripts bound to it."""
 
     def __init__(self, url: str, timeout: float) -> None:
-        self.client: Any = _client(url, timeout)
+        # Any: the single-server and cluster clients share the commands used here, not one type.
+        self.client: Any
+        self._sentinels: list[Redis] = []
+        if urlsplit(url).scheme.lower() in _SENTINEL_SCHEMES:
+            self.client, self._sentinels = _sentinel_client(url, timeout)
+        else:
+            self.client = _client(url, timeout)
         self.create: AsyncScript = self.client.register_script(lua.CREATE)
         self.claim_home: AsyncScript = self.client.register_script(lua.CLAIM_HOME)
         self.load: AsyncScript = self.client.register_script(lua.LOAD)
@@ -106,30 +154,31 @@ class Link:
         try:
             yield
         finally:
-            await self.client.aclose()
+            await self._close_clients()
 
     async def close(self) -> None:
         if self._closer is not None:
             await self._closer.aclose()
         else:
-            await self.client.aclose()
+            await self._close_clients()
+
+    async def _close_clients(self) -> None:
+        await self.client.aclose()
+        for sentinel in self._sentinels:
+            await sentinel.aclose()
 
 
 # Query parameters of a Redis URL that carry a secret (redis-py reads ``?password=`` as the password).
-_SECRET_PARAMS = frozenset({"password"})
+_SECRET_PARAMS = frozenset({"password", "sentinel_password"})
 
 
 def redacted(url: str) -> str:
     """The URL without its secrets (the password in ``user:password@`` or ``?password=``), for
     messages, reprs and identities."""
     parts = urlsplit(url)
-    netloc = parts.netloc
-    if parts.password is not None:
-        user = parts.username or ""
-        host = parts.hostname or ""
-        if ":" in host:
-            host = f"[{host}]"
-        netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port is not None else "")
+    # Split by hand: a Sentinel URL lists several hosts, which urlsplit's host and port cannot parse.
+    userinfo, at, hosts = parts.netloc.rpartition("@")
+    netloc = f"{userinfo.partition(':')[0]}:***@{hosts}" if at and ":" in userinfo else parts.netloc
     query = urlencode(
         [
             (k, "***" if k.lower() in _SECRET_PARAMS else v)

@@ -1,6 +1,6 @@
 """Shared fixtures: one Ray instance per session, runtimes on both executors, a cross-process call log,
-real redis-servers (one for the session, and one per test for tests that crash it), and a real
-Redis Cluster."""
+real redis-servers (one for the session, and one per test for tests that crash it), a real
+Redis Cluster and a real Sentinel."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from redis_cluster import RedisClusterNodes
+from redis_sentinel import RedisSentinelSetup
 from redis_server import RedisServer
 
 from troupe import Runtime, SqliteStore
@@ -96,6 +97,15 @@ def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClu
     cluster.start()
     yield cluster
     cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_sentinel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisSentinelSetup]:
+    """A real master, replica and Sentinel for the whole session (127.0.0.1, with passwords)."""
+    setup = RedisSentinelSetup(tmp_path_factory.mktemp("redis-sentinel"))
+    setup.start()
+    yield setup
+    setup.stop()
 
 
 @pytest.fixture

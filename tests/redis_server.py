@@ -29,10 +29,16 @@ def free_port() -> int:
 
 class RedisServer:
     """``settings``: more redis.conf lines (say, a password), written to a config file only its owner
-    can read, never put on the command line where any user's ``ps`` would show them."""
+    can read, never put on the command line where any user's ``ps`` would show them. ``flags``: more
+    command-line flags (``--sentinel`` runs a Sentinel)."""
 
     def __init__(
-        self, directory: Path, port: int | None = None, *, settings: dict[str, str] | None = None
+        self,
+        directory: Path,
+        port: int | None = None,
+        *,
+        settings: dict[str, str] | None = None,
+        flags: tuple[str, ...] = (),
     ) -> None:
         self.binary = shutil.which("redis-server")
         if self.binary is None:
@@ -45,6 +51,7 @@ class RedisServer:
         self.port = port or free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.settings = settings or {}
+        self.flags = flags  # say, ("--sentinel",)
         self.process: subprocess.Popen[bytes] | None = None
 
     def _config(self) -> list[str]:
@@ -65,6 +72,7 @@ class RedisServer:
             [
                 self.binary,
                 *self._config(),
+                *self.flags,
                 "--bind", "127.0.0.1",
                 "--port", str(self.port),
                 "--dir", str(self.directory),

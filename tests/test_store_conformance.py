@@ -19,16 +19,16 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 REDIS = pytest.mark.redis
+# One server; a cluster of three masters (keys hash-tagged into shards spread over them); a master
+# found through a Sentinel.
+REDIS_FORMS = {
+    "redis": lambda request: request.getfixturevalue("redis_url"),
+    "redis-cluster": lambda request: request.getfixturevalue("redis_cluster").url,
+    "redis-sentinel": lambda request: request.getfixturevalue("redis_sentinel").url,
+}
 
 
-@pytest.fixture(
-    params=[
-        "memory",
-        "sqlite",
-        pytest.param("redis", marks=REDIS),
-        pytest.param("redis-cluster", marks=REDIS),
-    ]
-)
+@pytest.fixture(params=["memory", "sqlite", *(pytest.param(p, marks=REDIS) for p in REDIS_FORMS)])
 async def store(request: pytest.FixtureRequest, tmp_path: Any) -> AsyncIterator[Store]:
     backend: Store
     if request.param == "memory":
@@ -36,11 +36,7 @@ async def store(request: pytest.FixtureRequest, tmp_path: Any) -> AsyncIterator[
     elif request.param == "sqlite":
         backend = SqliteStore(tmp_path / "s.db")
     else:
-        # The cluster: three masters, the store's keys hash-tagged into shards spread over them.
-        cluster = request.param == "redis-cluster"
-        url = (
-            request.getfixturevalue("redis_cluster").url if cluster else request.getfixturevalue("redis_url")
-        )
+        url = REDIS_FORMS[request.param](request)
         backend = RedisStore(url, prefix=request.getfixturevalue("redis_prefix"))
     yield backend
     await backend.close()

@@ -44,8 +44,11 @@ def _dead_redis_url(scheme: str = "redis") -> str:
     return f"{scheme}://:{OTHER_SECRET}@127.0.0.1:{free_port()}/0?password={SECRET}&socket_timeout=1"
 
 
-# One server, TLS, and a Redis Cluster (plain or TLS), which has a client of its own.
-@pytest.mark.parametrize("scheme", ["redis", "rediss", "redis+cluster", "rediss+cluster"])
+# One server, TLS, a Redis Cluster and a Sentinel (plain or TLS), the last two with clients of their own.
+SCHEMES = ["redis", "rediss", "redis+cluster", "rediss+cluster", "redis+sentinel", "rediss+sentinel"]
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
 async def test_a_redis_password_is_in_no_repr_identity_log_or_error(
     caplog: pytest.LogCaptureFixture, scheme: str
 ):
@@ -73,3 +76,11 @@ def test_a_redis_password_is_not_in_an_http_error_body(http_server, tmp_path: Pa
     assert response.status_code == 503, response.text
     assert SECRET not in response.text and OTHER_SECRET not in response.text
     assert "STORAGE_UNAVAILABLE" in response.text
+
+
+def test_a_sentinel_url_with_several_hosts_is_shown_without_its_passwords():
+    url = f"redis+sentinel://user:{OTHER_SECRET}@10.0.0.1:26379,[::1]:26380/svc?sentinel_password={SECRET}"
+    store = RedisStore.from_url(url)
+    for text in (repr(store), store.identity):
+        assert SECRET not in text and OTHER_SECRET not in text, text
+        assert "user:***@10.0.0.1:26379,[::1]:26380/svc?sentinel_password=***" in text
