@@ -114,6 +114,7 @@ class RedisStore:
             self._forget_closed_loops()
             link = self._links[loop] = Link(self.url, self.timeout)
             await link.close_with_loop()
+        await link.ready()
         return link
 
     def _forget_closed_loops(self) -> None:

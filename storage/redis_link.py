@@ -14,6 +14,7 @@ Query parameters are passed to redis-py as connection options (``?socket_timeout
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -142,6 +143,19 @@ class Link:
         self.settle_outbox: AsyncScript = self.client.register_script(lua.SETTLE_OUTBOX)
         self.list_outbox: AsyncScript = self.client.register_script(lua.LIST_OUTBOX)
         self._closer: AsyncGenerator[None, None] | None = None
+        self._ready = not isinstance(self.client, RedisCluster)
+        self._opening = asyncio.Lock()
+
+    async def ready(self) -> None:
+        """Learn a cluster's layout before the first command: redis-py's cluster client, left to do it
+        on first use, fails some of the commands sent at once (a listing sends one per shard) with
+        "'NoneType' object has no attribute 'writelines'" (seen with redis-py 8.1)."""
+        if self._ready:
+            return
+        async with self._opening:
+            if not self._ready:
+                await self.client.initialize()
+                self._ready = True
 
     async def close_with_loop(self) -> None:
         """Close the client when its event loop shuts down: ``asyncio.run`` (like any ``asyncio.Runner``)

@@ -184,22 +184,35 @@ async def test_writes_that_would_leave_the_runs_shard_are_refused(store: RedisSt
     assert loaded is not None and loaded.version == 1
 
 
-async def test_the_operator_cli_reads_a_store_on_the_cluster(
-    store: RedisStore, redis_cluster: RedisClusterNodes, redis_prefix: str, calls: CallLog, capsys
+@pytest.mark.parametrize("setup", ["redis_cluster", "redis_sentinel"])
+async def test_the_operator_cli_reads_a_store_on_a_cluster_or_through_sentinel(
+    setup: str, request: pytest.FixtureRequest, redis_prefix: str, calls: CallLog, capsys
 ):
+    found = request.getfixturevalue(setup)
     sup = two_levels(calls)
-    runtime = Runtime([sup], storage=store, executor="local")
+    runtime = Runtime([sup], storage=RedisStore.from_url(found.url, prefix=redis_prefix), executor="local")
     try:
         run_id = (await sup.generate("please delete u1")).run_id
     finally:
         await runtime.shutdown()
 
-    assert (
-        await asyncio.to_thread(
-            main, ["runs", "list", "--store", redis_cluster.url, "--prefix", redis_prefix]
-        )
-        == 0
-    )
+    where = ["--store", found.url, "--prefix", redis_prefix]
+    assert await asyncio.to_thread(main, ["runs", "list", *where]) == 0
     listed = capsys.readouterr().out
     assert run_id in listed and "delete_record" in listed
-    assert redis_cluster.password not in listed
+    assert found.password not in listed
+
+
+async def test_a_new_stores_first_call_may_be_a_listing_of_every_shard_at_once(
+    store: RedisStore, redis_cluster: RedisClusterNodes, redis_prefix: str
+):
+    await store.create_run(suspended("r1", T0))
+    # Each new store (a CLI command, a new process) sends one command per shard at once as its first
+    # act; redis-py's cluster client failed some of them unless it had learnt the layout first.
+    for _ in range(8):
+        fresh = RedisStore.from_url(redis_cluster.url, prefix=redis_prefix)
+        try:
+            found, total = await fresh.list_suspended_runs(SuspendedRunQuery(agent_id="a"))
+        finally:
+            await fresh.close()
+        assert ([s.run_id for s in found], total) == (["r1"], 1)

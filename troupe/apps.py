@@ -47,8 +47,16 @@ async def load_runtime(spec: str, ray_address: str | None = None) -> Runtime:
     return made
 
 
-# URL schemes of a RedisStore: one server (``unix`` for its socket) or a Redis Cluster (``+cluster``).
-REDIS_SCHEMES = ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster")
+# URL schemes of a RedisStore: one server (``unix`` for its socket), a Redis Cluster, or Sentinel.
+REDIS_SCHEMES = (
+    "redis",
+    "rediss",
+    "unix",
+    "redis+cluster",
+    "rediss+cluster",
+    "redis+sentinel",
+    "rediss+sentinel",
+)
 
 
 def open_store(url: str, prefix: str = "troupe:") -> Store:
