@@ -26,8 +26,10 @@ Every write that must be atomic is one Lua script (``troupe.storage.redis_script
 ``version``, the audit entries and the index maintenance happen together or not at all. A run remembers
 which index keys it is in (the ``indexes`` field), so a script takes it out of them without parsing the
 state. Suspended indexes are scored by the negated pause time so that one ``ZRANGEBYSCORE`` lists newest
-first, ties by run id (the order SqliteStore gives); a listing counts and reads its page (of each shard)
-in one script, so the total and the page agree. Nothing is ever found by SCAN or KEYS.
+first, ties by run id (the order SqliteStore gives); a listing counts and reads its page in one script,
+so the total and the page agree. (On a cluster that holds for each shard's part; the merged listing may
+see two shards a moment apart, but a run is only ever in one shard, so it is never listed twice.)
+Nothing is ever found by SCAN or KEYS.
 
 Redis errors are never swallowed: connection failures and timeouts raise ``StorageUnavailableError``
 naming the store's URL (without its password). A command that fails on a connection error is retried once

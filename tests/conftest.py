@@ -7,7 +7,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from redis_cluster import RedisClusterNodes
@@ -90,22 +90,25 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     server.stop()
 
 
+Started = TypeVar("Started", RedisClusterNodes, RedisSentinelSetup)
+
+
+def _until_the_session_ends(servers: Started) -> Iterator[Started]:
+    servers.start()
+    yield servers
+    servers.stop()
+
+
 @pytest.fixture(scope="session")
 def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterNodes]:
     """A real three-master Redis Cluster for the whole session (127.0.0.1, with a password)."""
-    cluster = RedisClusterNodes(tmp_path_factory.mktemp("redis-cluster"))
-    cluster.start()
-    yield cluster
-    cluster.stop()
+    yield from _until_the_session_ends(RedisClusterNodes(tmp_path_factory.mktemp("redis-cluster")))
 
 
 @pytest.fixture(scope="session")
 def redis_sentinel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisSentinelSetup]:
     """A real master, replica and Sentinel for the whole session (127.0.0.1, with passwords)."""
-    setup = RedisSentinelSetup(tmp_path_factory.mktemp("redis-sentinel"))
-    setup.start()
-    yield setup
-    setup.stop()
+    yield from _until_the_session_ends(RedisSentinelSetup(tmp_path_factory.mktemp("redis-sentinel")))
 
 
 @pytest.fixture

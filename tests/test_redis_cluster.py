@@ -65,10 +65,11 @@ def run_keys(masters: list[redis.Redis], prefix: str, run_id: str) -> set[str]:
 
 
 async def test_a_supervisor_approval_on_the_cluster_keeps_each_runs_keys_in_one_slot(
-    store: RedisStore, masters: list[redis.Redis], redis_prefix: str, calls: CallLog
+    store: RedisStore, masters: list[redis.Redis], redis_prefix: str, calls: CallLog, executor: str
 ):
+    # On Ray each agent actor unpickles the store and opens its own cluster client.
     sup = two_levels(calls)
-    runtime = Runtime([sup], storage=store, executor="local")
+    runtime = Runtime([sup], storage=store, executor=executor)
     try:
         stream = await sup.stream("please delete u1")
         [approval] = [c for c in await chunks_of(stream) if c.type == "tool-call-approval"]
