@@ -169,6 +169,9 @@ async def test_a_run_on_a_thread_lives_with_its_thread_and_is_found_by_id_alone(
 
 
 async def test_writes_that_would_leave_the_runs_shard_are_refused(store: RedisStore):
+    # A braced prefix (the old advice for clusters) would pin every shard's keys to one slot.
+    with pytest.raises(ValueError, match="has a brace"):
+        RedisStore.from_url(store.url, prefix="{troupe}:")
     state = running("r1", thread_id="t1")
     await store.create_run(state)
     other = next(
