@@ -169,7 +169,8 @@ return 1
 
 # KEYS: a suspended index, and optionally a second one to intersect with (the smaller is walked).
 # ARGV: min score, max score, offset, count (-1 for all), run key prefix.
-# Returns {total, state...}: the count before paging and the page's states, read in one atomic step.
+# Returns {total, id, score, state, id, score, state, ...}: the count before paging and the page's runs,
+# read in one atomic step (the scores let a caller merge the pages of several shards before parsing).
 LIST = """
 local first, second = KEYS[1], KEYS[2]
 local total, ids
@@ -191,7 +192,11 @@ else
   end
 end
 local reply = {total}
-for _, id in ipairs(ids) do reply[#reply + 1] = redis.call('HGET', ARGV[5] .. id, 'state') end
+for _, id in ipairs(ids) do
+  reply[#reply + 1] = id
+  reply[#reply + 1] = redis.call('ZSCORE', KEYS[1], id)
+  reply[#reply + 1] = redis.call('HGET', ARGV[5] .. id, 'state')
+end
 return reply
 """
 
