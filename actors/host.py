@@ -20,6 +20,7 @@ from typing import NamedTuple
 from troupe.actors.remote import current_actor_id, current_node_id
 from troupe.core.agent import AgentSpec
 from troupe.core.approvers import ApproverPolicies
+from troupe.core.cancellation import stop_if_cancelled
 from troupe.core.chunks import Chunk
 from troupe.core.engine import Operation, RunEngine
 from troupe.core.errors import (
@@ -322,6 +323,7 @@ class AgentHost:
                 await self.store.touch_owner(self.owner, OWNER_TTL_S)
             except Exception:
                 log.warning("lease renewal of %s failed", self.owner, exc_info=True)
+            stop_if_cancelled()  # the store may have swallowed a cancel (troupe.core.cancellation)
 
     async def close(self) -> None:
         if self._lease is not None:

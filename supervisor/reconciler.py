@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from troupe.actors.handle import AgentHandle, OwnedRun
 from troupe.actors.host import HEARTBEAT_S, OWNER_TTL_S
+from troupe.core.cancellation import stop_if_cancelled, wait_or_timeout
 from troupe.core.state import Clock
 from troupe.core.store import Store
 
@@ -81,8 +82,8 @@ class Reconciler:
                 log.warning("supervision round failed", exc_info=True)
             self.beats += 1
             self._beating = False
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), HEARTBEAT_S)
+            stop_if_cancelled()  # the store may have swallowed a cancel (troupe.core.cancellation)
+            await wait_or_timeout(wake, HEARTBEAT_S)
 
     def wake(self) -> int:
         """Run a round now rather than at the end of the interval (after a host is known to be dead).

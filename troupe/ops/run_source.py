@@ -15,7 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 from troupe.core.agent_api import AsyncAgentAPI
 from troupe.core.store import Store, SuspendedRunQuery
 from troupe.core.suspended import SuspendedRun
-from troupe.ops.apps import load_runtime, open_store
+from troupe.ops.apps import REDIS_SCHEMES, load_runtime, open_store
 from troupe.ops.terminal import Progress, safe
 
 if TYPE_CHECKING:
@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     from troupe.supervisor import Runtime
 
 _EPOCH = datetime.min.replace(tzinfo=UTC)
-REDIS_SCHEMES = ("redis", "rediss", "unix")
 
 
 def redacted(url: str) -> str:
