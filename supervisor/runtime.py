@@ -149,6 +149,8 @@ class Runtime:
         return f"{self._id}:{what}:{next(self._spawned)}"
 
     def handle(self, agent_id: str) -> AgentHandle:
+        # Every use supervises on the caller's loop: a runtime may outlive one (``asyncio.run`` twice).
+        self.reconciler.ensure_running()
         found = self._handles.get(agent_id)
         if found is not None:
             return found
@@ -190,7 +192,6 @@ class Runtime:
             )
             handle = LocalHandle(host)
         self._handles[agent_id] = handle
-        self.reconciler.ensure_running()
         return handle
 
     async def recover(self, wait_s: float | None = None) -> dict[str, list[str]]:

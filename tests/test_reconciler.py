@@ -8,6 +8,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from blocking import wait_for
 from store_hooks import HookedStore
 from troupe.core.state import RunState
 
@@ -87,3 +88,26 @@ async def test_a_run_another_processes_live_host_holds_is_left_to_it(tmp_path: P
         assert turns == []
     finally:
         await runtime.shutdown()
+
+
+def test_a_runtime_used_again_from_a_new_event_loop_is_supervised_there(tmp_path: Path):
+    """``asyncio.run`` twice with one runtime (a script, a blocking wrapper): the first loop's reconciler
+    ended with it, and the runtime's next use starts one on the new loop."""
+    turns: list[str] = []
+    runtime = Runtime([answering(turns)], storage=SqliteStore(tmp_path / "t.db"), executor="local")
+    agent = runtime.get_agent("ops")
+    assert asyncio.run(agent.generate("hi")).text == "done"
+
+    async def later() -> None:
+        try:
+            await runtime.store().create_run(orphan("lost", "a-host-that-died"))
+            await agent.generate("hi again")
+            asked = runtime.reconciler.wake()
+            await wait_for(lambda: runtime.reconciler.beats > asked, within=10, what="a round on this loop")
+            result = await (await agent.observe_stream(run_id="lost")).result()
+            assert result.text == "done"
+        finally:
+            await runtime.shutdown()
+
+    asyncio.run(later())
+    assert turns == ["ops"] * 3, "both runs, and the orphan taken over on the second loop"
