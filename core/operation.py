@@ -11,7 +11,7 @@ from typing import Any
 
 from troupe.core.chunks import Chunk
 from troupe.core.errors import TroupeError
-from troupe.core.flow import ActiveRun, Plan
+from troupe.core.flow import ActiveRun, Plan, StepOutcome
 from troupe.core.loop import RunLoop
 from troupe.core.recovery import replay
 from troupe.core.state import RunState
@@ -44,8 +44,11 @@ class Operation:
         # Set when the caller's decision was refused but the run still has to move on: the host runs the
         # operation with nobody reading and raises this to the caller.
         self.refusal: TroupeError | None = None
+        # How the run's last step ended, once executed (None for an operation that drives nothing).
+        self.outcome: StepOutcome | None = None
 
     async def execute(self, emit: Callable[[Chunk], None]) -> None:
+        """Drive the run; ``outcome`` then says how it ended."""
         run, state = self._run, self._run.state
         run.emit = emit
         # The run's first operation starts under the caller's span; every later one continues the run's
@@ -60,7 +63,7 @@ class Operation:
             if state.trace is None:
                 state.trace = carrier()
             try:
-                await self._loop.advance(run, self._plan, self.start_note)
+                self.outcome = await self._loop.advance(run, self._plan, self.start_note)
             finally:
                 self._release()
 
