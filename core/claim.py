@@ -203,9 +203,7 @@ class Claims:
             stream = await self.loop.delegations[call.tool_name].port.decide(inner)
         except (DecisionRejectedError, SnapshotNotFoundError):
             # Refused below before anything was written there: put this level back as it was.
-            run.state.calls[run.state.calls.index(call)] = before
-            run.state.status = "suspended"
-            run.version = await self.store.save_run(run.state, expected_version=run.version)
+            await self._put_back(run, call, before)
             raise
         except (DecisionConflictError, ToolCallNotSuspendedError) as exc:
             # The subagent moved on already (a decision whose answer was lost to a crash): this level
@@ -223,6 +221,11 @@ class Claims:
             run.version = await self.store.save_run(run.state, expected_version=run.version, audit=(entry,))
             return follow
         return Plan(calls=(call.tool_call_id,), child_streams={call.tool_call_id: stream}, audit=(entry,))
+
+    async def _put_back(self, run: ActiveRun, call: ToolCallState, before: ToolCallState) -> None:
+        run.state.calls[run.state.calls.index(call)] = before
+        run.state.status = "suspended"
+        run.version = await self.store.save_run(run.state, expected_version=run.version)
 
     async def _decided_before(self, request: DecideRequest) -> DecisionConflictError | None:
         if request.tool_call_id is not None:

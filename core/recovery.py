@@ -14,7 +14,7 @@ from collections.abc import Collection, Mapping
 from troupe.core.chunks import Chunk
 from troupe.core.flow import Plan
 from troupe.core.pauses import Pauses, open_pause_chunks
-from troupe.core.state import CallStatus, RunState
+from troupe.core.state import CallStatus, RunState, ToolCallState
 from troupe.core.tools import Tool
 
 INTERRUPTED = (
@@ -47,23 +47,23 @@ def prepare_recovery(
             pause.interrupted = True
             call.pauses = [pause]
         else:
-            call.status = CallStatus.DONE
-            call.output = {"error": INTERRUPTED}
-            call.is_error = True
-            notes.append(
-                Chunk(
-                    "tool-error",
-                    state.run_id,
-                    {
-                        "tool_call_id": call.tool_call_id,
-                        "tool_name": call.tool_name,
-                        "args": call.effective_args,
-                        "result": call.output,
-                        "interrupted": True,
-                    },
-                )
-            )
+            notes.append(_cut_short(state.run_id, call))
     return Plan(calls=tuple(calls), reattach=frozenset(reattach), backlog=tuple(notes))
+
+
+def _cut_short(run_id: str, call: ToolCallState) -> Chunk:
+    """Record the call as interrupted (the model is told so); the chunk that reports it."""
+    call.status = CallStatus.DONE
+    call.output = {"error": INTERRUPTED}
+    call.is_error = True
+    payload = {
+        "tool_call_id": call.tool_call_id,
+        "tool_name": call.tool_name,
+        "args": call.effective_args,
+        "result": call.output,
+        "interrupted": True,
+    }
+    return Chunk("tool-error", run_id, payload)
 
 
 def replay(agent_id: str, state: RunState) -> list[Chunk]:
