@@ -2,9 +2,10 @@
 
 An operation is opened in two phases. ``begin_*`` does everything that can fail because of the caller
 (unknown run, wrong call, conflicting or invalid decision) and, for a decision, claims it with a
-compare-and-set in the store. Only then is the operation handed back to be executed, streaming chunks
-through a sink. A per-run lock serialises operations on one run inside this process; the store's
-compare-and-set keeps other processes honest.
+compare-and-set in the store (``troupe.core.claim``). Only then is the operation handed back, with the
+``Plan`` the loop starts from, to be executed, streaming chunks through a sink. A per-run lock
+serialises operations on one run inside this process; the store's compare-and-set keeps other processes
+honest.
 """
 
 from __future__ import annotations
@@ -55,7 +56,6 @@ class RunEngine:
         self.spec = spec
         self.store = store
         self.loop = RunLoop(spec, store, ports or {}, notifications, clock, threads)
-        self.policies = policies
         self.locks = RunLocks()
         # Who drives the runs this engine works on (its host's identity; see RunState.owner).
         self.owner = owner or f"engine:{uuid.uuid4().hex}"

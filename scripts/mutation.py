@@ -200,6 +200,20 @@ MUTANTS = [
         ("tests/test_guarantees.py",),
     ),
     Mutant(
+        "routed-decision-plan-not-audited",
+        "core/claim.py",
+        "child_streams={call.tool_call_id: stream}, audit=(entry,))",
+        "child_streams={call.tool_call_id: stream})",
+        ("tests/test_guarantees.py",),
+    ),
+    Mutant(
+        "lifted-pause-drops-subagent-deadline",
+        "core/pauses.py",
+        "expires_at=self.deadline(state, inner.expires_at),",
+        "expires_at=self.deadline(state, None),",
+        ("tests/test_run_flow.py",),
+    ),
+    Mutant(
         "already-decided-check-removed",
         "core/decisions.py",
         """        if call.decision is not None:
