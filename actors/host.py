@@ -10,7 +10,6 @@ piles up within ``linger`` seconds (or until the operation ends) goes out in one
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 import os
@@ -21,6 +20,7 @@ from typing import NamedTuple
 from troupe.actors.remote import current_actor_id, current_node_id
 from troupe.core.agent import AgentSpec
 from troupe.core.approvers import ApproverPolicies
+from troupe.core.cancellation import stop_if_cancelled, wait_or_timeout
 from troupe.core.chunks import Chunk
 from troupe.core.engine import Operation, RunEngine
 from troupe.core.errors import (
@@ -334,8 +334,8 @@ class AgentHost:
                 log.warning("heartbeat of %s failed", self.owner, exc_info=True)
             self.beats += 1
             self._beating = False
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), HEARTBEAT_S)
+            stop_if_cancelled()
+            await wait_or_timeout(self._wake, HEARTBEAT_S)
 
     def wake(self) -> int:
         """Beat now rather than at the end of the interval (after a peer is known to be dead). Returns

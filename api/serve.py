@@ -62,7 +62,7 @@ async def _serve(
     app_options: dict[str, Any],
     notifications: Notifications | None = None,
 ) -> int:
-    runtime = await _runtime(source)
+    runtime = await runtime_from(source)
     if notifications is not None:
         runtime.use_notifications(notifications)
     loop = asyncio.get_running_loop()
@@ -105,7 +105,8 @@ async def _serve(
     return 0 if server is not None and server.started else 1
 
 
-async def _runtime(source: RuntimeSource) -> Runtime:
+async def runtime_from(source: RuntimeSource) -> Runtime:
+    """The Runtime ``source`` is, or that calling it (sync or async) makes."""
     made: Any = source() if callable(source) and not isinstance(source, Runtime) else source
     if inspect.isawaitable(made):
         made = await made
@@ -114,4 +115,4 @@ async def _runtime(source: RuntimeSource) -> Runtime:
     return made
 
 
-__all__ = ["serve"]
+__all__ = ["runtime_from", "serve"]

@@ -73,14 +73,18 @@ def _start_server(executor: str, store: str, workdir: Path) -> tuple[subprocess.
     command = [sys.executable, "-m", "troupe.cli", "serve", "--app", "http_load:serve_runtime"]
     command += ["--port", str(port), "--open", "--log-level", "warning"]
     process = subprocess.Popen(command, cwd=HERE, env=env)
-    url = f"http://127.0.0.1:{port}/api"
-    deadline = time.monotonic() + 120
+    return process, serving(process, f"http://127.0.0.1:{port}/api", 120)
+
+
+def serving(process: subprocess.Popen[bytes], url: str, within_s: float) -> str:
+    """``url`` once the server ``process`` answers ``GET {url}/agents``; killed if it does not in time."""
+    deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"the server exited with {process.returncode}")
         try:
             if httpx.get(f"{url}/agents", timeout=2).status_code == 200:
-                return process, url
+                return url
         except httpx.TransportError:
             pass
         time.sleep(0.1)

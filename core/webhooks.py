@@ -14,7 +14,6 @@ died mid-attempt is taken again once the lease runs out (at least once, never lo
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import time
@@ -24,6 +23,7 @@ from typing import Any
 
 import httpx
 from standardwebhooks.webhooks import Webhook
+from troupe.core.cancellation import stop_if_cancelled, wait_or_timeout
 from troupe.core.outbox import Notifications, NotificationTarget, check_secret
 from troupe.core.store import OutboxEntry, Store
 
@@ -78,9 +78,9 @@ class Dispatcher:
             except Exception:
                 # A storage outage: the entries stay in the store; try again at the next poll.
                 log.warning("delivering notifications from %s failed", self.owner, exc_info=True)
+            stop_if_cancelled()
             self._poked.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._poked.wait(), self.notifications.retry.poll_s)
+            await wait_or_timeout(self._poked, self.notifications.retry.poll_s)
 
     async def pump(self) -> int:
         """Claim what is due and attempt it; returns how many attempts were made."""

@@ -287,6 +287,33 @@ MUTANTS += [
 ]
 
 
+# RedisStore on Redis Cluster (tests/test_redis_cluster.py; the conformance suite runs on the cluster too).
+REDIS_CLUSTER = ("tests/test_redis_cluster.py", "tests/test_store_conformance.py")
+MUTANTS += [
+    Mutant(
+        "redis-shards-untagged",
+        "storage/redis_keys.py",
+        'self.shards = [Keys(f"{prefix}{{{prefix}{n}}}:", n) for n in range(shards)]',
+        'self.shards = [Keys(f"{prefix}{prefix}{n}:", n) for n in range(shards)]',
+        REDIS_CLUSTER,
+    ),
+    Mutant(
+        "redis-listing-reads-one-shard",
+        "storage/redis.py",
+        'shard.run("")])\n                    for shard in self.layout.shards\n',
+        'shard.run("")])\n                    for shard in self.layout.shards[:1]\n',  # the first only
+        REDIS_CLUSTER,
+    ),
+    Mutant(
+        "redis-thread-run-not-found-by-id",
+        "storage/redis.py",
+        "            created = home is own or await link.claim_home(",
+        "            created = True or await link.claim_home(",
+        REDIS_CLUSTER,
+    ),
+]
+
+
 def run_tests(tests: tuple[str, ...]) -> tuple[bool, str]:
     """True if the tests all passed (the mutant survived); the last lines of pytest's output."""
     proc = subprocess.run(

@@ -26,6 +26,7 @@ fi
 if $system; then
     missing=()
     command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+    command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)  # joins the test Redis Cluster
     command -v npm >/dev/null 2>&1 || missing+=(npm)
     command -v chromium >/dev/null 2>&1 || missing+=(chromium)
     if [ ${#missing[@]} -gt 0 ]; then

@@ -1,8 +1,10 @@
 """RedisStore: the production backend, shared by every process and actor that reaches one Redis.
 
-Key layout (``P`` is the prefix, ``troupe:`` by default)::
+Key layout (``P`` is the prefix, ``troupe:`` by default; on Redis Cluster each shard adds its hash tag,
+``P{P<n>}:``: see ``troupe.storage.redis_keys``)::
 
     P run:<run_id>                              hash: state (RunState JSON), version, write, indexes
+    P home:<run_id>                             the shard a run lives in, if not the shard of its id
     P audit:<run_id>                            list of AuditEntry JSON, oldest first; outlives the run
     P thread:<thread_id>                        list of message JSON, in order
     P suspended:<agent>                         zset of suspended run ids, score: -pause time
@@ -17,15 +19,17 @@ Key layout (``P`` is the prefix, ``troupe:`` by default)::
     P write:<token>                             marks an append as done, for a minute (see retries)
 
 An id that ends a key is used as it is; an id followed by more parts has ``%`` and ``:`` escaped, so no two
-(agent, thread) pairs share a key. For Redis Cluster, give a hash-tagged prefix such as ``{troupe}:`` so
-that every key of a store lives in one slot (the scripts touch several).
+(agent, thread) pairs share a key. The indexes and the outbox's due set are kept per shard, beside the
+runs they list, so each write stays one script on one slot; a listing reads every shard and merges.
 
 Every write that must be atomic is one Lua script (``troupe.storage.redis_scripts``): the compare-and-set on
 ``version``, the audit entries and the index maintenance happen together or not at all. A run remembers
 which index keys it is in (the ``indexes`` field), so a script takes it out of them without parsing the
 state. Suspended indexes are scored by the negated pause time so that one ``ZRANGEBYSCORE`` lists newest
 first, ties by run id (the order SqliteStore gives); a listing counts and reads its page in one script,
-so the total and the page agree. Nothing is ever found by SCAN or KEYS.
+so the total and the page agree. (On a cluster that holds for each shard's part; the merged listing may
+see two shards a moment apart, but a run is only ever in one shard, so it is never listed twice.)
+Nothing is ever found by SCAN or KEYS.
 
 Redis errors are never swallowed: connection failures and timeouts raise ``StorageUnavailableError``
 naming the store's URL (without its password). A command that fails on a connection error is retried once
@@ -46,16 +50,12 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any, cast
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from typing import Any
 
 from redis import exceptions as redis_errors
-from redis.asyncio import BlockingConnectionPool, Redis
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
-from redis.commands.core import AsyncScript
 from troupe.core.errors import (
     DuplicateRunError,
     InvalidPaginationError,
@@ -70,173 +70,52 @@ from troupe.core.store import (
     StoredRun,
     SuspendedRunQuery,
     ThreadAppend,
-    expiry_timestamp,
-    pause_timestamp,
 )
-from troupe.storage import redis_scripts as lua
+from troupe.storage.redis_keys import CLUSTER_SHARDS, Keys, Layout
+from troupe.storage.redis_link import UNAVAILABLE, Link, cluster_unreachable, is_cluster, redacted
 
-# Errors that say Redis cannot be reached now (a read-only replica answers while a failover is under way).
-_UNAVAILABLE = (redis_errors.ConnectionError, redis_errors.TimeoutError, redis_errors.ReadOnlyError, OSError)
-
-
-_MAX_CONNECTIONS = 64
-_POOL_WAIT_S = 30.0
-
-
-def _part(value: str) -> str:
-    """An id inside a key, escaped so that it cannot run into the next part."""
-    return value.replace("%", "%25").replace(":", "%3A")
-
-
-class Keys:
-    """Every key of one store, built from its prefix."""
-
-    def __init__(self, prefix: str) -> None:
-        self.prefix = prefix
-
-    def run(self, run_id: str) -> str:
-        return f"{self.prefix}run:{run_id}"
-
-    def audit(self, run_id: str) -> str:
-        return f"{self.prefix}audit:{run_id}"
-
-    def thread(self, thread_id: str) -> str:
-        return f"{self.prefix}thread:{thread_id}"
-
-    def suspended(self, agent_id: str | None) -> str:
-        """Suspended runs of one agent, or of all agents (``None``)."""
-        if agent_id is None:
-            return f"{self.prefix}suspended-all"
-        return f"{self.prefix}suspended:{_part(agent_id)}"
-
-    def suspended_on_thread(self, agent_id: str, thread_id: str) -> str:
-        return f"{self.suspended(agent_id)}:thread:{_part(thread_id)}"
-
-    def suspended_for_resource(self, agent_id: str, resource_id: str) -> str:
-        return f"{self.suspended(agent_id)}:resource:{_part(resource_id)}"
-
-    def running(self, agent_id: str) -> str:
-        return f"{self.prefix}running:{_part(agent_id)}"
-
-    def expiring(self, agent_id: str) -> str:
-        return f"{self.prefix}expiring:{_part(agent_id)}"
-
-    def owners(self) -> str:
-        return f"{self.prefix}owners"
-
-    def outbox(self, delivery_id: str) -> str:
-        return f"{self.prefix}outbox:{delivery_id}"
-
-    def outbox_due(self) -> str:
-        return f"{self.prefix}outbox-due"
-
-    def outbox_of_run(self, run_id: str) -> str:
-        return f"{self.prefix}outbox-run:{run_id}"
-
-    def write_token(self, token: str) -> str:
-        return f"{self.prefix}write:{token}"
-
-    def indexes(self, state: RunState) -> list[tuple[str, float]]:
-        """The index keys a run belongs to, each with the run's score there."""
-        if state.status == "running":
-            return [(self.running(state.agent_id), 0.0)]
-        at = pause_timestamp(state)
-        if state.status != "suspended" or at is None:
-            # A finished run is in no listing; nor is a suspended one with nothing paused (as in MemoryStore).
-            return []
-        agent = state.agent_id
-        found = [(self.suspended(agent), -at), (self.suspended(None), -at)]
-        if state.thread_id is not None:
-            found.append((self.suspended_on_thread(agent, state.thread_id), -at))
-        if state.resource_id is not None:
-            found.append((self.suspended_for_resource(agent, state.resource_id), -at))
-        expires = expiry_timestamp(state)
-        if expires is not None:
-            found.append((self.expiring(agent), expires))
-        return found
-
-
-class _Link:
-    """One event loop's client (and connection pool), with the scripts bound to it."""
-
-    def __init__(self, url: str, timeout: float) -> None:
-        pool = BlockingConnectionPool.from_url(
-            url,
-            # Under load callers queue for one of a bounded set of connections instead of failing with
-            # "too many connections" (or opening thousands).
-            max_connections=_MAX_CONNECTIONS,
-            timeout=_POOL_WAIT_S,
-            decode_responses=True,
-            socket_timeout=timeout,
-            socket_connect_timeout=timeout,
-            # One immediate retry on a connection error: a pooled connection may be stale after a Redis
-            # restart. Timeouts are not retried, so a caller waits at most ``timeout`` to hear of an outage.
-            retry=Retry(NoBackoff(), 1, supported_errors=(redis_errors.ConnectionError,)),
-        )
-        self.client: Redis = Redis.from_pool(pool)
-        self.create: AsyncScript = self.client.register_script(lua.CREATE)
-        self.save: AsyncScript = self.client.register_script(lua.SAVE)
-        self.delete: AsyncScript = self.client.register_script(lua.DELETE)
-        self.list: AsyncScript = self.client.register_script(lua.LIST)
-        self.append: AsyncScript = self.client.register_script(lua.APPEND)
-        self.touch_owner: AsyncScript = self.client.register_script(lua.TOUCH_OWNER)
-        self.live_owners: AsyncScript = self.client.register_script(lua.LIVE_OWNERS)
-        self.claim_outbox: AsyncScript = self.client.register_script(lua.CLAIM_OUTBOX)
-        self.settle_outbox: AsyncScript = self.client.register_script(lua.SETTLE_OUTBOX)
-        self.list_outbox: AsyncScript = self.client.register_script(lua.LIST_OUTBOX)
-        self._closer: AsyncGenerator[None, None] | None = None
-
-    async def close_with_loop(self) -> None:
-        """Close the client when its event loop shuts down: ``asyncio.run`` (like any ``asyncio.Runner``)
-        finalizes the async generators still alive before it closes the loop, and this one closes the
-        client in its ``finally``. A pool left open on a closed loop could not be closed at all."""
-        self._closer = self._close_at_shutdown()
-        await anext(self._closer)
-
-    async def _close_at_shutdown(self) -> AsyncGenerator[None, None]:
-        try:
-            yield
-        finally:
-            await self.client.aclose()
-
-    async def close(self) -> None:
-        if self._closer is not None:
-            await self._closer.aclose()
-        else:
-            await self.client.aclose()
+# Run homes remembered per store (they never change); forgotten all at once past this many.
+_HOMES_KEPT = 10_000
 
 
 class RedisStore:
     shared_across_processes = True
 
-    def __init__(self, url: str, *, prefix: str = "troupe:", timeout: float = 5.0) -> None:
+    def __init__(
+        self, url: str, *, prefix: str = "troupe:", timeout: float = 5.0, shards: int | None = None
+    ) -> None:
         self.url = url
         self.prefix = prefix
         self.timeout = timeout
-        self.keys = Keys(prefix)
-        self.identity = f"redis:{_redacted(url)}/{prefix}"
-        self._links: dict[asyncio.AbstractEventLoop, _Link] = {}
+        self.shards = shards if shards is not None else CLUSTER_SHARDS if is_cluster(url) else 1
+        self.layout = Layout(prefix, self.shards)
+        self.identity = f"redis:{redacted(url)}/{prefix}"
+        self._links: dict[asyncio.AbstractEventLoop, Link] = {}
+        self._homes: dict[str, Keys] = {}
 
     @classmethod
-    def from_url(cls, url: str, *, prefix: str = "troupe:", timeout: float = 5.0) -> RedisStore:
-        return cls(url, prefix=prefix, timeout=timeout)
+    def from_url(
+        cls, url: str, *, prefix: str = "troupe:", timeout: float = 5.0, shards: int | None = None
+    ) -> RedisStore:
+        return cls(url, prefix=prefix, timeout=timeout, shards=shards)
 
     def __reduce__(self) -> Any:
         # Each process (each Ray actor) opens its own connections to the same Redis.
-        return (_reopen, (self.url, self.prefix, self.timeout))
+        return (_reopen, (self.url, self.prefix, self.timeout, self.shards))
 
     def __repr__(self) -> str:
-        return f"RedisStore({_redacted(self.url)!r}, prefix={self.prefix!r})"
+        return f"RedisStore({redacted(self.url)!r}, prefix={self.prefix!r})"
 
     # ---- plumbing -----------------------------------------------------------------------------------
 
-    async def _link(self) -> _Link:
+    async def _link(self) -> Link:
         loop = asyncio.get_running_loop()
         link = self._links.get(loop)
         if link is None:
             self._forget_closed_loops()
-            link = self._links[loop] = _Link(self.url, self.timeout)
+            link = self._links[loop] = Link(self.url, self.timeout)
             await link.close_with_loop()
+        await link.ready()
         return link
 
     def _forget_closed_loops(self) -> None:
@@ -244,46 +123,87 @@ class RedisStore:
             del self._links[loop]
 
     @asynccontextmanager
-    async def _session(self, operation: str) -> AsyncIterator[_Link]:
+    async def _session(self, operation: str) -> AsyncIterator[Link]:
         """This loop's link, with Redis errors raised as storage errors that name the store."""
         with self._errors(operation):
             yield await self._link()
 
     @contextmanager
     def _errors(self, operation: str) -> Iterator[None]:
+        shown = redacted(self.url)
         try:
             yield
-        except _UNAVAILABLE as exc:
-            raise StorageUnavailableError(
-                f"Redis store at {_redacted(self.url)} is unavailable ({operation}): "
-                f"{type(exc).__name__}: {exc}",
-                url=_redacted(self.url),
-                operation=operation,
-            ) from exc
-        except redis_errors.RedisError as exc:
+        except UNAVAILABLE as exc:
+            raise self._unavailable(operation, exc) from exc
+        except (redis_errors.RedisError, redis_errors.RedisClusterException) as exc:
+            if cluster_unreachable(exc):
+                raise self._unavailable(operation, exc) from exc
             raise StorageError(
-                f"Redis store at {_redacted(self.url)} failed ({operation}): {type(exc).__name__}: {exc}",
-                url=_redacted(self.url),
+                f"Redis store at {shown} failed ({operation}): {type(exc).__name__}: {exc}",
+                url=shown,
                 operation=operation,
             ) from exc
+
+    def _unavailable(self, operation: str, exc: BaseException) -> StorageUnavailableError:
+        shown = redacted(self.url)
+        return StorageUnavailableError(
+            f"Redis store at {shown} is unavailable ({operation}): {type(exc).__name__}: {exc}",
+            url=shown,
+            operation=operation,
+        )
+
+    def _remember(self, run_id: str, home: Keys) -> Keys:
+        if len(self._homes) >= _HOMES_KEPT:
+            self._homes.clear()
+        self._homes[run_id] = home
+        return home
+
+    async def _home(self, link: Link, run_id: str) -> Keys:
+        """The shard a run lives in (where it would live, for a run that does not exist)."""
+        known = self._homes.get(run_id) or (self.layout.first if self.shards == 1 else None)
+        if known is not None:
+            return known
+        own = self.layout.own(run_id)
+        pointer = await link.client.get(own.home_of(run_id))
+        # Without a pointer the run lives (or would) in the shard of its id; not remembered, since a run
+        # created later with a thread elsewhere leaves a pointer.
+        return own if pointer is None else self._remember(run_id, self.layout.shards[int(pointer)])
 
     # ---- runs ---------------------------------------------------------------------------------------
 
     async def create_run(self, state: RunState) -> int:
-        indexes = self.keys.indexes(state)
-        keys = [self.keys.run(state.run_id), *(key for key, _ in indexes)]
-        args: list[str | float] = [_token(), state.to_json(), state.run_id, *(score for _, score in indexes)]
+        run_id = state.run_id
+        home, own = self.layout.home(state), self.layout.own(run_id)
+        indexes = home.indexes(state)
+        guard = own.home_of(run_id) if home is own else home.run(run_id)
+        keys = [home.run(run_id), guard, *(key for key, _ in indexes)]
+        args: list[str | float] = [_token(), state.to_json(), run_id, *(score for _, score in indexes)]
         async with self._session("create_run") as link:
-            created = await link.create(keys=keys, args=args)
+            # Point the id at the run's home first: a crash between the two leaves an id that is taken
+            # and holds no run (loads find nothing; a retry with the same thread goes on).
+            created = home is own or await link.claim_home(
+                keys=[own.home_of(run_id), own.run(run_id)], args=[home.number]
+            )
+            created = created and await link.create(keys=keys, args=args)
         if not created:
-            raise DuplicateRunError(f"run {state.run_id} already exists", run_id=state.run_id)
+            raise DuplicateRunError(f"run {run_id} already exists", run_id=run_id)
         return 1
 
     async def load_run(self, run_id: str) -> StoredRun | None:
+        found: list[str | None] = []
         async with self._session("load_run") as link:
-            raw, version = await link.client.hmget(self.keys.run(run_id), ["state", "version"])
+            home = self._homes.get(run_id) or (self.layout.first if self.shards == 1 else None)
+            if home is None:
+                own = self.layout.own(run_id)
+                pointer, *found = await link.load(keys=[own.home_of(run_id), own.run(run_id)])
+                home = self._remember(run_id, self.layout.shards[int(pointer)]) if pointer else own
+            if not found:
+                found = await link.client.hmget(home.run(run_id), ["state", "version"])
+        raw, version = found
         if raw is None or version is None:
             return None
+        if self.shards > 1 and home is self.layout.own(run_id):
+            self._remember(run_id, home)  # found there, so no pointer can ever be set for it
         return StoredRun(RunState.from_json(raw), int(version))
 
     async def save_run(
@@ -295,14 +215,15 @@ class RedisStore:
         thread: ThreadAppend | None = None,
         outbox: tuple[OutboxEntry, ...] = (),
     ) -> int:
-        indexes = self.keys.indexes(state)
-        appends = self._appends(audit, thread)
+        home = self.layout.home(state)
+        indexes = home.indexes(state)
+        appends = self._appends(home, state.run_id, audit, thread)
         keys = [
-            self.keys.run(state.run_id),
+            home.run(state.run_id),
             *(key for key, _ in appends),
-            self.keys.outbox_due(),
-            self.keys.outbox_of_run(state.run_id),
-            *(self.keys.outbox(entry.id) for entry in outbox),
+            home.outbox_due(),
+            home.outbox_of_run(state.run_id),
+            *(home.outbox(entry.id) for entry in outbox),
             *(key for key, _ in indexes),
         ]
         args: list[str | float] = [
@@ -329,98 +250,148 @@ class RedisStore:
         self, run_id: str, *, expected_version: int | None = None, thread: ThreadAppend | None = None
     ) -> None:
         expected = "" if expected_version is None else expected_version
-        appends = self._appends((), thread)
-        keys = [self.keys.run(run_id), *(key for key, _ in appends)]
         async with self._session("delete_run") as link:
+            home = await self._home(link, run_id)
+            appends = self._appends(home, run_id, (), thread)
+            keys = [home.run(run_id), *(key for key, _ in appends)]
             deleted = await link.delete(keys=keys, args=[expected, run_id, *(value for _, value in appends)])
         if not deleted:
             raise StaleSnapshotError(f"run {run_id} is not at version {expected_version}", run_id=run_id)
 
-    def _appends(self, audit: tuple[AuditEntry, ...], thread: ThreadAppend | None) -> list[tuple[str, str]]:
-        """List pushes that ride along with a run's write: audit entries, then thread messages."""
-        pushes = [(self.keys.audit(entry.run_id), entry.model_dump_json()) for entry in audit]
+    def _appends(
+        self, home: Keys, run_id: str, audit: tuple[AuditEntry, ...], thread: ThreadAppend | None
+    ) -> list[tuple[str, str]]:
+        """List pushes that ride along with a run's write: audit entries, then thread messages. Both
+        must live in the run's shard to be written in its script: its own audit, and its own thread."""
+        strays = {entry.run_id for entry in audit} - {run_id}
+        if strays:
+            raise ValueError(f"audit entries of runs {sorted(strays)} cannot be written with run {run_id}")
+        pushes = [(home.audit(run_id), entry.model_dump_json()) for entry in audit]
         if thread is not None:
+            if self.layout.of_thread(thread.thread_id) is not home:
+                raise ValueError(f"thread {thread.thread_id!r} is not the thread of run {run_id}")
             pushes += [
-                (self.keys.thread(thread.thread_id), _thread_entry(thread.resource_id, m))
-                for m in thread.messages
+                (home.thread(thread.thread_id), _thread_entry(thread.resource_id, m)) for m in thread.messages
             ]
         return pushes
 
     async def list_suspended_runs(self, query: SuspendedRunQuery) -> tuple[list[RunState], int]:
-        keys = [self.keys.suspended(query.agent_id)]
-        if query.thread_id is not None or query.resource_id is not None:
-            if query.agent_id is None:
-                raise InvalidPaginationError("filtering by thread or resource needs an agent")
-            keys = []
-            if query.thread_id is not None:
-                keys.append(self.keys.suspended_on_thread(query.agent_id, query.thread_id))
-            if query.resource_id is not None:
-                keys.append(self.keys.suspended_for_resource(query.agent_id, query.resource_id))
+        if query.agent_id is None and (query.thread_id is not None or query.resource_id is not None):
+            raise InvalidPaginationError("filtering by thread or resource needs an agent")
         # Scores are negated pause times: the newest pause has the lowest score.
         low = "-inf" if query.to_date is None else repr(-query.to_date.timestamp())
         high = "+inf" if query.from_date is None else repr(-query.from_date.timestamp())
-        count = -1 if query.limit is None else query.limit
+        one = self.shards == 1
+        # Several shards: each gives its first offset+limit, and the merge pages them.
+        offset = query.offset if one else 0
+        count = -1 if query.limit is None else query.limit + query.offset - offset
         async with self._session("list_suspended_runs") as link:
-            reply = await link.list(keys=keys, args=[low, high, query.offset, count, self.keys.run("")])
-        total, *bodies = reply
-        return [RunState.from_json(b) for b in bodies if b is not None], int(total)
+            replies = await asyncio.gather(
+                *(
+                    link.list(keys=_listed(shard, query), args=[low, high, offset, count, shard.run("")])
+                    for shard in self.layout.shards
+                )
+            )
+        total = sum(int(reply[0]) for reply in replies)
+        # (score, id, state): the order of an index, so shards merge without parsing runs off the page.
+        rows = [(float(r[i + 1]), r[i], r[i + 2]) for r in replies for i in range(1, len(r), 3)]
+        if not one:
+            rows = sorted(rows, key=lambda row: row[:2])[query.offset :][: query.limit]
+        return [RunState.from_json(body) for _, _, body in rows if body is not None], total
 
     async def list_expiring_runs(self, agent_id: str, before: float) -> list[str]:
         async with self._session("list_expiring_runs") as link:
-            ids = await link.client.zrangebyscore(self.keys.expiring(agent_id), "-inf", before)
-        return cast(list[str], ids)
+            found = await asyncio.gather(
+                *(
+                    link.client.zrangebyscore(shard.expiring(agent_id), "-inf", before, withscores=True)
+                    for shard in self.layout.shards
+                )
+            )
+        return [run_id for run_id, _ in sorted(((r, s) for part in found for r, s in part), key=_by_score)]
 
     async def list_running_runs(self, agent_id: str) -> list[str]:
         async with self._session("list_running_runs") as link:
-            ids = await link.client.zrange(self.keys.running(agent_id), 0, -1)
-        return cast(list[str], ids)
+            found = await asyncio.gather(
+                *(link.client.zrange(shard.running(agent_id), 0, -1) for shard in self.layout.shards)
+            )
+        return sorted(run_id for part in found for run_id in part)
 
     # ---- audit --------------------------------------------------------------------------------------
 
     async def list_audit(self, run_id: str) -> list[AuditEntry]:
         async with self._session("list_audit") as link:
-            raw = await link.client.lrange(self.keys.audit(run_id), 0, -1)
+            home = await self._home(link, run_id)
+            raw = await link.client.lrange(home.audit(run_id), 0, -1)
         return [AuditEntry.model_validate_json(entry) for entry in raw]
 
     # ---- outbox -------------------------------------------------------------------------------------
 
     async def claim_deliveries(self, owner: str, now: float, lease_s: float, limit: int) -> list[OutboxEntry]:
         until = now + lease_s
+        shards = self.layout.shards
         async with self._session("claim_deliveries") as link:
-            raw = await link.claim_outbox(keys=[self.keys.outbox_due()], args=[now, until, limit, owner])
-        return [OutboxEntry.model_validate_json(entry).leased(owner, until) for entry in raw]
+            wanted = {0: limit} if self.shards == 1 else await self._soonest_due(link, now, limit)
+            raw = await asyncio.gather(
+                *(
+                    link.claim_outbox(keys=[shards[n].outbox_due()], args=[now, until, count, owner])
+                    for n, count in wanted.items()
+                )
+            )
+        entries = sorted((OutboxEntry.model_validate_json(e) for part in raw for e in part), key=_due)
+        return [entry.leased(owner, until) for entry in entries]
+
+    async def _soonest_due(self, link: Link, now: float, limit: int) -> dict[int, int]:
+        """How many entries to claim from each shard so that the ``limit`` soonest due are taken (if
+        another host claims some meanwhile, a shard's claim takes its next ones instead)."""
+        peeks = await asyncio.gather(
+            *(
+                link.client.zrangebyscore(
+                    shard.outbox_due(), "-inf", now, start=0, num=limit, withscores=True
+                )
+                for shard in self.layout.shards
+            )
+        )
+        due = sorted((score, key, n) for n, peek in enumerate(peeks) for key, score in peek)[:limit]
+        return dict(Counter(n for _, _, n in due))
 
     async def settle_delivery(self, entry: OutboxEntry) -> bool:
-        return await self._write_delivery(entry.lease_owner or "", entry.released(), "settle_delivery")
+        async with self._session("settle_delivery") as link:
+            home = await self._home(link, entry.run_id)
+        return await self._write_delivery(home, entry.lease_owner or "", entry.released(), "settle_delivery")
 
-    async def _write_delivery(self, owner: str, entry: OutboxEntry, operation: str) -> bool:
-        keys = [self.keys.outbox(entry.id), self.keys.outbox_due()]
+    async def _write_delivery(self, shard: Keys, owner: str, entry: OutboxEntry, operation: str) -> bool:
+        keys = [shard.outbox(entry.id), shard.outbox_due()]
         args: list[str | float] = [owner, entry.model_dump_json(), entry.status, entry.due_at()]
         async with self._session(operation) as link:
             return bool(await link.settle_outbox(keys=keys, args=args))
 
     async def list_deliveries(self, run_id: str) -> list[OutboxEntry]:
         async with self._session("list_deliveries") as link:
-            raw = await link.list_outbox(keys=[self.keys.outbox_of_run(run_id)])
+            home = await self._home(link, run_id)
+            raw = await link.list_outbox(keys=[home.outbox_of_run(run_id)])
         return [OutboxEntry.model_validate_json(entry) for entry in raw if entry is not None]
 
     async def redeliver(self, delivery_id: str, now: float) -> OutboxEntry | None:
+        # Only an id is given, not its run: every shard is asked (an operator's action, rare).
+        shards = self.layout.shards
         async with self._session("redeliver") as link:
-            raw = await link.client.hget(self.keys.outbox(delivery_id), "entry")
-        if raw is None:
+            found = await asyncio.gather(*(link.client.hget(s.outbox(delivery_id), "entry") for s in shards))
+        held = [(shard, raw) for shard, raw in zip(shards, found, strict=True) if raw is not None]
+        if not held:
             return None
+        shard, raw = held[0]
         again = OutboxEntry.model_validate_json(raw).requeued(now)
-        return again if await self._write_delivery("", again, "redeliver") else None
+        return again if await self._write_delivery(shard, "", again, "redeliver") else None
 
     # ---- host heartbeats -----------------------------------------------------------------------------
 
     async def touch_owner(self, owner: str, ttl_s: float) -> None:
         async with self._session("touch_owner") as link:
-            await link.touch_owner(keys=[self.keys.owners()], args=[owner, ttl_s])
+            await link.touch_owner(keys=[self.layout.first.owners()], args=[owner, ttl_s])
 
     async def live_owners(self) -> set[str]:
         async with self._session("live_owners") as link:
-            owners: list[str] = await link.live_owners(keys=[self.keys.owners()])
+            owners: list[str] = await link.live_owners(keys=[self.layout.first.owners()])
         return set(owners)
 
     # ---- threads ------------------------------------------------------------------------------------
@@ -430,20 +401,21 @@ class RedisStore:
     ) -> None:
         if not messages:
             return
+        shard = self.layout.of_thread(thread_id)
         async with self._session("append_messages") as link:
             await link.append(
-                keys=[self.keys.thread(thread_id), self.keys.write_token(_token())],
+                keys=[shard.thread(thread_id), shard.write_token(_token())],
                 args=[_thread_entry(resource_id, m) for m in messages],
             )
 
     async def load_messages(self, thread_id: str) -> list[dict[str, Any]]:
         async with self._session("load_messages") as link:
-            raw = await link.client.lrange(self.keys.thread(thread_id), 0, -1)
+            raw = await link.client.lrange(self.layout.of_thread(thread_id).thread(thread_id), 0, -1)
         return [json.loads(entry)["m"] for entry in raw]
 
     async def thread_resource(self, thread_id: str) -> str | None:
         async with self._session("thread_resource") as link:
-            first = await link.client.lindex(self.keys.thread(thread_id), 0)
+            first = await link.client.lindex(self.layout.of_thread(thread_id).thread(thread_id), 0)
         return None if first is None else str(json.loads(first)["r"])
 
     async def close(self) -> None:
@@ -453,6 +425,27 @@ class RedisStore:
         if link is not None:
             with self._errors("close"):
                 await link.close()
+
+
+def _listed(shard: Keys, query: SuspendedRunQuery) -> list[str]:
+    """The index keys a listing reads in one shard: one, or two to intersect."""
+    if query.thread_id is None and query.resource_id is None:
+        return [shard.suspended(query.agent_id)]
+    assert query.agent_id is not None
+    keys = []
+    if query.thread_id is not None:
+        keys.append(shard.suspended_on_thread(query.agent_id, query.thread_id))
+    if query.resource_id is not None:
+        keys.append(shard.suspended_for_resource(query.agent_id, query.resource_id))
+    return keys
+
+
+def _by_score(member: tuple[str, float]) -> tuple[float, str]:
+    return (member[1], member[0])
+
+
+def _due(entry: OutboxEntry) -> tuple[float, str]:
+    return (entry.due_at(), entry.id)
 
 
 def _thread_entry(resource_id: str | None, message: dict[str, Any]) -> str:
@@ -465,35 +458,8 @@ def _token() -> str:
     return uuid.uuid4().hex
 
 
-def _reopen(url: str, prefix: str, timeout: float) -> RedisStore:
-    return RedisStore(url, prefix=prefix, timeout=timeout)
-
-
-# Query parameters of a Redis URL that carry a secret (redis-py reads ``?password=`` as the password).
-_SECRET_PARAMS = frozenset({"password"})
-
-
-def _redacted(url: str) -> str:
-    """The URL without its secrets (the password in ``user:password@`` or ``?password=``), for
-    messages, reprs and identities."""
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if parts.password is not None:
-        user = parts.username or ""
-        host = parts.hostname or ""
-        if ":" in host:
-            host = f"[{host}]"
-        netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port is not None else "")
-    query = urlencode(
-        [
-            (k, "***" if k.lower() in _SECRET_PARAMS else v)
-            for k, v in parse_qsl(parts.query, keep_blank_values=True)
-        ],
-        safe="*",
-    )
-    # Swap the parts in place: urlunsplit would turn unix:///path into unix:/path.
-    redacted = url.replace(parts.netloc, netloc, 1) if netloc != parts.netloc else url
-    return redacted.replace(f"?{parts.query}", f"?{query}", 1) if parts.query else redacted
+def _reopen(url: str, prefix: str, timeout: float, shards: int = 1) -> RedisStore:
+    return RedisStore(url, prefix=prefix, timeout=timeout, shards=shards)
 
 
 __all__ = ["Keys", "RedisStore"]

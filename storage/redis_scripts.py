@@ -33,8 +33,10 @@ local function put(run_key, state, version, token, run_id, first_key, first_scor
 end
 """
 
-# KEYS: run hash, then the indexes the run belongs to. ARGV: write token, state, run id, index scores.
-# Returns 1 (created, by this write or its first attempt), or 0 if the run exists.
+# KEYS: run hash, a guard (the run's home pointer when the run lives in the shard of its id, else the
+# run hash again), then the indexes the run belongs to. ARGV: write token, state, run id, index scores.
+# Returns 1 (created, by this write or its first attempt), or 0 if the run exists (or its id is taken
+# by a run living in another shard).
 CREATE = (
     _RUN_HELPERS
     + """
@@ -42,10 +44,33 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
   if redis.call('HGET', KEYS[1], 'write') == ARGV[1] then return 1 end
   return 0
 end
-put(KEYS[1], ARGV[2], 1, ARGV[1], ARGV[3], 2, 4)
+if KEYS[2] ~= KEYS[1] and redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+put(KEYS[1], ARGV[2], 1, ARGV[1], ARGV[3], 3, 4)
 return 1
 """
 )
+
+# Before a run is created in another shard than that of its id (the shard of its thread), the shard of
+# its id records where it went, so that it can be found by id. KEYS: the pointer, the run hash in the
+# shard of its id. ARGV: the home shard's number. Returns 1 if the id now points there (it may have
+# already: a retried create), or 0 if the id is taken (a run here, or a pointer elsewhere). Never
+# changed once set, so readers may cache it.
+CLAIM_HOME = """
+if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+local home = redis.call('GET', KEYS[1])
+if home and home ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1])
+return 1
+"""
+
+# KEYS: a run's pointer and its hash, both in the shard of its id. Returns {home} if the run lives in
+# another shard, else {'', state, version} (nil for a run that is not here), in one round trip.
+LOAD = """
+local home = redis.call('GET', KEYS[1])
+if home then return {home} end
+local found = redis.call('HMGET', KEYS[2], 'state', 'version')
+return {'', found[1], found[2]}
+"""
 
 # KEYS: run hash, the list each of the n pushes goes to (audit entries, thread messages), the outbox's
 # due zset, the run's outbox zset, the hash of each of m outbox entries, then the indexes the run belongs
@@ -144,7 +169,8 @@ return 1
 
 # KEYS: a suspended index, and optionally a second one to intersect with (the smaller is walked).
 # ARGV: min score, max score, offset, count (-1 for all), run key prefix.
-# Returns {total, state...}: the count before paging and the page's states, read in one atomic step.
+# Returns {total, id, score, state, id, score, state, ...}: the count before paging and the page's runs,
+# read in one atomic step (the scores let a caller merge the pages of several shards before parsing).
 LIST = """
 local first, second = KEYS[1], KEYS[2]
 local total, ids
@@ -166,7 +192,11 @@ else
   end
 end
 local reply = {total}
-for _, id in ipairs(ids) do reply[#reply + 1] = redis.call('HGET', ARGV[5] .. id, 'state') end
+for _, id in ipairs(ids) do
+  reply[#reply + 1] = id
+  reply[#reply + 1] = redis.call('ZSCORE', KEYS[1], id)
+  reply[#reply + 1] = redis.call('HGET', ARGV[5] .. id, 'state')
+end
 return reply
 """
 
@@ -190,12 +220,14 @@ return redis.call('ZRANGE', KEYS[1], 0, -1)
 
 __all__ = [
     "APPEND",
+    "CLAIM_HOME",
     "CLAIM_OUTBOX",
     "CREATE",
     "DELETE",
     "LIST",
     "LIST_OUTBOX",
     "LIVE_OWNERS",
+    "LOAD",
     "SAVE",
     "SETTLE_OUTBOX",
     "TOKEN_TTL_S",

@@ -20,7 +20,7 @@ def blocking_tool(log: CallLog, gate: str, **options: Any):
     """Records "started", then waits until the file ``gate`` exists, records "finished" and returns."""
 
     async def work(inp: Job, ctx: Any) -> dict[str, Any]:
-        log.record("work", phase="started", job=inp.name, run_id=ctx.run_id)
+        log.record("work", phase="started", job=inp.name, run_id=ctx.run_id, pid=os.getpid())
         while not os.path.exists(gate):
             await asyncio.sleep(0.02)
         log.record("work", phase="finished", job=inp.name)

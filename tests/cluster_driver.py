@@ -15,15 +15,17 @@ from pathlib import Path
 from typing import Any
 
 import ray
+from blocking import blocking_tool, wait_for
+from helpers import echo_model
 from ray.cluster_utils import Cluster
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-from trees import three_levels, two_levels
+from trees import delegating, three_levels, two_levels
 from troupe.actors import ray_auth
 from troupe.core.delegation import child_run_id
 
-from troupe import RedisStore, Runtime
+from troupe import Agent, RedisStore, Runtime
 from troupe.errors import TroupeError
-from troupe.testing import CallLog
+from troupe.testing import CallLog, tool_call
 
 
 def report(name: str, **observed: Any) -> None:
@@ -174,6 +176,57 @@ async def subagent_out_of_reach(url: str, work: Path, cluster: Cluster) -> None:
         await runtime.shutdown()
 
 
+async def node_removed_mid_tool(url: str, work: Path, cluster: Cluster) -> None:
+    """The subagent's node is removed while its approved tool is executing (the tool says it started,
+    then blocks on a gate nobody opens): the tool must not run again unasked, and each decision is
+    audited once. The interrupted call comes back for a decision; it is declined."""
+    worker = cluster.add_node(num_cpus=1, resources={"worker": 4})
+    cluster.wait_for_nodes()
+    calls = CallLog(work / "mid-tool.jsonl")
+    gate = str(work / "mid-tool.gate")  # never made: only the node's removal ends the first execution
+    data = Agent(
+        "data",
+        model=echo_model(tool_call("work", {"name": "job-1"}, id="leaf-1")),
+        tools=[blocking_tool(calls, gate, require_approval=True)],
+    )
+    sup = Agent("sup", model=delegating("sup", ("data", "do job-1", "d1")), agents={"data": data})
+    store = RedisStore.from_url(url, prefix=f"mid-tool-{uuid.uuid4().hex[:8]}:")
+    placement = {"sup": pinned(cluster.head_node.node_id), "data": pinned(worker.node_id)}
+    runtime = Runtime([sup], storage=store, executor="ray", actor_options=placement)
+    try:
+        paused = await sup.generate("run job-1")
+        approving = asyncio.ensure_future(
+            sup.approve_tool_call_generate(run_id=paused.run_id, tool_call_id="d1")
+        )
+        await wait_for(lambda: calls.count("work") == 1, what="the approved tool to start")
+        started = calls.entries("work")[0]
+        tool_node = await node_of(runtime, "data")
+        cluster.remove_node(worker)
+        await wait_for(lambda: not os.path.exists(f"/proc/{started['pid']}"), what="the tool's process to go")
+        again = await asyncio.wait_for(approving, 120)  # a tool run again would block here for good
+        payload = again.suspend_payload or {}
+        declined = await sup.decline_tool_call_generate(
+            run_id=paused.run_id, tool_call_id="d1", reason="not after a crash"
+        )
+        child = child_run_id(paused.run_id, "d1")
+        report(
+            "mid-tool",
+            tool_node=tool_node,
+            removed=worker.node_id,
+            after_approval=again.finish_reason,
+            interrupted=payload.get("interrupted"),
+            paused_tool=payload.get("tool_name"),
+            finish_reason=declined.finish_reason,
+            text=declined.text,
+            phases=[e["phase"] for e in calls.entries("work")],
+            top_audit=[e.kind for e in await store.list_audit(paused.run_id)],
+            child_audit=[e.kind for e in await store.list_audit(child)],
+            left_running=await store.list_running_runs("sup") + await store.list_running_runs("data"),
+        )
+    finally:
+        await runtime.shutdown()
+
+
 async def main(url: str, work: Path) -> None:
     # As private as the Ray Troupe embeds: token auth on (the nodes inherit the token from here).
     ray_auth.prepare_embedded()
@@ -196,6 +249,7 @@ async def main(url: str, work: Path) -> None:
         await paused_subagent_node_removed(url, work, cluster, nodes)
         await replicas_survive_a_lost_node(url, work, cluster)
         await subagent_out_of_reach(url, work, cluster)
+        await node_removed_mid_tool(url, work, cluster)
     finally:
         ray.shutdown()
         cluster.shutdown()

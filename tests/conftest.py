@@ -1,14 +1,17 @@
 """Shared fixtures: one Ray instance per session, runtimes on both executors, a cross-process call log,
-real redis-servers (one for the session, and one per test for tests that crash it)."""
+real redis-servers (one for the session, and one per test for tests that crash it), a real
+Redis Cluster and a real Sentinel."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
+from redis_cluster import RedisClusterNodes
+from redis_sentinel import RedisSentinelSetup
 from redis_server import RedisServer
 
 from troupe import Runtime, SqliteStore
@@ -85,6 +88,27 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     server.start()
     yield server.url
     server.stop()
+
+
+Started = TypeVar("Started", RedisClusterNodes, RedisSentinelSetup)
+
+
+def _until_the_session_ends(servers: Started) -> Iterator[Started]:
+    servers.start()
+    yield servers
+    servers.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterNodes]:
+    """A real three-master Redis Cluster for the whole session (127.0.0.1, with a password)."""
+    yield from _until_the_session_ends(RedisClusterNodes(tmp_path_factory.mktemp("redis-cluster")))
+
+
+@pytest.fixture(scope="session")
+def redis_sentinel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisSentinelSetup]:
+    """A real master, replica and Sentinel for the whole session (127.0.0.1, with passwords)."""
+    yield from _until_the_session_ends(RedisSentinelSetup(tmp_path_factory.mktemp("redis-sentinel")))
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import redis
 from redis.backoff import NoBackoff
@@ -27,7 +28,18 @@ def free_port() -> int:
 
 
 class RedisServer:
-    def __init__(self, directory: Path, port: int | None = None) -> None:
+    """``settings``: more redis.conf lines (say, a password), written to a config file only its owner
+    can read, never put on the command line where any user's ``ps`` would show them. ``flags``: more
+    command-line flags (``--sentinel`` runs a Sentinel)."""
+
+    def __init__(
+        self,
+        directory: Path,
+        port: int | None = None,
+        *,
+        settings: dict[str, str] | None = None,
+        flags: tuple[str, ...] = (),
+    ) -> None:
         self.binary = shutil.which("redis-server")
         if self.binary is None:
             raise RuntimeError(
@@ -38,7 +50,18 @@ class RedisServer:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.port = port or free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.settings = settings or {}
+        self.flags = flags  # say, ("--sentinel",)
         self.process: subprocess.Popen[bytes] | None = None
+
+    def _config(self) -> list[str]:
+        """The config file argument (first on redis-server's command line), if there are settings."""
+        if not self.settings:
+            return []
+        path = self.directory / "redis.conf"
+        path.touch(mode=0o600)
+        path.write_text("".join(f"{name} {value}\n" for name, value in self.settings.items()))
+        return [str(path)]
 
     def start(self) -> None:
         if self.process is not None:
@@ -48,6 +71,8 @@ class RedisServer:
         self.process = subprocess.Popen(
             [
                 self.binary,
+                *self._config(),
+                *self.flags,
                 "--bind", "127.0.0.1",
                 "--port", str(self.port),
                 "--dir", str(self.directory),
@@ -66,9 +91,7 @@ class RedisServer:
     def _wait_until_it_answers(self) -> None:
         assert self.process is not None
         deadline = time.monotonic() + _START_TIMEOUT_S
-        client = redis.Redis(
-            host="127.0.0.1", port=self.port, socket_connect_timeout=0.5, retry=Retry(NoBackoff(), 0)
-        )
+        client = self.client(socket_connect_timeout=0.5, retry=Retry(NoBackoff(), 0))
         try:
             while True:
                 if self.process.poll() is not None:
@@ -86,6 +109,11 @@ class RedisServer:
                 time.sleep(0.02)
         finally:
             client.close()
+
+    def client(self, **options: Any) -> redis.Redis:
+        """A plain client of this one server (with its password, if it has one)."""
+        password = self.settings.get("requirepass")
+        return redis.Redis(host="127.0.0.1", port=self.port, password=password, **options)
 
     def kill(self) -> None:
         """SIGKILL, as in a crash: nothing is flushed beyond what ``appendfsync always`` already wrote."""

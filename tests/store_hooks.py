@@ -7,6 +7,7 @@ Everything else passes straight through to the wrapped store, which does the rea
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 from troupe.core.state import RunState
@@ -23,9 +24,11 @@ class HookedStore:
         self.events: list[tuple[str, str, str]] = []
         self._meet: dict[str, asyncio.Barrier] = {}
         self._holds: dict[str, tuple[asyncio.Event, asyncio.Event]] = {}
+        self._stalls: dict[str, asyncio.Event] = {}
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
+        reached = self._stalls.pop(name, None)
+        return getattr(self.inner, name) if reached is None else self._stalled(reached)
 
     def meet_after_load(self, run_id: str, barrier: asyncio.Barrier) -> None:
         """The next load of ``run_id`` that finds it suspended waits at ``barrier`` before answering: give
@@ -38,6 +41,21 @@ class HookedStore:
         reached, release = asyncio.Event(), asyncio.Event()
         self._holds[run_id] = (reached, release)
         return reached, release
+
+    def stall_next(self, method: str) -> asyncio.Event:
+        """The next call of ``method`` waits until cancelled, then swallows the cancel and returns as if it
+        had answered: what redis-py does on Python 3.11 when a cancel lands while a command goes out (it
+        sends through ``asyncio.wait_for``). Returns an event set once it waits."""
+        reached = self._stalls[method] = asyncio.Event()
+        return reached
+
+    def _stalled(self, reached: asyncio.Event) -> Any:
+        async def stall(*args: Any, **kwargs: Any) -> None:
+            reached.set()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.Event().wait()
+
+        return stall
 
     async def create_run(self, state: RunState) -> int:
         version = await self.inner.create_run(state)

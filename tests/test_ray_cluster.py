@@ -1,5 +1,6 @@
 """Troupe on a simulated three-node Ray cluster (head + 2 workers, ``ray.cluster_utils.Cluster``) over a real
-Redis: agents pinned to different nodes, and a paused subagent's node removed before the decision.
+Redis: agents pinned to different nodes, a paused subagent's node removed before the decision, a
+subagent's node removed while its approved tool executes, and replicas spread over two nodes.
 
 The cluster needs a Ray of its own, so it runs in a driver process (``cluster_driver.py``), once for the
 whole module; each test asserts on what one scenario observed.
@@ -7,33 +8,16 @@ whole module; each test asserts on what one scenario observed.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
-
-TESTS = Path(__file__).resolve().parent
+from drivers import scenario_results
 
 
 @pytest.fixture(scope="module")
 def observed(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     work = tmp_path_factory.mktemp("cluster")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent)])}
-    done = subprocess.run(
-        [sys.executable, str(TESTS / "cluster_driver.py"), redis_url, str(work)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=400,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    results = [json.loads(line[7:]) for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    return {r["scenario"]: r for r in results}
+    return scenario_results("cluster_driver.py", redis_url, str(work), timeout=400)
 
 
 def test_a_three_level_tree_pinned_to_three_nodes_approves_and_declines(observed):
@@ -78,3 +62,16 @@ def test_a_subagent_no_node_can_hold_gets_the_decision_accepted_and_pending(obse
     assert pending["child_status"] == "suspended"
     assert pending["top_audit"] == ["approved"]
     assert pending["deletes"] == 0
+
+
+def test_removing_the_node_of_a_subagent_mid_tool_never_runs_the_tool_again_unasked(observed):
+    mid = observed["mid-tool"]
+    assert mid["tool_node"] == mid["removed"], "the tool was executing on the node that was removed"
+    assert mid["after_approval"] == "suspended", "the interrupted call came back for a decision"
+    assert mid["interrupted"] is True
+    assert mid["paused_tool"] == "work"
+    assert mid["phases"] == ["started"], "the tool started once and never ran again"
+    assert mid["finish_reason"] == "stop"
+    assert mid["text"] == "sup: d1=leaf-1=not after a crash"
+    assert mid["top_audit"] == ["approved", "declined"], "one audit entry per decision"
+    assert mid["left_running"] == []

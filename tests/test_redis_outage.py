@@ -8,6 +8,7 @@ acknowledged before the crash is there afterwards.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -18,7 +19,7 @@ from redis_server import RedisServer
 from troupe.core.state import CallStatus
 from troupe.storage import RedisStore
 
-from troupe import Agent, Runtime, create_tool
+from troupe import Agent, NotificationTarget, Runtime, create_tool
 from troupe.errors import StorageUnavailableError
 from troupe.testing import CallLog
 
@@ -117,3 +118,39 @@ async def test_a_run_in_flight_when_redis_dies_fails_loudly_and_keeps_its_last_c
     assert [(c.tool_name, c.status) for c in stored.state.calls] == [("work", CallStatus.RUNNING)]
     assert await store.list_running_runs("ops") == [stream.run_id]
     assert calls.count("work") == 1
+
+
+@pytest.mark.parametrize(
+    ("loop", "method"), [("heartbeat", "touch_owner"), ("notification dispatcher", "claim_deliveries")]
+)
+def test_a_program_whose_store_fails_in_a_background_loop_still_exits(
+    loop: str, method: str, dedicated_redis: RedisServer, calls: CallLog
+):
+    """A program that ends without ``shutdown()`` (an outage raised out of ``generate``, say) leaves
+    ``asyncio.run`` to cancel the host's background loops. When the store swallows that cancel (redis-py
+    on Python 3.11 does, most of the time, if it lands while a command goes out), the loop must still
+    stop: before the fix it went on for ever, and the program never exited. Seen as fault-injection
+    drivers that hung after their redis-server was killed."""
+    from store_hooks import HookedStore
+
+    async def program() -> None:
+        hooked = HookedStore(RedisStore(dedicated_redis.url, prefix="exit:"))
+        agent = Agent("ops", model=one_call("delete_record", {"id": "x"}), tools=[delete_tool(calls)])
+        nowhere = NotificationTarget("http://127.0.0.1:9/hook", "whsec_" + "A" * 32, name="hook")
+        runtime = Runtime(
+            [agent],
+            storage=hooked,
+            executor="local",
+            notifications=[nowhere],  # type: ignore[arg-type]
+        )
+        host = runtime.handle("ops").host
+        await host.ping()  # serving, beating and dispatching
+        stalled = hooked.stall_next(method)
+        host.wake() if method == "touch_owner" else host.dispatcher.poke()
+        await stalled.wait()  # the loop is inside the store when the program ends
+
+    # Its own thread and loop, as a program's main would have; daemon, so a hang cannot hold up pytest.
+    main = threading.Thread(target=asyncio.run, args=(program(),), daemon=True)
+    main.start()
+    main.join(timeout=30)
+    assert not main.is_alive(), f"asyncio.run never returned: the {loop} swallowed its cancel"

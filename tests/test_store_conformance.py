@@ -18,7 +18,17 @@ from troupe.errors import DuplicateRunError, InvalidPaginationError
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-@pytest.fixture(params=["memory", "sqlite", pytest.param("redis", marks=pytest.mark.redis)])
+REDIS = pytest.mark.redis
+# One server; a cluster of three masters (keys hash-tagged into shards spread over them); a master
+# found through a Sentinel.
+REDIS_FORMS = {
+    "redis": lambda request: request.getfixturevalue("redis_url"),
+    "redis-cluster": lambda request: request.getfixturevalue("redis_cluster").url,
+    "redis-sentinel": lambda request: request.getfixturevalue("redis_sentinel").url,
+}
+
+
+@pytest.fixture(params=["memory", "sqlite", *(pytest.param(p, marks=REDIS) for p in REDIS_FORMS)])
 async def store(request: pytest.FixtureRequest, tmp_path: Any) -> AsyncIterator[Store]:
     backend: Store
     if request.param == "memory":
@@ -26,8 +36,8 @@ async def store(request: pytest.FixtureRequest, tmp_path: Any) -> AsyncIterator[
     elif request.param == "sqlite":
         backend = SqliteStore(tmp_path / "s.db")
     else:
-        redis_url, prefix = request.getfixturevalue("redis_url"), request.getfixturevalue("redis_prefix")
-        backend = RedisStore(redis_url, prefix=prefix)
+        url = REDIS_FORMS[request.param](request)
+        backend = RedisStore(url, prefix=request.getfixturevalue("redis_prefix"))
     yield backend
     await backend.close()
 

@@ -1,6 +1,6 @@
 """What a store holds stays with its user: a new SQLite store's files are 0600 (paused calls' arguments
-live there), and a Redis password, given in the URL's userinfo or as ``?password=``, shows up in no repr,
-identity, log line, error message or HTTP error body."""
+live there), and a Redis password, given in the URL's userinfo or as ``?password=`` (of one server or of a
+Redis Cluster), shows up in no repr, identity, log line, error message or HTTP error body."""
 
 from __future__ import annotations
 
@@ -40,20 +40,27 @@ SECRET = "s3cret-in-query"
 OTHER_SECRET = "s3cret-in-userinfo"
 
 
-def _dead_redis_url() -> str:
-    return f"redis://:{OTHER_SECRET}@127.0.0.1:{free_port()}/0?password={SECRET}&socket_timeout=1"
+def _dead_redis_url(scheme: str = "redis") -> str:
+    return f"{scheme}://:{OTHER_SECRET}@127.0.0.1:{free_port()}/0?password={SECRET}&socket_timeout=1"
 
 
-async def test_a_redis_password_is_in_no_repr_identity_log_or_error(caplog: pytest.LogCaptureFixture):
+# One server, TLS, a Redis Cluster and a Sentinel (plain or TLS), the last two with clients of their own.
+SCHEMES = ["redis", "rediss", "redis+cluster", "rediss+cluster", "redis+sentinel", "rediss+sentinel"]
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+async def test_a_redis_password_is_in_no_repr_identity_log_or_error(
+    caplog: pytest.LogCaptureFixture, scheme: str
+):
     caplog.set_level(logging.DEBUG)
-    store = RedisStore.from_url(_dead_redis_url(), prefix="x:")
+    store = RedisStore.from_url(_dead_redis_url(scheme), prefix="x:")
     with pytest.raises(StorageUnavailableError) as caught:
         await store.load_run("r1")
     await store.close()
     shown = [repr(store), store.identity, str(caught.value), repr(caught.value.details), caplog.text]
     for text in shown:
         assert SECRET not in text and OTHER_SECRET not in text, text
-    assert "password=***" in str(caught.value) and ":***@127.0.0.1" in str(caught.value)
+    assert "password=***" in str(caught.value) and f"{scheme}://:***@127.0.0.1" in str(caught.value)
 
 
 @pytest.mark.redis
@@ -69,3 +76,11 @@ def test_a_redis_password_is_not_in_an_http_error_body(http_server, tmp_path: Pa
     assert response.status_code == 503, response.text
     assert SECRET not in response.text and OTHER_SECRET not in response.text
     assert "STORAGE_UNAVAILABLE" in response.text
+
+
+def test_a_sentinel_url_with_several_hosts_is_shown_without_its_passwords():
+    url = f"redis+sentinel://user:{OTHER_SECRET}@10.0.0.1:26379,[::1]:26380/svc?sentinel_password={SECRET}"
+    store = RedisStore.from_url(url)
+    for text in (repr(store), store.identity):
+        assert SECRET not in text and OTHER_SECRET not in text, text
+        assert "user:***@10.0.0.1:26379,[::1]:26380/svc?sentinel_password=***" in text

@@ -47,16 +47,29 @@ async def load_runtime(spec: str, ray_address: str | None = None) -> Runtime:
     return made
 
 
+# URL schemes of a RedisStore: one server (``unix`` for its socket), a Redis Cluster, or Sentinel.
+REDIS_SCHEMES = (
+    "redis",
+    "rediss",
+    "unix",
+    "redis+cluster",
+    "rediss+cluster",
+    "redis+sentinel",
+    "rediss+sentinel",
+)
+
+
 def open_store(url: str, prefix: str = "troupe:") -> Store:
-    """``redis://…`` (or ``rediss://``) is a RedisStore; ``sqlite:///path`` or a plain path is SQLite."""
+    """A Redis URL (``redis://``, ``rediss://``, ``redis+cluster://``, ...) is a RedisStore;
+    ``sqlite:///path`` or a plain path is SQLite."""
     from troupe.storage import RedisStore, SqliteStore
 
-    if url.startswith(("redis://", "rediss://", "unix://")):
+    if url.partition("://")[0] in REDIS_SCHEMES:
         return RedisStore.from_url(url, prefix=prefix)
     return SqliteStore(url.removeprefix("sqlite://") if url.startswith("sqlite:///") else url)
 
 
-__all__ = ["load_runtime", "open_store"]
+__all__ = ["REDIS_SCHEMES", "load_runtime", "open_store"]
 
 
 def load_notifications(path: str) -> Notifications:

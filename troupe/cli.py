@@ -2,12 +2,14 @@
 
 troupe demo [--store PATH] [--executor ray|local]
 troupe serve (--app MODULE:ATTR | --demo) [--host H] [--port P] [--ray-address A] (--keys FILE | --open)
+             [--replicas N]   (N front door replicas on Ray Serve instead of one uvicorn process)
 troupe runs list|show, troupe approve|decline|resume RUN [CALL]   (--server URL | --app M:A | --store URL)
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from collections.abc import Sequence
@@ -123,6 +125,13 @@ def _add_serve(commands: Any) -> None:
         '"whsec_..." or "secret_env": VAR, "agents"/"tools"/"resources": [...]}], "links": {...}}',
     )
     serve.add_argument(
+        "--replicas",
+        type=int,
+        metavar="N",
+        help="run the front door as a Ray Serve deployment of N replicas (needs troupe[serve]); each "
+        "builds the runtime itself, so its store must be one they all share (Redis, or a SQLite file)",
+    )
+    serve.add_argument(
         "--log-level", default="info", choices=("critical", "error", "warning", "info", "debug")
     )
 
@@ -163,6 +172,8 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         )
     if args.max_body_bytes < 1:
         parser.error("--max-body-bytes must be at least 1")
+    if args.replicas is not None and args.replicas < 1:
+        parser.error("--replicas must be at least 1")
     try:
         keys = KeyRing.load(args.keys) if args.keys else None
     except (OSError, ValueError) as exc:
@@ -171,6 +182,8 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         notifications = load_notifications(args.notify) if args.notify else None
     except (OSError, ValueError) as exc:
         parser.error(f"--notify {args.notify}: {exc}")
+    if args.replicas is not None:
+        return _serve_on_ray(args, keys, notifications)
     if args.demo:
         source = lambda: _demo_runtime(args.store, args.executor, args.ray_address)  # noqa: E731
     else:
@@ -185,6 +198,32 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         notifications=notifications,
         max_body_bytes=args.max_body_bytes,
         hosts=[args.host, *args.allowed_host],
+    )
+
+
+def _serve_on_ray(args: argparse.Namespace, keys: Any, notifications: Any) -> int:
+    try:
+        from troupe import front_door
+    except ImportError as exc:
+        print(f"troupe: --replicas needs Ray Serve: pip install 'troupe[serve]' ({exc})", file=sys.stderr)
+        return 1
+    settings = front_door.DoorSettings(
+        keys=keys,
+        open_mode=args.open,
+        max_body_bytes=args.max_body_bytes,
+        hosts=(args.host, *args.allowed_host),
+        notifications=notifications,
+    )
+    # Each replica makes its own runtime: the demo's by its (absolute) SQLite path, an app by its name.
+    path = os.path.abspath(os.path.expanduser(args.store))
+    source = functools.partial(_demo_runtime, path, args.executor, None) if args.demo else args.app
+    return front_door.run(
+        source,
+        settings,
+        replicas=args.replicas,
+        host=args.host,
+        port=args.port,
+        ray_address=args.ray_address,
     )
 
 

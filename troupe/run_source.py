@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-from troupe.apps import load_runtime, open_store
+from troupe.apps import REDIS_SCHEMES, load_runtime, open_store
 from troupe.core.store import Store, SuspendedRunQuery
 from troupe.core.suspended import SuspendedRun
 from troupe.terminal import Progress, safe
@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from troupe.supervisor import Runtime
 
 _EPOCH = datetime.min.replace(tzinfo=UTC)
-REDIS_SCHEMES = ("redis", "rediss", "unix")
 
 
 def redacted(url: str) -> str:

@@ -1,0 +1,208 @@
+"""RedisStore's connection to Redis: which client a URL asks for, and how a URL is shown without secrets.
+
+URL forms (see the README's storage section):
+
+- ``redis://[[user]:password@]host:port/db``, ``rediss://...`` (TLS), ``unix:///path``: one server;
+- ``redis+cluster://[[user]:password@]host:port`` (``rediss+cluster://`` for TLS): a Redis Cluster,
+  reached through any of its nodes; the client learns the others from it. A cluster has no ``/db``.
+- ``redis+sentinel://[[user]:password@]host:port[,host:port...]/service[/db]`` (``rediss+sentinel://``):
+  the master that these Sentinels name ``service``, found again after a failover. The password is the
+  master's; Sentinels that want one of their own get ``?sentinel_password=``.
+
+Query parameters are passed to redis-py as connection options (``?socket_timeout=1``, ``?password=``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from redis import exceptions as redis_errors
+from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.connection import parse_url
+from redis.asyncio.retry import Retry
+from redis.asyncio.sentinel import Sentinel
+from redis.backoff import NoBackoff
+from redis.commands.core import AsyncScript
+from troupe.storage import redis_scripts as lua
+
+# Errors that say Redis cannot be reached now (a read-only replica answers while a failover is under way).
+UNAVAILABLE = (redis_errors.ConnectionError, redis_errors.TimeoutError, redis_errors.ReadOnlyError, OSError)
+
+_MAX_CONNECTIONS = 64
+_POOL_WAIT_S = 30.0
+# The cluster client refuses a command past its per-node limit instead of queueing for a connection,
+# so its limit is set well above what the store's callers hold at once.
+_MAX_CLUSTER_CONNECTIONS = 512
+_CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
+_SENTINEL_SCHEMES = {"redis+sentinel": "redis", "rediss+sentinel": "rediss"}
+_SENTINEL_PORT = 26379
+
+
+def is_cluster(url: str) -> bool:
+    return urlsplit(url).scheme.lower() in _CLUSTER_SCHEMES
+
+
+def cluster_unreachable(exc: BaseException) -> bool:
+    """Whether a cluster client error means no node could be reached (an outage, not a bug): the
+    cluster client raises its own exception type when it cannot learn the cluster's layout."""
+    return isinstance(exc, redis_errors.RedisClusterException) and (
+        isinstance(exc.__cause__, UNAVAILABLE) or "cannot be connected" in str(exc)
+    )
+
+
+def _retry_once() -> Retry:
+    """One immediate retry on a connection error: a pooled connection may be stale after a Redis
+    restart. Timeouts are not retried, so a caller waits at most ``timeout`` to hear of an outage."""
+    return Retry(NoBackoff(), 1, supported_errors=(redis_errors.ConnectionError,))
+
+
+def _sentinel_client(url: str, timeout: float) -> tuple[Redis, list[Redis]]:
+    """A client of the master the URL's Sentinels name, and the Sentinels' own clients (to close)."""
+    parts = urlsplit(url)
+    tls = _SENTINEL_SCHEMES[parts.scheme.lower()] == "rediss"
+    userinfo, at, hosts = parts.netloc.rpartition("@")
+    service, _, db = parts.path.strip("/").partition("/")
+    if not service or not hosts:
+        raise ValueError(f"a Sentinel URL names its Sentinels and service: {redacted(url)}")
+    # redis-py's own URL parsing reads the password and types the options; only the hosts are ours.
+    scheme = "rediss" if tls else "redis"
+    options: dict[str, Any] = dict(
+        parse_url(urlunsplit((scheme, f"{userinfo}{at}master", f"/{db or 0}", parts.query, "")))
+    )
+    for drop in ("host", "port", "connection_class"):
+        options.pop(drop, None)
+    sockets = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
+    sentinel_auth = {"password": options.pop("sentinel_password", None), "ssl": tls, "retry": _retry_once()}
+    manager = Sentinel(
+        [_address(host) for host in hosts.split(",")], sentinel_kwargs={**sockets, **sentinel_auth}
+    )
+    options.update(sockets, decode_responses=True, ssl=tls, retry=_retry_once())
+    return manager.master_for(service, **options), list(manager.sentinels)
+
+
+def _address(host: str) -> tuple[str, int]:
+    name, colon, port = host.rpartition(":")
+    if not colon or name.endswith(":"):  # no port, or a bare IPv6 address
+        return host.strip("[]"), _SENTINEL_PORT
+    return name.strip("[]"), int(port)
+
+
+def _client(url: str, timeout: float) -> Redis | RedisCluster:
+    scheme = urlsplit(url).scheme
+    if scheme.lower() in _CLUSTER_SCHEMES:
+        plain = _CLUSTER_SCHEMES[scheme.lower()] + url[len(scheme) :]
+        return RedisCluster.from_url(
+            plain,
+            decode_responses=True,
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
+            max_connections=_MAX_CLUSTER_CONNECTIONS,
+            # One immediate retry, as on one server; the cluster client also re-reads the cluster's
+            # layout before it, so a command follows a failover to the new master.
+            retry=Retry(NoBackoff(), 1),
+        )
+    pool = BlockingConnectionPool.from_url(
+        url,
+        # Under load callers queue for one of a bounded set of connections instead of failing with
+        # "too many connections" (or opening thousands).
+        max_connections=_MAX_CONNECTIONS,
+        timeout=_POOL_WAIT_S,
+        decode_responses=True,
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
+        retry=_retry_once(),
+    )
+    return Redis.from_pool(pool)
+
+
+class Link:
+    """One event loop's client (and connection pool), with the scripts bound to it."""
+
+    def __init__(self, url: str, timeout: float) -> None:
+        # Any: the single-server and cluster clients share the commands used here, not one type.
+        self.client: Any
+        self._sentinels: list[Redis] = []
+        if urlsplit(url).scheme.lower() in _SENTINEL_SCHEMES:
+            self.client, self._sentinels = _sentinel_client(url, timeout)
+        else:
+            self.client = _client(url, timeout)
+        self.create: AsyncScript = self.client.register_script(lua.CREATE)
+        self.claim_home: AsyncScript = self.client.register_script(lua.CLAIM_HOME)
+        self.load: AsyncScript = self.client.register_script(lua.LOAD)
+        self.save: AsyncScript = self.client.register_script(lua.SAVE)
+        self.delete: AsyncScript = self.client.register_script(lua.DELETE)
+        self.list: AsyncScript = self.client.register_script(lua.LIST)
+        self.append: AsyncScript = self.client.register_script(lua.APPEND)
+        self.touch_owner: AsyncScript = self.client.register_script(lua.TOUCH_OWNER)
+        self.live_owners: AsyncScript = self.client.register_script(lua.LIVE_OWNERS)
+        self.claim_outbox: AsyncScript = self.client.register_script(lua.CLAIM_OUTBOX)
+        self.settle_outbox: AsyncScript = self.client.register_script(lua.SETTLE_OUTBOX)
+        self.list_outbox: AsyncScript = self.client.register_script(lua.LIST_OUTBOX)
+        self._closer: AsyncGenerator[None, None] | None = None
+        self._ready = not isinstance(self.client, RedisCluster)
+        self._opening = asyncio.Lock()
+
+    async def ready(self) -> None:
+        """Learn a cluster's layout before the first command: redis-py's cluster client, left to do it
+        on first use, fails some of the commands sent at once (a listing sends one per shard) with
+        "'NoneType' object has no attribute 'writelines'" (seen with redis-py 8.1)."""
+        if self._ready:
+            return
+        async with self._opening:
+            if not self._ready:
+                await self.client.initialize()
+                self._ready = True
+
+    async def close_with_loop(self) -> None:
+        """Close the client when its event loop shuts down: ``asyncio.run`` (like any ``asyncio.Runner``)
+        finalizes the async generators still alive before it closes the loop, and this one closes the
+        client in its ``finally``. A pool left open on a closed loop could not be closed at all."""
+        self._closer = self._close_at_shutdown()
+        await anext(self._closer)
+
+    async def _close_at_shutdown(self) -> AsyncGenerator[None, None]:
+        try:
+            yield
+        finally:
+            await self._close_clients()
+
+    async def close(self) -> None:
+        if self._closer is not None:
+            await self._closer.aclose()
+        else:
+            await self._close_clients()
+
+    async def _close_clients(self) -> None:
+        await self.client.aclose()
+        for sentinel in self._sentinels:
+            await sentinel.aclose()
+
+
+# Query parameters of a Redis URL that carry a secret (redis-py reads ``?password=`` as the password).
+_SECRET_PARAMS = frozenset({"password", "sentinel_password"})
+
+
+def redacted(url: str) -> str:
+    """The URL without its secrets (the password in ``user:password@`` or ``?password=``), for
+    messages, reprs and identities."""
+    parts = urlsplit(url)
+    # Split by hand: a Sentinel URL lists several hosts, which urlsplit's host and port cannot parse.
+    userinfo, at, hosts = parts.netloc.rpartition("@")
+    netloc = f"{userinfo.partition(':')[0]}:***@{hosts}" if at and ":" in userinfo else parts.netloc
+    query = urlencode(
+        [
+            (k, "***" if k.lower() in _SECRET_PARAMS else v)
+            for k, v in parse_qsl(parts.query, keep_blank_values=True)
+        ],
+        safe="*",
+    )
+    # Swap the parts in place: urlunsplit would turn unix:///path into unix:/path.
+    shown = url.replace(parts.netloc, netloc, 1) if netloc != parts.netloc else url
+    return shown.replace(f"?{parts.query}", f"?{query}", 1) if parts.query else shown
+
+
+__all__ = ["UNAVAILABLE", "Link", "cluster_unreachable", "is_cluster", "redacted"]

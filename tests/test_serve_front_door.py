@@ -1,0 +1,103 @@
+"""The front door as a Ray Serve deployment with two replicas (``troupe.front_door``, what ``troupe serve
+--replicas 2`` runs), over a real Redis, with real HTTP through Serve's proxy.
+
+Serve needs a Ray of its own, so the scenarios run in a driver process (``serve_driver.py``) with its own
+RAY_TMPDIR, once for the whole module; each test asserts on what one scenario observed.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from drivers import scenario_results
+from ray.serve import Application
+
+from troupe import Agent, Runtime, SqliteStore
+from troupe.cli import main
+from troupe.front_door import app, replica_runtime
+from troupe.testing import FunctionModel, text
+
+
+@pytest.fixture(scope="module")
+def observed(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dict[str, Any]]]:
+    work = tmp_path_factory.mktemp("serve")
+    # Short (Ray's unix socket paths) and private to this driver: Ray makes its temp dir world-writable,
+    # so it goes inside a 0700 one. Ray leaves its session logs there.
+    ray_tmp = tempfile.mkdtemp(prefix="rsv")
+    try:
+        yield scenario_results(
+            "serve_driver.py", redis_url, str(work), timeout=240, RAY_TMPDIR=f"{ray_tmp}/r"
+        )
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+
+
+def test_auth_stays_on_through_serves_proxy(observed):
+    auth = observed["auth"]
+    assert (auth["anonymous"], auth["wrong"], auth["admin"]) == (401, 401, 200)
+    assert auth["replica_named"], "every response names the replica that answered"
+    assert auth["listening"] == ["127.0.0.1"], "Serve's proxy listens on loopback only"
+
+
+def test_a_run_streamed_through_one_replica_is_decided_through_the_other(observed):
+    split = observed["split"]
+    streamed_on, decided_on = split["tries"][-1]
+    assert streamed_on != decided_on, f"no decision landed on the other replica in {split['tries']}"
+    assert split["paused_types"][-1] == "tool-call-approval"
+    assert split["decided_types"][-2:] == ["finish", "[DONE]"]
+    assert split["text"] == f'c1={{"deleted": "split-{len(split["tries"]) - 1}"}}'
+    assert split["deletes"] == 1
+    assert split["audit"] == ["approved"]
+
+
+def test_a_replica_killed_mid_stream_leaves_the_run_to_be_decided_once(observed):
+    killed = observed["killed-starting"]
+    assert not killed["killed"]["done"], "the reader's stream was cut when its replica died"
+    assert killed["paused_tool"] == "delete_record", "another replica took the run over up to its pause"
+    assert killed["decided_types"][-2:] == ["finish", "[DONE]"]
+    assert killed["deletes"] == 1
+    assert killed["audit"] == ["approved"]
+
+
+def test_a_replica_killed_mid_decision_loses_no_decision(observed):
+    killed = observed["killed-deciding"]
+    assert not killed["killed"]["done"], "the decision's stream was cut when its replica died"
+    assert killed["deletes"] == 1, "the approved tool ran once"
+    assert killed["audit"] == ["approved"], "one decision on record, taken once"
+    assert killed["again_status"] in (404, 409), "the run finished: deciding again is refused"
+
+
+def test_serve_replicas_option_keeps_the_remote_open_rule(capsys):
+    with pytest.raises(SystemExit):
+        main(["serve", "--demo", "--open", "--host", "0.0.0.0", "--replicas", "2"])
+    assert "--allow-remote-open" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["serve", "--demo", "--open", "--replicas", "0"])
+    assert "--replicas must be at least 1" in capsys.readouterr().err
+
+
+async def test_a_replica_refuses_a_store_the_replicas_cannot_share(tmp_path):
+    def memory() -> Runtime:
+        return Runtime([Agent("a", model=FunctionModel(lambda m, t: text("hi")))], executor="local")
+
+    with pytest.raises(ValueError, match=r"needs a store every replica shares.*not MemoryStore"):
+        await replica_runtime(memory)
+    shared = await replica_runtime(lambda: Runtime(storage=SqliteStore(tmp_path / "t.db"), executor="local"))
+    assert isinstance(shared.storage, SqliteStore)
+
+
+def test_the_serve_run_builder_names_what_is_missing(tmp_path):
+    with pytest.raises(ValueError, match="needs app=MODULE:ATTR"):
+        app({"keys": "k.json"})
+    with pytest.raises(ValueError, match="needs keys=FILE, or open=true"):
+        app({"app": "serve_app:runtime"})
+    with pytest.raises(ValueError, match=r"unknown troupe\.front_door argument"):
+        app({"app": "serve_app:runtime", "open": "true", "host": "0.0.0.0"})
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps({"k": {"admin": True}}))
+    assert isinstance(app({"app": "serve_app:runtime", "keys": str(keys), "replicas": "2"}), Application)
