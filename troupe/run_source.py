@@ -10,28 +10,17 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
 
 from troupe.apps import REDIS_SCHEMES, load_runtime, open_store
 from troupe.core.store import Store, SuspendedRunQuery
 from troupe.core.suspended import SuspendedRun
+from troupe.storage.redis_link import redacted
 from troupe.terminal import Progress, safe
 
 if TYPE_CHECKING:
     from troupe.supervisor import Runtime
 
 _EPOCH = datetime.min.replace(tzinfo=UTC)
-
-
-def redacted(url: str) -> str:
-    """``url`` without its password, for messages."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    user = f"{parts.username}:***@" if parts.username else ":***@"
-    netloc = user + host + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def existing_store(url: str, prefix: str) -> Store:
