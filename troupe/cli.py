@@ -15,7 +15,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-# The demo's SQLite file (troupe.demo re-exports it); here so that parsing imports neither Ray nor agents.
+# The demo's SQLite file (``troupe demo`` hands it to troupe.demo.run); here so that parsing imports neither
+# Ray nor agents.
 DEFAULT_STORE = "troupe-demo.db"
 
 

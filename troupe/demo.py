@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from troupe.cli import DEFAULT_STORE  # one name for the demo file, kept where parsing needs it
 from troupe.core.chunks import Chunk
 from troupe.core.errors import DecisionRejectedError, ResumeDataValidationError, TroupeError
 from troupe.core.results import RunResult
@@ -301,7 +300,7 @@ def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def run(store: str | os.PathLike[str] = DEFAULT_STORE, executor: Executor = "ray") -> int:
+def run(store: str | os.PathLike[str], executor: Executor = "ray") -> int:
     """Run the demo in this terminal; returns the exit code."""
     sessions: list[Session] = []
     # asyncio.run's own SIGINT handler only cancels the main task, which cannot interrupt a blocking
@@ -342,4 +341,4 @@ def _convert(answer: str, kind: Any) -> Any:
     return answer
 
 
-__all__ = ["DEFAULT_STORE", "resume_data_for", "run"]
+__all__ = ["resume_data_for", "run"]
