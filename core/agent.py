@@ -7,7 +7,8 @@ from typing import Any
 
 from troupe.core.hooks import Hooks
 from troupe.core.memory import Memory
-from troupe.core.model import Model, resolve_model
+from troupe.core.model import Model
+from troupe.core.openai_model import OpenAIModel
 from troupe.core.options import check_option_names
 from troupe.core.tools import Tool
 
@@ -86,4 +87,16 @@ def _tool_map(agent_id: str, tools: Mapping[str, Tool] | Sequence[Tool] | None) 
     return out
 
 
-__all__ = ["DELEGATION_PREFIX", "AgentSpec"]
+def resolve_model(model: Model | str) -> Model:
+    """Turn ``"openai/<name>"`` into an ``OpenAIModel``; pass ``Model`` instances through."""
+    if isinstance(model, Model):
+        return model
+    if isinstance(model, str):
+        provider, _, name = model.partition("/")
+        if provider == "openai" and name:
+            return OpenAIModel(name)
+        raise ValueError(f"unknown model {model!r}: use 'openai/<model>' or a Model instance")
+    raise TypeError(f"model must be a Model or 'openai/<model>' string, got {type(model).__name__}")
+
+
+__all__ = ["DELEGATION_PREFIX", "AgentSpec", "resolve_model"]

@@ -5,6 +5,9 @@ camelCase frame the HTTP front door sends (``{"type", "runId", "from", "payload"
 follow Mastra's stream (see the README's table of deliberate differences): text comes as
 ``text-start``/``text-delta``/``text-end``, a declined call as ``tool-output-denied``, and a paused stream
 ends at its pause chunks (no ``finish``). Troupe's own information rides in extra payload fields.
+
+A pause chunk also carries its ``PauseEvent``, the typed value its payload is written from: a supervisor
+reads a subagent's pause from that (dates as datetimes), never back out of the payload dict.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal
 
 ChunkType = Literal[
@@ -37,10 +41,53 @@ PAUSE_TYPES: frozenset[str] = frozenset({"tool-call-approval", "tool-call-suspen
 
 
 @dataclass(frozen=True, slots=True)
+class PauseEvent:
+    """A pause as an agent announces it: what a human is asked, about which of the run's calls."""
+
+    run_id: str
+    tool_call_id: str
+    kind: Literal["approval", "suspend"]
+    tool_name: str
+    args: dict[str, Any]
+    resume_schema: dict[str, Any] | None
+    # From the announcing agent down to the agent whose tool asks.
+    agent_path: tuple[str, ...]
+    fingerprint: str
+    suspend_payload: Any = None
+    interrupted: bool = False
+    expires_at: datetime | None = None
+
+    def payload(self) -> dict[str, Any]:
+        """The pause chunk's payload (Python's snake_case form; ``to_wire`` camelizes it)."""
+        out: dict[str, Any] = {
+            "tool_call_id": self.tool_call_id,
+            "tool_name": self.tool_name,
+            "args": self.args,
+            "resume_schema": self.resume_schema,
+            "agent_path": list(self.agent_path),
+            "fingerprint": self.fingerprint,
+        }
+        if self.interrupted:
+            out["interrupted"] = True
+        if self.expires_at is not None:
+            out["expires_at"] = self.expires_at.isoformat()
+        if self.kind == "suspend":
+            out["suspend_payload"] = self.suspend_payload
+        return out
+
+
+@dataclass(frozen=True, slots=True)
 class Chunk:
     type: ChunkType
     run_id: str
     payload: dict[str, Any] = field(default_factory=dict)
+    # Set on a pause chunk (``PAUSE_TYPES``): the typed pause its payload was written from.
+    pause: PauseEvent | None = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def of_pause(cls, event: PauseEvent) -> Chunk:
+        kind: ChunkType = "tool-call-suspended" if event.kind == "suspend" else "tool-call-approval"
+        return cls(kind, event.run_id, event.payload(), event)
 
     def to_wire(self) -> dict[str, Any]:
         payload = wire_payload(self.payload)
@@ -121,4 +168,13 @@ def snakify(payload: dict[str, Any]) -> dict[str, Any]:
     return converted
 
 
-__all__ = ["PAUSE_TYPES", "Chunk", "ChunkType", "camelize", "payload_from_wire", "snakify", "wire_payload"]
+__all__ = [
+    "PAUSE_TYPES",
+    "Chunk",
+    "ChunkType",
+    "PauseEvent",
+    "camelize",
+    "payload_from_wire",
+    "snakify",
+    "wire_payload",
+]

@@ -10,19 +10,16 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, Field
 from troupe.core.agent import AgentSpec
-from troupe.core.chunks import PAUSE_TYPES, Chunk
+from troupe.core.chunks import PAUSE_TYPES, Chunk, PauseEvent
+from troupe.core.flow import ActiveRun, ChildFailed, ChildFinished, ChildOutcome, ChildPaused
 from troupe.core.requests import AgentPort, ChunkBatches, StartRequest
-from troupe.core.state import CallStatus, ChildLink, ParentLink, Pause, ToolCallState, fingerprint
+from troupe.core.state import ChildLink, ParentLink, ToolCallState
 from troupe.core.tools import Tool, create_tool
 from troupe.core.tracing import carrier, span
-
-if TYPE_CHECKING:
-    from troupe.core.loop import ActiveRun, RunLoop
 
 _CHILD_NS = uuid.UUID("8a0f3f1e-3c1b-4b7e-9a53-4d3e1f0b7c21")
 
@@ -42,32 +39,39 @@ class Delegation:
     port: AgentPort
 
     async def run(
-        self, loop: RunLoop, run: ActiveRun, call: ToolCallState, *, reattach: bool = False
-    ) -> None:
-        """Start the subagent's run, or follow the one a decision was routed to; with ``reattach`` (a
-        recovered parent), pick up the subagent's run wherever it stands, starting it only if it never
-        began."""
-        child_id = child_run_id(run.state.run_id, call.tool_call_id)
+        self,
+        run: ActiveRun,
+        call: ToolCallState,
+        *,
+        parent_agent: str,
+        source: ChunkBatches | None = None,
+        reattach: bool = False,
+    ) -> ChildOutcome:
+        """Start the subagent's run, or follow ``source`` (the stream of a decision routed to it); with
+        ``reattach`` (a recovered parent), pick up the subagent's run wherever it stands, starting it
+        only if it never began. Its chunks go out as tool-output; how it ended comes back."""
+        link = ChildLink(
+            agent_key=self.key,
+            agent_id=self.spec.id,
+            run_id=child_run_id(run.state.run_id, call.tool_call_id),
+        )
         with span(
             "troupe.delegation",
             troupe__agent_id=self.spec.id,
-            troupe__child_run_id=child_id,
+            troupe__child_run_id=link.run_id,
             troupe__reattach=reattach,
         ):
-            source = run.child_streams.pop(call.tool_call_id, None)
             if source is None and reattach:
-                source = await self.port.attach(child_id)
+                source = await self.port.attach(link.run_id)
             if source is None:
-                source = await self._start(loop, run, call)
-            else:
-                call.child = ChildLink(agent_key=self.key, agent_id=self.spec.id, run_id=child_id)
-            await self._relay(loop, run, call, source)
+                source = await self._start(run, call, link, parent_agent)
+            return await self._relay(run, call, link, source)
 
-    async def _start(self, loop: RunLoop, run: ActiveRun, call: ToolCallState) -> ChunkBatches:
+    async def _start(
+        self, run: ActiveRun, call: ToolCallState, link: ChildLink, parent_agent: str
+    ) -> ChunkBatches:
         state = run.state
-        child_id = child_run_id(state.run_id, call.tool_call_id)
-        call.child = ChildLink(agent_key=self.key, agent_id=self.spec.id, run_id=child_id)
-        options = {"run_id": child_id, "request_context": state.request_context}
+        options = {"run_id": link.run_id, "request_context": state.request_context}
         if state.resource_id is not None:
             options["resource_id"] = state.resource_id
         prompt = DelegationInput.model_validate(call.effective_args).prompt
@@ -75,20 +79,22 @@ class Delegation:
             messages=[{"role": "user", "content": prompt}],
             options_given=options,
             trace=carrier(),
-            parent=ParentLink(run_id=state.run_id, tool_call_id=call.tool_call_id, agent_id=loop.spec.id),
+            parent=ParentLink(run_id=state.run_id, tool_call_id=call.tool_call_id, agent_id=parent_agent),
         )
         return await self.port.start(request)
 
-    async def _relay(self, loop: RunLoop, run: ActiveRun, call: ToolCallState, source: ChunkBatches) -> None:
-        """Pass the subagent's chunks up as tool-output and turn its outcome into this call's outcome."""
+    async def _relay(
+        self, run: ActiveRun, call: ToolCallState, link: ChildLink, source: ChunkBatches
+    ) -> ChildOutcome:
+        """Pass the subagent's chunks up as tool-output and say how its run ended."""
         text: list[str] = []  # of the subagent's latest step: its answer is its last turn's text
-        pauses: list[Chunk] = []
+        pauses: list[PauseEvent] = []
         error: dict[str, Any] | None = None
         async for batch in source:
             for chunk in batch:
                 if chunk.type in PAUSE_TYPES:
                     # Not relayed: this level announces the pause itself, once its own checkpoint holds it.
-                    pauses.append(chunk)
+                    pauses.append(_pause_of(chunk))
                     continue
                 if chunk.type == "step-start":
                     text = []
@@ -107,40 +113,16 @@ class Delegation:
                     output=inner,
                 )
         if pauses:
-            call.pauses = [self._lift(loop, run, call, chunk) for chunk in pauses]
-            latest = call.pauses[-1]
-            call.status = CallStatus.AWAITING_APPROVAL if latest.kind == "approval" else CallStatus.SUSPENDED
-            return
-        assert call.child is not None
-        run.consumed_children.append(call.child.run_id)
+            return ChildPaused(link, tuple(pauses))
         if error is not None:
-            loop.done(run, call, {"error": error.get("message", "subagent failed")}, is_error=True)
-        else:
-            loop.done(run, call, "".join(text))
-
-    def _lift(self, loop: RunLoop, run: ActiveRun, call: ToolCallState, chunk: Chunk) -> Pause:
-        """A subagent's pause, as this agent shows it."""
-        inner = chunk.payload
-        return Pause(
-            kind="approval" if chunk.type == "tool-call-approval" else "suspend",
-            tool_name=inner["tool_name"],
-            args=inner["args"],
-            suspend_payload=inner.get("suspend_payload"),
-            resume_schema=inner.get("resume_schema"),
-            agent_path=[loop.spec.id, *inner["agent_path"]],
-            fingerprint=fingerprint(
-                call.tool_call_id, inner["tool_name"], inner["args"], inner["fingerprint"]
-            ),
-            inner_tool_call_id=inner["tool_call_id"],
-            inner_fingerprint=inner["fingerprint"],
-            seq=loop.next_seq(run.state),
-            interrupted=bool(inner.get("interrupted")),
-            expires_at=loop.deadline(run.state, _parse_time(inner.get("expires_at"))),
-        )
+            return ChildFailed(link, error.get("message", "subagent failed"))
+        return ChildFinished(link, "".join(text))
 
 
-def _parse_time(value: str | None) -> datetime | None:
-    return datetime.fromisoformat(value) if value else None
+def _pause_of(chunk: Chunk) -> PauseEvent:
+    if chunk.pause is None:
+        raise TypeError(f"a {chunk.type} chunk from a subagent carries no PauseEvent: {chunk!r}")
+    return chunk.pause
 
 
 def delegation_tool(delegation: Delegation) -> Tool:

@@ -75,20 +75,6 @@ class Model(abc.ABC):
         """Stream one assistant turn; the last event is a ``TurnEnd``."""
 
 
-def resolve_model(model: Model | str) -> Model:
-    """Turn ``"openai/<name>"`` into an ``OpenAIModel``; pass ``Model`` instances through."""
-    if isinstance(model, Model):
-        return model
-    if isinstance(model, str):
-        provider, _, name = model.partition("/")
-        if provider == "openai" and name:
-            from troupe.core.openai_model import OpenAIModel
-
-            return OpenAIModel(name)
-        raise ValueError(f"unknown model {model!r}: use 'openai/<model>' or a Model instance")
-    raise TypeError(f"model must be a Model or 'openai/<model>' string, got {type(model).__name__}")
-
-
 __all__ = [
     "Model",
     "ModelEvent",
@@ -97,5 +83,4 @@ __all__ = [
     "ToolCallPart",
     "TurnEnd",
     "Usage",
-    "resolve_model",
 ]

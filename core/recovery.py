@@ -9,13 +9,13 @@ subagent's run, which recovers on its own terms.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Collection, Mapping
 
 from troupe.core.chunks import Chunk
-from troupe.core.state import CallStatus, RunState
-
-if TYPE_CHECKING:
-    from troupe.core.loop import ActiveRun, RunLoop
+from troupe.core.flow import Plan
+from troupe.core.pauses import Pauses, open_pause_chunks
+from troupe.core.state import CallStatus, RunState, ToolCallState
+from troupe.core.tools import Tool
 
 INTERRUPTED = (
     "interrupted: the process running this tool call stopped before it finished; it may or may not have "
@@ -23,58 +23,60 @@ INTERRUPTED = (
 )
 
 
-def prepare_recovery(loop: RunLoop, run: ActiveRun) -> list[Chunk]:
-    """Settle the interrupted calls of ``run`` (mutates its state and todo); returns chunks to report."""
-    state = run.state
+def prepare_recovery(
+    state: RunState, tools: Mapping[str, Tool], delegations: Collection[str], pauses: Pauses
+) -> Plan:
+    """Settle the interrupted calls of the run (mutates ``state``): the plan re-runs or re-attaches
+    what may be, and its backlog reports the calls cut short."""
+    calls: list[str] = []
+    reattach: set[str] = set()
     notes: list[Chunk] = []
     for call in state.calls:
         if call.status is not CallStatus.RUNNING:
             continue
-        tool = loop.tools.get(call.tool_name)
-        if call.tool_name in loop.delegations:
-            run.reattach.add(call.tool_call_id)
-            run.todo.append(call.tool_call_id)
+        tool = tools.get(call.tool_name)
+        if call.tool_name in delegations:
+            reattach.add(call.tool_call_id)
+            calls.append(call.tool_call_id)
         elif tool is not None and tool.idempotent:
-            run.todo.append(call.tool_call_id)
+            calls.append(call.tool_call_id)
         elif call.requires_approval and tool is not None:
             call.status = CallStatus.AWAITING_APPROVAL
             call.decision = None
-            pause = loop.own_pause(state, call, tool, "approval")
+            pause = pauses.own(state, call, tool, "approval")
             pause.interrupted = True
             call.pauses = [pause]
         else:
-            call.status = CallStatus.DONE
-            call.output = {"error": INTERRUPTED}
-            call.is_error = True
-            notes.append(
-                Chunk(
-                    "tool-error",
-                    state.run_id,
-                    {
-                        "tool_call_id": call.tool_call_id,
-                        "tool_name": call.tool_name,
-                        "args": call.effective_args,
-                        "result": call.output,
-                        "interrupted": True,
-                    },
-                )
-            )
-    return notes
+            notes.append(_cut_short(state.run_id, call))
+    return Plan(calls=tuple(calls), reattach=frozenset(reattach), backlog=tuple(notes))
 
 
-def replay(loop: RunLoop, state: RunState) -> list[Chunk]:
+def _cut_short(run_id: str, call: ToolCallState) -> Chunk:
+    """Record the call as interrupted (the model is told so); the chunk that reports it."""
+    call.status = CallStatus.DONE
+    call.output = {"error": INTERRUPTED}
+    call.is_error = True
+    payload = {
+        "tool_call_id": call.tool_call_id,
+        "tool_name": call.tool_name,
+        "args": call.effective_args,
+        "result": call.output,
+        "interrupted": True,
+    }
+    return Chunk("tool-error", run_id, payload)
+
+
+def replay(agent_id: str, state: RunState) -> list[Chunk]:
     """The chunks that tell a late reader where a run not in flight stands: its open pauses, or its
     recorded outcome."""
-    from troupe.core.loop import pause_chunk
-
-    chunks = [Chunk("start", state.run_id, {"id": loop.spec.id, "agent_id": loop.spec.id, "replayed": True})]
+    chunks = [Chunk("start", state.run_id, {"id": agent_id, "agent_id": agent_id, "replayed": True})]
     usage = {
         "input_tokens": state.input_tokens,
         "output_tokens": state.output_tokens,
         "total_tokens": state.input_tokens + state.output_tokens,
     }
     if state.status == "suspended":
-        chunks.extend(pause_chunk(state.run_id, call, pause) for call, pause in state.open_pauses())
+        chunks.extend(open_pause_chunks(state))
         return chunks  # a paused stream ends at its pauses
     outcome = state.outcome or {}
     if outcome.get("error") is not None:

@@ -37,11 +37,12 @@ class Mutant:
 
 APPROVAL = ("tests/test_guarantees.py", "tests/test_approval.py")
 CHECKPOINT_PAUSE = (
-    "        await self.checkpoint(run, thread, pauses)\n"
+    "        await self.checkpoint(run, thread, pauses, audit=audit, consumed=consumed)\n"
     "        # Durable now: announce every open pause, oldest first, so the last one is the newest.\n"
 )
-ANNOUNCE = """        for call, pause in state.open_pauses():
-            run.emit(pause_chunk(state.run_id, call, pause))
+ANNOUNCE = """        announced = open_pause_chunks(state)
+        for chunk in announced:
+            run.emit(chunk)
 """
 
 MUTANTS = [
@@ -64,7 +65,7 @@ MUTANTS = [
     Mutant(
         "running-calls-not-checkpointed",
         "core/loop.py",
-        """            if run.todo:
+        """            if plan.calls:
                 # Calls about to run""",
         """            if False:
                 # Calls about to run""",
@@ -113,10 +114,10 @@ MUTANTS = [
     Mutant(
         "recovery-forgets-delegation",
         "core/recovery.py",
-        """        if call.tool_name in loop.delegations:
-            run.reattach.add(call.tool_call_id)
+        """        if call.tool_name in delegations:
+            reattach.add(call.tool_call_id)
 """,
-        """        if call.tool_name in loop.delegations:
+        """        if call.tool_name in delegations:
 """,
         ("tests/test_recovery.py",),
     ),
@@ -203,7 +204,7 @@ MUTANTS = [
     ),
     Mutant(
         "claim-not-audited",
-        "core/engine.py",
+        "core/claim.py",
         "audit = () if delegated else (entry,)",
         "audit = ()",
         ("tests/test_snapshots.py", "tests/test_guarantees.py"),
@@ -214,6 +215,20 @@ MUTANTS = [
         "run.state, expected_version=run.version, audit=audit, thread=thread",
         "run.state, expected_version=run.version, audit=(), thread=thread",
         ("tests/test_guarantees.py",),
+    ),
+    Mutant(
+        "routed-decision-plan-not-audited",
+        "core/claim.py",
+        "child_streams={call.tool_call_id: stream}, audit=(entry,))",
+        "child_streams={call.tool_call_id: stream})",
+        ("tests/test_guarantees.py",),
+    ),
+    Mutant(
+        "lifted-pause-drops-subagent-deadline",
+        "core/pauses.py",
+        "expires_at=self.deadline(state, inner.expires_at),",
+        "expires_at=self.deadline(state, None),",
+        ("tests/test_run_flow.py",),
     ),
     Mutant(
         "already-decided-check-removed",
@@ -235,13 +250,13 @@ MUTANTS = [
     ),
     Mutant(
         "stale-claim-not-retried",
-        "core/engine.py",
-        """            except StaleSnapshotError:
-                continue
-            if state.parent is None:""",
-        """            except StaleSnapshotError:
-                raise
-            if state.parent is None:""",
+        "core/claim.py",
+        """        except StaleSnapshotError:
+            return None
+        _record(state, target, entry)""",
+        """        except StaleSnapshotError:
+            raise
+        _record(state, target, entry)""",
         ("tests/test_guarantees.py",),
     ),
     Mutant(
@@ -262,8 +277,8 @@ MUTANTS = [
     ),
     Mutant(
         "late-decision-accepted",
-        "core/engine.py",
-        "and expires_at is not None and expires_at <= now:",
+        "core/claim.py",
+        "and expires_at is not None and expires_at <= clock():",
         "and expires_at is not None and False:",
         ("tests/test_expiry.py",),
     ),

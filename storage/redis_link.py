@@ -15,9 +15,10 @@ Query parameters are passed to redis-py as connection options (``?socket_timeout
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncGenerator
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import SplitResult, parse_qsl, urlencode, urlunsplit
 
 from redis import exceptions as redis_errors
 from redis.asyncio import BlockingConnectionPool, Redis
@@ -42,8 +43,28 @@ _SENTINEL_SCHEMES = {"redis+sentinel": "redis", "rediss+sentinel": "rediss"}
 _SENTINEL_PORT = 26379
 
 
+_URL = re.compile(
+    r"(?:(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*):)?(?://(?P<netloc>[^/?#]*))?(?P<path>[^?#]*)(?:\?(?P<query>[^#]*))?(?:#(?P<fragment>.*))?",
+    re.S,
+)
+
+
+def split_url(url: str) -> SplitResult:
+    """``urlsplit`` without its checks of the host part: a Sentinel URL lists several hosts, bracketed
+    IPv6 ones among them, which some Python 3.11 releases refuse to split ("Invalid IPv6 URL")."""
+    found = _URL.fullmatch(url)
+    assert found is not None  # every part of the pattern is optional, so any string matches
+    return SplitResult(
+        (found["scheme"] or "").lower(),
+        found["netloc"] or "",
+        found["path"],
+        found["query"] or "",
+        found["fragment"] or "",
+    )
+
+
 def is_cluster(url: str) -> bool:
-    return urlsplit(url).scheme.lower() in _CLUSTER_SCHEMES
+    return split_url(url).scheme.lower() in _CLUSTER_SCHEMES
 
 
 def cluster_unreachable(exc: BaseException) -> bool:
@@ -62,7 +83,7 @@ def _retry_once() -> Retry:
 
 def _sentinel_client(url: str, timeout: float) -> tuple[Redis, list[Redis]]:
     """A client of the master the URL's Sentinels name, and the Sentinels' own clients (to close)."""
-    parts = urlsplit(url)
+    parts = split_url(url)
     tls = _SENTINEL_SCHEMES[parts.scheme.lower()] == "rediss"
     userinfo, at, hosts = parts.netloc.rpartition("@")
     service, _, db = parts.path.strip("/").partition("/")
@@ -92,7 +113,7 @@ def _address(host: str) -> tuple[str, int]:
 
 
 def _client(url: str, timeout: float) -> Redis | RedisCluster:
-    scheme = urlsplit(url).scheme
+    scheme = split_url(url).scheme
     if scheme.lower() in _CLUSTER_SCHEMES:
         plain = _CLUSTER_SCHEMES[scheme.lower()] + url[len(scheme) :]
         return RedisCluster.from_url(
@@ -126,7 +147,7 @@ class Link:
         # Any: the single-server and cluster clients share the commands used here, not one type.
         self.client: Any
         self._sentinels: list[Redis] = []
-        if urlsplit(url).scheme.lower() in _SENTINEL_SCHEMES:
+        if split_url(url).scheme.lower() in _SENTINEL_SCHEMES:
             self.client, self._sentinels = _sentinel_client(url, timeout)
         else:
             self.client = _client(url, timeout)
@@ -189,7 +210,7 @@ _SECRET_PARAMS = frozenset({"password", "sentinel_password"})
 def redacted(url: str) -> str:
     """The URL without its secrets (the password in ``user:password@`` or ``?password=``), for
     messages, reprs and identities."""
-    parts = urlsplit(url)
+    parts = split_url(url)
     # Split by hand: a Sentinel URL lists several hosts, which urlsplit's host and port cannot parse.
     userinfo, at, hosts = parts.netloc.rpartition("@")
     netloc = f"{userinfo.partition(':')[0]}:***@{hosts}" if at and ":" in userinfo else parts.netloc
