@@ -32,6 +32,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from troupe.actors.handle import AgentHandle, OwnedRun
 from troupe.actors.host import HEARTBEAT_S, OWNER_TTL_S
@@ -57,6 +58,14 @@ class Reconciler:
         self._task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
         self._taken: list[tuple[str, str]] = []  # (agent id, run id) taken over here, in order
+
+    def __getstate__(self) -> dict[str, Any]:
+        # A copy is a stopped reconciler: its task and event belong to this process's event loop. (A
+        # Runtime gets pickled when a tool's closure reaches it, e.g. through a pydantic model defined
+        # beside it, whose parent namespace holds the function's locals.)
+        state = self.__dict__.copy()
+        state.update(_task=None, _wake=None)
+        return state
 
     # ---- the loop -----------------------------------------------------------------------------------
 
