@@ -1,7 +1,8 @@
 """Background loops that stop when they are cancelled.
 
-A host's heartbeat and the notification dispatcher run until their task is cancelled: by ``close()``, or
-by ``asyncio.run`` when a program ends without ``shutdown()`` (an outage raised out of ``generate``, say).
+A host's lease renewal, the runtime's reconciler and the notification dispatcher run until their task is
+cancelled: by ``close()``, or by ``asyncio.run`` when a program ends without ``shutdown()`` (an outage
+raised out of ``generate``, say).
 On Python 3.11 that cancel can be lost: ``asyncio.wait_for`` returns normally when the cancel arrives just
 as the awaited thing finishes (3.12 rebuilt it on ``asyncio.timeout``). redis-py sends every command
 through ``wait_for``, so a cancel that lands while a command goes out is swallowed, most of the time.

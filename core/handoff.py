@@ -65,8 +65,8 @@ async def handed_off(store: Store, state: RunState) -> DecideRequest | None:
 def pending_delivery(state: RunState, delegations: Collection[str], error: BaseException) -> BaseException:
     """What a run's failure means for the caller. A subagent out of reach while a decided delegation
     call waits on it does not end the run: the decision is durable here, the run stays in flight at its
-    last checkpoint, and its host's heartbeat takes it up again until the subagent is back. The caller
-    hears ``DecisionPendingError``; any other failure is returned as it is."""
+    last checkpoint, and the runtime's reconciler has its host take it up again until the subagent is
+    back. The caller hears ``DecisionPendingError``; any other failure is returned as it is."""
     if not isinstance(error, AgentUnavailableError):
         return error
     waiting = [
