@@ -4,8 +4,8 @@ Each replica builds the user's Runtime itself (``module:attr``, as ``troupe serv
 serves ``create_app`` on it, with the same API keys or open mode as the uvicorn front door. The replicas'
 runtimes join the one Ray cluster and share one durable store, so any replica serves any run: a decision
 is claimed by compare-and-set whichever replica takes it, and the runs a lost replica's agents were
-driving are taken over by the other replicas' hosts on their heartbeat. A store only one process can see
-(``MemoryStore``) is refused for that reason.
+driving are taken over by the other replicas' reconcilers on their next round. A store only one process
+can see (``MemoryStore``) is refused for that reason.
 
     troupe serve --app myproject.agents:runtime --keys keys.json --replicas 2
     serve run troupe.front_door:app app=myproject.agents:runtime keys=keys.json replicas=2
