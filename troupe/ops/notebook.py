@@ -22,7 +22,7 @@ import html
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 try:
     import ipywidgets as widgets
@@ -32,29 +32,13 @@ except ImportError as exc:  # pragma: no cover - exercised only where ipywidgets
         "await agent.approve_tool_call_generate(...))"
     ) from exc
 
+from troupe.core.agent_api import AsyncAgentAPI
 from troupe.core.results import RunResult
 from troupe.core.suspended import PendingToolCall, SuspendedRunList, compact_json
 
-
-class Decider(Protocol):
-    """What the panel calls: ``troupe.Agent`` and ``AsyncAgentClient`` both have these."""
-
-    async def approve_tool_call_generate(
-        self, *, run_id: str, tool_call_id: str, fingerprint: str | None = None
-    ) -> RunResult: ...
-
-    async def decline_tool_call_generate(
-        self, *, run_id: str, tool_call_id: str, reason: str | None = None, fingerprint: str | None = None
-    ) -> RunResult: ...
-
-    async def resume_generate(
-        self,
-        resume_data: Any,
-        *,
-        run_id: str,
-        tool_call_id: str | None = None,
-        fingerprint: str | None = None,
-    ) -> RunResult: ...
+# What the panel calls (the decision methods of any agent, in-process or over HTTP): ``troupe.Agent`` and
+# ``AsyncAgentClient`` are both ``AsyncAgentAPI``s. The name stays, as ``troupe.notebook`` exports it.
+Decider = AsyncAgentAPI
 
 
 @dataclass(eq=False)
