@@ -54,12 +54,15 @@ class System:
         self.workdir = workdir
         self.env = env
         self.notes: list[str] = []
+        # W1/W2 through the system's streaming API ("stream", the default) or its plain call ("generate")
+        self.api: str = env.get("api", "stream")
 
     async def open(self) -> None: ...
 
     async def close(self) -> None: ...
 
     async def w1(self) -> None:
+        """W1 through the non-streaming calls; systems override it with their streaming cycle."""
         await self.approve(await self.pause(-1))
 
     async def w2(self) -> None:

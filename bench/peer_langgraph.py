@@ -5,6 +5,12 @@ the model a scripted chat model bound to the tools with ``bind_tools``. The gate
 ``interrupt()`` (LangGraph's human-in-the-loop) and the run resumes with ``Command(resume=...)`` on the
 same thread. Checkpointers: ``InMemorySaver`` and ``AsyncSqliteSaver`` on a file.
 
+W1/W2 go through the streaming API: ``graph.astream(..., stream_mode=["messages", "updates"])`` read to
+its end (the interrupt arrives as an ``__interrupt__`` update), the resume ``Command(resume=...)``
+through ``astream`` too, its text read from the ``messages`` stream (the model streams its turn as a
+chunk). W3/W4 and ``--api generate`` use ``ainvoke``. LangGraph's own ``durability`` default
+("async": a checkpoint is written in the background while the next step runs) is kept.
+
 W2: the supervisor graph's tool ``agent_records`` invokes the subagent graph (compiled without a
 checkpointer of its own, so it uses the parent's); the subagent tool's ``interrupt()`` surfaces on the
 supervisor's run and the resume goes to the supervisor's thread.
@@ -24,14 +30,17 @@ from typing import Any
 from bench_common import path_bytes
 from harness import FINAL_TEXT, PROMPT, System
 from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.tools import tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import Command, interrupt
+
+# What a UI streams: the model's tokens, and the node updates (an interrupt arrives as one).
+STREAM_MODES = ["messages", "updates"]
 
 
 class ScriptedChatModel(BaseChatModel):
@@ -71,6 +80,24 @@ class ScriptedChatModel(BaseChatModel):
         self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
     ) -> Any:
         return self._turn(messages, kw.get("tools"))
+
+    async def _astream(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> Any:
+        """The same turn streamed as one chunk (LangGraph's "messages" stream mode makes the model
+        stream; langchain-core reports the chunk to the stream's callback)."""
+        message = self._turn(messages, kw.get("tools")).generations[0].message
+        calls = [
+            {
+                "name": c["name"],
+                "args": json.dumps(c["args"]),
+                "id": c["id"],
+                "index": 0,
+                "type": "tool_call_chunk",
+            }
+            for c in getattr(message, "tool_calls", [])
+        ]
+        yield ChatGenerationChunk(message=AIMessageChunk(content=message.content, tool_call_chunks=calls))
 
 
 @tool
@@ -152,6 +179,32 @@ class LangGraphSystem(System):
         out = await graph.ainvoke(Command(resume={"approved": True}), self._config(thread))
         assert out["messages"][-1].content == FINAL_TEXT, out["messages"][-1]
 
+    async def _stream_cycle(self, graph: Any) -> None:
+        """W1/W2 streamed: astream to the interrupt update, then the resume streamed to its text."""
+        thread = f"{self.env['nonce']}-{self.env['store_tag']}-{next(self.threads)}"
+        start = {"messages": [HumanMessage(PROMPT)]}
+        interrupts = [
+            data["__interrupt__"]
+            async for mode, data in graph.astream(start, self._config(thread), stream_mode=STREAM_MODES)
+            if mode == "updates" and "__interrupt__" in data
+        ]
+        assert interrupts, "run did not pause"
+        resume = Command(resume={"approved": True})
+        text = []
+        final = None
+        async for mode, data in graph.astream(resume, self._config(thread), stream_mode=STREAM_MODES):
+            if mode == "messages" and isinstance(data[0], AIMessageChunk):
+                text.append(data[0].content)
+            elif mode == "updates" and "model" in data:
+                final = data["model"]["messages"][-1].content
+        # The supervisor's stream carries the subagent's tokens too: the run's own answer comes last.
+        assert final == FINAL_TEXT and "".join(text).endswith(FINAL_TEXT), (final, text)
+
+    async def w1(self) -> None:
+        if self.api == "generate":
+            return await super().w1()
+        await self._stream_cycle(self.graph)
+
     async def pause(self, i: int) -> Any:
         return await self._pause(self.graph, i)
 
@@ -159,7 +212,9 @@ class LangGraphSystem(System):
         await self._approve(self.graph, token)
 
     async def w2(self) -> None:
-        await self._approve(self.supervisor, await self._pause(self.supervisor, -1))
+        if self.api == "generate":
+            return await self._approve(self.supervisor, await self._pause(self.supervisor, -1))
+        await self._stream_cycle(self.supervisor)
 
     async def list_paused(self) -> list[Any]:
         if not self.durable:

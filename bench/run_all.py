@@ -399,6 +399,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         help="run a system's W1-W3 and W4's first half in one process (quick mode does; the default gives "
         "each workload and each W3 size its own process)",
     )
+    parser.add_argument(
+        "--api",
+        choices=("stream", "generate"),
+        default="stream",
+        help="W1/W2 through each system's streaming API (default) or its non-streaming call",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the work directory (stores, child logs)")
     parser.add_argument("--from-json", type=Path, help="only re-render the tables and chart from this JSON")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -448,6 +454,7 @@ def main(argv: list[str] | None = None) -> None:
         "concurrency": args.concurrency,
         "heap_sample": args.heap_sample,
         "shared_process": args.shared_process,
+        "api": args.api,
         "systems": systems,
         "workloads": workloads,
         "versions": versions(),
@@ -460,7 +467,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"Troupe vs peers — {meta['machine']}; systems: {', '.join(systems)}", flush=True)
     fsyncs = sorted({s.rsplit("-", 1)[1] for s in systems if "-redis-" in s})
     workdir = Path(tempfile.mkdtemp(prefix="troupe-bench-"))
-    env: dict[str, Any] = {"nonce": str(time.time_ns()), "redis_urls": {}}
+    env: dict[str, Any] = {"nonce": str(time.time_ns()), "redis_urls": {}, "api": args.api}
     meta["redis"] = {f: f"private redis-server, appendonly yes, appendfsync {f}" for f in fsyncs}
     try:
         with contextlib.ExitStack() as stack:

@@ -7,6 +7,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from approval_cycle import generate_cycle
 from approval_cycle import one_cycle as stream_cycle
 from bench_agents import build_agent, build_supervisor, make_store
 from bench_common import path_bytes, redis_pid, redis_used
@@ -61,13 +62,16 @@ class TroupeSystem(System):
         for runtime in self.runtimes:
             await runtime.shutdown()
 
+    async def _cycle(self, agent: Any) -> None:
+        await (stream_cycle if self.api == "stream" else generate_cycle)(agent)
+
     async def w1(self) -> None:
-        await stream_cycle(self.agent)
+        await self._cycle(self.agent)
 
     async def w2(self) -> None:
         if self.supervisor is None:
             self.supervisor = self._runtime(build_supervisor(), "w2").get_agent("bench-supervisor")
-        await stream_cycle(self.supervisor)
+        await self._cycle(self.supervisor)
 
     async def pause(self, i: int) -> Any:
         paused = await self.agent.generate(f"delete record {i}")
