@@ -48,6 +48,7 @@ class System:
     label = ""
     family = ""
     durable = False  # paused runs survive a restart of the process (W4 possible)
+    durability = "in memory"  # what a write survives, shown beside the figures
     memory_only_note = "state lives only in the process's memory: a restart loses every paused run"
 
     def __init__(self, workdir: Path, env: dict[str, Any]) -> None:
@@ -100,6 +101,8 @@ class JsonFileSystem(System):
         self.mode = mode
         self.key = f"{self.prefix}-{mode}"
         self.durable = mode == "json"
+        if self.durable:
+            self.durability = "JSON file per paused run, no fsync"
         self.dir = workdir / f"{self.key}-{env['store_tag']}"
         self.counter = itertools.count()
 
@@ -174,34 +177,55 @@ def base_row(system: System, workload: str, **extra: Any) -> dict[str, Any]:
         "system": system.key,
         "label": system.label,
         "family": system.family,
+        "durable": system.durable,
+        "durability": system.durability,
         "workload": workload,
         **extra,
     }
 
 
+def _collections() -> list[int]:
+    return [stats["collections"] for stats in gc.get_stats()]
+
+
 async def latency(system: System, workload: str, cycles: int, warmup: int) -> dict[str, Any]:
+    """Median and p99 of ``cycles`` timed cycles after ``warmup`` ones. With ``env["gc"] == "freeze"``
+    the driver collects and freezes its heap between the warm-up and the timed cycles (every system
+    alike): what the warm-up allocated for good is not traced again by the timed cycles' collections."""
     cycle = system.w1 if workload == "w1" else system.w2
     samples = []
     try:
         for _ in range(warmup):
             await cycle()
+        if system.env.get("gc") == "freeze":
+            gc.collect()
+            gc.freeze()
+        before = _collections()
         for _ in range(cycles):
             started = time.perf_counter()
             await cycle()
             samples.append((time.perf_counter() - started) * 1000)
+        collections = [a - b for a, b in zip(_collections(), before, strict=True)]
     except Unsupported as exc:
         return base_row(system, workload, status="unsupported", note=str(exc))
+    finally:
+        gc.unfreeze()
     footprint = await process_memory(system, pss_mb)
+    median = statistics.median(samples)
+    p99 = percentile(samples, 0.99)
     return base_row(
         system,
         workload,
         status="ok",
         cycles=cycles,
         warmup=warmup,
-        median_ms=round(statistics.median(samples), 3),
-        p99_ms=round(percentile(samples, 0.99), 3),
+        median_ms=round(median, 3),
+        p99_ms=round(p99, 3),
+        p99_over_median=round(p99 / median, 2),
         mean_ms=round(statistics.fmean(samples), 3),
         min_ms=round(min(samples), 3),
+        max_ms=round(max(samples), 3),
+        driver_gc_collections=collections,  # the driver's collections per generation while timed
         footprint_mb=round(total_mb(footprint), 1),
         processes=len(footprint),
     )

@@ -134,6 +134,8 @@ class LangGraphSystem(System):
         name = "InMemorySaver" if saver == "memory" else "AsyncSqliteSaver"
         self.label = f"LangGraph {version('langgraph')} + {name}"
         self.durable = saver == "sqlite"
+        where = "SQLite WAL, synchronous=FULL" if self.durable else "in memory"
+        self.durability = f"{where}; durability=async"
         self.db = workdir / f"{self.key}-{env['store_tag']}.db"
         self.threads = itertools.count()
         self.stack = AsyncExitStack()

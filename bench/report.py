@@ -48,8 +48,75 @@ def _metric(row: dict[str, Any]) -> float | None:
     return row.get("median_ms") if row["workload"] in ("w1", "w2") else row.get("total_s")
 
 
+def _best_durable(rows: list[dict[str, Any]], workload: str) -> dict[str, Any] | None:
+    """The fastest durable peer's row of a W1/W2 workload (the issue's yardstick), or None."""
+    peers = [
+        r
+        for r in rows
+        if r["workload"] == workload
+        and r.get("durable")
+        and r.get("status") == "ok"
+        and not r["system"].startswith("troupe-")
+    ]
+    return min(peers, key=lambda r: r["median_ms"], default=None)
+
+
+def _latency_table(
+    rows: list[dict[str, Any]], present: list[str], workload: str, ratio: Any, ratio_head: list[str]
+) -> list[str]:
+    by = {r["system"]: r for r in rows if r["workload"] == workload}
+    best = _best_durable(rows, workload)
+    body = []
+    for s in present:
+        r = by[s]
+        if r.get("status") == "ok":
+            versus = _ratio(best["median_ms"], r["median_ms"]) if best and s.startswith("troupe-") else ""
+            spread = r.get("p99_over_median") or r["p99_ms"] / r["median_ms"]
+            cells = [
+                _num(r["median_ms"]),
+                _num(r["p99_ms"]),
+                f"{spread:.1f}",
+                _num(r["footprint_mb"], 0),
+                versus,
+            ]
+        else:
+            cells = ["n/a" if r.get("status") == "unsupported" else "error", "", "", "", ""]
+        body.append([s, r.get("durability", ""), *cells, *ratio(s)])
+    best_head = f"{best['system']} / this" if best else "best durable peer / this"
+    return _table(
+        [
+            "system",
+            "durability",
+            "median ms",
+            "p99 ms",
+            "p99/median",
+            "memory MB (PSS)",
+            best_head,
+            *ratio_head,
+        ],
+        body,
+    )
+
+
+def _linearity(by: dict[Any, dict[str, Any]], systems: list[str], sizes: list[int]) -> list[str]:
+    """Per-run time of W3 at each size, and the largest size's over the smallest's."""
+    body = []
+    for s in systems:
+        per_run = [by.get(("w3", n, s)) for n in sizes]
+        if not any(r and r.get("status") == "ok" for r in per_run):
+            continue
+        cells = [_num(r["ms_per_run"], 3) if r and r.get("status") == "ok" else "not run" for r in per_run]
+        done = [r for r in per_run if r and r.get("status") == "ok"]
+        growth = f"{done[-1]['ms_per_run'] / done[0]['ms_per_run']:.2f}" if len(done) > 1 else "—"
+        body.append([s, *cells, growth])
+    head = [f"ms/run N={n:,}" for n in sizes]
+    return _table(["system", *head, f"largest N / N={sizes[0]:,}"], body)
+
+
 def tables(rows: list[dict[str, Any]], systems: list[str], meta: dict[str, Any]) -> str:
     troupes = [s for s in systems if s.startswith("troupe-")]
+    # Peers' ratio columns: against the configurations named in meta (all Troupe rows in older results).
+    troupes = [s for s in meta.get("ratio_against", troupes) if s in troupes]
     ratio_head = [f"vs {t.removeprefix('troupe-')}" for t in troupes]
     by = {(r["workload"], r.get("n"), r["system"]): r for r in rows}
     out: list[str] = []
@@ -83,16 +150,7 @@ def tables(rows: list[dict[str, Any]], systems: list[str], meta: dict[str, Any])
             f"### {title} ({meta['cycles']} cycles after {meta['warmup']} warm-up, one at a time)",
             "",
         ]
-        body = []
-        for s in present:
-            r = by[workload, None, s]
-            cells = (
-                [_num(r["median_ms"]), _num(r["p99_ms"]), _num(r["footprint_mb"], 0)]
-                if r.get("status") == "ok"
-                else missing(r, 3)
-            )
-            body.append([s, *cells, *ratios(workload, None, s)])
-        out += _table(["system", "median ms", "p99 ms", "memory MB (PSS)", *ratio_head], body)
+        out += _latency_table(rows, present, workload, lambda s, w=workload: ratios(w, None, s), ratio_head)
 
     for n in meta["runs"]:
         present = [s for s in systems if ("w3", n, s) in by]
@@ -138,6 +196,21 @@ def tables(rows: list[dict[str, Any]], systems: list[str], meta: dict[str, Any])
             body,
         )
 
+    if len(meta["runs"]) > 1:
+        out += [
+            "",
+            "### W3 per-run time by N (total time / N; linear = the same per run)",
+            "",
+            *_linearity(by, systems, sorted(meta["runs"])),
+        ]
+        skipped = {s: n for s, n in meta.get("w3_sizes", {}).items() if n != sorted(meta["runs"])}
+        if skipped:
+            out += [
+                "",
+                "W3 sizes run by each system where not all: "
+                + "; ".join(f"{s} N={', '.join(f'{n:,}' for n in ns)}" for s, ns in skipped.items()),
+            ]
+
     present = [s for s in systems if ("w4", meta["w4_runs"], s) in by]
     if present:
         out += [
@@ -165,8 +238,10 @@ def tables(rows: list[dict[str, Any]], systems: list[str], meta: dict[str, Any])
 
     out += [
         "",
-        f"Ratios: {RATIO_HELP}. W1/W2 on the median, W3 on the total time, W4 on the total time from the "
-        "fresh process's spawn / on list + decide only (without process start-up).",
+        f"Ratios: {RATIO_HELP}. '<peer> / this' is the fastest durable peer's median over the Troupe "
+        "row's. p99/median: the tail's spread (target <= 3 for Troupe rows). W1/W2 on the median, W3 on "
+        "the total time, W4 on the total time from the fresh process's spawn / on list + decide only "
+        "(without process start-up).",
     ]
     gaps = [r for r in rows if r.get("status") != "ok"]
     if gaps:

@@ -97,6 +97,17 @@ NOTES = {
 # W3's largest size when nothing else is asked for; W4 restarts with fewer (its peers' runs take minutes).
 FULL_W3 = "200,20000"
 FULL_W4 = 2000
+# The Troupe configurations the peers' ratio columns compare with (the issue's two targets).
+RATIO_AGAINST = ["troupe-ray-redis-always", "troupe-local-sqlite-full"]
+# W3's largest size runs on these only by default (the peers' 20,000 runs would take most of the budget).
+W3_LARGE = [
+    "troupe-ray-redis-always",
+    "troupe-ray-redis-everysec",
+    "troupe-ray-sqlite-full",
+    "troupe-ray-sqlite-normal",
+    "troupe-local-sqlite-full",
+    "troupe-local-memory",
+]
 MEMORY_ONLY = {
     "troupe-local-memory": "MemoryStore keeps paused runs in the process's memory: a restart loses them",
     "troupe-ray-memory": "MemoryStore on Ray keeps paused runs in a private SQLite file removed at shutdown: "
@@ -289,7 +300,11 @@ def run(
     runner = Runner(args, workdir, env)
     rows: list[dict[str, Any]] = []
     latency = [(w, "lat") for w in ("w1", "w2") if w in workloads]
-    scale = [(f"w3:{n}", f"w3-{n}") for n in args.runs] if "w3" in workloads else []
+    sizes = w3_sizes(args, systems) if "w3" in workloads else {}
+
+    def scale(s: str) -> list[tuple[str, str]]:
+        return [(f"w3:{n}", f"w3-{n}") for n in sizes.get(s, [])]
+
     n4 = args.w4_runs
 
     def restart(s: str, first: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -306,7 +321,7 @@ def run(
         print("W1-W3 and W4's first process, one process per system; then W4's fresh process", flush=True)
         for s in systems:
             populate = [(f"w4-populate:{n4}", "w4")] if "w4" in workloads and s not in MEMORY_ONLY else []
-            first = runner.spawn(s, latency + scale + populate)
+            first = runner.spawn(s, latency + scale(s) + populate)
             rows += [r for r in first if "workload" in r and r["workload"] != "w4"]
             if "w4" in workloads:
                 rows += [memory_only(s)] if s in MEMORY_ONLY else restart(s, first)
@@ -316,10 +331,14 @@ def run(
         print(f"{'/'.join(w.upper() for w, _ in latency)}: {args.cycles} cycles each", flush=True)
         for s in systems:
             rows += runner.spawn(s, latency)
-    for phase in scale:
-        print(f"W3: {phase[0][3:]} runs paused at once, then approved", flush=True)
-        for s in systems:
-            rows += runner.spawn(s, [phase])
+    for n in args.runs if sizes else []:
+        on = [s for s in systems if n in sizes[s]]
+        left = [s for s in systems if s not in on]
+        print(
+            f"W3: {n} runs paused at once, then approved" + (f" (not on {', '.join(left)})" if left else "")
+        )
+        for s in on:
+            rows += runner.spawn(s, [(f"w3:{n}", f"w3-{n}")])
     if "w4" in workloads:
         print(f"W4: restart with {n4} paused runs", flush=True)
         for s in systems:
@@ -330,15 +349,26 @@ def run(
     return rows
 
 
+def w3_sizes(args: argparse.Namespace, systems: list[str]) -> dict[str, list[int]]:
+    """The W3 sizes each system runs: every size, except that the largest (when there are several)
+    runs only on --w3-large-systems ("all": on every system)."""
+    big = max(args.runs)
+    large = args.w3_large_systems
+    return {
+        s: [n for n in args.runs if n != big or len(args.runs) == 1 or large == "all" or s in large]
+        for s in systems
+    }
+
+
 def render(result: dict[str, Any], out: Path) -> None:
     from report import chart, tables
 
     meta, rows = result["meta"], result["rows"]
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "latest.json").write_text(json.dumps(result, indent=2))  # first: a rendering bug loses nothing
     text = tables(rows, meta["systems"], meta)
     print()
     print(text)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "latest.json").write_text(json.dumps(result, indent=2))
     load = meta.get("load", {})
     header = [
         "# Troupe vs peers",
@@ -373,6 +403,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--w4-runs", type=int, help=f"W4 paused runs (default: the largest W3 size, at most {FULL_W4})"
     )
+    parser.add_argument(
+        "--w3-large-systems",
+        help="W3: the systems that also run the largest size, comma-separated, or 'all' (default: "
+        f"{','.join(W3_LARGE)}; quick: all); the others run the smaller sizes only",
+    )
     parser.add_argument("--w3-warmup", type=int, help="cycles before W3 (default 20; quick 5)")
     parser.add_argument("--concurrency", type=int, default=100, help="W3/W4 calls in flight (default 100)")
     parser.add_argument(
@@ -405,6 +440,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         default="stream",
         help="W1/W2 through each system's streaming API (default) or its non-streaming call",
     )
+    parser.add_argument(
+        "--gc",
+        choices=("freeze", "default"),
+        default="freeze",
+        help="W1/W2: gc.collect() + gc.freeze() in the driver after the warm-up, every system alike "
+        "(default), or Python's collector untouched",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the work directory (stores, child logs)")
     parser.add_argument("--from-json", type=Path, help="only re-render the tables and chart from this JSON")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -414,7 +456,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     args.heap_sample = args.heap_sample if args.heap_sample is not None else (50 if quick else 200)
     args.warmup = args.warmup if args.warmup is not None else (10 if quick else 50)
     args.w3_warmup = args.w3_warmup if args.w3_warmup is not None else (5 if quick else 20)
-    args.runs = [int(n) for n in (args.runs or ("100" if quick else FULL_W3)).split(",") if n]
+    args.runs = sorted({int(n) for n in (args.runs or ("100" if quick else FULL_W3)).split(",") if n})
+    large = args.w3_large_systems or ("all" if quick else ",".join(W3_LARGE))
+    args.w3_large_systems = "all" if large == "all" else [s.strip() for s in large.split(",") if s.strip()]
     args.w4_runs = args.w4_runs or min(max(args.runs), FULL_W4)
     args.settle = args.settle if args.settle is not None else (0.2 if quick else 0.5)
     args.shared_process = args.shared_process or quick
@@ -434,7 +478,8 @@ def main(argv: list[str] | None = None) -> None:
         return
 
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
-    unknown = [s for s in systems if s not in KNOWN_SYSTEMS]
+    large = [] if args.w3_large_systems == "all" else args.w3_large_systems
+    unknown = [s for s in [*systems, *large] if s not in KNOWN_SYSTEMS]
     if unknown:
         raise SystemExit(f"unknown systems {unknown}; known: {', '.join(KNOWN_SYSTEMS)}")
     workloads = [w.strip().lower() for w in args.workloads.split(",") if w.strip()]
@@ -450,12 +495,16 @@ def main(argv: list[str] | None = None) -> None:
         "warmup": args.warmup,
         "w3_warmup": args.w3_warmup,
         "runs": args.runs,
+        "w3_large_systems": args.w3_large_systems,
+        "w3_sizes": w3_sizes(args, systems) if "w3" in workloads else {},
         "w4_runs": args.w4_runs,
         "concurrency": args.concurrency,
         "heap_sample": args.heap_sample,
         "shared_process": args.shared_process,
         "api": args.api,
+        "gc": args.gc,
         "systems": systems,
+        "ratio_against": RATIO_AGAINST,
         "workloads": workloads,
         "versions": versions(),
         "git": git_state(),
@@ -467,7 +516,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"Troupe vs peers — {meta['machine']}; systems: {', '.join(systems)}", flush=True)
     fsyncs = sorted({s.rsplit("-", 1)[1] for s in systems if "-redis-" in s})
     workdir = Path(tempfile.mkdtemp(prefix="troupe-bench-"))
-    env: dict[str, Any] = {"nonce": str(time.time_ns()), "redis_urls": {}, "api": args.api}
+    env: dict[str, Any] = {"nonce": str(time.time_ns()), "redis_urls": {}, "api": args.api, "gc": args.gc}
     meta["redis"] = {f: f"private redis-server, appendonly yes, appendfsync {f}" for f in fsyncs}
     try:
         with contextlib.ExitStack() as stack:

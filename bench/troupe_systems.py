@@ -19,10 +19,10 @@ from troupe import Runtime
 STORE_NAMES = {"memory": "MemoryStore", "sqlite": "SqliteStore", "redis": "RedisStore"}
 DEFAULT_MODES = {"sqlite": "normal", "redis": "everysec"}
 DURABILITY = {
-    "everysec": "AOF appendfsync everysec",
-    "always": "AOF appendfsync always",
-    "normal": "synchronous=NORMAL",
-    "full": "synchronous=FULL",
+    "everysec": "Redis AOF, appendfsync everysec",
+    "always": "Redis AOF, appendfsync always",
+    "normal": "SQLite WAL, synchronous=NORMAL",
+    "full": "SQLite WAL, synchronous=FULL",
 }
 
 
@@ -39,6 +39,7 @@ class TroupeSystem(System):
         durability = f", {DURABILITY[self.mode]}" if self.mode else ""
         self.label = f"Troupe {version('troupe')} {executor} + {STORE_NAMES[store]}{durability}"
         self.durable = store != "memory"
+        self.durability = DURABILITY.get(self.mode, "in memory")
         self.runtimes: list[Runtime] = []
         self.supervisor: Any = None
 
