@@ -361,7 +361,8 @@ def w3_sizes(args: argparse.Namespace, systems: list[str]) -> dict[str, list[int
 
 
 def render(result: dict[str, Any], out: Path) -> None:
-    from report import chart, tables
+    from report import tables
+    from report_chart import chart
 
     meta, rows = result["meta"], result["rows"]
     out.mkdir(parents=True, exist_ok=True)
@@ -465,6 +466,17 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def require_chart() -> None:
+    """The PNG is part of the output: without matplotlib, stop before measuring anything."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise SystemExit(
+            "run_all.py needs the package matplotlib for its chart (latest.png), and it is not installed. "
+            "Install the benchmark's packages: pip install -e '.[bench]'"
+        ) from None
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse(argv)
     if args.child:
@@ -472,6 +484,7 @@ def main(argv: list[str] | None = None) -> None:
         rows = asyncio.run(child(spec))
         Path(spec["out"]).write_text(json.dumps(rows))
         return
+    require_chart()
 
     if args.from_json:
         render(json.loads(args.from_json.read_text()), args.out)
