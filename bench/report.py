@@ -245,11 +245,12 @@ def tables(rows: list[dict[str, Any]], systems: list[str], meta: dict[str, Any])
     gaps = [r for r in rows if r.get("status") != "ok"]
     if gaps:
         out += ["", "Not measured:"]
-        seen = set()
+        # One line per (system, status, reason), naming the workloads it applies to.
+        grouped: dict[tuple[str, str, str], list[str]] = {}
         for r in gaps:
-            key = (r["system"], r["workload"], r.get("note"))
-            if key in seen:
-                continue
-            seen.add(key)
-            out.append(f"- {r['system']} {r['workload'].upper()}: {r.get('status')} — {r.get('note', '')}")
+            where = grouped.setdefault((r["system"], r.get("status", ""), r.get("note", "")), [])
+            if r["workload"].upper() not in where:
+                where.append(r["workload"].upper())
+        for (system, status, note), workloads in grouped.items():
+            out.append(f"- {system} {', '.join(workloads)}: {status} — {note}")
     return "\n".join(out).strip() + "\n"

@@ -8,6 +8,8 @@ Systems (each with an instant scripted model of its own kind; no network, no API
   troupe-<ray|local>-redis-<always|everysec>   RedisStore; redis-server with AOF, appendfsync always/everysec
   troupe-<ray|local>-sqlite-<full|normal>      SqliteStore(synchronous="FULL"/"NORMAL")
   troupe-local-memory, troupe-ray-memory       MemoryStore
+  troupe-...-exit                              the same with Runtime(durability="exit"): a run is written
+                                               at its pauses and at its end only
   langgraph-memory, langgraph-sqlite          StateGraph + ToolNode, interrupt() / Command(resume=...)
   openai-agents-memory, openai-agents-json    needs_approval=True, RunState approve / resume
   pydantic-ai-memory, pydantic-ai-json        requires_approval=True, DeferredToolRequests / Results
@@ -56,6 +58,8 @@ DEFAULT_SYSTEMS = [
     "troupe-ray-sqlite-normal",
     "troupe-local-sqlite-full",
     "troupe-local-memory",
+    "troupe-ray-redis-always-exit",
+    "troupe-local-sqlite-full-exit",
     "langgraph-memory",
     "langgraph-sqlite",
     "openai-agents-memory",
@@ -142,7 +146,7 @@ def module_for(key: str) -> str:
 
 
 async def child(spec: dict[str, Any]) -> list[dict[str, Any]]:
-    from harness import base_row, latency, restart_populate, restart_resume, suspended_scale
+    from harness import Unsupported, base_row, latency, restart_populate, restart_resume, suspended_scale
 
     module = importlib.import_module(module_for(spec["system"]))
     rows: list[dict[str, Any]] = []
@@ -182,12 +186,14 @@ async def child(spec: dict[str, Any]) -> list[dict[str, Any]]:
                         )
                     )
             except Exception as exc:
-                traceback.print_exc()
+                unsupported = isinstance(exc, Unsupported)
+                if not unsupported:
+                    traceback.print_exc()
                 workload = name.split("-")[0]
                 n = int(arg) if arg else None
-                rows.append(
-                    base_row(system, workload, n=n, status="error", note=f"{type(exc).__name__}: {exc}")
-                )
+                note = str(exc) if unsupported else f"{type(exc).__name__}: {exc}"
+                status = "unsupported" if unsupported else "error"
+                rows.append(base_row(system, workload, n=n, status=status, note=note))
     finally:
         if system is not None:
             await system.close()
@@ -527,7 +533,7 @@ def main(argv: list[str] | None = None) -> None:
         "load": {"start": [round(x, 2) for x in os.getloadavg()]},
     }
     print(f"Troupe vs peers — {meta['machine']}; systems: {', '.join(systems)}", flush=True)
-    fsyncs = sorted({s.rsplit("-", 1)[1] for s in systems if "-redis-" in s})
+    fsyncs = sorted({s.split("-redis-")[1].split("-")[0] for s in systems if "-redis-" in s})
     workdir = Path(tempfile.mkdtemp(prefix="troupe-bench-"))
     env: dict[str, Any] = {"nonce": str(time.time_ns()), "redis_urls": {}, "api": args.api, "gc": args.gc}
     meta["redis"] = {f: f"private redis-server, appendonly yes, appendfsync {f}" for f in fsyncs}
