@@ -75,14 +75,24 @@ KNOWN_SYSTEMS = [
     "troupe-ray-memory",
 ]
 NOTES = {
-    "troupe": "Troupe's W1/W2 run through its streaming API (stream, read to the approval chunk, "
-    "approve_tool_call, read the text); the peers run through their non-streaming calls (Runner.run / "
-    "ainvoke / agent.run; see bench/README.md). A paused run is checkpointed before it is announced. "
-    "Every system's tool is a sync function run in a worker thread.",
+    "streaming": "W1/W2 run through every system's streaming API: Troupe stream (full_stream to the "
+    "tool-call-approval chunk, approve_tool_call, text_stream); LangGraph astream(stream_mode=[messages, "
+    "updates]) to the __interrupt__ update, then astream(Command(resume=...)); OpenAI Agents SDK "
+    "Runner.run_streamed + stream_events(), interruptions on the streamed result, resumed streamed from "
+    "to_state(); Pydantic AI run_stream, whose output is the DeferredToolRequests, then run_stream with "
+    "deferred_tool_results. Each scripted model streams its turn as one chunk. W3/W4 use the plain calls. "
+    "In W2 the OpenAI Agents SDK's Agent.as_tool runs its subagent unstreamed.",
+    "durability": "When a run is written: Troupe rows durability=sync (after every step's tools; a paused "
+    "run is checkpointed before it is announced), -exit rows durability=exit (at pauses, before tools "
+    "run, and at the end); LangGraph its default durability=async (each step's checkpoint written in the "
+    "background while the next step runs; the call returns once written); the -json peers one file per "
+    "paused run.",
+    "gc": "After the W1/W2 warm-up the driver runs gc.collect() and gc.freeze() in every system alike (--gc "
+    "default: untouched); Troupe's Ray actors keep Python's default collector.",
     "redis": "Redis runs durable, as in production: an append-only file with appendfsync everysec (may "
     "lose the last second on a power cut) or always (an fsync per write), one private redis-server each.",
     "troupe-ray": "On Ray every agent is an actor (a separate process): each call is a Ray hop from the "
-    "driver.",
+    "driver. Every system's tool is a sync function run in a worker thread.",
     "sqlite": "SQLite durability: -full rows use synchronous=FULL (WAL, an fsync per commit), like "
     "LangGraph's AsyncSqliteSaver (SQLite's default); -normal rows synchronous=NORMAL (WAL: survives a "
     "process crash, a power cut may lose the last commits).",
@@ -95,6 +105,8 @@ NOTES = {
     "(tracemalloc, on a separate untimed pass of --heap-sample runs paused one by one; state in Ray "
     "actors or redis-server is not in it); store = growth of the SQLite file, JSON files or Redis "
     "used_memory. 'memory MB' in W1/W2 is the PSS of all the system's processes (Ray's included).",
+    "w3": "W3's largest N runs only on the systems in meta.w3_large_systems (--w3-large-systems); meta."
+    "w3_sizes lists the sizes each system ran, and the per-run table compares only those.",
     "w4": "W4 times from the fresh process's spawn (interpreter, imports, Ray start where used) until every "
     "run is decided; 'list' is finding the paused runs from the durable store alone.",
 }
@@ -103,7 +115,8 @@ FULL_W3 = "200,20000"
 FULL_W4 = 2000
 # The Troupe configurations the peers' ratio columns compare with (the issue's two targets).
 RATIO_AGAINST = ["troupe-ray-redis-always", "troupe-local-sqlite-full"]
-# W3's largest size runs on these only by default (the peers' 20,000 runs would take most of the budget).
+# W3's largest size runs on these only by default: the peers' 20,000 runs would take about 23 minutes more
+# on the 2-core machine (each peer took 17-34 s at N=2,000 there, against 2-7 s for Troupe).
 W3_LARGE = [
     "troupe-ray-redis-always",
     "troupe-ray-redis-everysec",
@@ -111,6 +124,8 @@ W3_LARGE = [
     "troupe-ray-sqlite-normal",
     "troupe-local-sqlite-full",
     "troupe-local-memory",
+    "troupe-ray-redis-always-exit",
+    "troupe-local-sqlite-full-exit",
 ]
 MEMORY_ONLY = {
     "troupe-local-memory": "MemoryStore keeps paused runs in the process's memory: a restart loses them",
@@ -136,6 +151,17 @@ PACKAGES = [
     "pydantic-ai-slim",
     "matplotlib",
 ]
+
+
+def notes(args: argparse.Namespace) -> dict[str, str]:
+    """NOTES as they apply to this run's options."""
+    found = dict(NOTES)
+    if args.api == "generate":
+        found["streaming"] = "--api generate: W1/W2 run through every system's non-streaming call (Troupe "
+        "generate / approve_tool_call_generate, LangGraph ainvoke, Runner.run, agent.run)."
+    if args.gc == "default":
+        found["gc"] = "--gc default: Python's collector runs as it does by default in every process."
+    return found
 
 
 def module_for(key: str) -> str:
@@ -527,7 +553,7 @@ def main(argv: list[str] | None = None) -> None:
         "workloads": workloads,
         "versions": versions(),
         "git": git_state(),
-        "notes": NOTES,
+        "notes": notes(args),
         "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
         # The machine may be shared: its load average (1, 5, 15 min) when the run started and ended.
         "load": {"start": [round(x, 2) for x in os.getloadavg()]},
