@@ -225,6 +225,8 @@ async def latency(system: System, workload: str, cycles: int, warmup: int) -> di
         mean_ms=round(statistics.fmean(samples), 3),
         min_ms=round(min(samples), 3),
         max_ms=round(max(samples), 3),
+        # The five slowest cycles as (index among the timed cycles, ms): spread out or periodic?
+        slowest=[[i, round(ms, 2)] for i, ms in sorted(enumerate(samples), key=lambda x: -x[1])[:5]],
         driver_gc_collections=collections,  # the driver's collections per generation while timed
         footprint_mb=round(total_mb(footprint), 1),
         processes=len(footprint),
