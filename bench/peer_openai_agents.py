@@ -66,35 +66,14 @@ class ScriptedResponsesModel(Model):
             type="function_call", id="fc-1", call_id="call-1", name=self.tool_name, arguments=self.tool_args
         )
 
+    # Both calls take the SDK's Model arguments; the turn needs only the input and the tools offered.
     async def get_response(
-        self,
-        system_instructions: Any,
-        input: Any,
-        model_settings: Any,
-        tools: Any,
-        output_schema: Any,
-        handoffs: Any,
-        tracing: Any,
-        *,
-        previous_response_id: Any = None,
-        conversation_id: Any = None,
-        prompt: Any = None,
+        self, system_instructions: Any, input: Any, model_settings: Any, tools: Any, *rest: Any, **kw: Any
     ) -> ModelResponse:
         return ModelResponse(output=[self._reply(input, tools)], usage=Usage(), response_id=None)
 
     async def stream_response(
-        self,
-        system_instructions: Any,
-        input: Any,
-        model_settings: Any,
-        tools: Any,
-        output_schema: Any,
-        handoffs: Any,
-        tracing: Any,
-        *,
-        previous_response_id: Any = None,
-        conversation_id: Any = None,
-        prompt: Any = None,
+        self, system_instructions: Any, input: Any, model_settings: Any, tools: Any, *rest: Any, **kw: Any
     ) -> Any:
         """The same turn as Responses API stream events: the text as one delta, the item, completion."""
         item = self._reply(input, tools)

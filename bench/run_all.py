@@ -117,16 +117,7 @@ FULL_W4 = 2000
 RATIO_AGAINST = ["troupe-ray-redis-always", "troupe-local-sqlite-full"]
 # W3's largest size runs on these only by default: the peers' 20,000 runs would take about 23 minutes more
 # on the 2-core machine (each peer took 17-34 s at N=2,000 there, against 2-7 s for Troupe).
-W3_LARGE = [
-    "troupe-ray-redis-always",
-    "troupe-ray-redis-everysec",
-    "troupe-ray-sqlite-full",
-    "troupe-ray-sqlite-normal",
-    "troupe-local-sqlite-full",
-    "troupe-local-memory",
-    "troupe-ray-redis-always-exit",
-    "troupe-local-sqlite-full-exit",
-]
+W3_LARGE = [s for s in DEFAULT_SYSTEMS if s.startswith("troupe-")]
 MEMORY_ONLY = {
     "troupe-local-memory": "MemoryStore keeps paused runs in the process's memory: a restart loses them",
     "troupe-ray-memory": "MemoryStore on Ray keeps paused runs in a private SQLite file removed at shutdown: "
