@@ -45,13 +45,14 @@ class NodeHarness:
         self.waiting: dict[int, asyncio.Future[Any]] = {}
         self.reader: asyncio.Task[None] | None = None
 
-    async def start(self, db_file: Path) -> dict[str, Any]:
+    async def start(self, db_file: Path, *settings: str) -> dict[str, Any]:
         if not NODE.exists():
             raise RuntimeError("Node and Mastra are not installed: run `npm ci` in bench/mastra")
         self.proc = await asyncio.create_subprocess_exec(
             str(NODE),
             str(HERE / "harness.mjs"),
             str(db_file),
+            *settings,
             cwd=HERE,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
@@ -107,24 +108,39 @@ class NodeHarness:
 
 
 class MastraSystem(System):
-    key = "mastra-libsql"
+    """``mastra-libsql``: LibSQL as Mastra sets it up (WAL, ``synchronous=NORMAL``);
+    ``mastra-libsql-full``: the same with ``synchronous=FULL`` (an fsync per commit)."""
+
     family = "Mastra"
     durable = True
 
-    def __init__(self, workdir: Path, env: dict[str, Any]) -> None:
+    def __init__(self, workdir: Path, env: dict[str, Any], key: str) -> None:
         super().__init__(workdir, env)
-        self.db = workdir / f"{self.key}-{env['store_tag']}.db"
+        self.key = key
+        self.settings = ["FULL"] if key.endswith("-full") else []
+        self.db = workdir / f"{key}-{env['store_tag']}.db"
         self.node = NodeHarness()
         self.label = "Mastra (LibSQL file)"
+        self.pragmas: dict[str, Any] = {}
 
     async def open(self) -> None:
-        ready = await self.node.start(self.db)
-        versions, pragmas = ready["versions"], ready["pragmas"]
-        sync = SQLITE_SYNC.get(pragmas["synchronous"], pragmas["synchronous"])
+        ready = await self.node.start(self.db, *self.settings)
+        versions, self.pragmas = ready["versions"], ready["pragmas"]
+        sync = SQLITE_SYNC.get(self.pragmas["synchronous"], self.pragmas["synchronous"])
+        wanted = self.settings[0] if self.settings else "NORMAL"  # NORMAL: what Mastra sets itself
+        if sync != wanted:
+            raise RuntimeError(f"{self.key}: LibSQL opened with synchronous={sync}, expected {wanted}")
         self.label = (
             f"Mastra {versions['@mastra/core']} (LibSQLStore {versions['@mastra/libsql']} file, "
-            f"{pragmas['journal_mode']}, synchronous={sync}; Node {versions['node']})"
+            f"{self.pragmas['journal_mode']}, synchronous={sync}; Node {versions['node']})"
         )
+
+    async def check_pragmas(self) -> None:
+        """The store's connection still has the durability its label states (Mastra sets its pragmas
+        asynchronously while the store opens; a late one would change what was measured)."""
+        now = await self.node.call("pragmas")
+        if now != self.pragmas:
+            raise AssertionError(f"LibSQL pragmas changed during the run: {self.pragmas} -> {now}")
 
     async def close(self) -> None:
         await self.node.stop()
@@ -150,6 +166,7 @@ async def latency(system: MastraSystem, workload: str, cycles: int, warmup: int)
     samples = await system.node.call("latency", workload=workload, warmup=warmup, cycles=cycles)
     if len(samples) != cycles:
         raise AssertionError(f"mastra harness returned {len(samples)} samples for {cycles} cycles")
+    await system.check_pragmas()
     footprint = await process_memory(system, pss_mb)
     return base_row(
         system,
@@ -168,5 +185,6 @@ async def latency(system: MastraSystem, workload: str, cycles: int, warmup: int)
 
 
 def make(key: str, workdir: Path, env: dict[str, Any]) -> System:
-    assert key == MastraSystem.key, key
-    return MastraSystem(workdir, env)
+    if key not in ("mastra-libsql", "mastra-libsql-full"):
+        raise ValueError(f"unknown Mastra configuration {key!r}")
+    return MastraSystem(workdir, env, key)

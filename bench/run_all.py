@@ -71,6 +71,7 @@ KNOWN_SYSTEMS = [
     "troupe-local-redis-always",
     "troupe-local-redis-everysec",
     "troupe-ray-memory",
+    "mastra-libsql-full",
 ]
 NOTES = {
     "troupe": "Troupe's W1/W2 run through its streaming API (stream, read to the approval chunk, "
@@ -86,6 +87,9 @@ NOTES = {
     "process crash, a power cut may lose the last commits).",
     "json": "openai-agents-json and pydantic-ai-json write one JSON file per paused run (no fsync), with no "
     "index, claim or lock: a second approver could resume the same run twice.",
+    "mastra": "Mastra runs in a Node 22 process (bench/mastra, pinned): agent.stream read to the "
+    "tool-call-approval chunk, approveToolCall, read the text; W1/W2 cycles are timed inside Node. "
+    "LibSQLStore on a file, WAL, synchronous=NORMAL as Mastra sets it (mastra-libsql-full: FULL).",
     "openai": "OpenAI Agents SDK tracing is disabled (its exporter needs the network and an API key).",
     "memory": "W3 memory per paused run: RSS = growth of every process the system runs (driver, Ray's "
     "processes and actors, redis-server) while the N runs are paused, over N (it includes the allocator's "

@@ -1,5 +1,5 @@
 // Mastra under the benchmark's workloads (bench/harness.py defines them; bench/peer_mastra.py drives this).
-// Usage: node harness.mjs <libsql file>
+// Usage: node harness.mjs <libsql file> [FULL]   (FULL: SQLite synchronous=FULL instead of Mastra's NORMAL)
 // Protocol: one JSON request per line on stdin ({id, op, ...}), one JSON answer per line on stdout
 // ({id, ok, result} or {id, ok: false, error}). Requests run concurrently (W3 keeps 100 in flight).
 // The first line written is {ready: true, ...} once the store is open.
@@ -97,8 +97,9 @@ const supervisor = new Agent({
   agents: { records },
 });
 
-const [dbFile] = process.argv.slice(2);
-if (!dbFile) throw new Error("usage: node harness.mjs <libsql file>");
+const [dbFile, synchronous] = process.argv.slice(2);
+if (!dbFile) throw new Error("usage: node harness.mjs <libsql file> [FULL]");
+if (synchronous !== undefined && synchronous !== "FULL") throw new Error(`unknown setting ${synchronous}`);
 const storage = new LibSQLStore({ id: "bench", url: `file:${dbFile}` });
 const mastra = new Mastra({ agents: { records, supervisor }, storage, logger: false });
 const agents = { w1: mastra.getAgent("records"), w2: mastra.getAgent("supervisor") };
@@ -195,6 +196,8 @@ async function handle(line) {
 }
 
 await storage.init();
+// Mastra sets synchronous=NORMAL on its connection; FULL (an fsync per commit) is asked for by name.
+if (synchronous) await storage.client.execute(`PRAGMA synchronous = ${synchronous}`);
 reply({ ready: true, pid: process.pid, versions: versions(), pragmas: await pragmas() });
 const input = createInterface({ input: process.stdin });
 input.on("line", (line) => {
