@@ -50,6 +50,7 @@ class NodeHarness:
             raise RuntimeError("Node and Mastra are not installed: run `npm ci` in bench/mastra")
         self.proc = await asyncio.create_subprocess_exec(
             str(NODE),
+            "--expose-gc",  # for the retained-heap figure only; collections run as usual otherwise
             str(HERE / "harness.mjs"),
             str(db_file),
             *settings,
@@ -153,6 +154,17 @@ class MastraSystem(System):
 
     async def w2(self) -> None:
         await self.approve(await self.node.call("pause", workload="w2", i=-1))
+
+    async def retained_heap_kb(self, runs: int) -> float:
+        """V8 heap Node keeps per paused run (after a full collection), on an untimed pass of ``runs``
+        runs paused one by one and approved afterwards: the counterpart of ``harness.retained_heap_kb``,
+        whose tracemalloc figure sees only this driver (the tokens), not Mastra's state in Node."""
+        base = await self.node.call("heap")
+        tokens = [await self.pause(i) for i in range(runs)]
+        held = await self.node.call("heap") - base
+        for token in tokens:
+            await self.approve(token)
+        return round(held / 1024 / runs, 2)
 
     async def list_paused(self) -> list[Any]:
         return list(await self.node.call("list"))

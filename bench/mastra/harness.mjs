@@ -175,6 +175,11 @@ const ops = {
   latency,
   list: listPaused,
   pragmas,
+  // V8 heap in use after a full collection (the process runs with --expose-gc).
+  heap: async () => {
+    globalThis.gc();
+    return process.memoryUsage().heapUsed;
+  },
 };
 
 function reply(message) {
