@@ -70,7 +70,11 @@ class NodeHarness:
     async def _read(self) -> None:
         assert self.proc is not None and self.proc.stdout is not None
         async for line in self.proc.stdout:
-            answer = json.loads(line)
+            try:
+                answer = json.loads(line)
+            except ValueError:
+                self._fail(f"mastra harness wrote something other than an answer: {line[:200]!r}")
+                continue
             future = self.waiting.pop(answer["id"], None)
             if future is None or future.done():
                 continue
@@ -78,10 +82,13 @@ class NodeHarness:
                 future.set_result(answer["result"])
             else:
                 future.set_exception(RuntimeError(f"mastra harness: {answer['error']}"))
-        code = await self.proc.wait()
+        self._fail(f"mastra harness exited (code {await self.proc.wait()}) before answering")
+
+    def _fail(self, why: str) -> None:
+        """Every request in flight fails (the answers cannot be matched to them any more)."""
         for future in self.waiting.values():
             if not future.done():
-                future.set_exception(RuntimeError(f"mastra harness exited (code {code}) before answering"))
+                future.set_exception(RuntimeError(why))
         self.waiting.clear()
 
     async def call(self, op: str, **fields: Any) -> Any:

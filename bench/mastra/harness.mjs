@@ -104,6 +104,11 @@ const storage = new LibSQLStore({ id: "bench", url: `file:${dbFile}` });
 const mastra = new Mastra({ agents: { records, supervisor }, storage, logger: false });
 const agents = { w1: mastra.getAgent("records"), w2: mastra.getAgent("supervisor") };
 
+function agentFor(workload) {
+  if (!Object.hasOwn(agents, workload)) throw new Error(`unknown workload ${JSON.stringify(workload)}`);
+  return agents[workload];
+}
+
 // Reads a stream to its end; returns its chunks' types, the approval chunk and the text.
 async function drain(output) {
   const types = [];
@@ -120,7 +125,7 @@ async function drain(output) {
 
 // start -> paused for approval; the token is what approving needs.
 async function pause(workload, i) {
-  const output = await agents[workload].stream(i < 0 ? PROMPT : `delete record ${i}`);
+  const output = await agentFor(workload).stream(i < 0 ? PROMPT : `delete record ${i}`);
   const { types, approval } = await drain(output);
   if (!approval) throw new Error(`run did not pause for approval: ${types}`);
   return { workload, runId: output.runId, toolCallId: approval.toolCallId };
@@ -128,7 +133,7 @@ async function pause(workload, i) {
 
 // approve -> the tool runs -> final text.
 async function approve({ workload, runId, toolCallId }) {
-  const output = await agents[workload].approveToolCall({ runId, toolCallId });
+  const output = await agentFor(workload).approveToolCall({ runId, toolCallId });
   const { types, text } = await drain(output);
   if (text !== FINAL_TEXT) throw new Error(`unexpected final text ${JSON.stringify(text)}: ${types}`);
 }
@@ -154,7 +159,8 @@ async function listPaused() {
   });
 }
 
-// The durability settings of a connection of the store's client (its pool opens more under load).
+// The durability settings of the store's connection (the client's pool opens a second one only while a
+// transaction holds the first; the workloads' writes are single statements).
 async function pragmas() {
   const found = {};
   for (const name of ["journal_mode", "synchronous"]) {
