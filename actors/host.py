@@ -30,6 +30,7 @@ from troupe.core.errors import (
     ToolCallNotSuspendedError,
 )
 from troupe.core.handoff import handed_off
+from troupe.core.loop import Durability
 from troupe.core.outbox import Notifications
 from troupe.core.requests import AgentPort, DecideRequest, StartRequest
 from troupe.core.results import ResultBuilder, RunResult
@@ -108,6 +109,7 @@ class AgentHost:
         policies: ApproverPolicies | None = None,
         clock: Clock = utcnow,
         tool_threads: int = DEFAULT_TOOL_THREADS,
+        durability: Durability = "sync",
     ) -> None:
         self.spec = spec
         self.store = store
@@ -123,6 +125,7 @@ class AgentHost:
             policies=policies,
             clock=clock,
             threads=self.threads,
+            durability=durability,
         )
         self.notifications = notifications
         # Every host sends due notifications (its own runs' and any dead host's), in its own task.

@@ -50,6 +50,7 @@ MODULES = {
     "langgraph": "peer_langgraph",
     "openai": "peer_openai_agents",
     "pydantic": "peer_pydantic_ai",
+    "mastra": "peer_mastra",  # Node 22 process (bench/mastra, `npm ci` there)
 }
 DEFAULT_SYSTEMS = [
     "troupe-ray-redis-always",
@@ -66,6 +67,7 @@ DEFAULT_SYSTEMS = [
     "openai-agents-json",
     "pydantic-ai-memory",
     "pydantic-ai-json",
+    "mastra-libsql",
 ]
 KNOWN_SYSTEMS = [
     *DEFAULT_SYSTEMS,
@@ -73,6 +75,7 @@ KNOWN_SYSTEMS = [
     "troupe-local-redis-always",
     "troupe-local-redis-everysec",
     "troupe-ray-memory",
+    "mastra-libsql-full",
 ]
 NOTES = {
     "streaming": "W1/W2 run through every system's streaming API: Troupe stream (full_stream to the "
@@ -98,6 +101,9 @@ NOTES = {
     "process crash, a power cut may lose the last commits).",
     "json": "openai-agents-json and pydantic-ai-json write one JSON file per paused run (no fsync), with no "
     "index, claim or lock: a second approver could resume the same run twice.",
+    "mastra": "Mastra runs in a Node 22 process (bench/mastra, pinned): agent.stream read to the "
+    "tool-call-approval chunk, approveToolCall, read the text; W1/W2 cycles are timed inside Node. "
+    "LibSQLStore on a file, WAL, synchronous=NORMAL as Mastra sets it (mastra-libsql-full: FULL).",
     "openai": "OpenAI Agents SDK tracing is disabled (its exporter needs the network and an API key).",
     "memory": "W3 memory per paused run: RSS = growth of every process the system runs (driver, Ray's "
     "processes and actors, redis-server) while the N runs are paused, over N (it includes the allocator's "
@@ -181,7 +187,8 @@ async def child(spec: dict[str, Any]) -> list[dict[str, Any]]:
             name, _, arg = phase.partition(":")
             try:
                 if name in ("w1", "w2"):
-                    rows.append(await latency(system, name, spec["cycles"], spec["warmup"]))
+                    measure = getattr(module, "latency", latency)  # another runtime times its own cycles
+                    rows.append(await measure(system, name, spec["cycles"], spec["warmup"]))
                 elif name == "w3":
                     rows.append(
                         await suspended_scale(

@@ -85,32 +85,39 @@ class Claims:
     async def claim(
         self, request: DecideRequest, expiring: bool = False, thread: ThreadAppend | None = None
     ) -> tuple[ActiveRun, Plan]:
-        """Claim the decision, retrying while the run changes under it; raises why it cannot be."""
+        """Claim the decision, retrying while the run changes under it; raises why it cannot be. The
+        first attempt uses the state this host paused the run with, if it kept it (troupe.core.paused)."""
+        kept = self.loop.paused.take(request.run_id)
         for _ in range(_CLAIM_ATTEMPTS):
-            claimed = await self._attempt(request, expiring, thread)
+            claimed = await self._attempt(request, expiring, thread, kept)
+            kept = None
             if claimed is not None:
                 return claimed
         raise StaleSnapshotError(f"run {request.run_id} kept changing while a decision was claimed; retry")
 
     async def _attempt(
-        self, request: DecideRequest, expiring: bool, thread: ThreadAppend | None
+        self, request: DecideRequest, expiring: bool, thread: ThreadAppend | None, kept: StoredRun | None
     ) -> tuple[ActiveRun, Plan] | None:
-        """One compare-and-set; None if the run changed since it was read."""
-        stored, target = await self._target(request)
-        state = stored.state
-        if not expiring:
-            _refuse_late(state, target, self.loop.clock)
-        policy = None if expiring or state.parent is not None else self._policy(target.pause)
-        if policy is not None:
-            try:
+        """One compare-and-set; None if the run changed since it was read (or since ``kept`` was)."""
+        try:
+            stored, target = await self._target(request, kept)
+            state = stored.state
+            if not expiring:
+                _refuse_late(state, target, self.loop.clock)
+            policy = None if expiring or state.parent is not None else self._policy(target.pause)
+            if policy is not None:
                 await self._check_policy(policy, stored.version, state, target, request)
-            except StaleSnapshotError:
-                return None
-        call = target.call
-        delegated = call.tool_name in self.loop.delegations and call.child is not None
-        # A delegated call is put back as it was if the subagent refuses the decision (see _route).
-        before = call.model_copy(deep=True) if delegated else call
-        entry = apply(state, target, request, None if delegated else self.loop.tools.get(call.tool_name))
+            call = target.call
+            delegated = call.tool_name in self.loop.delegations and call.child is not None
+            # A delegated call is put back as it was if the subagent refuses the decision (see _route).
+            before = call.model_copy(deep=True) if delegated else call
+            entry = apply(state, target, request, None if delegated else self.loop.tools.get(call.tool_name))
+        except StaleSnapshotError:
+            return None
+        except TroupeError:
+            if kept is None:
+                raise
+            return None  # refused on the kept copy: nothing was written; decide again on a fresh read
         if expiring:
             assert call.decision is not None
             call.decision.kind = entry.kind = "expired"
@@ -161,9 +168,10 @@ class Claims:
         decision_log.decided(entry)  # logged as "decision ... decision=approval-recorded"
         raise QuorumPending(state)
 
-    async def _target(self, request: DecideRequest) -> tuple[StoredRun, Target]:
-        """The run and the paused call a decision is for, or the error saying why there is none."""
-        stored = await self.store.load_run(request.run_id)
+    async def _target(self, request: DecideRequest, kept: StoredRun | None) -> tuple[StoredRun, Target]:
+        """The run (``kept``, or read from the store) and the paused call a decision is for, or the error
+        saying why there is none."""
+        stored = kept or await self.store.load_run(request.run_id)
         if stored is None:
             raise await self._missing(request)
         if stored.state.agent_id != self.agent_id:

@@ -27,7 +27,7 @@ from troupe.core.errors import (
 )
 from troupe.core.flow import ActiveRun
 from troupe.core.locks import RunLocks
-from troupe.core.loop import RunLoop
+from troupe.core.loop import Durability, RunLoop
 from troupe.core.memory import trim_history
 from troupe.core.messages import last_user_text, normalize_messages
 from troupe.core.operation import Operation, Recorded
@@ -52,10 +52,11 @@ class RunEngine:
         policies: ApproverPolicies | None = None,
         clock: Clock = utcnow,
         threads: ToolThreads | None = None,
+        durability: Durability = "sync",
     ) -> None:
         self.spec = spec
         self.store = store
-        self.loop = RunLoop(spec, store, ports or {}, notifications, clock, threads)
+        self.loop = RunLoop(spec, store, ports or {}, notifications, clock, threads, durability)
         self.locks = RunLocks()
         # Who drives the runs this engine works on (its host's identity; see RunState.owner).
         self.owner = owner or f"engine:{uuid.uuid4().hex}"
@@ -94,8 +95,13 @@ class RunEngine:
         )
         release = await self.locks.acquire(state.run_id)
         try:
-            # Durable from the first moment, so a crash before the first step still leaves a run to recover.
-            version = await self.store.create_run(state)
+            # A run under an id generated here is stored by its first checkpoint: before any tool runs,
+            # with its first pause, or at its end. Until then nothing outside has happened but model
+            # turns, so a crash loses only a run its caller sees fail. An id the caller chose is stored
+            # now, so one already taken is refused before anything runs; a subagent's run too, so its
+            # parent, recovering, can always find it by its id.
+            generated = (options.run_id is None or request.generated_run_id) and request.parent is None
+            version = 0 if generated else await self.store.create_run(state)
         except BaseException:
             release()
             raise

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any, assert_never
+from typing import Any, Literal, assert_never
 
 from troupe.core.agent import DELEGATION_PREFIX, AgentSpec
 from troupe.core.calls import Calls
@@ -23,6 +23,7 @@ from troupe.core.memory import settled_length, take_unsaved
 from troupe.core.messages import tool_message
 from troupe.core.model import Usage
 from troupe.core.outbox import Event, Notifications, decision_event, pause_event
+from troupe.core.paused import PausedRuns
 from troupe.core.pauses import Pauses, open_pause_chunks
 from troupe.core.requests import AgentPort
 from troupe.core.state import Clock, RunState, utcnow
@@ -32,6 +33,20 @@ from troupe.core.tracing import span
 from troupe.core.turn import model_turn
 
 log = logging.getLogger(__name__)
+
+# When a run is written (LangGraph's names). "sync": also after every step's tools have run, before the
+# next model turn, so a crash during that turn keeps the tools' results. "exit": only when the run pauses,
+# before any tool runs (its calls are marked running first, so a crash never runs one twice silently) and
+# when it ends; a step's results ride with the next of those writes, and a crash in between reports the
+# step's calls as interrupted (a gated call is surfaced for a decision again). One write per step fewer.
+Durability = Literal["sync", "exit"]
+DURABILITY_MODES: tuple[Durability, ...] = ("sync", "exit")
+
+
+def check_durability(durability: str) -> Durability:
+    if durability not in DURABILITY_MODES:
+        raise ValueError(f"durability must be one of {', '.join(DURABILITY_MODES)}; got {durability!r}")
+    return durability
 
 
 class RunLoop:
@@ -43,8 +58,12 @@ class RunLoop:
         notifications: Notifications | None = None,
         clock: Clock = utcnow,
         threads: ToolThreads | None = None,
+        durability: Durability = "sync",
     ) -> None:
         self.spec = spec
+        self.durability = check_durability(durability)
+        # The state each run was paused with, for its decision to claim without a read (troupe.core.paused).
+        self.paused = PausedRuns()
         self.store = store
         self.clock = clock
         self.notifications = notifications
@@ -120,7 +139,9 @@ class RunLoop:
         if state.step >= state.max_steps:
             await self.finish(run, "tool-calls", plan.audit)
             return Finished("tool-calls")
-        await self.checkpoint(run, audit=plan.audit, consumed=consumed)
+        if self.durability == "sync" or plan.audit or consumed:
+            # (Audit entries and consumed subagent records are never left waiting for a later write.)
+            await self.checkpoint(run, audit=plan.audit, consumed=consumed)
         return Continue()
 
     async def checkpoint(
@@ -206,7 +227,11 @@ class RunLoop:
             if audit:
                 await self.checkpoint(run, audit=audit)
             thread = take_unsaved(self.spec.memory, state, upto=len(state.messages))
-            await self.store.delete_run(state.run_id, expected_version=run.version, thread=thread)
+            if run.version:
+                await self.store.delete_run(state.run_id, expected_version=run.version, thread=thread)
+            elif thread is not None:
+                # Never stored (it ended before its first checkpoint): only its messages are kept.
+                await self.store.append_messages(thread.thread_id, thread.resource_id, thread.messages)
         else:
             state.status, state.outcome, state.calls = "finished", outcome, []
             state.messages = []
@@ -261,6 +286,7 @@ class RunLoop:
         pauses = [pause_event(state, c, p) for c, p in state.open_pauses()] if state.parent is None else []
         thread = take_unsaved(self.spec.memory, state, upto=settled_length(state))
         await self.checkpoint(run, thread, pauses, audit=audit, consumed=consumed)
+        self.paused.keep(state, run.version)  # this operation ends here: the state is not changed again
         # Durable now: announce every open pause, oldest first, so the last one is the newest.
         announced = open_pause_chunks(state)
         for chunk in announced:
@@ -276,4 +302,4 @@ def _final_text(state: RunState) -> str:
     return ""
 
 
-__all__ = ["RunLoop"]
+__all__ = ["DURABILITY_MODES", "Durability", "RunLoop", "check_durability"]

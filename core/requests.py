@@ -22,6 +22,9 @@ class StartRequest:
     parent: ParentLink | None = None
     # The caller's trace context (W3C traceparent), so the run's spans join the caller's trace.
     trace: dict[str, str] | None = None
+    # The options' run id was generated for this start (a random uuid the caller's library made, so it
+    # can follow the run up), not chosen by a person: no other run holds it.
+    generated_run_id: bool = False
 
 
 @dataclass(frozen=True)

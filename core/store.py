@@ -164,7 +164,8 @@ class Store(Protocol):
     """Async storage for run snapshots, the decision audit log and conversation threads."""
 
     async def create_run(self, state: RunState) -> int:
-        """Store a new run at version 1; ``DuplicateRunError`` if its id exists."""
+        """Store a new run at version 1; ``DuplicateRunError`` if its id exists. The same as
+        ``save_run(state, expected_version=0)``."""
         ...
 
     async def load_run(self, run_id: str) -> StoredRun | None: ...
@@ -180,7 +181,9 @@ class Store(Protocol):
     ) -> int:
         """Replace the run if it is still at ``expected_version`` (else ``StaleSnapshotError``), appending
         ``audit`` and ``thread`` and adding the ``outbox`` entries (an id already there is kept as it is)
-        in the same atomic step. Returns the new version."""
+        in the same atomic step. Returns the new version. ``expected_version=0`` is a run's first write: it
+        stores the run at version 1 with all of the above (``DuplicateRunError`` if its id is taken, by a
+        run or by a finished run's tombstone)."""
         ...
 
     async def delete_run(

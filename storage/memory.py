@@ -49,10 +49,7 @@ class MemoryStore:
         )
 
     async def create_run(self, state: RunState) -> int:
-        if state.run_id in self._runs or state.run_id in self._finished:
-            raise DuplicateRunError(f"run {state.run_id} already exists", run_id=state.run_id)
-        self._put(state, 1)
-        return 1
+        return await self.save_run(state, expected_version=0)
 
     async def load_run(self, run_id: str) -> StoredRun | None:
         entry = self._runs.get(run_id)
@@ -70,7 +67,9 @@ class MemoryStore:
         outbox: tuple[OutboxEntry, ...] = (),
     ) -> int:
         entry = self._runs.get(state.run_id)
-        if entry is None or entry[1] != expected_version:
+        if expected_version == 0 and (entry is not None or state.run_id in self._finished):
+            raise DuplicateRunError(f"run {state.run_id} already exists", run_id=state.run_id)
+        if expected_version != (0 if entry is None else entry[1]):
             raise StaleSnapshotError(
                 f"run {state.run_id} is not at version {expected_version}", run_id=state.run_id
             )

@@ -172,22 +172,7 @@ class RedisStore:
     # ---- runs ---------------------------------------------------------------------------------------
 
     async def create_run(self, state: RunState) -> int:
-        run_id = state.run_id
-        home, own = self.layout.home(state), self.layout.own(run_id)
-        indexes = home.indexes(state)
-        guard = own.home_of(run_id) if home is own else home.run(run_id)
-        keys = [home.run(run_id), guard, *(key for key, _ in indexes)]
-        args: list[str | float] = [_token(), state.to_json(), run_id, *(score for _, score in indexes)]
-        async with self._session("create_run") as link:
-            # Point the id at the run's home first: a crash between the two leaves an id that is taken
-            # and holds no run (loads find nothing; a retry with the same thread goes on).
-            created = home is own or await link.claim_home(
-                keys=[own.home_of(run_id), own.run(run_id)], args=[home.number]
-            )
-            created = created and await link.create(keys=keys, args=args)
-        if not created:
-            raise DuplicateRunError(f"run {run_id} already exists", run_id=run_id)
-        return 1
+        return await self.save_run(state, expected_version=0)
 
     async def load_run(self, run_id: str) -> StoredRun | None:
         found: list[str | None] = []
@@ -215,11 +200,13 @@ class RedisStore:
         thread: ThreadAppend | None = None,
         outbox: tuple[OutboxEntry, ...] = (),
     ) -> int:
-        home = self.layout.home(state)
+        run_id = state.run_id
+        home, own = self.layout.home(state), self.layout.own(run_id)
         indexes = home.indexes(state)
-        appends = self._appends(home, state.run_id, audit, thread)
+        appends = self._appends(home, run_id, audit, thread)
         keys = [
-            home.run(state.run_id),
+            home.run(run_id),
+            own.home_of(run_id) if home is own else home.run(run_id),  # a first write's guard
             *(key for key, _ in appends),
             home.outbox_due(),
             home.outbox_of_run(state.run_id),
@@ -239,7 +226,15 @@ class RedisStore:
             *(score for _, score in indexes),
         ]
         async with self._session("save_run") as link:
-            version = int(await link.save(keys=keys, args=args))
+            # A first write away from the shard of its id points the id there first (as create_run does).
+            taken = (
+                expected_version == 0
+                and home is not own
+                and not await link.claim_home(keys=[own.home_of(run_id), own.run(run_id)], args=[home.number])
+            )
+            version = -1 if taken else int(await link.save(keys=keys, args=args))
+        if version == -1:
+            raise DuplicateRunError(f"run {run_id} already exists", run_id=run_id)
         if not version:
             raise StaleSnapshotError(
                 f"run {state.run_id} is not at version {expected_version}", run_id=state.run_id

@@ -151,7 +151,6 @@ class Link:
             self.client, self._sentinels = _sentinel_client(url, timeout)
         else:
             self.client = _client(url, timeout)
-        self.create: AsyncScript = self.client.register_script(lua.CREATE)
         self.claim_home: AsyncScript = self.client.register_script(lua.CLAIM_HOME)
         self.load: AsyncScript = self.client.register_script(lua.LOAD)
         self.save: AsyncScript = self.client.register_script(lua.SAVE)

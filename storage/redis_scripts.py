@@ -33,23 +33,6 @@ local function put(run_key, state, version, token, run_id, first_key, first_scor
 end
 """
 
-# KEYS: run hash, a guard (the run's home pointer when the run lives in the shard of its id, else the
-# run hash again), then the indexes the run belongs to. ARGV: write token, state, run id, index scores.
-# Returns 1 (created, by this write or its first attempt), or 0 if the run exists (or its id is taken
-# by a run living in another shard).
-CREATE = (
-    _RUN_HELPERS
-    + """
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  if redis.call('HGET', KEYS[1], 'write') == ARGV[1] then return 1 end
-  return 0
-end
-if KEYS[2] ~= KEYS[1] and redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
-put(KEYS[1], ARGV[2], 1, ARGV[1], ARGV[3], 3, 4)
-return 1
-"""
-)
-
 # Before a run is created in another shard than that of its id (the shard of its thread), the shard of
 # its id records where it went, so that it can be found by id. KEYS: the pointer, the run hash in the
 # shard of its id. ARGV: the home shard's number. Returns 1 if the id now points there (it may have
@@ -72,30 +55,36 @@ local found = redis.call('HMGET', KEYS[2], 'state', 'version')
 return {'', found[1], found[2]}
 """
 
-# KEYS: run hash, the list each of the n pushes goes to (audit entries, thread messages), the outbox's
-# due zset, the run's outbox zset, the hash of each of m outbox entries, then the indexes the run belongs
-# to now. ARGV: write token, expected version, state, run id, n, the n values, m, the m entries' JSON,
-# their m due times, then the index scores. An outbox entry already stored is left as it is.
-# Returns the new version, or 0 if the run is not at the expected version (or is gone).
+# KEYS: run hash, a guard (the run's home pointer when the run lives in the
+# shard of its id, else the run hash again), the list each of the n pushes goes to (audit entries, thread
+# messages), the outbox's due zset, the run's outbox zset, the hash of each of m outbox entries, then the
+# indexes the run belongs to now. ARGV: write token, expected version, state, run id, n, the n values, m,
+# the m entries' JSON, their m due times, then the index scores. An outbox entry already stored is left
+# as it is. Expected version 0 stores a new run (a run's first write): its id must be free.
+# Returns the new version, 0 if the run is not at the expected version (or is gone), or -1 if a first
+# write finds its id taken (a run, a finished run's tombstone, or a run living in another shard).
 SAVE = (
     _RUN_HELPERS
     + """
-local version = redis.call('HGET', KEYS[1], 'version')
-if not version then return 0 end
-version = tonumber(version)
+local version = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
 local expected = tonumber(ARGV[2])
 if version ~= expected then
   if version == expected + 1 and redis.call('HGET', KEYS[1], 'write') == ARGV[1] then return version end
+  if expected == 0 then return -1 end
   return 0
+end
+if version == 0 then
+  if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
+  if KEYS[2] ~= KEYS[1] and redis.call('EXISTS', KEYS[2]) == 1 then return -1 end
 end
 unindex(KEYS[1], ARGV[4])
 local entries = tonumber(ARGV[5])
 local sends = tonumber(ARGV[6 + entries])
-put(KEYS[1], ARGV[3], version + 1, ARGV[1], ARGV[4], 4 + entries + sends, 7 + entries + 2 * sends)
-for i = 1, entries do redis.call('RPUSH', KEYS[1 + i], ARGV[5 + i]) end
-local due_key, run_outbox = KEYS[2 + entries], KEYS[3 + entries]
+put(KEYS[1], ARGV[3], version + 1, ARGV[1], ARGV[4], 5 + entries + sends, 7 + entries + 2 * sends)
+for i = 1, entries do redis.call('RPUSH', KEYS[2 + i], ARGV[5 + i]) end
+local due_key, run_outbox = KEYS[3 + entries], KEYS[4 + entries]
 for i = 1, sends do
-  local key = KEYS[3 + entries + i]
+  local key = KEYS[4 + entries + i]
   if redis.call('HSETNX', key, 'entry', ARGV[6 + entries + i]) == 1 then
     local at = ARGV[6 + entries + sends + i]
     redis.call('ZADD', due_key, at, key)
@@ -152,7 +141,7 @@ if not version then return 1 end
 if ARGV[1] ~= '' and tonumber(version) ~= tonumber(ARGV[1]) then return 0 end
 unindex(KEYS[1], ARGV[2])
 redis.call('DEL', KEYS[1])
--- A tombstone: the id stays taken for ever (CREATE finds the key), yet the run reads as gone.
+-- A tombstone: the id stays taken for ever (a first write finds the key), yet the run reads as gone.
 redis.call('HSET', KEYS[1], 'finished', 1)
 for i = 2, #KEYS do redis.call('RPUSH', KEYS[i], ARGV[i + 1]) end
 return 1
@@ -222,7 +211,6 @@ __all__ = [
     "APPEND",
     "CLAIM_HOME",
     "CLAIM_OUTBOX",
-    "CREATE",
     "DELETE",
     "LIST",
     "LIST_OUTBOX",

@@ -181,23 +181,7 @@ class SqliteStore:
     # ---- runs ---------------------------------------------------------------------------------------
 
     async def create_run(self, state: RunState) -> int:
-        row = _row(state, 1)
-
-        def insert(conn: sqlite3.Connection) -> int:
-            # A finished run's id stays taken (its tombstone), so one audit trail is one run's.
-            try:
-                added = conn.execute(
-                    f"INSERT INTO runs ({_COLUMNS}) SELECT {', '.join('?' * len(row))} "
-                    "WHERE NOT EXISTS (SELECT 1 FROM finished_runs WHERE run_id = ?)",
-                    (*row, state.run_id),
-                ).rowcount
-            except sqlite3.IntegrityError:
-                added = 0
-            if not added:
-                raise DuplicateRunError(f"run {state.run_id} already exists", run_id=state.run_id)
-            return 1
-
-        return await self._run(insert)
+        return await self.save_run(state, expected_version=0)
 
     async def load_run(self, run_id: str) -> StoredRun | None:
         def select(conn: sqlite3.Connection) -> tuple[str, int] | None:
@@ -221,15 +205,18 @@ class SqliteStore:
 
         def update(conn: sqlite3.Connection) -> int:
             with _transaction(conn):
-                cursor = conn.execute(
-                    "UPDATE runs SET agent_id=?, status=?, thread_id=?, resource_id=?, suspended_at=?, "
-                    "version=?, body=?, expires_at=? WHERE run_id=? AND version=?",
-                    (*row[1:], state.run_id, expected_version),
-                )
-                if cursor.rowcount != 1:
-                    raise StaleSnapshotError(
-                        f"run {state.run_id} is not at version {expected_version}", run_id=state.run_id
+                if expected_version == 0:
+                    _insert_run(conn, state.run_id, row)
+                else:
+                    cursor = conn.execute(
+                        "UPDATE runs SET agent_id=?, status=?, thread_id=?, resource_id=?, suspended_at=?, "
+                        "version=?, body=?, expires_at=? WHERE run_id=? AND version=?",
+                        (*row[1:], state.run_id, expected_version),
                     )
+                    if cursor.rowcount != 1:
+                        raise StaleSnapshotError(
+                            f"run {state.run_id} is not at version {expected_version}", run_id=state.run_id
+                        )
                 conn.executemany("INSERT INTO audit (run_id, body) VALUES (?, ?)", entries)
                 _insert_thread(conn, thread)
                 conn.executemany(
@@ -438,6 +425,21 @@ def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
         conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
+
+
+def _insert_run(conn: sqlite3.Connection, run_id: str, row: tuple[Any, ...]) -> None:
+    """A run's first write. A finished run's id stays taken (its tombstone), so one audit trail is one
+    run's."""
+    try:
+        added = conn.execute(
+            f"INSERT INTO runs ({_COLUMNS}) SELECT {', '.join('?' * len(row))} "
+            "WHERE NOT EXISTS (SELECT 1 FROM finished_runs WHERE run_id = ?)",
+            (*row, run_id),
+        ).rowcount
+    except sqlite3.IntegrityError:
+        added = 0
+    if not added:
+        raise DuplicateRunError(f"run {run_id} already exists", run_id=run_id)
 
 
 def _insert_thread(conn: sqlite3.Connection, thread: ThreadAppend | None) -> None:

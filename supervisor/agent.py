@@ -74,8 +74,10 @@ class Agent(AgentSpec):
     @staticmethod
     def _start(messages: Messages, options: StreamOptions) -> StartRequest:
         given: dict[str, Any] = {k: v for k, v in options.items() if v is not None}
-        given.setdefault("run_id", str(uuid.uuid4()))  # known here too, so a lost reply can be followed up
-        return StartRequest(messages, given, trace=carrier())
+        # Known here too, so that a lost reply can be followed up.
+        generated = "run_id" not in given
+        given.setdefault("run_id", str(uuid.uuid4()))
+        return StartRequest(messages, given, trace=carrier(), generated_run_id=generated)
 
     # ---- deciding -----------------------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ from troupe.core.errors import (
     NoSuspendedRunError,
     SnapshotNotFoundError,
 )
+from troupe.core.loop import Durability, check_durability
 from troupe.core.options import SuspendedRunFilters
 from troupe.core.outbox import Notifications, NotificationTarget
 from troupe.core.requests import DecideRequest, StartRequest
@@ -56,9 +57,15 @@ class Runtime:
         approver_policies: ApproverPolicies | Sequence[ApproverPolicy] | None = None,
         clock: Clock = utcnow,
         tool_threads: int = DEFAULT_TOOL_THREADS,
+        durability: Durability = "sync",
     ) -> None:
         """``tool_threads``: how many sync tool calls each agent's host runs at once (each in a worker
-        thread; more wait for a free one). Async tools run on the host's event loop and are not counted."""
+        thread; more wait for a free one). Async tools run on the host's event loop and are not counted.
+
+        ``durability``: when runs are written (LangGraph's names; see README "Durability"). ``"sync"``
+        (default) after every step as well, ``"exit"`` only at pauses, before tools run and at the end:
+        one store write per step fewer, and a crash during a model turn reports the step's tool calls
+        as interrupted instead of keeping their results."""
         if executor not in ("ray", "local"):
             raise ValueError(f"executor must be 'ray' or 'local', got {executor!r}")
         # Where pauses and decisions are announced (signed webhooks from a durable outbox).
@@ -71,6 +78,7 @@ class Runtime:
         self.approver_policies = ApproverPolicies.of(approver_policies)
         ToolThreads(tool_threads)  # a bad size is the caller's error now, not an actor's at first use
         self.tool_threads = tool_threads
+        self.durability = check_durability(durability)
         self.storage: Store = storage if storage is not None else MemoryStore()
         self.executor: Executor = executor
         self.ray_address = ray_address
@@ -173,6 +181,7 @@ class Runtime:
                     self.approver_policies,
                     self.clock,
                     self.tool_threads,
+                    self.durability,
                     name=self._actor_name(f"agent:{spec.id}"),
                     replaceable=True,
                     **options,
@@ -189,6 +198,7 @@ class Runtime:
                 policies=self.approver_policies,
                 clock=self.clock,
                 tool_threads=self.tool_threads,
+                durability=self.durability,
             )
             handle = LocalHandle(host)
         self._handles[agent_id] = handle

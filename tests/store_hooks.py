@@ -11,7 +11,7 @@ import contextlib
 from typing import Any
 
 from troupe.core.state import RunState
-from troupe.core.store import Store, StoredRun
+from troupe.core.store import Store
 
 
 class HookedStore:
@@ -22,7 +22,6 @@ class HookedStore:
         self.durable: dict[str, str | None] = {}
         # (what, store name, run id) in the order the wrapped store answered, for asserting interleavings
         self.events: list[tuple[str, str, str]] = []
-        self._meet: dict[str, asyncio.Barrier] = {}
         self._holds: dict[str, tuple[asyncio.Event, asyncio.Event]] = {}
         self._meet_save: dict[str, asyncio.Barrier] = {}
         self._stalls: dict[str, asyncio.Event] = {}
@@ -31,19 +30,14 @@ class HookedStore:
         reached = self._stalls.pop(name, None)
         return getattr(self.inner, name) if reached is None else self._stalled(reached)
 
-    def meet_after_load(self, run_id: str, barrier: asyncio.Barrier) -> None:
-        """The next load of ``run_id`` that finds it suspended waits at ``barrier`` before answering: give
-        two stores the same barrier and two deciders have both read the paused run before either writes."""
-        self._meet[run_id] = barrier
-
     def meet_before_save(self, run_id: str, barrier: asyncio.Barrier) -> None:
         """The next save of ``run_id`` waits at ``barrier`` first: give two stores the same barrier and
         two writers have both read the run (and decided to write) before either writes."""
         self._meet_save[run_id] = barrier
 
-    def hold_next_load(self, run_id: str) -> tuple[asyncio.Event, asyncio.Event]:
-        """The next load of ``run_id`` waits before it reads: returns (``reached``, set once it waits;
-        ``release``, to set to let it read). Holds a decision between two writes another one can see."""
+    def hold_next_save(self, run_id: str) -> tuple[asyncio.Event, asyncio.Event]:
+        """The next save of ``run_id`` waits before it writes: returns (``reached``, set once it waits;
+        ``release``, to set to let it write). Holds a decision between two writes another one can see."""
         reached, release = asyncio.Event(), asyncio.Event()
         self._holds[run_id] = (reached, release)
         return reached, release
@@ -68,20 +62,11 @@ class HookedStore:
         self.durable[state.run_id] = state.status
         return version
 
-    async def load_run(self, run_id: str) -> StoredRun | None:
-        hold = self._holds.pop(run_id, None)
+    async def save_run(self, state: RunState, **kwargs: Any) -> int:
+        hold = self._holds.pop(state.run_id, None)
         if hold is not None:
             hold[0].set()
             await hold[1].wait()
-        stored = await self.inner.load_run(run_id)
-        barrier = self._meet.get(run_id)
-        if barrier is not None and stored is not None and stored.state.status == "suspended":
-            del self._meet[run_id]
-            self.events.append(("load", self.name, run_id))
-            await barrier.wait()
-        return stored
-
-    async def save_run(self, state: RunState, **kwargs: Any) -> int:
         barrier = self._meet_save.pop(state.run_id, None)
         if barrier is not None:
             self.events.append(("before-save", self.name, state.run_id))

@@ -161,7 +161,11 @@ async def test_concurrent_approvals_from_separate_hosts_run_the_tool_exactly_onc
         Runtime([ops(calls)], storage=store, executor="local", approver_policies=[QUORUM_2])  # type: ignore[arg-type]
         for store in stores
     ]
-    paused = await runtimes[0].get_agent("ops").generate("delete it")
+    # Paused by a host that is not one of the deciders: the host that pauses a run keeps the state it
+    # wrote and decides from it without a read (troupe.core.paused), which the race's reads would miss.
+    pauser = Runtime([ops(calls)], storage=RedisStore(redis_url, prefix=redis_prefix), executor="local")
+    paused = await pauser.get_agent("ops").generate("delete it")
+    await pauser.shutdown()
     for store in stores:
         store.armed = True
 

@@ -79,8 +79,9 @@ async def test_a_subagents_pause_is_announced_at_the_top_after_the_tops_checkpoi
 
 async def test_two_hosts_that_both_read_the_paused_run_claim_its_call_once(tmp_path: Path):
     """As two processes would: two runtimes on one SQLite file, each with its own connection and host.
-    Both decisions load the paused run before either saves its claim; the loser's compare-and-set fails,
-    it re-reads, and is told the call was decided. The winner's tool is held until the loser has heard."""
+    Both decisions have the paused run (the host that paused it kept its state; the other read it) and
+    are about to save their claims before either does; the loser's compare-and-set fails, it re-reads,
+    and is told the call was decided. The winner's tool is held until the loser has heard."""
     log, gate, db = CallLog(tmp_path / "calls.jsonl"), str(tmp_path / "gate"), tmp_path / "t.db"
     stores = [HookedStore(SqliteStore(db), name) for name in ("one", "two")]
     agents = [worker_agent(log, gate, require_approval=True) for _ in stores]
@@ -89,7 +90,7 @@ async def test_two_hosts_that_both_read_the_paused_run_claim_its_call_once(tmp_p
         paused = await agents[0].generate("work please")
         barrier = asyncio.Barrier(2)
         for store in stores:
-            store.meet_after_load(paused.run_id, barrier)
+            store.meet_before_save(paused.run_id, barrier)
 
         tasks = [
             asyncio.create_task(a.approve_tool_call_generate(run_id=paused.run_id, tool_call_id="w1"))
@@ -99,8 +100,8 @@ async def test_two_hosts_that_both_read_the_paused_run_claim_its_call_once(tmp_p
         await wait_for(lambda: any(t.done() for t in tasks) or started() == 2, what="one claim to lose")
 
         events = stores[0].events + stores[1].events
-        loads = [e for e in events if e[0] == "load"]
-        assert len(loads) == 2, "both deciders read the paused run (the barrier was passed)"
+        claims = [e for e in events if e[0] == "before-save"]
+        assert len(claims) == 2, "both deciders were about to claim the paused run (the barrier was passed)"
         assert started() == 1, "two hosts ran the approved tool"
         [lost] = [t for t in tasks if t.done()]
         assert isinstance(lost.exception(), DecisionConflictError)
@@ -180,7 +181,7 @@ async def test_a_delegated_call_claimed_at_the_top_but_not_yet_accepted_below_is
     tmp_path: Path, calls: CallLog
 ):
     """Two hosts on one SQLite file. The first claims the supervisor's call and routes the decision to its
-    subagent, whose read of its run is held: the top is claimed but not yet audited (the audit waits for
+    subagent, whose claim of its run is held: the top is claimed but not yet audited (the audit waits for
     the subagent to accept). A second decision on the same call in that window is a conflict, not "not
     paused", and the tool runs once, after the hold is released."""
     db = tmp_path / "t.db"
@@ -190,7 +191,7 @@ async def test_a_delegated_call_claimed_at_the_top_but_not_yet_accepted_below_is
     release = asyncio.Event()
     try:
         paused = await sups[0].generate("please delete u1")
-        reached, release = stores[0].hold_next_load(child_run_id(paused.run_id, "d1"))
+        reached, release = stores[0].hold_next_save(child_run_id(paused.run_id, "d1"))
         first = asyncio.create_task(
             sups[0].approve_tool_call_generate(run_id=paused.run_id, tool_call_id="d1")
         )

@@ -9,7 +9,14 @@ from typing import Any
 
 import pytest
 from troupe.core.state import CallStatus, Pause, RunState, ToolCallState
-from troupe.core.store import AuditEntry, OutboxEntry, StaleSnapshotError, Store, SuspendedRunQuery
+from troupe.core.store import (
+    AuditEntry,
+    OutboxEntry,
+    StaleSnapshotError,
+    Store,
+    SuspendedRunQuery,
+    ThreadAppend,
+)
 from troupe.storage import RedisStore
 
 from troupe import MemoryStore, SqliteStore
@@ -141,6 +148,35 @@ async def test_a_finished_runs_id_is_never_used_again(store: Store):
     with pytest.raises(StaleSnapshotError):
         await store.save_run(running("r1"), expected_version=1)
     assert (await store.list_suspended_runs(SuspendedRunQuery(agent_id=None)))[1] == 0
+
+
+async def test_a_runs_first_write_stores_it_with_everything_it_carries(store: Store):
+    # A run stored at its first checkpoint (its pause) is one atomic write: state, indexes, audit,
+    # thread messages and outbox together, and only if its id is free.
+    said = ThreadAppend("t1", "u1", [{"role": "user", "content": "delete r1"}])
+    state = suspended("r1", T0, thread_id="t1", resource_id="u1")
+    assert (
+        await store.save_run(
+            state, expected_version=0, audit=(audit("r1"),), thread=said, outbox=(delivery("r1", 1),)
+        )
+        == 1
+    )
+    loaded = await store.load_run("r1")
+    assert loaded is not None and loaded.version == 1 and loaded.state == state
+    assert [
+        r.run_id for r in (await store.list_suspended_runs(SuspendedRunQuery("a", thread_id="t1")))[0]
+    ] == ["r1"]
+    assert [e.kind for e in await store.list_audit("r1")] == ["approved"]
+    assert await store.load_messages("t1") == said.messages
+    assert [e.event_id for e in await store.list_deliveries("r1")] == ["evt-r1-1"]
+
+    with pytest.raises(DuplicateRunError):
+        await store.save_run(suspended("r1", T0), expected_version=0, audit=(audit("r1", "declined"),))
+    await store.delete_run("r1")
+    with pytest.raises(DuplicateRunError):  # a finished run's id stays taken
+        await store.save_run(running("r1"), expected_version=0)
+    assert [e.kind for e in await store.list_audit("r1")] == ["approved"]
+    assert await store.load_messages("t1") == said.messages
 
 
 async def test_delete_checks_the_version_when_given(store: Store):

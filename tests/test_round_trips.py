@@ -1,0 +1,177 @@
+"""What one approval cycle (start -> pause -> approve -> finish) costs in store round trips, counted on
+the wire of a real redis-server and in the transactions a real SQLite file runs.
+
+With ``durability="exit"`` it is three, each one atomic step: the pause (the run's first write, so it is
+stored with its pause), the decision's claim (against the state the host kept at the pause, so without a
+read) and the finish. The default ``"sync"`` adds the checkpoint after the approved tool has run. Then:
+a kept copy that is stale never decides anything (the store's compare-and-set does).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import delete_tool, one_call
+from troupe.storage import RedisStore
+
+from troupe import Agent, Runtime, SqliteStore
+from troupe.errors import DecisionConflictError
+from troupe.testing import CallLog
+
+# The writes of one cycle, in order, for each durability mode.
+EXPECTED = {
+    "exit": ["pause", "claim", "finish"],
+    "sync": ["pause", "claim", "after the tool", "finish"],
+}
+
+
+class CountingRedisStore(RedisStore):
+    """A RedisStore that notes every request it sends (a command, or a pipeline as one)."""
+
+    def __init__(self, url: str, prefix: str) -> None:
+        super().__init__(url, prefix=prefix)
+        self.sent: list[tuple[Any, ...]] = []
+
+    async def _link(self) -> Any:
+        link = await super()._link()
+        client = link.client
+        if "execute_command" not in vars(client):
+            send, open_pipeline = client.execute_command, client.pipeline
+
+            async def counted(*args: Any, **options: Any) -> Any:
+                self.sent.append(args)
+                return await send(*args, **options)
+
+            def counted_pipeline(*args: Any, **options: Any) -> Any:
+                pipeline = open_pipeline(*args, **options)
+                run = pipeline.execute
+
+                async def execute(*a: Any, **o: Any) -> Any:
+                    self.sent.append(("PIPELINE", *(c[0] for c in pipeline.command_stack)))
+                    return await run(*a, **o)
+
+                pipeline.execute = execute
+                return pipeline
+
+            client.execute_command = counted
+            client.pipeline = counted_pipeline
+        return link
+
+    def of_run(self, run_id: str) -> list[tuple[Any, ...]]:
+        """The requests that named ``run_id``'s keys (not the host's heartbeat or recovery scans)."""
+        return [r for r in self.sent if any(run_id in str(part) for part in r[1:])]
+
+
+class CountingSqliteStore(SqliteStore):
+    """A SqliteStore that notes the statements its connections run, grouped into transactions (a
+    statement outside BEGIN ... COMMIT is a transaction of its own)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.transactions: list[list[str]] = []
+        self._open_txn: list[str] | None = None
+
+    def _open(self, busy_timeout_ms: int) -> sqlite3.Connection:
+        conn = super()._open(busy_timeout_ms)
+        conn.set_trace_callback(self._trace)
+        return conn
+
+    def _trace(self, statement: str) -> None:
+        if statement.startswith("BEGIN"):
+            self._open_txn = [statement]
+            self.transactions.append(self._open_txn)
+        elif statement in ("COMMIT", "ROLLBACK"):
+            self._open_txn = None
+        elif self._open_txn is not None:
+            self._open_txn.append(statement)
+        else:
+            self.transactions.append([statement])
+
+    def of_run(self, run_id: str) -> list[list[str]]:
+        return [t for t in self.transactions if any(run_id in statement for statement in t)]
+
+
+async def approval_cycle(agent: Agent) -> str:
+    paused = await agent.generate("delete r1")
+    assert paused.finish_reason == "suspended"
+    done = await agent.approve_tool_call_generate(run_id=paused.run_id)
+    assert done.finish_reason == "stop"
+    return paused.run_id
+
+
+def cycle_runtime(tmp_path: Path, store: Any, durability: str) -> tuple[Agent, Runtime, CallLog]:
+    calls = CallLog(tmp_path / "calls.jsonl")
+    agent = Agent("w1", model=one_call("delete_record", {"id": "r1"}), tools=[delete_tool(calls)])
+    runtime = Runtime([agent], storage=store, executor="local", durability=durability)
+    return runtime.get_agent("w1"), runtime, calls
+
+
+async def check_the_cycle_ran(store: Any, run_id: str, calls: CallLog) -> None:
+    assert await store.load_run(run_id) is None
+    assert [e["run_id"] for e in calls.entries("delete_record")].count(run_id) == 1
+    assert [e.kind for e in await store.list_audit(run_id)] == ["approved"]
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize("durability", ["exit", "sync"])
+async def test_an_approval_cycle_on_redis_is_one_lua_script_per_write(
+    redis_url: str, redis_prefix: str, tmp_path: Path, durability: str
+):
+    store = CountingRedisStore(redis_url, redis_prefix)
+    agent, runtime, calls = cycle_runtime(tmp_path, store, durability)
+    try:
+        await approval_cycle(agent)  # warm-up: scripts loaded, connections open
+        store.sent.clear()
+        run_id = await approval_cycle(agent)
+        cycle = store.of_run(run_id)
+        assert [r[0] for r in cycle] == ["EVALSHA"] * len(EXPECTED[durability]), cycle
+        await check_the_cycle_ran(store, run_id, calls)
+    finally:
+        await runtime.shutdown()
+
+
+@pytest.mark.parametrize("durability", ["exit", "sync"])
+async def test_an_approval_cycle_on_sqlite_is_one_transaction_per_write(tmp_path: Path, durability: str):
+    store = CountingSqliteStore(tmp_path / "troupe.db")
+    agent, runtime, calls = cycle_runtime(tmp_path, store, durability)
+    try:
+        await approval_cycle(agent)
+        store.transactions.clear()
+        run_id = await approval_cycle(agent)
+        cycle = store.of_run(run_id)
+        assert len(cycle) == len(EXPECTED[durability]), cycle
+        assert all(t[0] == "BEGIN IMMEDIATE" for t in cycle), cycle
+        # The first is the run's first write: it is stored with its pause, not before.
+        assert cycle[0][1].startswith("INSERT INTO runs") and "'suspended'" in cycle[0][1], cycle[0]
+        await check_the_cycle_ran(store, run_id, calls)
+    finally:
+        await runtime.shutdown()
+
+
+async def test_a_kept_copy_that_is_stale_decides_nothing(tmp_path: Path):
+    # Host A pauses the run (and keeps the state it wrote); host B, on the same store, approves it and
+    # the run finishes there. A's copy still shows the call paused, yet a second decision on A must
+    # hear that the call was decided, not decline it, and the tool ran once. The second decision also
+    # brings edited args the tool does not accept: on the stale copy that alone would be refused as
+    # invalid, which is not why it fails.
+    db = tmp_path / "troupe.db"
+    a_agent, a, calls = cycle_runtime(tmp_path, SqliteStore(db), "exit")
+    b_agent, b, _ = cycle_runtime(tmp_path, SqliteStore(db), "exit")
+    try:
+        paused = await a_agent.generate("delete r1")
+        assert paused.finish_reason == "suspended"
+        assert len(a.handle("w1").host.engine.loop.paused) == 1  # type: ignore[attr-defined]
+        done = await b_agent.approve_tool_call_generate(run_id=paused.run_id)
+        assert done.finish_reason == "stop"
+        with pytest.raises(DecisionConflictError):
+            await a_agent.approve_tool_call_generate(
+                run_id=paused.run_id, tool_call_id="call-1", edited_args={"id": "r2"}
+            )
+        assert [e["run_id"] for e in calls.entries("delete_record")] == [paused.run_id]
+        assert [e.kind for e in await SqliteStore(db).list_audit(paused.run_id)] == ["approved"]
+    finally:
+        await a.shutdown()
+        await b.shutdown()
