@@ -48,7 +48,7 @@ class System:
     label = ""
     family = ""
     durable = False  # paused runs survive a restart of the process (W4 possible)
-    durability = "in memory"  # what a write survives, shown beside the figures
+    durability = ""  # what a write survives, shown beside the figures (default: see _durability)
     memory_only_note = "state lives only in the process's memory: a restart loses every paused run"
 
     def __init__(self, workdir: Path, env: dict[str, Any]) -> None:
@@ -172,13 +172,19 @@ def total_mb(snapshot: dict[int, float]) -> float:
 # ---- phases ---------------------------------------------------------------------------------------------
 
 
+def _durability(system: System) -> str:
+    """The system's own statement, else "in memory" for a memory-only one, else its label (which names
+    its store and settings)."""
+    return system.durability or (system.label if system.durable else "in memory")
+
+
 def base_row(system: System, workload: str, **extra: Any) -> dict[str, Any]:
     return {
         "system": system.key,
         "label": system.label,
         "family": system.family,
         "durable": system.durable,
-        "durability": system.durability,
+        "durability": _durability(system),
         "workload": workload,
         **extra,
     }
