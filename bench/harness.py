@@ -4,7 +4,8 @@ A system is an adapter with a handful of async methods (``System`` below); ``run
 phase of one workload on it and returns result rows (plain dicts, JSON-ready). Every phase runs in a
 fresh process started by ``run_all.py``, so each system starts from the same conditions.
 
-W1  approval cycle: start -> paused for approval -> approve -> final text, timed per cycle.
+W1  approval cycle: start -> paused for approval -> approve -> final text, timed per cycle, through the
+    system's streaming API (``env["api"] == "stream"``, the default) or its plain calls ("generate").
 W2  supervisor -> subagent -> approval: the subagent's gated tool pauses the supervisor's run; the
     decision is made on the supervisor's run and the final text comes back from it.
 W3  N runs paused at once (``concurrency`` calls in flight), then all approved; time, and memory per

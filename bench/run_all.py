@@ -1,7 +1,8 @@
 """Troupe against the peers users would pick instead, on the same scripted workloads, in one run.
 
-    python bench/run_all.py                 # full: W3 at 200 and 20,000 (tens of minutes on 2 cores)
-    python bench/run_all.py --quick         # about a minute and a half: fewer cycles and runs
+    python bench/run_all.py                 # full, about 20 min on 2 cores: W3 at 200 everywhere and at
+                                            # 20,000 on the Troupe rows (--w3-large-systems)
+    python bench/run_all.py --quick         # a few minutes: fewer cycles and runs
     python bench/run_all.py --systems troupe-ray-sqlite-full,langgraph-sqlite --workloads w1,w4
 
 Systems (each with an instant scripted model of its own kind; no network, no API key):
@@ -13,6 +14,8 @@ Systems (each with an instant scripted model of its own kind; no network, no API
   langgraph-memory, langgraph-sqlite          StateGraph + ToolNode, interrupt() / Command(resume=...)
   openai-agents-memory, openai-agents-json    needs_approval=True, RunState approve / resume
   pydantic-ai-memory, pydantic-ai-json        requires_approval=True, DeferredToolRequests / Results
+  mastra-libsql, mastra-libsql-full           Mastra in a Node 22 process, LibSQLStore on a file
+W1/W2 go through each system's streaming API (--api generate: the plain calls); W3/W4 the plain calls.
 Workloads (bench/harness.py): W1 approval cycle, W2 supervisor -> subagent -> approval, W3 N runs paused
 at once then all approved, W4 restart with N paused runs (fresh process lists and approves them).
 
