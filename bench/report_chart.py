@@ -42,7 +42,7 @@ def _bars(ax: Any, labels: list[str], series: Series, log: bool) -> None:
         ax.bar(offsets, heights, width=width * 0.95, color=colors, hatch=hatch, edgecolor="white", label=name)
         for x, v in zip(offsets, values, strict=True):
             if v is None or v != v:  # None: the system cannot (or failed); NaN: not run at this size
-                mark = "n/a" if v is None else "not run"
+                mark = "n/a" if v is None else "-"
                 ax.text(
                     x, 0.02, mark, transform=ax.get_xaxis_transform(), ha="center", fontsize=6, color="#b00"
                 )
@@ -90,7 +90,7 @@ def _panels(rows: list[dict[str, Any]], systems: list[str], meta: dict[str, Any]
         ]
         panels.append(
             (
-                "W3 N paused at once, then approved: ms per run (log; equal = linear)",
+                "W3 N paused at once, then approved: ms per run (log; equal = linear; - = not run)",
                 "ms per run",
                 labels,
                 series,

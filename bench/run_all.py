@@ -573,6 +573,9 @@ def main(argv: list[str] | None = None) -> None:
                 if args.redis_url:
                     meta["redis"][fsync] = "--redis-url (its own persistence settings)"
             rows = run(args, systems, workloads, workdir, env)
+        from report import w3_growth
+
+        meta["w3_growth"] = w3_growth(rows, args.runs)  # ms/run per size and largest / smallest
         meta["duration_s"] = round(time.time() - started, 1)
         meta["load"]["end"] = [round(x, 2) for x in os.getloadavg()]
         render({"meta": meta, "rows": rows}, args.out)
