@@ -25,9 +25,9 @@ from typing import Any
 
 from bench_agents import build_agent
 from bench_common import bounded, private_redis, redis_used, rss_mb
+from troupe.core.paused import DEFAULT_LIMIT as PAUSED_KEPT_LIMIT
 
 from troupe import RedisStore, Runtime, SqliteStore
-from troupe.core.paused import DEFAULT_LIMIT as PAUSED_KEPT_LIMIT
 
 
 async def host_stats(runtime: Runtime) -> dict[str, Any]:
