@@ -291,6 +291,8 @@ class AgentHost:
             "operations": len(self._tasks),
             "unread_outboxes": len(self._outboxes),
             "runs_locked": len(self.engine.locks),
+            # Paused states kept for their decisions (bounded; troupe.core.paused).
+            "paused_states_kept": len(self.engine.loop.paused),
         }
 
     # ---- following a run -----------------------------------------------------------------------------

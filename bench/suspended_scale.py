@@ -25,6 +25,7 @@ from typing import Any
 
 from bench_agents import build_agent
 from bench_common import bounded, private_redis, redis_used, rss_mb
+from troupe.core.paused import DEFAULT_LIMIT as PAUSED_KEPT_LIMIT
 
 from troupe import RedisStore, Runtime, SqliteStore
 
@@ -61,8 +62,10 @@ async def run_config(name: str, runs: int, concurrency: int, redis_url: str, wor
         assert listed.total == runs, listed.total
         during = {"driver": rss_mb(os.getpid()), "host": rss_mb(pid), "redis": redis_used(redis_url)}
         held = await host_stats(runtime)
-        # A paused run is its snapshot in the store and nothing else: no task, lock or buffer here.
+        # A paused run is its snapshot in the store and nothing else: no task, lock or buffer here, and
+        # a bounded number of paused states kept for their decisions (troupe.core.paused).
         assert (held["operations"], held["runs_locked"], held["unread_outboxes"]) == (0, 0, 0), held
+        assert held["paused_states_kept"] <= min(runs, PAUSED_KEPT_LIMIT), held
 
         started = time.perf_counter()
         done = await bounded([agent.approve_tool_call_generate(run_id=r.run_id) for r in paused], concurrency)

@@ -36,10 +36,21 @@ def carrier() -> Carrier:
     return out
 
 
+def recording() -> bool:
+    """Whether this process records spans: until an SDK's tracer provider is set (by ``configure()`` or
+    the application), OpenTelemetry's API hands out spans that record nothing, yet each costs 10-20 µs
+    to make here, a noticeable share of an approval cycle's 16 spans. Asked at every span, so a provider
+    set later takes effect at once."""
+    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider | trace.NoOpTracerProvider)
+
+
 @contextmanager
 def span(name: str, *, parent: Carrier | None = None, **attributes: Any) -> Iterator[trace.Span]:
     """A span under ``parent`` (a carrier from another process or an earlier operation) or, without
     one, under whatever span is current here."""
+    if not recording():
+        yield trace.INVALID_SPAN
+        return
     ctx = propagate.extract(parent) if parent else None
     with _tracer.start_as_current_span(name, context=ctx, attributes=_clean(attributes)) as current:
         yield current
@@ -47,6 +58,8 @@ def span(name: str, *, parent: Carrier | None = None, **attributes: Any) -> Iter
 
 def record_wait(name: str, started: datetime, parent: Carrier | None, **attributes: Any) -> None:
     """A span that began in the past (a pause) and ends now (its decision)."""
+    if not recording():
+        return
     ctx = propagate.extract(parent) if parent else otel_context.get_current()
     waited = _tracer.start_span(
         name, context=ctx, start_time=int(started.timestamp() * 1e9), attributes=_clean(attributes)
@@ -90,4 +103,4 @@ def configure() -> bool:
         return True
 
 
-__all__ = ["Carrier", "carrier", "configure", "record_wait", "span"]
+__all__ = ["Carrier", "carrier", "configure", "record_wait", "recording", "span"]

@@ -12,13 +12,14 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from blocking import kill_actor, wait_for, worker_agent
 from helpers import chunks_of, types_of
 
-from troupe import Runtime, SqliteStore
-from troupe.testing import CallLog
+from troupe import Agent, Runtime, SqliteStore
+from troupe.testing import CallLog, FunctionModel, text, tool_call
 
 TESTS = Path(__file__).resolve().parent
 
@@ -108,6 +109,53 @@ async def test_an_approved_tool_interrupted_by_a_killed_actor_goes_back_to_its_h
         assert started(log) == 2 and finished(log) == 1
         [first, second] = await runtime.store().list_audit(paused.run_id)
         assert first.kind == second.kind == "approved"
+    finally:
+        await runtime.shutdown()
+
+
+def slow_answer_agent(log: CallLog, gate: str, answer_gate: str) -> Agent:
+    """``worker_agent`` (its gated tool waits for ``gate``) whose answer turn, once the tool has run, records
+    that it started and waits for ``answer_gate``: a process can be killed during that model turn."""
+
+    async def turn(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        results = [m for m in messages if m["role"] == "tool"]
+        if not results:
+            return [tool_call("work", {"name": "job-1"}, id="w1")]
+        log.record("answer", phase="started")
+        while not os.path.exists(answer_gate):
+            await asyncio.sleep(0.02)
+        return text(" | ".join(f"{m['tool_call_id']}={m['content']}" for m in results))
+
+    agent = worker_agent(log, gate, require_approval=True)
+    return Agent("worker", model=FunctionModel(turn), tools=list(agent.tools.values()))
+
+
+@pytest.mark.parametrize("durability", ["sync", "exit"])
+async def test_a_crash_during_the_model_turn_after_an_approved_tool(worker_setup, durability: str):
+    """"sync" wrote the tool's result before the model's next turn: the restarted actor goes on from it.
+    "exit" had not: the approved call goes back to its human marked interrupted. Either way it ran once."""
+    log, gate, db = worker_setup
+    Path(gate).touch()  # the tool finishes at once; the answer turn is where the crash lands
+    answer_gate = str(db.parent / "answer-gate")
+    agent = slow_answer_agent(log, gate, answer_gate)
+    runtime = Runtime([agent], storage=SqliteStore(db), executor="ray", durability=durability)
+    try:
+        paused = await agent.generate("work please")
+        approved = await agent.approve_tool_call(run_id=paused.run_id, tool_call_id="w1")
+        await wait_for(lambda: bool(log.entries("answer")), what="the model's answer turn to start")
+        await kill_actor(runtime.handle("worker").actor)
+        Path(answer_gate).touch()
+        chunks = await chunks_of(approved)
+        result = await approved.result()
+
+        assert started(log) == 1 and finished(log) == 1, "the approved tool ran once"
+        again = [c for c in chunks if c.type == "tool-call-approval"]
+        if durability == "sync":
+            assert again == [] and result.finish_reason == "stop"
+            assert result.text == 'w1={"done": "job-1"}'
+        else:
+            assert [c.payload["interrupted"] for c in again] == [True]
+            assert result.finish_reason == "suspended"
     finally:
         await runtime.shutdown()
 

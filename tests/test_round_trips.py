@@ -163,7 +163,7 @@ async def test_a_kept_copy_that_is_stale_decides_nothing(tmp_path: Path):
     try:
         paused = await a_agent.generate("delete r1")
         assert paused.finish_reason == "suspended"
-        assert len(a.handle("w1").host.engine.loop.paused) == 1  # type: ignore[attr-defined]
+        assert (await a.handle("w1").host.stats())["paused_states_kept"] == 1  # type: ignore[attr-defined]
         done = await b_agent.approve_tool_call_generate(run_id=paused.run_id)
         assert done.finish_reason == "stop"
         with pytest.raises(DecisionConflictError):
@@ -175,3 +175,24 @@ async def test_a_kept_copy_that_is_stale_decides_nothing(tmp_path: Path):
     finally:
         await a.shutdown()
         await b.shutdown()
+
+
+async def test_a_host_keeps_a_bounded_number_of_paused_states(tmp_path: Path):
+    # Beyond the limit the oldest go; a run whose copy went is decided from a read, as always.
+    store = CountingSqliteStore(tmp_path / "troupe.db")
+    agent, runtime, calls = cycle_runtime(tmp_path, store, "exit")
+    host = runtime.handle("w1").host  # type: ignore[attr-defined]
+    host.engine.loop.paused.limit = 2
+    try:
+        runs = [(await agent.generate(f"delete r{i}")).run_id for i in range(3)]
+        assert (await host.stats())["paused_states_kept"] == 2
+        store.transactions.clear()
+        for run_id in runs:
+            assert (await agent.approve_tool_call_generate(run_id=run_id)).finish_reason == "stop"
+        reads = [t for t in store.transactions if t[0].startswith("SELECT body, version FROM runs")]
+        assert [run_id for run_id in runs if any(run_id in t[0] for t in reads)] == [runs[0]]
+        assert (await host.stats())["paused_states_kept"] == 0
+        for run_id in runs:
+            await check_the_cycle_ran(store, run_id, calls)
+    finally:
+        await runtime.shutdown()
