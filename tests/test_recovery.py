@@ -132,7 +132,7 @@ def slow_answer_agent(log: CallLog, gate: str, answer_gate: str) -> Agent:
 
 @pytest.mark.parametrize("durability", ["sync", "exit"])
 async def test_a_crash_during_the_model_turn_after_an_approved_tool(worker_setup, durability: str):
-    """"sync" wrote the tool's result before the model's next turn: the restarted actor goes on from it.
+    """ "sync" wrote the tool's result before the model's next turn: the restarted actor goes on from it.
     "exit" had not: the approved call goes back to its human marked interrupted. Either way it ran once."""
     log, gate, db = worker_setup
     Path(gate).touch()  # the tool finishes at once; the answer turn is where the crash lands
