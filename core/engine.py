@@ -95,13 +95,15 @@ class RunEngine:
         )
         release = await self.locks.acquire(state.run_id)
         try:
-            # A run under an id generated here is stored by its first checkpoint: before any tool runs,
-            # with its first pause, or at its end. Until then nothing outside has happened but model
-            # turns, so a crash loses only a run its caller sees fail. An id the caller chose is stored
-            # now, so one already taken is refused before anything runs; a subagent's run too, so its
-            # parent, recovering, can always find it by its id.
+            # Stored now, so that a crash during the first model turn leaves a run to recover; except
+            # with durability="exit", where a run under an id generated here is stored by its first
+            # checkpoint (before any tool runs, with its first pause, or at its end): until then nothing
+            # outside has happened but model turns, and a crash loses only a run its caller sees fail.
+            # An id the caller chose is always stored now, so one already taken is refused before
+            # anything runs; a subagent's run too, so its parent, recovering, can find it by its id.
             generated = (options.run_id is None or request.generated_run_id) and request.parent is None
-            version = 0 if generated else await self.store.create_run(state)
+            deferred = generated and self.loop.durability == "exit"
+            version = 0 if deferred else await self.store.create_run(state)
         except BaseException:
             release()
             raise

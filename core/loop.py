@@ -34,11 +34,12 @@ from troupe.core.turn import model_turn
 
 log = logging.getLogger(__name__)
 
-# When a run is written (LangGraph's names). "sync": also after every step's tools have run, before the
-# next model turn, so a crash during that turn keeps the tools' results. "exit": only when the run pauses,
-# before any tool runs (its calls are marked running first, so a crash never runs one twice silently) and
-# when it ends; a step's results ride with the next of those writes, and a crash in between reports the
-# step's calls as interrupted (a gated call is surfaced for a decision again). One write per step fewer.
+# When a run is written (LangGraph's names). "exit": only when the run pauses, before any tool runs (its
+# calls are marked running first, so a crash never runs one twice silently) and when it ends; a step's
+# results ride with the next of those writes, and a crash in between reports the step's calls as
+# interrupted (a gated call is surfaced for a decision again); a run that crashes before its first write
+# is not recovered. "sync" also writes a run when it starts and after every step's tools have run, before
+# the next model turn, so a crash during any model turn resumes from where it stood.
 Durability = Literal["sync", "exit"]
 DURABILITY_MODES: tuple[Durability, ...] = ("sync", "exit")
 

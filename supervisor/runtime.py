@@ -62,10 +62,11 @@ class Runtime:
         """``tool_threads``: how many sync tool calls each agent's host runs at once (each in a worker
         thread; more wait for a free one). Async tools run on the host's event loop and are not counted.
 
-        ``durability``: when runs are written (LangGraph's names; see README "Durability"). ``"sync"``
-        (default) after every step as well, ``"exit"`` only at pauses, before tools run and at the end:
-        one store write per step fewer, and a crash during a model turn reports the step's tool calls
-        as interrupted instead of keeping their results."""
+        ``durability``: when runs are written (LangGraph's names; README "When a run is written").
+        ``"sync"`` (default) at its start and after every step as well; ``"exit"`` only at pauses,
+        before tools run and at the end: two store writes fewer per approval cycle, but a crash during
+        a model turn reports the step's tool calls as interrupted instead of keeping their results, and
+        a run that crashes before its first write is lost rather than recovered."""
         if executor not in ("ray", "local"):
             raise ValueError(f"executor must be 'ray' or 'local', got {executor!r}")
         # Where pauses and decisions are announced (signed webhooks from a durable outbox).

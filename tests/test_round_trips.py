@@ -3,8 +3,9 @@ the wire of a real redis-server and in the transactions a real SQLite file runs.
 
 With ``durability="exit"`` it is three, each one atomic step: the pause (the run's first write, so it is
 stored with its pause), the decision's claim (against the state the host kept at the pause, so without a
-read) and the finish. The default ``"sync"`` adds the checkpoint after the approved tool has run. Then:
-a kept copy that is stale never decides anything (the store's compare-and-set does).
+read) and the finish. The default ``"sync"`` adds the run's write at its start and the checkpoint after
+the approved tool has run. Then: a kept copy that is stale never decides anything (the store's
+compare-and-set does).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from troupe.testing import CallLog
 # The writes of one cycle, in order, for each durability mode.
 EXPECTED = {
     "exit": ["pause", "claim", "finish"],
-    "sync": ["pause", "claim", "after the tool", "finish"],
+    "sync": ["start", "pause", "claim", "after the tool", "finish"],
 }
 
 
@@ -144,8 +145,9 @@ async def test_an_approval_cycle_on_sqlite_is_one_transaction_per_write(tmp_path
         cycle = store.of_run(run_id)
         assert len(cycle) == len(EXPECTED[durability]), cycle
         assert all(t[0] == "BEGIN IMMEDIATE" for t in cycle), cycle
-        # The first is the run's first write: it is stored with its pause, not before.
-        assert cycle[0][1].startswith("INSERT INTO runs") and "'suspended'" in cycle[0][1], cycle[0]
+        # The run's first write: with "exit" it is stored with its pause, not before.
+        status = "'suspended'" if durability == "exit" else "'running'"
+        assert cycle[0][1].startswith("INSERT INTO runs") and status in cycle[0][1], cycle[0]
         await check_the_cycle_ran(store, run_id, calls)
     finally:
         await runtime.shutdown()

@@ -106,7 +106,11 @@ async def test_snapshots_are_versioned_json_and_unknown_versions_are_refused(tmp
         assert body["schema_version"] == 1
         assert body["calls"][0]["status"] == "awaiting-approval"
         body["schema_version"] = 99
-        conn.execute("UPDATE runs SET body = ? WHERE run_id = ?", (json.dumps(body), paused.run_id))
+        # As a newer Troupe writing the run would: a new version (the host's kept copy is then stale).
+        conn.execute(
+            "UPDATE runs SET body = ?, version = version + 1 WHERE run_id = ?",
+            (json.dumps(body), paused.run_id),
+        )
 
     with pytest.raises(SnapshotVersionError, match="99"):
         await agent.approve_tool_call(run_id=paused.run_id)
