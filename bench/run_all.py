@@ -88,11 +88,11 @@ NOTES = {
     "to_state(); Pydantic AI run_stream, whose output is the DeferredToolRequests, then run_stream with "
     "deferred_tool_results. Each scripted model streams its turn as one chunk. W3/W4 use the plain calls. "
     "In W2 the OpenAI Agents SDK's Agent.as_tool runs its subagent unstreamed.",
-    "durability": "When a run is written: Troupe rows durability=sync (at its start and after every step's "
-    "tools; a paused run is checkpointed before it is announced), -exit rows durability=exit (at pauses, before tools "
-    "run, and at the end); LangGraph its default durability=async (each step's checkpoint written in the "
-    "background while the next step runs; the call returns once written); the -json peers one file per "
-    "paused run.",
+    "durability": "When a run is written: Troupe rows durability=sync (at its start and after every "
+    "step's tools; a paused run is checkpointed before it is announced), -exit rows durability=exit (at "
+    "pauses, before tools run, and at the end); LangGraph its default durability=async (each step's "
+    "checkpoint written in the background while the next step runs; the call returns once written); the "
+    "-json peers one file per paused run.",
     "gc": "After the W1/W2 warm-up the driver runs gc.collect() and gc.freeze() in every system alike (--gc "
     "default: untouched); Troupe's Ray actors keep Python's default collector.",
     "redis": "Redis runs durable, as in production: an append-only file with appendfsync everysec (may "
