@@ -65,14 +65,14 @@ def summarize(raw: Path, top: int) -> str:
     return "\n".join(lines)
 
 
-async def profile(config: str, seconds: float, top: int) -> None:
+async def profile(config: str, seconds: float, top: int, durability: str) -> None:
     executor, kind = config.split("-")
     spy = shutil.which("py-spy")
     if spy is None:
         raise SystemExit("py-spy is not installed: pip install -e '.[bench]'")
     with tempfile.TemporaryDirectory() as tmp, private_redis() if kind == "redis" else nullcontext() as url:
         store = make_store(kind, Path(tmp) / "profile.db", url, prefix="profile:")
-        runtime = Runtime([build_agent()], storage=store, executor=executor)  # type: ignore[arg-type]
+        runtime = Runtime([build_agent()], storage=store, executor=executor, durability=durability)  # type: ignore[arg-type]
         agent = runtime.get_agent("bench")
         for _ in range(50):
             await generate_cycle(agent)
@@ -121,8 +121,9 @@ def main() -> None:
     parser.add_argument("--config", default="ray-redis")
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--top", type=int, default=20)
+    parser.add_argument("--durability", choices=("sync", "exit"), default="sync")
     args = parser.parse_args()
-    asyncio.run(profile(args.config, args.seconds, args.top))
+    asyncio.run(profile(args.config, args.seconds, args.top, args.durability))
 
 
 if __name__ == "__main__":
