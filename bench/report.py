@@ -121,13 +121,58 @@ def _linearity(rows: list[dict[str, Any]], systems: list[str], sizes: list[int])
     return _table(["system", *head, "largest N run / smallest"], body)
 
 
+def summary(rows: list[dict[str, Any]], systems: list[str], meta: dict[str, Any]) -> list[str]:
+    """One line per system and every workload in it (the README's table): W1/W2 median (p99) ms, W3 ms
+    per run at each size it ran, W4's total from the fresh process's spawn, memory during W1."""
+    by = {(r["workload"], r.get("n"), r["system"]): r for r in rows}
+    sizes = sorted(meta["runs"])
+
+    def cell(row: dict[str, Any] | None, text: Any) -> str:
+        if row is None:
+            return "not run"
+        if row.get("status") != "ok":
+            return "n/a" if row.get("status") == "unsupported" else "error"
+        return str(text(row))
+
+    def latency(workload: str, s: str) -> str:
+        return cell(by.get((workload, None, s)), lambda r: f"{_num(r['median_ms'])} ({_num(r['p99_ms'])})")
+
+    def per_run(s: str) -> str:
+        ran = [(n, by[("w3", n, s)]) for n in sizes if ("w3", n, s) in by]
+        shown = [f"{cell(r, lambda r: _num(r['ms_per_run'], 2))} @{n:,}" for n, r in ran]
+        return " / ".join(shown) or "not run"
+
+    body = [
+        [
+            s,
+            by.get(("w1", None, s), {}).get("durability", ""),
+            latency("w1", s),
+            latency("w2", s),
+            per_run(s),
+            cell(by.get(("w4", meta["w4_runs"], s)), lambda r: f"{_num(r['total_s'])} s"),
+            cell(by.get(("w1", None, s)), lambda r: _num(r["footprint_mb"], 0)),
+        ]
+        for s in systems
+    ]
+    head = [
+        "system",
+        "durability",
+        "W1 median (p99) ms",
+        "W2 median (p99) ms",
+        "W3 ms/run @N",
+        f"W4 {meta['w4_runs']:,} runs",
+        "memory MB",
+    ]
+    return _table(head, body)
+
+
 def tables(rows: list[dict[str, Any]], systems: list[str], meta: dict[str, Any]) -> str:
     troupes = [s for s in systems if s.startswith("troupe-")]
     # Peers' ratio columns: against the configurations named in meta (all Troupe rows in older results).
     troupes = [s for s in meta.get("ratio_against", troupes) if s in troupes]
     ratio_head = [f"vs {t.removeprefix('troupe-')}" for t in troupes]
     by = {(r["workload"], r.get("n"), r["system"]): r for r in rows}
-    out: list[str] = []
+    out: list[str] = ["", "### Summary", "", *summary(rows, systems, meta)]
 
     def ratios(workload: str, n: Any, system: str) -> list[str]:
         if system.startswith("troupe-"):
