@@ -3,7 +3,6 @@ bench/suspended_scale.py (bench_agents.build_agent / build_supervisor, the strea
 
 from __future__ import annotations
 
-import inspect
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,7 @@ from approval_cycle import generate_cycle
 from approval_cycle import one_cycle as stream_cycle
 from bench_agents import build_agent, build_supervisor, make_store
 from bench_common import path_bytes, redis_pid, redis_used
-from harness import FINAL_TEXT, System, Unsupported
+from harness import FINAL_TEXT, System
 from suspended_scale import host_stats
 
 from troupe import Runtime
@@ -50,8 +49,6 @@ class TroupeSystem(System):
         self.label = f"Troupe {version('troupe')} {executor} + {STORE_NAMES[store]}" + (
             f", {self.durability}" if self.durable else ""
         )
-        self.options = {} if self.writes == "sync" else {"durability": self.writes}
-        self.unsupported = None if supports(self.options) else "Runtime has no durability option"
         self.runtimes: list[Runtime] = []
         self.supervisor: Any = None
 
@@ -62,16 +59,12 @@ class TroupeSystem(System):
         return make_store(self.store_kind, self.workdir / f"{tag}.db", redis_url, prefix, self.mode)
 
     def _runtime(self, agent: Any, name: str) -> Any:
-        if self.unsupported:
-            raise Unsupported(self.unsupported)
         storage = self._storage(name)
-        runtime = Runtime([agent], storage=storage, executor=self.executor, **self.options)  # type: ignore[arg-type]
+        runtime = Runtime([agent], storage=storage, executor=self.executor, durability=self.writes)  # type: ignore[arg-type]
         self.runtimes.append(runtime)
         return runtime
 
     async def open(self) -> None:
-        if self.unsupported:  # every phase reports it (pause / w1 / w2 raise Unsupported)
-            return
         self.runtime = self._runtime(build_agent(), "main")
         self.agent = self.runtime.get_agent("bench")
         await host_stats(self.runtime)  # starts Ray (if used) and the agent's host, as a restart would
@@ -84,7 +77,6 @@ class TroupeSystem(System):
         await (stream_cycle if self.api == "stream" else generate_cycle)(agent)
 
     async def w1(self) -> None:
-        self._check()
         await self._cycle(self.agent)
 
     async def w2(self) -> None:
@@ -92,12 +84,7 @@ class TroupeSystem(System):
             self.supervisor = self._runtime(build_supervisor(), "w2").get_agent("bench-supervisor")
         await self._cycle(self.supervisor)
 
-    def _check(self) -> None:
-        if self.unsupported:
-            raise Unsupported(self.unsupported)
-
     async def pause(self, i: int) -> Any:
-        self._check()
         paused = await self.agent.generate(f"delete record {i}")
         assert paused.finish_reason == "suspended", paused.finish_reason
         return paused.run_id, paused.suspend_payload["tool_call_id"]
@@ -108,7 +95,6 @@ class TroupeSystem(System):
         assert done.text == FINAL_TEXT, done.text
 
     async def list_paused(self) -> list[Any]:
-        self._check()
         listed = await self.agent.list_suspended_runs()
         return [(run.run_id, run.pending[0].tool_call_id) for run in listed.runs]
 
@@ -125,12 +111,6 @@ class TroupeSystem(System):
         if self.store_kind == "redis":
             return redis_used(self.env["redis_urls"][self.mode])
         return None
-
-
-def supports(options: dict[str, Any]) -> bool:
-    """Whether this Troupe's Runtime takes these keyword options (durability= is new)."""
-    accepted = inspect.signature(Runtime).parameters
-    return all(name in accepted for name in options)
 
 
 def teardown() -> None:

@@ -32,8 +32,6 @@ class PausedRuns:
 
     def keep(self, state: RunState, version: int) -> None:
         """Keep ``state`` as written at ``version``; its owner hands it over and never changes it again."""
-        if self.limit <= 0:
-            return
         self._runs[state.run_id] = StoredRun(state, version)
         self._runs.move_to_end(state.run_id)
         while len(self._runs) > self.limit:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from blocking import kill_actor, wait_for, worker_agent
+from blocking import blocking_tool, kill_actor, wait_for, worker_agent
 from helpers import chunks_of, types_of
 
 from troupe import Agent, Runtime, SqliteStore
@@ -126,8 +126,7 @@ def slow_answer_agent(log: CallLog, gate: str, answer_gate: str) -> Agent:
             await asyncio.sleep(0.02)
         return text(" | ".join(f"{m['tool_call_id']}={m['content']}" for m in results))
 
-    agent = worker_agent(log, gate, require_approval=True)
-    return Agent("worker", model=FunctionModel(turn), tools=list(agent.tools.values()))
+    return Agent("worker", model=FunctionModel(turn), tools=[blocking_tool(log, gate, require_approval=True)])
 
 
 @pytest.mark.parametrize("durability", ["sync", "exit"])

@@ -18,9 +18,9 @@ import pytest
 from helpers import delete_tool, one_call
 from troupe.storage import RedisStore
 
-from troupe import Agent, Runtime, SqliteStore
+from troupe import Agent, Memory, Runtime, SqliteStore
 from troupe.errors import DecisionConflictError
-from troupe.testing import CallLog
+from troupe.testing import CallLog, FunctionModel, text
 
 # The writes of one cycle, in order, for each durability mode.
 EXPECTED = {
@@ -198,3 +198,27 @@ async def test_a_host_keeps_a_bounded_number_of_paused_states(tmp_path: Path):
             await check_the_cycle_ran(store, run_id, calls)
     finally:
         await runtime.shutdown()
+
+
+async def test_with_exit_a_run_that_ends_before_its_first_write_only_adds_to_its_thread(tmp_path: Path):
+    # Nothing paused and no tool ran: the run was never stored, so its end is its messages joining the
+    # thread (one write), not a write of the run and its deletion.
+    store = CountingSqliteStore(tmp_path / "troupe.db")
+    agent = Agent("chat", model=FunctionModel(lambda messages, tools: text("hello")), memory=Memory())
+    runtime = Runtime([agent], storage=store, executor="local", durability="exit")
+    try:
+        done = await agent.generate("hi", thread_id="t1", resource_id="u1")
+        assert done.finish_reason == "stop"
+        writes = [t for t in store.of_run(done.run_id) if t[0] == "BEGIN IMMEDIATE"]
+        assert writes == [], writes
+        said = [t for t in store.transactions if any("INSERT INTO messages" in s for s in t)]
+        assert len(said) == 1, said
+        assert [m["content"] for m in await store.load_messages("t1")] == ["hi", "hello"]
+        assert await store.load_run(done.run_id) is None
+    finally:
+        await runtime.shutdown()
+
+
+def test_an_unknown_durability_is_refused_naming_the_modes():
+    with pytest.raises(ValueError, match="durability must be one of sync, exit; got 'always'"):
+        Runtime([], executor="local", durability="always")  # type: ignore[arg-type]
