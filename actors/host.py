@@ -78,24 +78,36 @@ class Outbox:
         self.finished_at = time.monotonic()
         self._changed.set()
 
-    async def take(self, linger: float) -> tuple[list[Chunk], bool]:
-        """Wait for chunks; then keep gathering for up to ``linger`` s unless the operation ends."""
+    async def take(self, linger: float, first_wait: float | None = None) -> tuple[list[Chunk], bool]:
+        """Wait for chunks (for at most ``first_wait`` s if given: then nothing may come back); then keep
+        gathering for up to ``linger`` s unless the operation ends."""
+        loop = asyncio.get_running_loop()
+        until = None if first_wait is None else loop.time() + first_wait
         while not self.pending and not self.done:
-            self._changed.clear()
-            await self._changed.wait()
+            if not await self._changed_before(until):
+                return [], False
         if linger > 0:
-            deadline = asyncio.get_running_loop().time() + linger
+            deadline = loop.time() + linger
             while not self.done and len(self.pending) < _MAX_BATCH:
-                remaining = deadline - asyncio.get_running_loop().time()
-                if remaining <= 0:
-                    break
-                self._changed.clear()
-                try:
-                    await asyncio.wait_for(self._changed.wait(), remaining)
-                except TimeoutError:
+                if not await self._changed_before(deadline):
                     break
         chunks, self.pending = self.pending, []
         return chunks, self.done
+
+    async def _changed_before(self, deadline: float | None) -> bool:
+        """Wait for the next put or close; False if the loop's clock passed ``deadline`` first."""
+        self._changed.clear()
+        if deadline is None:
+            await self._changed.wait()
+            return True
+        if deadline <= asyncio.get_running_loop().time():
+            return False
+        try:
+            async with asyncio.timeout_at(deadline):  # no task per wait, unlike wait_for
+                await self._changed.wait()
+        except TimeoutError:
+            return False
+        return True
 
 
 class AgentHost:
@@ -147,16 +159,22 @@ class AgentHost:
     async def open_decision(self, request: DecideRequest, linger: float = 0.0) -> Batch:
         await self._startup()
         # A decision's stream opens with the decided call's outcome, which may take a while (the tool
-        # runs first): the caller gets the operation at once and its chunks as they come.
-        return Batch(self._spawn(await self._begin_decision(request)), [], False)
+        # runs first): the caller waits at most ``linger`` for the first chunks (a quick tool's whole
+        # answer then comes back with the call, saving a round trip), else gets the operation at once
+        # and its chunks as they come.
+        op_id = self._spawn(await self._begin_decision(request))
+        return await self._next(op_id, linger, first_wait=linger)
 
     async def next_batch(self, op_id: str, linger: float = 0.0) -> Batch:
+        return await self._next(op_id, linger)
+
+    async def _next(self, op_id: str, linger: float, first_wait: float | None = None) -> Batch:
         outbox = self._outboxes.get(op_id)
         if outbox is None:
             raise KeyError(
                 f"no operation {op_id!r} on agent {self.spec.id!r} (finished and read, or expired)"
             )
-        chunks, done = await outbox.take(linger)
+        chunks, done = await outbox.take(linger, first_wait)
         if done:
             self._forget(op_id)
         return Batch(op_id, chunks, done)

@@ -17,6 +17,8 @@ log = logging.getLogger(__name__)
 
 
 def _emit(event: str, fields: dict[str, Any]) -> None:
+    if not log.isEnabledFor(logging.INFO):
+        return  # nobody listens: spare every decision the encoding
     text = " ".join(
         f"{key}={json.dumps(value, ensure_ascii=True, default=str)}" for key, value in fields.items()
     )

@@ -217,13 +217,16 @@ class SqliteStore:
                         raise StaleSnapshotError(
                             f"run {state.run_id} is not at version {expected_version}", run_id=state.run_id
                         )
-                conn.executemany("INSERT INTO audit (run_id, body) VALUES (?, ?)", entries)
+                # Each statement costs its preparation even with nothing to insert: most writes have none.
+                if entries:
+                    conn.executemany("INSERT INTO audit (run_id, body) VALUES (?, ?)", entries)
                 _insert_thread(conn, thread)
-                conn.executemany(
-                    "INSERT OR IGNORE INTO outbox (id, run_id, status, due, lease_owner, body) "
-                    "VALUES (?, ?, ?, ?, ?, ?)",
-                    [_outbox_row(e) for e in outbox],
-                )
+                if outbox:
+                    conn.executemany(
+                        "INSERT OR IGNORE INTO outbox (id, run_id, status, due, lease_owner, body) "
+                        "VALUES (?, ?, ?, ?, ?, ?)",
+                        [_outbox_row(e) for e in outbox],
+                    )
             return version
 
         return await self._run(update)
@@ -443,7 +446,7 @@ def _insert_run(conn: sqlite3.Connection, run_id: str, row: tuple[Any, ...]) -> 
 
 
 def _insert_thread(conn: sqlite3.Connection, thread: ThreadAppend | None) -> None:
-    if thread is not None:
+    if thread is not None and thread.messages:
         conn.executemany(
             "INSERT INTO messages (thread_id, resource_id, body) VALUES (?, ?, ?)",
             [(thread.thread_id, thread.resource_id, json.dumps(m)) for m in thread.messages],

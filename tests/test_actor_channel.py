@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import os
+import pickle
 import stat
 import struct
+import sys
 import tempfile
 import uuid
 from typing import Any
 
 import pytest
 from channel_actors import Echo
+from troupe.actors import channel
 from troupe.actors.channel import ChannelClient, ChannelClosed, ChannelServer, Endpoint
 from troupe.core.errors import AgentUnavailableError
 
@@ -56,6 +59,21 @@ async def test_errors_come_back_as_raised_and_functions_travel(served):
         await client.call("no_such_method", (), {})
     assert await client.call("echo", ("still open",), {}) == "still open"
     await client.close()
+
+
+def test_functions_of_main_travel_by_value(monkeypatch):
+    """Plain pickle would send ``__main__.shout`` by name, which the actor's ``__main__`` (Ray's worker)
+    does not have: such a body must go by value, as cloudpickle sends it."""
+
+    def shout(text: str) -> str:
+        return text.upper()
+
+    shout.__module__, shout.__qualname__ = "__main__", "shout"
+    monkeypatch.setattr(sys.modules["__main__"], "shout", shout, raising=False)
+    body = channel._dumps(("apply", (shout, "hi"), {}))
+    monkeypatch.delattr(sys.modules["__main__"], "shout")  # as in the actor's process
+    _, (sent, arg), _ = pickle.loads(body)
+    assert sent(arg) == "HI"
 
 
 async def test_a_connection_without_the_token_runs_nothing(served):

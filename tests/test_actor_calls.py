@@ -1,0 +1,69 @@
+"""What an approval cycle costs in calls to the agent's actor on Ray: one to start (it comes back with the
+pause) and one to decide (a quick tool's whole answer comes back with it). A tool that takes its time does
+not hold the decision's call: the stream opens at once and the answer follows."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from blocking import blocking_tool
+from helpers import delete_tool, echo_model, one_call
+from troupe.actors.remote import RayActor
+
+from troupe import Agent, Runtime, SqliteStore
+from troupe.testing import CallLog, tool_call
+
+
+@pytest.fixture
+def actor_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The methods this process calls on actors, whichever transport carries them."""
+    sent: list[str] = []
+    call = RayActor.call
+
+    async def counted(self: RayActor, method: str, *args: Any, **kwargs: Any) -> Any:
+        sent.append(method)
+        return await call(self, method, *args, **kwargs)
+
+    monkeypatch.setattr(RayActor, "call", counted)
+    return sent
+
+
+async def test_an_approval_cycle_is_two_calls_to_the_actor(
+    ray_session: Any, tmp_path: Path, actor_calls: list[str]
+):
+    calls = CallLog(tmp_path / "calls.jsonl")
+    agent = Agent("w1", model=one_call("delete_record", {"id": "r1"}), tools=[delete_tool(calls)])
+    runtime = Runtime([agent], storage=SqliteStore(tmp_path / "t.db"), executor="ray")
+    try:
+        for _ in range(2):  # the first cycle also opens the line to the actor
+            actor_calls.clear()
+            stream = await agent.stream("delete r1")
+            assert [c.type async for c in stream.full_stream][-1] == "tool-call-approval"
+            approved = await agent.approve_tool_call(run_id=stream.run_id)
+            assert "deleted" in (await approved.result()).text
+        assert [m for m in actor_calls if m != "troupe_channel"] == ["open_start", "open_decision"]
+    finally:
+        await runtime.shutdown()
+
+
+async def test_a_slow_tool_does_not_hold_the_decisions_call(
+    ray_session: Any, tmp_path: Path, actor_calls: list[str]
+):
+    calls = CallLog(tmp_path / "calls.jsonl")
+    gate = tmp_path / "gate"
+    model = echo_model(tool_call("work", {"name": "j1"}, id="call-1"))
+    agent = Agent("slow", model=model, tools=[blocking_tool(calls, str(gate), require_approval=True)])
+    runtime = Runtime([agent], storage=SqliteStore(tmp_path / "t.db"), executor="ray")
+    try:
+        paused = await agent.generate("work")
+        # The decision's stream opens while the tool is still blocked: nothing waits on the gate here.
+        approved = await asyncio.wait_for(agent.approve_tool_call(run_id=paused.run_id), 60)
+        assert [e["phase"] for e in calls.entries("work")] in ([], ["started"])
+        gate.touch()
+        assert "done" in (await approved.result()).text
+        assert actor_calls.count("next_batch") >= 1  # the answer came after the call, as it was ready
+    finally:
+        await runtime.shutdown()
