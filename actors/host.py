@@ -68,10 +68,14 @@ class Outbox:
         self.done = False
         self.finished_at = 0.0
         self._changed = asyncio.Event()
+        # How many pending chunks wake a waiting reader: 1 while it waits for a batch's first chunk, a
+        # full batch while it lingers (a chunk per wake-up would cost a timer and a task switch each).
+        self._wake_at = 1
 
     def put(self, chunk: Chunk) -> None:
         self.pending.append(chunk)
-        self._changed.set()
+        if len(self.pending) >= self._wake_at:
+            self._changed.set()
 
     def close(self) -> None:
         self.done = True
@@ -80,22 +84,24 @@ class Outbox:
 
     async def take(self, linger: float, first_wait: float | None = None) -> tuple[list[Chunk], bool]:
         """Wait for chunks (for at most ``first_wait`` s if given: then nothing may come back); then keep
-        gathering for up to ``linger`` s unless the operation ends."""
+        gathering for up to ``linger`` s unless the operation ends or a batch fills up."""
         loop = asyncio.get_running_loop()
         until = None if first_wait is None else loop.time() + first_wait
         while not self.pending and not self.done:
             if not await self._changed_before(until):
                 return [], False
-        if linger > 0:
-            deadline = loop.time() + linger
-            while not self.done and len(self.pending) < _MAX_BATCH:
-                if not await self._changed_before(deadline):
-                    break
+        if linger > 0 and not self.done and len(self.pending) < _MAX_BATCH:
+            self._wake_at = _MAX_BATCH
+            try:
+                await self._changed_before(loop.time() + linger)
+            finally:
+                self._wake_at = 1
         chunks, self.pending = self.pending, []
         return chunks, self.done
 
     async def _changed_before(self, deadline: float | None) -> bool:
-        """Wait for the next put or close; False if the loop's clock passed ``deadline`` first."""
+        """Wait for the next wake-up (see ``_wake_at``) or the end; False if the loop's clock passed
+        ``deadline`` first."""
         self._changed.clear()
         if deadline is None:
             await self._changed.wait()

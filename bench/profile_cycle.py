@@ -1,7 +1,7 @@
 """Where a W1 approval cycle spends its time: py-spy samples the agent's process and the driver while
 cycles run back to back.
 
-    python bench/profile_cycle.py [--config ray-redis] [--seconds 10] [--top 20]
+    python bench/profile_cycle.py [--config ray-redis] [--seconds 10] [--top 20] [--api stream|generate]
 
 Configs: ray-redis, ray-sqlite, ray-memory, local-redis, local-sqlite, local-memory. Prints, per process,
 the share of samples by layer (Troupe, Ray, redis-py, SQLite, asyncio, pydantic, other) and the
@@ -22,7 +22,7 @@ import time
 from contextlib import nullcontext
 from pathlib import Path
 
-from approval_cycle import generate_cycle
+from approval_cycle import generate_cycle, one_cycle
 from bench_agents import build_agent, make_store
 from bench_common import private_redis
 from suspended_scale import host_stats
@@ -65,8 +65,9 @@ def summarize(raw: Path, top: int) -> str:
     return "\n".join(lines)
 
 
-async def profile(config: str, seconds: float, top: int, durability: str) -> None:
+async def profile(config: str, seconds: float, top: int, durability: str, api: str) -> None:
     executor, kind = config.split("-")
+    cycle = one_cycle if api == "stream" else generate_cycle
     spy = shutil.which("py-spy")
     if spy is None:
         raise SystemExit("py-spy is not installed: pip install -e '.[bench]'")
@@ -75,7 +76,7 @@ async def profile(config: str, seconds: float, top: int, durability: str) -> Non
         runtime = Runtime([build_agent()], storage=store, executor=executor, durability=durability)  # type: ignore[arg-type]
         agent = runtime.get_agent("bench")
         for _ in range(50):
-            await generate_cycle(agent)
+            await cycle(agent)
         pids = {"driver": os.getpid()}
         if executor == "ray":
             pids["actor"] = int((await host_stats(runtime))["pid"])
@@ -100,7 +101,7 @@ async def profile(config: str, seconds: float, top: int, durability: str) -> Non
         cycles = 0
         started = time.perf_counter()
         while any(s.returncode is None for s in spies):
-            await generate_cycle(agent)
+            await cycle(agent)
             cycles += 1
         elapsed = time.perf_counter() - started
         await runtime.shutdown()
@@ -122,8 +123,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--top", type=int, default=20)
     parser.add_argument("--durability", choices=("sync", "exit"), default="sync")
+    parser.add_argument("--api", choices=("stream", "generate"), default="stream", help="which cycle to run")
     args = parser.parse_args()
-    asyncio.run(profile(args.config, args.seconds, args.top, args.durability))
+    asyncio.run(profile(args.config, args.seconds, args.top, args.durability, args.api))
 
 
 if __name__ == "__main__":

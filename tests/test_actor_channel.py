@@ -4,6 +4,7 @@ Ray still placing, restarting and killing the actor; a broken channel reads as t
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import pickle
 import stat
@@ -11,12 +12,14 @@ import struct
 import sys
 import tempfile
 import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from channel_actors import Echo
 from troupe.actors import channel
 from troupe.actors.channel import ChannelClient, ChannelClosed, ChannelServer, Endpoint
+from troupe.core.chunks import Chunk, PauseEvent
 from troupe.core.errors import AgentUnavailableError
 
 
@@ -59,6 +62,19 @@ async def test_errors_come_back_as_raised_and_functions_travel(served):
         await client.call("no_such_method", (), {})
     assert await client.call("echo", ("still open",), {}) == "still open"
     await client.close()
+
+
+def test_chunks_and_their_pauses_travel_whole():
+    """Chunks pickle as constructor calls (quicker than a frozen dataclass's default): every field of
+    the pause, set to a value other than its default, must come back."""
+    values = {f.name: f"value-of-{f.name}" for f in dataclasses.fields(PauseEvent)}
+    values.update(agent_path=("boss", "worker"), args={"id": 7}, interrupted=True, suspend_payload={"q": 1})
+    values.update(expires_at=datetime(2026, 12, 1, tzinfo=UTC), resume_schema={"type": "object"})
+    pause = PauseEvent(**values)
+    chunk = Chunk.of_pause(pause)
+    back = pickle.loads(channel._dumps(chunk))
+    assert back == chunk and back.pause == pause
+    assert {f.name: getattr(back.pause, f.name) for f in dataclasses.fields(PauseEvent)} == values
 
 
 def test_functions_of_main_travel_by_value(monkeypatch):
