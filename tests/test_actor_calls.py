@@ -1,10 +1,12 @@
 """What an approval cycle costs in calls to the agent's actor on Ray: one to start (it comes back with the
 pause) and one to decide (a quick tool's whole answer comes back with it). A tool that takes its time does
-not hold the decision's call: the stream opens at once and the answer follows."""
+not hold the decision's call: the stream opens at once and the answer follows. The actor's event loop is
+uvloop, a dependency of Troupe's."""
 
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 from pathlib import Path
 from typing import Any
 
@@ -65,5 +67,18 @@ async def test_a_slow_tool_does_not_hold_the_decisions_call(
         gate.touch()
         assert "done" in (await approved.result()).text
         assert actor_calls.count("next_batch") >= 1  # the answer came after the call, as it was ready
+    finally:
+        await runtime.shutdown()
+
+
+async def test_an_agents_actor_runs_on_uvloop(ray_session: Any, tmp_path: Path):
+    assert any(r.startswith("uvloop") for r in importlib.metadata.requires("troupe") or [])
+    agent = Agent(
+        "w1", model=one_call("delete_record", {"id": "r1"}), tools=[delete_tool(CallLog(tmp_path / "c"))]
+    )
+    runtime = Runtime([agent], storage=SqliteStore(tmp_path / "t.db"), executor="ray")
+    try:
+        stats = await runtime.handle("w1").actor.call("stats")  # type: ignore[attr-defined]
+        assert stats["event_loop"] == "uvloop.Loop", stats
     finally:
         await runtime.shutdown()
