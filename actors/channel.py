@@ -9,9 +9,8 @@ The socket sits in a private directory (mode 0700), and a connection must first 
 token, which only a holder of the actor's Ray handle can learn (``troupe_channel`` is a Ray call).
 A frame is a header (body length, call id) and a pickled body: plain pickle where it carries the value
 as it is, else cloudpickle, the serializer Ray uses, so whatever can be passed to a Ray call can be
-passed here. Calls are multiplexed over one
-connection per caller and event loop; each is answered by a task on the actor's event loop, as Ray's
-own calls to an async actor are.
+passed here. Calls are multiplexed over one connection per caller and event loop; each is answered by a
+task on the actor's event loop, as Ray's own calls to an async actor are.
 """
 
 from __future__ import annotations

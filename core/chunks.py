@@ -13,8 +13,9 @@ reads a subagent's pause from that (dates as datetimes), never back out of the p
 from __future__ import annotations
 
 import json
+import operator
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, Literal
 
@@ -59,22 +60,7 @@ class PauseEvent:
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Pickled as a constructor call (see Chunk.__reduce__).
-        return (
-            PauseEvent,
-            (
-                self.run_id,
-                self.tool_call_id,
-                self.kind,
-                self.tool_name,
-                self.args,
-                self.resume_schema,
-                self.agent_path,
-                self.fingerprint,
-                self.suspend_payload,
-                self.interrupted,
-                self.expires_at,
-            ),
-        )
+        return (PauseEvent, _pause_fields(self))
 
     def payload(self) -> dict[str, Any]:
         """The pause chunk's payload (Python's snake_case form; ``to_wire`` camelizes it)."""
@@ -106,7 +92,7 @@ class Chunk:
     def __reduce__(self) -> tuple[Any, ...]:
         # Chunks cross between processes in every batch. Pickled as a constructor call: the default for
         # a frozen slots dataclass goes through Python-level getstate/setstate, several times slower.
-        return (Chunk, (self.type, self.run_id, self.payload, self.pause))
+        return (Chunk, _chunk_fields(self))
 
     @classmethod
     def of_pause(cls, event: PauseEvent) -> Chunk:
@@ -120,6 +106,11 @@ class Chunk:
     @classmethod
     def from_wire(cls, frame: dict[str, Any]) -> Chunk:
         return cls(frame["type"], frame.get("runId", ""), payload_from_wire(frame.get("payload") or {}))
+
+
+# Every field, in order: what the constructor takes back when a pickled chunk or pause is loaded.
+_pause_fields = operator.attrgetter(*(f.name for f in fields(PauseEvent)))
+_chunk_fields = operator.attrgetter(*(f.name for f in fields(Chunk)))
 
 
 def wire_payload(payload: dict[str, Any]) -> dict[str, Any]:
