@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 from blocking import blocking_tool
 from helpers import delete_tool, echo_model, one_call
+from troupe.actors.host import _MAX_BATCH, Outbox
 from troupe.actors.remote import RayActor
+from troupe.core.chunks import Chunk
 
 from troupe import Agent, Runtime, SqliteStore
 from troupe.testing import CallLog, tool_call
@@ -82,3 +84,27 @@ async def test_an_agents_actor_runs_on_uvloop(ray_session: Any, tmp_path: Path):
         assert stats["event_loop"] == "uvloop.Loop", stats
     finally:
         await runtime.shutdown()
+
+
+# ---- how a lingering reader is woken (in-process; the linger is long, so only a wake-up returns) --------
+
+
+async def test_a_lingering_reader_gets_a_full_batch_at_once():
+    outbox = Outbox()
+    reading = asyncio.ensure_future(outbox.take(linger=3600))
+    for i in range(_MAX_BATCH):
+        outbox.put(Chunk("text-delta", "r1", {"text": str(i)}))
+        await asyncio.sleep(0)  # the reader runs between chunks, as it does between a run's steps
+    chunks, done = await asyncio.wait_for(reading, 10)
+    assert (len(chunks), done) == (_MAX_BATCH, False)
+
+
+async def test_a_lingering_reader_gets_the_rest_when_the_operation_ends():
+    outbox = Outbox()
+    reading = asyncio.ensure_future(outbox.take(linger=3600))
+    outbox.put(Chunk("text-delta", "r1", {"text": "a"}))
+    await asyncio.sleep(0)
+    outbox.put(Chunk("text-delta", "r1", {"text": "b"}))
+    outbox.close()
+    chunks, done = await asyncio.wait_for(reading, 10)
+    assert ([c.payload["text"] for c in chunks], done) == (["a", "b"], True)
