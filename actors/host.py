@@ -54,10 +54,6 @@ _FOLLOW_WAIT_S = 30.0
 log = logging.getLogger(__name__)
 
 
-def _loop_name(loop: asyncio.AbstractEventLoop) -> str:
-    return f"{type(loop).__module__}.{type(loop).__qualname__}"
-
-
 class Batch(NamedTuple):
     op_id: str
     chunks: list[Chunk]
@@ -107,7 +103,7 @@ class Outbox:
         """Wait for the next wake-up (see ``_wake_at``) or the end; False if the loop's clock passed
         ``deadline`` first."""
         self._changed.clear()
-        if deadline is None:
+        if deadline is None:  # the in-process reader's every batch: no timeout to set up
             await self._changed.wait()
             return True
         if deadline <= asyncio.get_running_loop().time():
@@ -311,12 +307,12 @@ class AgentHost:
 
     async def stats(self) -> dict[str, int | str]:
         """What this host holds right now (for operators and benchmarks)."""
+        loop = asyncio.get_running_loop()
         return {
             "agent_id": self.spec.id,
             "pid": os.getpid(),
-            # uvloop in a Ray actor (Troupe depends on it where it builds): a fifth to a third less time per
-            # approval cycle than asyncio's own loop on the 2-core machine.
-            "event_loop": _loop_name(asyncio.get_running_loop()),
+            # uvloop in a Ray actor (Troupe depends on it where it builds; see the README on uvloop).
+            "event_loop": f"{type(loop).__module__}.{type(loop).__qualname__}",
             "node_id": current_node_id() or "",
             "owner": self.owner,
             "operations": len(self._tasks),

@@ -8,7 +8,7 @@ Prints median and p99 per configuration. No peer figures here: bench/run_all.py 
 the same run.
 
     python bench/approval_cycle.py [--workload w1|w2|all] [--cycles 500] [--configs local-memory,...]
-                                   [--api stream|generate]
+                                   [--api stream|generate] [--loop asyncio|uvloop]
 
 bench/run_all.py runs the same workloads on Troupe and on LangGraph, the OpenAI Agents SDK and Pydantic AI.
 """
@@ -82,7 +82,7 @@ async def run_config(
     }
 
 
-async def main() -> None:
+def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -92,8 +92,23 @@ async def main() -> None:
     parser.add_argument(
         "--api", choices=["stream", "generate"], default="stream", help="streaming or non-streaming calls"
     )
+    parser.add_argument(
+        "--loop",
+        choices=["asyncio", "uvloop"],
+        default="asyncio",
+        help="this process's event loop (Ray's actors run uvloop either way)",
+    )
     parser.add_argument("--json", type=Path, help="also write the rows to this file")
     args = parser.parse_args()
+    if args.loop == "uvloop":
+        import uvloop
+
+        uvloop.run(measure(args))
+    else:
+        asyncio.run(measure(args))
+
+
+async def measure(args: argparse.Namespace) -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         workloads = ["w1", "w2"] if args.workload == "all" else [args.workload]
@@ -101,6 +116,7 @@ async def main() -> None:
             for name in args.configs.split(","):
                 rows.append(await run_config(workload, name, args.cycles, Path(tmp), args.api))
                 row = rows[-1]
+                row["loop"] = args.loop
                 print(
                     f"{workload} {row['config']:<14} median {row['median_ms']:7.2f} ms   "
                     f"p99 {row['p99_ms']:7.2f} ms",
@@ -111,4 +127,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    main()

@@ -17,7 +17,7 @@ import operator
 import re
 from dataclasses import dataclass, field, fields
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 ChunkType = Literal[
     "start",
@@ -40,7 +40,23 @@ ChunkType = Literal[
 # Chunk types that mean "a human must act"; they are emitted only after the pause is durable.
 PAUSE_TYPES: frozenset[str] = frozenset({"tool-call-approval", "tool-call-suspended"})
 
+_Dataclass = TypeVar("_Dataclass", bound=type)
 
+
+def _pickled_by_constructor(cls: _Dataclass) -> _Dataclass:
+    """Pickle the (frozen, slots) dataclass ``cls`` as a call of its constructor with every field in
+    order. Chunks cross between processes in every batch, and the dataclass default goes through
+    Python-level getstate/setstate, several times slower each way."""
+    values = operator.attrgetter(*(f.name for f in fields(cls)))  # two or more fields: it gives a tuple
+
+    def constructor_call(self: object) -> tuple[Any, ...]:
+        return (cls, values(self))
+
+    cls.__reduce__ = constructor_call  # type: ignore[method-assign, assignment]
+    return cls
+
+
+@_pickled_by_constructor
 @dataclass(frozen=True, slots=True)
 class PauseEvent:
     """A pause as an agent announces it: what a human is asked, about which of the run's calls."""
@@ -57,10 +73,6 @@ class PauseEvent:
     suspend_payload: Any = None
     interrupted: bool = False
     expires_at: datetime | None = None
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        # Pickled as a constructor call (see Chunk.__reduce__).
-        return (PauseEvent, _pause_fields(self))
 
     def payload(self) -> dict[str, Any]:
         """The pause chunk's payload (Python's snake_case form; ``to_wire`` camelizes it)."""
@@ -81,6 +93,7 @@ class PauseEvent:
         return out
 
 
+@_pickled_by_constructor
 @dataclass(frozen=True, slots=True)
 class Chunk:
     type: ChunkType
@@ -88,11 +101,6 @@ class Chunk:
     payload: dict[str, Any] = field(default_factory=dict)
     # Set on a pause chunk (``PAUSE_TYPES``): the typed pause its payload was written from.
     pause: PauseEvent | None = field(default=None, compare=False, repr=False)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        # Chunks cross between processes in every batch. Pickled as a constructor call: the default for
-        # a frozen slots dataclass goes through Python-level getstate/setstate, several times slower.
-        return (Chunk, _chunk_fields(self))
 
     @classmethod
     def of_pause(cls, event: PauseEvent) -> Chunk:
@@ -106,11 +114,6 @@ class Chunk:
     @classmethod
     def from_wire(cls, frame: dict[str, Any]) -> Chunk:
         return cls(frame["type"], frame.get("runId", ""), payload_from_wire(frame.get("payload") or {}))
-
-
-# Every field, in order: what the constructor takes back when a pickled chunk or pause is loaded.
-_pause_fields = operator.attrgetter(*(f.name for f in fields(PauseEvent)))
-_chunk_fields = operator.attrgetter(*(f.name for f in fields(Chunk)))
 
 
 def wire_payload(payload: dict[str, Any]) -> dict[str, Any]:
