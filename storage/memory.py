@@ -31,11 +31,13 @@ class MemoryStore:
 
     def __init__(self) -> None:
         self.identity = f"memory:{uuid.uuid4().hex[:12]}"
-        self._runs: dict[str, tuple[str, int]] = {}
+        self._runs: dict[str, tuple[str, int, str]] = {}  # run id -> (state JSON, version, agent id)
         self._finished: set[str] = set()
-        # Indexes: suspended and running run ids per agent.
+        # Indexes: suspended and running run ids per agent, and when each suspended run's first pause
+        # expires (only runs with a deadline), so the reconciler's sweep never parses a stored run.
         self._suspended: dict[str, set[str]] = defaultdict(set)
         self._running: dict[str, set[str]] = defaultdict(set)
+        self._expiring: dict[str, dict[str, float]] = defaultdict(dict)
         self._audit: dict[str, list[str]] = defaultdict(list)
         self._threads: dict[str, list[dict[str, Any]]] = defaultdict(list)
         self._thread_resources: dict[str, str] = {}
@@ -89,15 +91,19 @@ class MemoryStore:
 
     def _put(self, state: RunState, version: int) -> None:
         self._unindex(state.run_id, state.agent_id)
-        self._runs[state.run_id] = (state.to_json(), version)
+        self._runs[state.run_id] = (state.to_json(), version, state.agent_id)
         if state.status == "suspended":
             self._suspended[state.agent_id].add(state.run_id)
+            at = expiry_timestamp(state)
+            if at is not None:
+                self._expiring[state.agent_id][state.run_id] = at
         elif state.status == "running":
             self._running[state.agent_id].add(state.run_id)
 
     def _unindex(self, run_id: str, agent_id: str) -> None:
         self._suspended[agent_id].discard(run_id)
         self._running[agent_id].discard(run_id)
+        self._expiring[agent_id].pop(run_id, None)
 
     async def delete_run(
         self, run_id: str, *, expected_version: int | None = None, thread: ThreadAppend | None = None
@@ -107,10 +113,9 @@ class MemoryStore:
             return  # already gone, and with it whatever its deletion appended
         if expected_version is not None and entry[1] != expected_version:
             raise StaleSnapshotError(f"run {run_id} is not at version {expected_version}", run_id=run_id)
-        state = RunState.from_json(entry[0])
         del self._runs[run_id]
         self._finished.add(run_id)  # a run id is never used again
-        self._unindex(run_id, state.agent_id)
+        self._unindex(run_id, entry[2])
         self._append(thread)
 
     async def list_suspended_runs(self, query: SuspendedRunQuery) -> tuple[list[RunState], int]:
@@ -127,12 +132,8 @@ class MemoryStore:
         return sorted(self._running[agent_id])
 
     async def list_expiring_runs(self, agent_id: str, before: float) -> list[str]:
-        due = []
-        for run_id in self._suspended[agent_id]:
-            at = expiry_timestamp(RunState.from_json(self._runs[run_id][0]))
-            if at is not None and at <= before:
-                due.append((at, run_id))
-        return [run_id for _, run_id in sorted(due)]
+        due = sorted((at, run_id) for run_id, at in self._expiring[agent_id].items() if at <= before)
+        return [run_id for _, run_id in due]
 
     async def list_audit(self, run_id: str) -> list[AuditEntry]:
         return [AuditEntry.model_validate_json(raw) for raw in self._audit.get(run_id, [])]
