@@ -130,7 +130,6 @@ class RedisStore:
 
     @contextmanager
     def _errors(self, operation: str) -> Iterator[None]:
-        shown = redacted(self.url)
         try:
             yield
         except UNAVAILABLE as exc:
@@ -138,6 +137,7 @@ class RedisStore:
         except (redis_errors.RedisError, redis_errors.RedisClusterException) as exc:
             if cluster_unreachable(exc):
                 raise self._unavailable(operation, exc) from exc
+            shown = redacted(self.url)
             raise StorageError(
                 f"Redis store at {shown} failed ({operation}): {type(exc).__name__}: {exc}",
                 url=shown,

@@ -8,6 +8,8 @@ acknowledged before the crash is there afterwards.
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import threading
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -16,7 +18,7 @@ import pytest
 from helpers import chunks_of, delete_tool, one_call, types_of
 from pydantic import BaseModel
 from redis_server import RedisServer
-from troupe.core.state import CallStatus
+from troupe.core.state import CallStatus, RunState
 from troupe.storage import RedisStore
 
 from troupe import Agent, NotificationTarget, Runtime, create_tool
@@ -162,3 +164,42 @@ def test_a_program_whose_store_fails_in_a_background_loop_still_exits(
     main.start()
     main.join(timeout=30)
     assert not main.is_alive(), f"asyncio.run never returned: the {loop} swallowed its cancel"
+
+
+async def test_a_write_to_a_redis_that_stopped_reading_times_out_as_unavailable(dedicated_redis: RedisServer):
+    """Writes are bounded by the store's timeout (with ``asyncio.timeout``, not redis-py's task per
+    command): a Redis that is alive but reads nothing fails the write, it does not hang it."""
+    store = RedisStore(dedicated_redis.url, prefix="stalled:", timeout=0.5)
+    await store.live_owners()  # connected while Redis still answers
+    # Larger than what the kernel buffers on both ends of a loopback connection, so the write blocks.
+    big = RunState(run_id="big", agent_id="a", messages=[{"role": "user", "content": "x" * 64_000_000}])
+    os.kill(dedicated_redis.pid, signal.SIGSTOP)
+    try:
+        with pytest.raises(StorageUnavailableError, match="Timeout writing"):
+            await asyncio.wait_for(store.create_run(big), 20)
+    finally:
+        os.kill(dedicated_redis.pid, signal.SIGCONT)
+    assert await store.load_run("big") is None
+    await store.close()
+
+
+async def test_a_redis_command_starts_no_task(dedicated_redis: RedisServer):
+    """redis-py bounds each write with ``asyncio.wait_for``, a task per command on Python 3.11 (a third
+    of the client's CPU per command); the store's connections bound writes without one."""
+    store = RedisStore(dedicated_redis.url, prefix="tasks:")
+    await store.create_run(RunState(run_id="warm", agent_id="a"))  # connected, scripts loaded
+    loop = asyncio.get_running_loop()
+    started: list[Any] = []
+
+    def counting(loop: asyncio.AbstractEventLoop, coro: Any, **options: Any) -> asyncio.Task[Any]:
+        started.append(coro)
+        return asyncio.Task(coro, loop=loop, **options)
+
+    loop.set_task_factory(counting)
+    try:
+        version = await store.create_run(RunState(run_id="r1", agent_id="a"))
+        await store.delete_run("r1", expected_version=version)
+    finally:
+        loop.set_task_factory(None)
+    assert started == []
+    await store.close()
