@@ -17,6 +17,7 @@ import asyncio
 import collections
 import os
 import shutil
+import sys
 import tempfile
 import time
 from contextlib import nullcontext
@@ -68,7 +69,8 @@ def summarize(raw: Path, top: int) -> str:
 async def profile(config: str, seconds: float, top: int, durability: str, api: str) -> None:
     executor, kind = config.split("-")
     cycle = one_cycle if api == "stream" else generate_cycle
-    spy = shutil.which("py-spy")
+    # On PATH, or beside this interpreter (a virtualenv's bin, not activated).
+    spy = shutil.which("py-spy") or shutil.which("py-spy", path=os.path.dirname(sys.executable))
     if spy is None:
         raise SystemExit("py-spy is not installed: pip install -e '.[bench]'")
     with tempfile.TemporaryDirectory() as tmp, private_redis() if kind == "redis" else nullcontext() as url:

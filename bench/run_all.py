@@ -371,6 +371,8 @@ def run(
             f"W3: {n} runs paused at once, then approved" + (f" (not on {', '.join(left)})" if left else "")
         )
         for s in on:
+            if len(sizes[s]) > 1 and n == max(sizes[s]):
+                rows += reference_run(runner, s, min(sizes[s]))
             rows += runner.spawn(s, [(f"w3:{n}", f"w3-{n}")])
     if "w4" in workloads:
         print(f"W4: restart with {n4} paused runs", flush=True)
@@ -380,6 +382,14 @@ def run(
             else:
                 rows += restart(s, runner.spawn(s, [(f"w4-populate:{n4}", "w4")]))
     return rows
+
+
+def reference_run(runner: Runner, system: str, n: int) -> list[dict[str, Any]]:
+    """W3 at its smallest size once more, just before the largest, for linearity: the two sizes of one
+    system are then measured minutes apart at most, not a whole phase apart (this shared machine drifts
+    by tens of percent between phases). Marked "w3-reference", so only the linearity table reads it."""
+    rows = runner.spawn(system, [(f"w3:{n}", f"w3-{n}-reference")])
+    return [dict(r, workload="w3-reference") if r.get("workload") == "w3" else r for r in rows]
 
 
 def w3_sizes(args: argparse.Namespace, systems: list[str]) -> dict[str, list[int]]:
