@@ -166,9 +166,19 @@ class _TimedWrites:
             self.socket_timeout = limit
 
 
+# One class per kind of connection, not one per client (a client per event loop).
+_TIMED_CLASSES: dict[type[AbstractConnection], type[AbstractConnection]] = {}
+
+
 def _without_write_tasks(connection_class: type[AbstractConnection]) -> type[AbstractConnection]:
-    """The URL's connection class (TCP, TLS or Unix socket) with ``_TimedWrites``'s writes."""
-    return type(connection_class.__name__, (_TimedWrites, connection_class), {})
+    """The URL's connection class (TCP, TLS or Unix socket) with ``_TimedWrites``'s writes. The cluster
+    client builds each node's connections itself, so its writes keep redis-py's own timeout."""
+    timed = _TIMED_CLASSES.get(connection_class)
+    if timed is None:
+        timed = _TIMED_CLASSES[connection_class] = type(
+            connection_class.__name__, (_TimedWrites, connection_class), {}
+        )
+    return timed
 
 
 class Link:
