@@ -9,7 +9,10 @@ URL forms (see the README's storage section):
   the master that these Sentinels name ``service``, found again after a failover. The password is the
   master's; Sentinels that want one of their own get ``?sentinel_password=``.
 
-Query parameters are passed to redis-py as connection options (``?socket_timeout=1``, ``?password=``).
+A plain ``redis://`` or ``unix://`` URL (user, password and ``/db`` at most, ``?password=`` included) is
+served by the store's own pipelined connection (troupe.storage.redis_wire). TLS, Sentinel, Cluster and
+any other query parameter go through redis-py's client, which takes the parameters as connection options
+(``?socket_timeout=1``, ``?client_name=``).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from redis.asyncio.sentinel import Sentinel
 from redis.backoff import NoBackoff
 from redis.commands.core import AsyncScript
 from troupe.storage import redis_scripts as lua
+from troupe.storage.redis_wire import WireClient, address_of
 
 # Errors that say Redis cannot be reached now (a read-only replica answers while a failover is under way).
 UNAVAILABLE = (redis_errors.ConnectionError, redis_errors.TimeoutError, redis_errors.ReadOnlyError, OSError)
@@ -190,6 +194,8 @@ class Link:
         self._sentinels: list[Redis] = []
         if split_url(url).scheme.lower() in _SENTINEL_SCHEMES:
             self.client, self._sentinels = _sentinel_client(url, timeout)
+        elif (address := address_of(url)) is not None:
+            self.client = WireClient(address, timeout)  # a plain URL: the store's own connection
         else:
             self.client = _client(url, timeout)
         self.claim_home: AsyncScript = self.client.register_script(lua.CLAIM_HOME)

@@ -166,11 +166,20 @@ def test_a_program_whose_store_fails_in_a_background_loop_still_exits(
     assert not main.is_alive(), f"asyncio.run never returned: the {loop} swallowed its cancel"
 
 
-async def test_a_write_to_a_redis_that_stopped_reading_times_out_as_unavailable(dedicated_redis: RedisServer):
+# A plain URL is served by the store's own connection; an option sends it through redis-py's client.
+CLIENTS = pytest.mark.parametrize("options", ["", "?client_name=troupe-test"], ids=["own", "redis-py"])
+
+
+@CLIENTS
+async def test_a_write_to_a_redis_that_stopped_reading_times_out_as_unavailable(
+    dedicated_redis: RedisServer, options: str
+):
     """Writes are bounded by the store's timeout (with ``asyncio.timeout``, not redis-py's task per
-    command): a Redis that is alive but reads nothing fails the write, it does not hang it."""
-    store = RedisStore(dedicated_redis.url, prefix="stalled:", timeout=0.5)
-    await store.live_owners()  # connected while Redis still answers
+    command): a Redis that is alive but reads nothing fails the write, it does not hang it; and the
+    half-sent write is dropped with its connection, so it does not land once Redis reads again."""
+    store = RedisStore(dedicated_redis.url + options, prefix="stalled:", timeout=0.5)
+    # Connected, and the save script loaded (else the stalled write would be refused for its script).
+    await store.create_run(RunState(run_id="small", agent_id="a"))
     # Larger than what the kernel buffers on both ends of a loopback connection, so the write blocks.
     big = RunState(run_id="big", agent_id="a", messages=[{"role": "user", "content": "x" * 64_000_000}])
     os.kill(dedicated_redis.pid, signal.SIGSTOP)
@@ -180,13 +189,15 @@ async def test_a_write_to_a_redis_that_stopped_reading_times_out_as_unavailable(
     finally:
         os.kill(dedicated_redis.pid, signal.SIGCONT)
     assert await store.load_run("big") is None
+    assert await store.load_run("small") is not None
     await store.close()
 
 
-async def test_a_redis_command_starts_no_task(dedicated_redis: RedisServer):
+@CLIENTS
+async def test_a_redis_command_starts_no_task(dedicated_redis: RedisServer, options: str):
     """redis-py bounds each write with ``asyncio.wait_for``, a task per command on Python 3.11 (a third
     of the client's CPU per command); the store's connections bound writes without one."""
-    store = RedisStore(dedicated_redis.url, prefix="tasks:")
+    store = RedisStore(dedicated_redis.url + options, prefix="tasks:")
     await store.create_run(RunState(run_id="warm", agent_id="a"))  # connected, scripts loaded
     loop = asyncio.get_running_loop()
     started: list[Any] = []

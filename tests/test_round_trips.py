@@ -30,7 +30,8 @@ EXPECTED = {
 
 
 class CountingRedisStore(RedisStore):
-    """A RedisStore that notes every request it sends (a command, or a pipeline as one)."""
+    """A RedisStore that notes every request it sends (the store's own connection sends one command
+    per request: no pipelines, no MULTI)."""
 
     def __init__(self, url: str, prefix: str) -> None:
         super().__init__(url, prefix=prefix)
@@ -39,26 +40,14 @@ class CountingRedisStore(RedisStore):
     async def _link(self) -> Any:
         link = await super()._link()
         client = link.client
-        if "execute_command" not in vars(client):
-            send, open_pipeline = client.execute_command, client.pipeline
+        if "execute" not in vars(client):
+            send = client.execute
 
-            async def counted(*args: Any, **options: Any) -> Any:
+            async def counted(*args: Any) -> Any:
                 self.sent.append(args)
-                return await send(*args, **options)
+                return await send(*args)
 
-            def counted_pipeline(*args: Any, **options: Any) -> Any:
-                pipeline = open_pipeline(*args, **options)
-                run = pipeline.execute
-
-                async def execute(*a: Any, **o: Any) -> Any:
-                    self.sent.append(("PIPELINE", *(c[0] for c in pipeline.command_stack)))
-                    return await run(*a, **o)
-
-                pipeline.execute = execute
-                return pipeline
-
-            client.execute_command = counted
-            client.pipeline = counted_pipeline
+            client.execute = counted
         return link
 
     def of_run(self, run_id: str) -> list[tuple[Any, ...]]:

@@ -1,0 +1,132 @@
+"""The store's own connection to one Redis server (troupe.storage.redis_wire): every command pipelined on
+one socket, so what must hold is that each reply reaches the caller that asked, whatever callers give up,
+and that the connection logs in, picks its database and survives Redis dropping it.
+
+Everything here runs against a real redis-server; the store semantics are the conformance suite's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from redis_server import RedisServer
+from troupe.core.state import RunState
+from troupe.storage import RedisStore
+from troupe.storage.redis_wire import Address, WireClient, address_of
+
+from troupe.errors import StorageUnavailableError
+
+pytestmark = pytest.mark.redis
+
+SECRET = "wire-s3cret-pw"
+
+
+async def test_each_reply_reaches_its_own_caller_when_callers_give_up_midway(
+    redis_url: str, redis_prefix: str
+):
+    """A caller cancelled after its command went out leaves its reply to be read and dropped; the replies
+    after it still reach their own callers (a client that forgot the cancelled command would hand each
+    later caller the reply before its own)."""
+    address = address_of(redis_url)
+    assert address is not None
+    client = WireClient(address, timeout=5.0)
+    keys = [f"{redis_prefix}k{i}" for i in range(60)]
+    for i, key in enumerate(keys):
+        await client.execute("SET", key, f"value-{i}")
+
+    gets = [asyncio.create_task(client.get(key)) for key in keys]
+    await asyncio.sleep(0)  # one turn of the loop: every GET is written, no reply has been read yet
+    wire = client._wire
+    assert wire is not None and len(wire.waiting) == len(keys)
+    given_up = set(range(0, len(keys), 3))
+    for i in given_up:
+        gets[i].cancel()
+    results = await asyncio.gather(*gets, return_exceptions=True)
+
+    for i, result in enumerate(results):
+        if i in given_up:
+            assert isinstance(result, asyncio.CancelledError)
+        else:
+            assert result == f"value-{i}", (i, result)
+    assert await client.get(keys[0]) == "value-0"  # and the next command after them
+    assert not wire.waiting and wire.lost is None
+    await client.execute("DEL", *keys)
+    await client.aclose()
+
+
+@pytest.mark.parametrize("via", ["tcp", "unix"])
+async def test_the_store_logs_in_and_uses_the_database_its_url_names(tmp_path: Path, via: str):
+    socket_path = tmp_path / "r.sock"
+    settings = {"requirepass": SECRET, "unixsocket": str(socket_path), "unixsocketperm": "700"}
+    with RedisServer(tmp_path / "redis", settings=settings) as server:
+        url = (
+            f"redis://:{SECRET}@127.0.0.1:{server.port}/3"
+            if via == "tcp"
+            else f"unix://:{SECRET}@{socket_path}?db=3"
+        )
+        assert address_of(url) is not None  # served by the store's own connection
+        store = RedisStore(url, prefix="wire:")
+        await store.create_run(RunState(run_id="r1", agent_id="a"))
+        assert isinstance((await store._link()).client, WireClient)
+        assert (await store.load_run("r1")) is not None
+        await store.close()
+
+        plain = server.client(decode_responses=True)
+        assert plain.keys("wire:*") == []  # nothing in database 0
+        plain.select(3)
+        assert "wire:run:r1" in plain.keys("wire:*")
+        plain.close()
+
+
+async def test_a_wrong_password_is_refused_as_unavailable_without_showing_it(tmp_path: Path):
+    with RedisServer(tmp_path / "redis", settings={"requirepass": SECRET}) as server:
+        store = RedisStore(f"redis://:not-{SECRET}@127.0.0.1:{server.port}/0", prefix="wire:")
+        with pytest.raises(StorageUnavailableError) as refused:
+            await store.load_run("r1")
+        assert "AuthenticationError" in str(refused.value)
+        assert SECRET not in str(refused.value) and SECRET not in repr(refused.value.__cause__)
+        await store.close()
+
+
+async def test_a_connection_redis_dropped_while_idle_costs_the_next_command_nothing(
+    dedicated_redis: RedisServer,
+):
+    """Redis closed the store's idle connection (a restart, ``CLIENT KILL``, an idle timeout) and the
+    store has not noticed yet: its next command is sent on it, fails, and is sent again on a new one.
+    Scripts Redis no longer knows (``SCRIPT FLUSH``, as after a restart) are sent whole."""
+    store = RedisStore(dedicated_redis.url, prefix="idle:")
+    await store.create_run(RunState(run_id="r1", agent_id="a"))
+    plain = dedicated_redis.client()
+    # Blocking calls: the store's loop does not run between them and the store's next command, so the
+    # store cannot have seen the connection close before it sends on it.
+    plain.script_flush()
+    assert plain.client_kill_filter(skipme=True) >= 1
+    stored = await store.load_run("r1")
+    assert stored is not None and stored.version == 1
+    assert await store.save_run(stored.state, expected_version=1) == 2
+    plain.close()
+    await store.close()
+
+
+@pytest.mark.parametrize(
+    ("url", "served"),
+    [
+        ("redis://127.0.0.1:6379/0", Address(host="127.0.0.1", port=6379)),
+        (
+            f"redis://user:{SECRET}@10.1.2.3:7000/5",
+            Address(host="10.1.2.3", port=7000, db=5, username="user", password=SECRET),
+        ),
+        (f"redis://127.0.0.1:6379/0?password={SECRET}", Address(host="127.0.0.1", password=SECRET)),
+        ("unix:///run/redis.sock?db=2", Address(path="/run/redis.sock", db=2)),
+        ("rediss://127.0.0.1:6379/0", None),  # TLS: redis-py's client
+        ("redis://127.0.0.1:6379/0?socket_timeout=1", None),  # an option: redis-py's client
+        ("redis+sentinel://127.0.0.1:26379/svc", None),
+        ("redis+cluster://127.0.0.1:7000", None),
+    ],
+)
+def test_which_urls_the_stores_own_connection_serves(url: str, served: Address | None):
+    assert address_of(url) == served
+    if served is not None:
+        assert SECRET not in repr(served)
