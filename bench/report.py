@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 RATIO_HELP = (
@@ -100,18 +101,20 @@ def _latency_table(
 def w3_growth(rows: list[dict[str, Any]], sizes: list[int]) -> dict[str, dict[str, Any]]:
     """Per system: W3's ms per run at each size it ran, and the largest size's over the smallest's
     (1.0 = linear; the issue's target is within 15%). Where the smallest size was run again just before
-    the largest (run_all.reference_run), the ratio is taken against that run, measured minutes from the
-    largest rather than a whole phase earlier."""
+    the largest (run_all.reference_run), the ratio is taken against the median of those runs, measured
+    minutes from the largest rather than a whole phase earlier."""
     found: dict[str, dict[str, Any]] = {}
     for r in rows:
         if r["workload"] == "w3" and r.get("status") == "ok" and r.get("n") in sizes:
             found.setdefault(r["system"], {"ms_per_run": {}})["ms_per_run"][r["n"]] = r["ms_per_run"]
     for r in rows:
         if r["workload"] == "w3-reference" and r.get("status") == "ok" and r["system"] in found:
-            found[r["system"]]["reference_ms_per_run"] = {r["n"]: r["ms_per_run"]}
+            found[r["system"]].setdefault("reference_runs", {}).setdefault(r["n"], []).append(r["ms_per_run"])
     for entry in found.values():
+        runs = entry.get("reference_runs", {})
+        entry["reference_ms_per_run"] = {n: round(statistics.median(ms), 3) for n, ms in runs.items()}
         per_run = [entry["ms_per_run"][n] for n in sorted(entry["ms_per_run"])]
-        smallest = next(iter(entry.get("reference_ms_per_run", {}).values()), per_run[0])
+        smallest = next(iter(entry["reference_ms_per_run"].values()), per_run[0])
         entry["growth"] = round(per_run[-1] / smallest, 3) if len(per_run) > 1 else None
     return found
 
@@ -122,11 +125,13 @@ def _linearity(rows: list[dict[str, Any]], systems: list[str], sizes: list[int])
     for s in [s for s in systems if s in growth]:
         per_run = growth[s]["ms_per_run"]
         cells = [_num(per_run[n], 3) if n in per_run else "not run" for n in sizes]
-        reference = growth[s].get("reference_ms_per_run", {})
-        cells.insert(-1, _num(reference[sizes[0]], 3) if sizes[0] in reference else "—")
+        reference = growth[s]["reference_ms_per_run"]
+        runs = growth[s].get("reference_runs", {}).get(sizes[0], [])
+        spread = f" ({_num(min(runs), 3)} to {_num(max(runs), 3)}, {len(runs)} runs)" if len(runs) > 1 else ""
+        cells.insert(-1, _num(reference[sizes[0]], 3) + spread if sizes[0] in reference else "—")
         body.append([s, *cells, _num(growth[s]["growth"])])
     head = [f"ms/run N={n:,}" for n in sizes]
-    head.insert(-1, f"ms/run N={sizes[0]:,} just before N={sizes[-1]:,}")
+    head.insert(-1, f"ms/run N={sizes[0]:,} just before N={sizes[-1]:,}: median (range)")
     return _table(["system", *head, "largest N run / smallest (just before it where run)"], body)
 
 

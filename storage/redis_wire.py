@@ -22,6 +22,7 @@ How it stays correct:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 from collections import deque
 from dataclasses import dataclass
@@ -172,16 +173,25 @@ class WireClient:
         self.timeout = timeout
         self.label = f"Redis at {address.path or f'{address.host}:{address.port}'}"
         self._wire: _Wire | None = None
-        self._opening = asyncio.Lock()
+        self._opening: asyncio.Task[_Wire] | None = None
 
     async def _open(self) -> _Wire:
+        """The live connection, or the one being opened. Callers that come while it opens wait for that
+        attempt and share its outcome: with Redis unreachable they all fail after one ``timeout``, not
+        one after another (which a lock around the attempt would make them do)."""
         wire = self._wire
         if wire is not None and wire.lost is None:
             return wire
-        async with self._opening:
-            if self._wire is None or self._wire.lost is not None:
-                self._wire = await self._connect()
-            return self._wire
+        if self._opening is None:
+            self._opening = asyncio.get_running_loop().create_task(self._connect())
+            self._opening.add_done_callback(self._opened)
+        # Shielded: a caller that gives up does not cancel the attempt the others wait for.
+        return await asyncio.shield(self._opening)
+
+    def _opened(self, attempt: asyncio.Task[_Wire]) -> None:
+        self._opening = None
+        if not attempt.cancelled() and attempt.exception() is None:
+            self._wire = attempt.result()
 
     async def _connect(self) -> _Wire:
         loop = asyncio.get_running_loop()
@@ -227,6 +237,9 @@ class WireClient:
         return WireScript(self, source)
 
     async def aclose(self) -> None:
+        if self._opening is not None:  # let it finish, so that its connection is closed too
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._opening)
         if self._wire is not None:
             self._wire.close()
             self._wire = None

@@ -8,6 +8,8 @@ Everything here runs against a real redis-server; the store semantics are the co
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -130,3 +132,27 @@ def test_which_urls_the_stores_own_connection_serves(url: str, served: Address |
     assert address_of(url) == served
     if served is not None:
         assert SECRET not in repr(served)
+
+
+async def test_callers_waiting_on_an_unanswered_login_share_one_connection_attempt(tmp_path: Path):
+    """Redis accepts the connection but answers nothing (stopped: the kernel still completes the TCP
+    handshake). Ten callers wait for one attempt and fail together after one timeout; taking turns,
+    they would open ten connections and the last would wait ten timeouts."""
+    with RedisServer(tmp_path / "redis", settings={"requirepass": SECRET}) as server:
+        plain = server.client()
+        opened = plain.info("stats")["total_connections_received"]
+        store = RedisStore(f"redis://:{SECRET}@127.0.0.1:{server.port}/0", prefix="wire:", timeout=0.5)
+        os.kill(server.pid, signal.SIGSTOP)
+        try:
+            failed = await asyncio.wait_for(
+                asyncio.gather(*(store.load_run(f"r{i}") for i in range(10)), return_exceptions=True), 20
+            )
+        finally:
+            os.kill(server.pid, signal.SIGCONT)
+        assert all(isinstance(e, StorageUnavailableError) and "Timeout" in str(e) for e in failed), failed
+        assert await store.load_run("r1") is None  # and it connects again afterwards
+        # Redis accepts what waited in its backlog (in order) once it runs again: the one attempt, then
+        # the connection that just answered.
+        assert plain.info("stats")["total_connections_received"] == opened + 2
+        await store.close()
+        plain.close()
