@@ -10,6 +10,7 @@ piles up within ``linger`` seconds (or until the operation ends) goes out in one
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import logging
 import os
@@ -320,6 +321,8 @@ class AgentHost:
             "runs_locked": len(self.engine.locks),
             # Paused states kept for their decisions (bounded; troupe.core.paused).
             "paused_states_kept": len(self.engine.loop.paused),
+            # Objects the collector no longer traces (an actor's heap once built; troupe.actors.remote).
+            "gc_frozen": gc.get_freeze_count(),
         }
 
     # ---- following a run -----------------------------------------------------------------------------

@@ -9,10 +9,10 @@ URL forms (see the README's storage section):
   the master that these Sentinels name ``service``, found again after a failover. The password is the
   master's; Sentinels that want one of their own get ``?sentinel_password=``.
 
-A plain ``redis://`` or ``unix://`` URL (user, password and ``/db`` at most, ``?password=`` included) is
-served by the store's own pipelined connection (troupe.storage.redis_wire). TLS, Sentinel, Cluster and
-any other query parameter go through redis-py's client, which takes the parameters as connection options
-(``?socket_timeout=1``, ``?client_name=``).
+A ``redis://``, ``rediss://`` or ``unix://`` URL with a user, a password, a ``/db`` and TLS's ``ssl_*``
+options at most is served by the store's own pipelined connection (troupe.storage.redis_wire).
+Sentinel, Cluster and any other query parameter go through redis-py's client, which takes the
+parameters as connection options (``?socket_timeout=1``, ``?client_name=``).
 """
 
 from __future__ import annotations

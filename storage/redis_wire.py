@@ -4,8 +4,10 @@ it, replies parsed by hiredis and handed back in the order the commands went out
 Why not redis-py's client here: measured on one core, its asyncio client spends about 100 µs of CPU on a
 GET (a pool checkout and release, retry and observability wrappers, two or three loop iterations), and
 this connection about 30 µs. The store makes three to six commands per approval cycle, so that is a
-tenth of a cycle on Ray. redis-py still opens every connection this one does not support (TLS,
-Sentinel, Cluster, any query option) and decides what each Redis error is (``BaseParser.parse_error``).
+tenth of a cycle on Ray. redis-py still serves what this connection does not (Sentinel, Cluster, a
+query option other than a password, a database or TLS's ``ssl_*``), reads the TLS options (so
+``rediss://`` checks the server's certificate and name by default, as redis-py does) and decides
+what each Redis error is (``BaseParser.parse_error``).
 
 How it stays correct:
 - Redis answers a connection's commands in the order it read them, so each command's future waits in
@@ -25,21 +27,28 @@ import asyncio
 import contextlib
 import hashlib
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import hiredis
 from redis import exceptions as redis_errors
 from redis._parsers.base import BaseParser
-from redis.asyncio.connection import Connection, UnixDomainSocketConnection, parse_url
+from redis.asyncio.connection import (
+    Connection,
+    RedisSSLContext,
+    SSLConnection,
+    UnixDomainSocketConnection,
+    parse_url,
+)
 
-# The URL options this connection understands; any other makes the store use redis-py's client.
+# The URL options this connection understands (and, with TLS, every ``ssl_*`` option); any other makes
+# the store use redis-py's client.
 _SUPPORTED = frozenset({"host", "port", "path", "db", "username", "password", "connection_class"})
 
 
 @dataclass(frozen=True, repr=False)
 class Address:
-    """Where one Redis server listens, and how to log in."""
+    """Where one Redis server listens, how to log in, and with TLS, how to check the server."""
 
     host: str | None = None
     port: int = 6379
@@ -47,29 +56,42 @@ class Address:
     db: int = 0
     username: str | None = None
     password: str | None = None
+    # redis-py's reading of the URL's ``ssl_*`` options (its defaults: a certificate is required, and
+    # checked against the host's name), so ``rediss://`` means the same whichever client serves it.
+    tls: RedisSSLContext | None = field(default=None, compare=False)
 
     def __repr__(self) -> str:  # never the password
         where = self.path or f"{self.host}:{self.port}"
-        return f"Address({where!r}, db={self.db})"
+        return f"Address({where!r}, db={self.db}{', tls' if self.tls else ''})"
 
 
 def address_of(url: str) -> Address | None:
-    """The server a plain ``redis://`` or ``unix://`` URL names, or None when the URL needs redis-py's
-    client (TLS, or an option such as ``?socket_timeout=``)."""
+    """The server a ``redis://``, ``rediss://`` or ``unix://`` URL names, or None when the URL needs
+    redis-py's client (Sentinel, Cluster, or an option such as ``?socket_timeout=``)."""
     try:
         options = parse_url(url)
     except ValueError:
         return None
     kind = options.get("connection_class", Connection)
-    if not set(options) <= _SUPPORTED or kind not in (Connection, UnixDomainSocketConnection):
+    tls_options: dict[str, Any] = (
+        {k: v for k, v in options.items() if k.startswith("ssl_")} if kind is SSLConnection else {}
+    )
+    if not set(options) - set(tls_options) <= _SUPPORTED:
         return None
+    if kind not in (Connection, SSLConnection, UnixDomainSocketConnection):
+        return None
+    try:
+        tls = SSLConnection(**tls_options).ssl_context if kind is SSLConnection else None
+    except (TypeError, ValueError, redis_errors.RedisError):
+        return None  # an option redis-py's client reports better
     return Address(
-        host=options.get("host", "localhost") if kind is Connection else None,
+        host=options.get("host", "localhost") if kind is not UnixDomainSocketConnection else None,
         port=int(options.get("port", 6379)),
         path=options.get("path") if kind is UnixDomainSocketConnection else None,
         db=int(options.get("db", 0)),
         username=options.get("username"),
         password=options.get("password"),
+        tls=tls,
     )
 
 
@@ -202,13 +224,14 @@ class WireClient:
                 if address.path is not None:
                     await loop.create_unix_connection(lambda: wire, address.path)
                 else:
-                    await loop.create_connection(lambda: wire, address.host or "localhost", address.port)
+                    tls = address.tls.get() if address.tls is not None else None
+                    await loop.create_connection(
+                        lambda: wire, address.host or "localhost", address.port, ssl=tls
+                    )
         except TimeoutError:
             raise redis_errors.TimeoutError(f"Timeout connecting to {self.label}") from None
         except OSError as exc:
-            raise redis_errors.ConnectionError(
-                f"Error connecting to {self.label}: {exc.strerror or exc}"
-            ) from None
+            raise redis_errors.ConnectionError(f"Error connecting to {self.label}: {exc}") from None
         login = []
         if address.password is not None:
             credentials = (address.username, address.password) if address.username else (address.password,)

@@ -122,16 +122,19 @@ async def test_a_connection_redis_dropped_while_idle_costs_the_next_command_noth
         ),
         (f"redis://127.0.0.1:6379/0?password={SECRET}", Address(host="127.0.0.1", password=SECRET)),
         ("unix:///run/redis.sock?db=2", Address(path="/run/redis.sock", db=2)),
-        ("rediss://127.0.0.1:6379/0", None),  # TLS: redis-py's client
+        ("rediss://127.0.0.1:6379/0?ssl_ca_certs=/etc/ca.pem", Address(host="127.0.0.1", port=6379)),
+        ("rediss://127.0.0.1:6379/0?ssl_ciphers_typo=x", None),  # an option redis-py reports better
         ("redis://127.0.0.1:6379/0?socket_timeout=1", None),  # an option: redis-py's client
         ("redis+sentinel://127.0.0.1:26379/svc", None),
         ("redis+cluster://127.0.0.1:7000", None),
     ],
 )
 def test_which_urls_the_stores_own_connection_serves(url: str, served: Address | None):
-    assert address_of(url) == served
-    if served is not None:
-        assert SECRET not in repr(served)
+    found = address_of(url)
+    assert found == served
+    if found is not None:
+        assert SECRET not in repr(found)
+        assert (found.tls is not None) == url.startswith("rediss:")
 
 
 async def test_callers_waiting_on_an_unanswered_login_share_one_connection_attempt(tmp_path: Path):
