@@ -94,8 +94,9 @@ NOTES = {
     "checkpoint written in the background while the next step runs; the call returns once written); the "
     "-json peers one file per paused run.",
     "gc": "After the W1/W2 warm-up the driver runs gc.collect() and gc.freeze() in every system alike (--gc "
-    "default: untouched); Troupe's Ray actors freeze their heap once built (troupe.actors.remote.settle_heap), "
-    "as in production, and collect what they create afterwards as Python does by default.",
+    "default: untouched); Troupe's Ray actors freeze their heap once built "
+    "(troupe.actors.remote.settle_heap), as in production, and collect what they create afterwards as "
+    "Python does by default.",
     "redis": "Redis runs durable, as in production: an append-only file with appendfsync everysec (may "
     "lose the last second on a power cut) or always (an fsync per write), one private redis-server each.",
     "troupe-ray": "On Ray every agent is an actor (a separate process): each call is a Ray hop from the "
