@@ -249,8 +249,9 @@ class Link:
             await sentinel.aclose()
 
 
-# Query parameters of a Redis URL that carry a secret (redis-py reads ``?password=`` as the password).
-_SECRET_PARAMS = frozenset({"password", "sentinel_password"})
+# Query parameters of a Redis URL that carry a secret (redis-py reads ``?password=`` as the password;
+# ``ssl_password`` unlocks the client's TLS key).
+_SECRET_PARAMS = frozenset({"password", "sentinel_password", "ssl_password"})
 
 
 def redacted(url: str) -> str:

@@ -1,6 +1,7 @@
 """What a store holds stays with its user: a new SQLite store's files are 0600 (paused calls' arguments
 live there), and a Redis password, given in the URL's userinfo or as ``?password=`` (of one server or of a
-Redis Cluster), shows up in no repr, identity, log line, error message or HTTP error body."""
+Redis Cluster), and a TLS key's passphrase (``?ssl_password=``), show up in no repr, identity, log line,
+error message or HTTP error body."""
 
 from __future__ import annotations
 
@@ -38,10 +39,14 @@ async def test_a_new_sqlite_store_and_its_wal_files_are_readable_by_their_owner_
 
 SECRET = "s3cret-in-query"
 OTHER_SECRET = "s3cret-in-userinfo"
+KEY_PASSPHRASE = ("rediss", "rediss+sentinel")
 
 
-def _dead_redis_url(scheme: str = "redis") -> str:
-    return f"{scheme}://:{OTHER_SECRET}@127.0.0.1:{free_port()}/0?password={SECRET}&socket_timeout=1"
+def _dead_redis_url(scheme: str = "redis", options: str = "&socket_timeout=1") -> str:
+    # A TLS URL may also carry the passphrase of the client's private key (not to a cluster: redis-py's
+    # cluster client takes no such option).
+    tls = f"&ssl_password={SECRET}" if scheme in KEY_PASSPHRASE else ""
+    return f"{scheme}://:{OTHER_SECRET}@127.0.0.1:{free_port()}/0?password={SECRET}{tls}{options}"
 
 
 # One server, TLS, a Redis Cluster and a Sentinel (plain or TLS), the last two with clients of their own.
@@ -49,11 +54,14 @@ SCHEMES = ["redis", "rediss", "redis+cluster", "rediss+cluster", "redis+sentinel
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
+# With an option the URL goes through redis-py's client; without, one server's URL is served by the
+# store's own connection (troupe.storage.redis_wire).
+@pytest.mark.parametrize("options", ["&socket_timeout=1", ""], ids=["redis-py", "own"])
 async def test_a_redis_password_is_in_no_repr_identity_log_or_error(
-    caplog: pytest.LogCaptureFixture, scheme: str
+    caplog: pytest.LogCaptureFixture, scheme: str, options: str
 ):
     caplog.set_level(logging.DEBUG)
-    store = RedisStore.from_url(_dead_redis_url(scheme), prefix="x:")
+    store = RedisStore.from_url(_dead_redis_url(scheme, options), prefix="x:")
     with pytest.raises(StorageUnavailableError) as caught:
         await store.load_run("r1")
     await store.close()
@@ -61,6 +69,8 @@ async def test_a_redis_password_is_in_no_repr_identity_log_or_error(
     for text in shown:
         assert SECRET not in text and OTHER_SECRET not in text, text
     assert "password=***" in str(caught.value) and f"{scheme}://:***@127.0.0.1" in str(caught.value)
+    if scheme in KEY_PASSPHRASE:
+        assert "ssl_password=***" in str(caught.value)
 
 
 @pytest.mark.redis
