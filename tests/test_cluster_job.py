@@ -55,14 +55,20 @@ def free_ports(count: int) -> list[int]:
 
 
 def session_members(sid: int) -> list[int]:
-    """Every live process of OS session ``sid`` (Ray workers set their own process group, not session)."""
+    """Every live process of OS session ``sid`` (Ray workers set their own process group, not session).
+    A zombie is not live: it is dead and waits for whoever reaps it (in a container, PID 1 may never)."""
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             with contextlib.suppress(OSError):
-                if os.getsid(int(entry)) == sid:
+                if os.getsid(int(entry)) == sid and not _zombie(int(entry)):
                     found.append(int(entry))
     return found
+
+
+def _zombie(pid: int) -> bool:
+    # /proc/<pid>/stat: "pid (command) state ...", and the command may hold spaces or parentheses.
+    return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
 
 
 class RayHead:
@@ -148,7 +154,7 @@ class RayHead:
                 self.process.send_signal(signal.SIGTERM)  # ray start --block takes its processes along
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     self.process.wait(timeout=15)
-            deadline = time.monotonic() + 10
+            deadline = time.monotonic() + 30  # a busy machine takes its time to tear processes down
             while members := session_members(sid):
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"processes of the test's Ray head outlived it: {members}")
@@ -164,6 +170,18 @@ class RayHead:
 
     def auth_header(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {Path(self.env['RAY_AUTH_TOKEN_PATH']).read_text()}"}
+
+    def submit(self, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+        """``ray job submit``, again while the head says it has no agent for jobs yet: its job API answers
+        before the node's agent has registered with it, later on a busy machine. Such a refusal comes
+        before any job is created."""
+        deadline = time.monotonic() + 60
+        while True:
+            done = self.ray("job", "submit", *args, timeout=timeout)
+            refused = "No available agent to submit job" in done.stdout + done.stderr
+            if done.returncode == 0 or not refused or time.monotonic() > deadline:
+                return done
+            time.sleep(1)
 
     def ray(self, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -213,8 +231,7 @@ def job_output(tmp_path: Path) -> Iterator[tuple[str, dict[str, str], str]]:
             started = time.monotonic()
             head.start()
             up = time.monotonic()
-            submitted = head.ray(
-                "job", "submit",
+            submitted = head.submit(
                 "--address", head.address,
                 "--working-dir", str(job_dir),
                 "--runtime-env-json", json.dumps(runtime_env),
