@@ -276,8 +276,23 @@ async def retained_heap_kb(system: System, runs: int) -> float:
 async def suspended_scale(
     system: System, runs: int, concurrency: int, warmup: int, heap_sample: int = 200
 ) -> dict[str, Any]:
+    """W3. With ``env["gc"] == "freeze"`` the driver collects and freezes its heap after the warm-up, as
+    W1/W2 do (every system alike): otherwise each full collection traces every module the driver
+    imported (about 100,000 objects, 100-120 ms each), and with 100 calls in flight a full collection
+    comes every 800 runs or so; a run of 20,000 then pays for about 25 of them and a run of 200 for none
+    or one, which made the in-process rows look less linear than they are."""
     for _ in range(warmup):
         await system.approve(await system.pause(-1))
+    if system.env.get("gc") == "freeze":
+        gc.collect()
+        gc.freeze()
+    try:
+        return await _suspended_scale(system, runs, concurrency, heap_sample)
+    finally:
+        gc.unfreeze()
+
+
+async def _suspended_scale(system: System, runs: int, concurrency: int, heap_sample: int) -> dict[str, Any]:
     before = await process_memory(system)
     store_before = system.store_bytes()
 

@@ -93,8 +93,8 @@ NOTES = {
     "pauses, before tools run, and at the end); LangGraph its default durability=async (each step's "
     "checkpoint written in the background while the next step runs; the call returns once written); the "
     "-json peers one file per paused run.",
-    "gc": "After the W1/W2 warm-up the driver runs gc.collect() and gc.freeze() in every system alike (--gc "
-    "default: untouched); Troupe's Ray actors freeze their heap once built "
+    "gc": "After the W1/W2/W3 warm-up the driver runs gc.collect() and gc.freeze() in every system alike "
+    "(--gc default: untouched); Troupe's Ray actors freeze their heap once built "
     "(troupe.actors.remote.settle_heap), as in production, and collect what they create afterwards as "
     "Python does by default.",
     "redis": "Redis runs durable, as in production: an append-only file with appendfsync everysec (may "
@@ -497,7 +497,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         "--gc",
         choices=("freeze", "default"),
         default="freeze",
-        help="W1/W2: gc.collect() + gc.freeze() in the driver after the warm-up, every system alike "
+        help="W1/W2/W3: gc.collect() + gc.freeze() in the driver after the warm-up, every system alike "
         "(default), or Python's collector untouched",
     )
     parser.add_argument("--keep", action="store_true", help="keep the work directory (stores, child logs)")
