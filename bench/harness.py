@@ -191,6 +191,14 @@ def base_row(system: System, workload: str, **extra: Any) -> dict[str, Any]:
     }
 
 
+def settle_driver(system: System) -> None:
+    """With ``env["gc"] == "freeze"`` (every system alike): collect, then freeze the driver's heap, so
+    that what the warm-up kept is not traced again inside timed work. The caller unfreezes."""
+    if system.env.get("gc") == "freeze":
+        gc.collect()
+        gc.freeze()
+
+
 def _collections() -> list[int]:
     return [stats["collections"] for stats in gc.get_stats()]
 
@@ -204,9 +212,7 @@ async def latency(system: System, workload: str, cycles: int, warmup: int) -> di
     try:
         for _ in range(warmup):
             await cycle()
-        if system.env.get("gc") == "freeze":
-            gc.collect()
-            gc.freeze()
+        settle_driver(system)
         before = _collections()
         for _ in range(cycles):
             started = time.perf_counter()
@@ -283,9 +289,7 @@ async def suspended_scale(
     or one, which made the in-process rows look less linear than they are."""
     for _ in range(warmup):
         await system.approve(await system.pause(-1))
-    if system.env.get("gc") == "freeze":
-        gc.collect()
-        gc.freeze()
+    settle_driver(system)
     try:
         return await _suspended_scale(system, runs, concurrency, heap_sample)
     finally:
