@@ -302,7 +302,7 @@ async def _suspended_scale(system: System, runs: int, concurrency: int, heap_sam
 
     pause_ms = [0.0] * runs
     started = time.perf_counter()
-    tokens = await bounded([_timed(system.pause(i), pause_ms, i) for i in range(runs)], concurrency)
+    tokens = await bounded(lambda i: _timed(system.pause(i), pause_ms, i), runs, concurrency)
     pause_s = time.perf_counter() - started
     during = await process_memory(system)
     footprint = await process_memory(system, pss_mb)
@@ -310,7 +310,7 @@ async def _suspended_scale(system: System, runs: int, concurrency: int, heap_sam
 
     approve_ms = [0.0] * runs
     started = time.perf_counter()
-    await bounded([_timed(system.approve(t), approve_ms, i) for i, t in enumerate(tokens)], concurrency)
+    await bounded(lambda i: _timed(system.approve(tokens[i]), approve_ms, i), runs, concurrency)
     approve_s = time.perf_counter() - started
 
     heap_runs = min(runs, heap_sample)
@@ -344,7 +344,7 @@ async def restart_populate(system: System, runs: int, concurrency: int) -> dict[
         return base_row(system, "w4", status="unsupported", n=runs, note=system.memory_only_note)
     await system.approve(await system.pause(-1))  # the first process works normally before it stops
     started = time.perf_counter()
-    tokens = await bounded([system.pause(i) for i in range(runs)], concurrency)
+    tokens = await bounded(system.pause, runs, concurrency)
     await system.persist(tokens)
     return {"populate_s": round(time.perf_counter() - started, 3)}
 
@@ -357,7 +357,7 @@ async def restart_resume(
     listed_at = time.time()
     if len(tokens) != runs:
         raise AssertionError(f"{system.key}: listed {len(tokens)} paused runs after restart, expected {runs}")
-    await bounded([system.approve(t) for t in tokens], concurrency)
+    await bounded(lambda i: system.approve(tokens[i]), len(tokens), concurrency)
     decided_at = time.time()
     left = await system.list_paused()
     if left:

@@ -55,7 +55,7 @@ async def run_config(name: str, runs: int, concurrency: int, redis_url: str, wor
         before = {"driver": rss_mb(os.getpid()), "host": rss_mb(pid), "redis": redis_used(redis_url)}
 
         started = time.perf_counter()
-        paused = await bounded([agent.generate(f"delete {i}") for i in range(runs)], concurrency)
+        paused = await bounded(lambda i: agent.generate(f"delete {i}"), runs, concurrency)
         suspend_s = time.perf_counter() - started
         assert all(r.finish_reason == "suspended" for r in paused)
         listed = await agent.list_suspended_runs(per_page=1)
@@ -68,7 +68,9 @@ async def run_config(name: str, runs: int, concurrency: int, redis_url: str, wor
         assert held["paused_states_kept"] <= min(runs, PAUSED_KEPT_LIMIT), held
 
         started = time.perf_counter()
-        done = await bounded([agent.approve_tool_call_generate(run_id=r.run_id) for r in paused], concurrency)
+        done = await bounded(
+            lambda i: agent.approve_tool_call_generate(run_id=paused[i].run_id), runs, concurrency
+        )
         approve_s = time.perf_counter() - started
         assert all(r.text == "Deleted." for r in done)
         after = {"driver": rss_mb(os.getpid()), "host": rss_mb(pid), "redis": redis_used(redis_url)}
