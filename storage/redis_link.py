@@ -18,6 +18,7 @@ parameters as connection options (``?socket_timeout=1``, ``?client_name=``).
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from collections.abc import AsyncGenerator
 from typing import Any
@@ -32,7 +33,18 @@ from redis.asyncio.sentinel import Sentinel
 from redis.backoff import NoBackoff
 from redis.commands.core import AsyncScript
 from troupe.storage import redis_scripts as lua
-from troupe.storage.redis_wire import WireClient, address_of
+
+_WIRE_MISSING = ""  # why the own connection could not be imported, if it could not
+try:
+    from troupe.storage import redis_wire
+except ImportError as missing:
+    # The own connection builds on hiredis and on redis-py internals (``redis._parsers``, present in
+    # redis-py 5 to 8). Without them (no hiredis, or a redis-py that moved them) every URL goes through
+    # redis-py's client: slower, but the store works.
+    redis_wire = None  # type: ignore[assignment]
+    _WIRE_MISSING = f"{type(missing).__name__}: {missing}"
+
+log = logging.getLogger(__name__)
 
 # Errors that say Redis cannot be reached now (a read-only replica answers while a failover is under way).
 UNAVAILABLE = (redis_errors.ConnectionError, redis_errors.TimeoutError, redis_errors.ReadOnlyError, OSError)
@@ -185,6 +197,20 @@ def _without_write_tasks(connection_class: type[AbstractConnection]) -> type[Abs
     return timed
 
 
+def _note_wire_missing() -> None:
+    """Say once per process why a plain URL is not served by the store's own connection."""
+    global _WIRE_NOTED
+    if redis_wire is None and not _WIRE_NOTED:
+        _WIRE_NOTED = True
+        log.warning(
+            "RedisStore uses redis-py's client for every URL: its own connection is unavailable (%s)",
+            _WIRE_MISSING,
+        )
+
+
+_WIRE_NOTED = False
+
+
 class Link:
     """One event loop's client (and connection pool), with the scripts bound to it."""
 
@@ -194,9 +220,10 @@ class Link:
         self._sentinels: list[Redis] = []
         if split_url(url).scheme.lower() in _SENTINEL_SCHEMES:
             self.client, self._sentinels = _sentinel_client(url, timeout)
-        elif (address := address_of(url)) is not None:
-            self.client = WireClient(address, timeout)  # a plain URL: the store's own connection
+        elif redis_wire is not None and (address := redis_wire.address_of(url)) is not None:
+            self.client = redis_wire.WireClient(address, timeout)  # a plain URL: the store's own connection
         else:
+            _note_wire_missing()
             self.client = _client(url, timeout)
         self.claim_home: AsyncScript = self.client.register_script(lua.CLAIM_HOME)
         self.load: AsyncScript = self.client.register_script(lua.LOAD)

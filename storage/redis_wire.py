@@ -7,7 +7,8 @@ this connection about 30 µs. The store makes three to six commands per approval
 tenth of a cycle on Ray. redis-py still serves what this connection does not (Sentinel, Cluster, a
 query option other than a password, a database or TLS's ``ssl_*``), reads the TLS options (so
 ``rediss://`` checks the server's certificate and name by default, as redis-py does) and decides
-what each Redis error is (``BaseParser.parse_error``).
+what each Redis error is (``BaseParser.parse_error``, from a private module: where it or hiredis is
+missing, troupe.storage.redis_link serves every URL with redis-py's client instead).
 
 How it stays correct:
 - Redis answers a connection's commands in the order it read them, so each command's future waits in

@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -159,3 +161,53 @@ async def test_callers_waiting_on_an_unanswered_login_share_one_connection_attem
         assert plain.info("stats")["total_connections_received"] == opened + 2
         await store.close()
         plain.close()
+
+
+# Run in a fresh interpreter: the own connection's imports fail there, as with a redis-py that moved
+# its parser module or an install without hiredis.
+_WITHOUT_THE_WIRE = """
+import asyncio, importlib.abc, sys
+
+missing = sys.argv[1]
+if missing == "hiredis":
+    class NoHiredis(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            if name == "hiredis" or name.startswith("hiredis."):
+                raise ImportError(f"No module named {name!r}")
+            return None
+    sys.meta_path.insert(0, NoHiredis())
+else:  # a redis-py whose private parser module no longer has BaseParser
+    import redis._parsers.base
+    del redis._parsers.base.BaseParser
+
+from troupe.core.state import RunState
+from troupe.storage import RedisStore
+
+async def main():
+    for name in ("one", "two"):
+        store = RedisStore(sys.argv[2], prefix=sys.argv[3] + name + ":")
+        await store.create_run(RunState(run_id="r1", agent_id="a"))
+        loaded = await store.load_run("r1")
+        print(type((await store._link()).client).__module__, loaded.version, loaded.state.agent_id)
+        await store.close()
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("missing", ["hiredis", "BaseParser"])
+def test_without_what_the_own_connection_builds_on_the_store_uses_redis_pys_client(
+    redis_url: str, redis_prefix: str, missing: str
+):
+    """hiredis is optional for redis-py, and ``redis._parsers`` is private: without either, importing the
+    store must still work and every URL go through redis-py's client, saying why once per process."""
+    done = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_THE_WIRE, missing, redis_url, redis_prefix],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n") == ["redis.asyncio.client 1 a"] * 2 + [""]
+    assert done.stderr.count("its own connection is unavailable") == 1, done.stderr
+    assert missing in done.stderr
