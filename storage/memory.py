@@ -43,6 +43,12 @@ class MemoryStore:
         self._thread_resources: dict[str, str] = {}
         self._owners: dict[str, float] = {}
         self._outbox: dict[str, str] = {}  # delivery id -> OutboxEntry JSON, in the order written
+        # Indexes, so that a claim parses only the deliveries it takes and a run's listing only its own
+        # (delivered ones stay for good): each delivery's place in the write order, when each pending one
+        # is due, and each run's deliveries.
+        self._written: dict[str, int] = {}
+        self._pending: dict[str, tuple[float, int]] = {}
+        self._deliveries_of: dict[str, list[str]] = defaultdict(list)
 
     def __reduce__(self) -> Any:
         raise TypeError(
@@ -81,7 +87,8 @@ class MemoryStore:
             self._audit[item.run_id].append(item.model_dump_json())
         self._append(thread)
         for delivery in outbox:
-            self._outbox.setdefault(delivery.id, delivery.model_dump_json())
+            if delivery.id not in self._outbox:  # an id already there is kept as it is
+                self._keep(delivery)
         return version
 
     def _append(self, thread: ThreadAppend | None) -> None:
@@ -140,32 +147,44 @@ class MemoryStore:
 
     # ---- outbox -------------------------------------------------------------------------------------
 
-    def _deliveries(self) -> list[OutboxEntry]:
-        return [OutboxEntry.model_validate_json(raw) for raw in self._outbox.values()]
+    def _keep(self, delivery: OutboxEntry) -> None:
+        """Write ``delivery``, and its place in the indexes."""
+        if delivery.id not in self._written:
+            self._written[delivery.id] = len(self._written)
+            self._deliveries_of[delivery.run_id].append(delivery.id)
+        self._outbox[delivery.id] = delivery.model_dump_json()
+        if delivery.status == "pending":
+            self._pending[delivery.id] = (delivery.due_at(), self._written[delivery.id])
+        else:
+            self._pending.pop(delivery.id, None)
 
     async def claim_deliveries(self, owner: str, now: float, lease_s: float, limit: int) -> list[OutboxEntry]:
-        due = sorted((e for e in self._deliveries() if e.is_due(now)), key=OutboxEntry.due_at)[:limit]
-        claimed = [e.leased(owner, now + lease_s) for e in due]
+        # The earliest due first, ties in the order written.
+        due = sorted((when, delivery_id) for delivery_id, when in self._pending.items() if when[0] <= now)
+        claimed = [
+            OutboxEntry.model_validate_json(self._outbox[delivery_id]).leased(owner, now + lease_s)
+            for _, delivery_id in due[:limit]
+        ]
         for delivery in claimed:
-            self._outbox[delivery.id] = delivery.model_dump_json()
+            self._keep(delivery)
         return claimed
 
     async def settle_delivery(self, entry: OutboxEntry) -> bool:
         raw = self._outbox.get(entry.id)
         if raw is None or OutboxEntry.model_validate_json(raw).lease_owner != entry.lease_owner:
             return False
-        self._outbox[entry.id] = entry.released().model_dump_json()
+        self._keep(entry.released())
         return True
 
     async def list_deliveries(self, run_id: str) -> list[OutboxEntry]:
-        return [e for e in self._deliveries() if e.run_id == run_id]
+        return [OutboxEntry.model_validate_json(self._outbox[i]) for i in self._deliveries_of.get(run_id, [])]
 
     async def redeliver(self, delivery_id: str, now: float) -> OutboxEntry | None:
         raw = self._outbox.get(delivery_id)
         if raw is None:
             return None
         again = OutboxEntry.model_validate_json(raw).requeued(now)
-        self._outbox[delivery_id] = again.model_dump_json()
+        self._keep(again)
         return again
 
     async def touch_owner(self, owner: str, ttl_s: float) -> None:
