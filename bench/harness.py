@@ -193,7 +193,9 @@ def base_row(system: System, workload: str, **extra: Any) -> dict[str, Any]:
 
 def settle_driver(system: System) -> None:
     """With ``env["gc"] == "freeze"`` (every system alike): collect, then freeze the driver's heap, so
-    that what the warm-up kept is not traced again inside timed work. The caller unfreezes."""
+    that what the warm-up kept is not traced again inside timed work. The caller unfreezes. (Not
+    ``troupe.actors.remote.settle_heap``: the peers' processes run this harness without importing
+    Troupe or Ray.)"""
     if system.env.get("gc") == "freeze":
         gc.collect()
         gc.freeze()

@@ -18,6 +18,7 @@ parameters as connection options (``?socket_timeout=1``, ``?client_name=``).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import re
 from collections.abc import AsyncGenerator
@@ -197,18 +198,13 @@ def _without_write_tasks(connection_class: type[AbstractConnection]) -> type[Abs
     return timed
 
 
+@functools.cache
 def _note_wire_missing() -> None:
     """Say once per process why a plain URL is not served by the store's own connection."""
-    global _WIRE_NOTED
-    if redis_wire is None and not _WIRE_NOTED:
-        _WIRE_NOTED = True
-        log.warning(
-            "RedisStore uses redis-py's client for every URL: its own connection is unavailable (%s)",
-            _WIRE_MISSING,
-        )
-
-
-_WIRE_NOTED = False
+    log.warning(
+        "RedisStore uses redis-py's client for every URL: its own connection is unavailable (%s)",
+        _WIRE_MISSING,
+    )
 
 
 class Link:
@@ -223,7 +219,8 @@ class Link:
         elif redis_wire is not None and (address := redis_wire.address_of(url)) is not None:
             self.client = redis_wire.WireClient(address, timeout)  # a plain URL: the store's own connection
         else:
-            _note_wire_missing()
+            if redis_wire is None:
+                _note_wire_missing()
             self.client = _client(url, timeout)
         self.claim_home: AsyncScript = self.client.register_script(lua.CLAIM_HOME)
         self.load: AsyncScript = self.client.register_script(lua.LOAD)
