@@ -98,6 +98,91 @@ def _latency_table(
     )
 
 
+# The issue's absolute targets for Troupe rows (medians, ms), by workload and system.
+TARGETS_MS = {
+    ("w1", "troupe-ray-redis-always"): 2.5,
+    ("w1", "troupe-local-sqlite-full"): 1.0,
+    ("w2", "troupe-ray-redis-always"): 5.0,
+}
+# The writes of one W1 cycle (tests/test_round_trips.py counts them): durability="sync" writes at the
+# start, at the pause, at the decision's claim, after the tool and at the finish; "exit" the pause, the
+# claim and the finish.
+W1_WRITES = {"sync": 5, "exit": 3}
+
+
+def fsynced_w1_writes(system: str) -> int:
+    """How many of a W1 cycle's writes wait for an fsync in ``system``: all of them on SQLite FULL and
+    Redis appendfsync always, none on the others (NORMAL and everysec sync in the background)."""
+    if "sqlite-full" not in system and "redis-always" not in system:
+        return 0
+    return W1_WRITES["exit" if system.endswith("-exit") else "sync"]
+
+
+def _floors(rows: list[dict[str, Any]], present: list[str]) -> list[str]:
+    """W1's median beside a floor no code change in Troupe can go under on this machine at that moment:
+    the fsyncs a cycle waits for (the process's own probe) plus the whole cycle in memory, in-process
+    (troupe-local-memory's median, the same run). Ray's hops and the network are left out of it."""
+    by = {r["system"]: r for r in rows if r["workload"] == "w1" and r.get("status") == "ok"}
+    in_memory = by.get("troupe-local-memory")
+    if in_memory is None:
+        return []
+    body = []
+    for s in [s for s in present if fsynced_w1_writes(s) and s in by and "probe" in by[s]]:
+        writes, fsync = fsynced_w1_writes(s), by[s]["probe"]["fsync_ms_p50"]
+        floor = writes * fsync + in_memory["median_ms"]
+        target = TARGETS_MS.get(("w1", s))
+        body.append(
+            [
+                s,
+                str(writes),
+                _num(fsync, 3),
+                _num(floor),
+                _num(by[s]["median_ms"]),
+                _num(target) if target else "",
+            ]
+        )
+    return _table(
+        [
+            "system",
+            "fsynced writes per cycle",
+            "fsync p50 ms (its process)",
+            "floor ms",
+            "median ms",
+            "target ms",
+        ],
+        body,
+    )
+
+
+def _machine(rows: list[dict[str, Any]], systems: list[str], started: float | None) -> list[str]:
+    """One line per benchmark process: what it ran and the machine's speed when it started."""
+    processes: dict[tuple[str, float], list[dict[str, Any]]] = {}
+    for r in rows:
+        if "probe" in r:
+            processes.setdefault((r["system"], r["probe"]["at"]), []).append(r)
+    body = []
+    for (system, at), group in sorted(processes.items(), key=lambda item: item[0][1]):
+        probe = group[0]["probe"]
+        ran = ", ".join(
+            dict.fromkeys(r["workload"].upper() + (f" {r['n']:,}" if r.get("n") else "") for r in group)
+        )
+        minutes = f"{(at - started) / 60:.1f}" if started else ""
+        body.append(
+            [
+                minutes,
+                system,
+                ran,
+                _num(probe["cpu_ms"]),
+                _num(probe["fsync_ms_p50"], 3),
+                _num(probe["fsync_ms_p99"], 3),
+            ]
+        )
+    return _table(
+        ["minute", "system", "ran", "cpu probe ms", "fsync p50 ms", "fsync p99 ms"],
+        [b for b in body if b[1] in systems],
+    )
+
+
 def w3_growth(rows: list[dict[str, Any]], sizes: list[int]) -> dict[str, dict[str, Any]]:
     """Per system: W3's ms per run at each size it ran, and the largest size's over the smallest's
     (1.0 = linear; the issue's target is within 15%). Where the smallest size was run again just before
@@ -278,6 +363,19 @@ def tables(rows: list[dict[str, Any]], systems: list[str], meta: dict[str, Any])
                 + "; ".join(f"{s} N={', '.join(f'{n:,}' for n in ns)}" for s, ns in skipped.items()),
             ]
 
+    w1 = [s for s in systems if ("w1", None, s) in by]
+    floors = _floors(rows, w1)
+    if floors:
+        out += [
+            "",
+            "### W1 against the machine's floor",
+            "",
+            "floor = fsynced writes per cycle x the fsync median its process measured before it started + "
+            "troupe-local-memory's W1 median (the cycle's own work, in-process, without Ray's hops).",
+            "",
+            *floors,
+        ]
+
     present = [s for s in systems if ("w4", meta["w4_runs"], s) in by]
     if present:
         out += [
@@ -310,6 +408,17 @@ def tables(rows: list[dict[str, Any]], systems: list[str], meta: dict[str, Any])
         "the total time, W4 on the total time from the fresh process's spawn / on list + decide only "
         "(without process start-up).",
     ]
+    machine = _machine(rows, systems, meta.get("started_at"))
+    if len(machine) > 2:
+        out += [
+            "",
+            "### The machine when each process started (bench/machine_probe.py)",
+            "",
+            "cpu probe: a fixed piece of pure-Python work, median of 15 (higher = a slower machine at that "
+            "moment); fsync: 200 appends of 4 KB to a file in the work directory, each fsynced.",
+            "",
+            *machine,
+        ]
     gaps = [r for r in rows if r.get("status") != "ok"]
     if gaps:
         out += ["", "Not measured:"]

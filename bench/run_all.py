@@ -175,8 +175,10 @@ def module_for(key: str) -> str:
 
 async def child(spec: dict[str, Any]) -> list[dict[str, Any]]:
     from harness import Unsupported, base_row, latency, restart_populate, restart_resume, suspended_scale
+    from machine_probe import probe
 
     module = importlib.import_module(module_for(spec["system"]))
+    machine_now = probe(Path(spec["workdir"]))  # before any store or actor exists: the machine alone
     rows: list[dict[str, Any]] = []
     system: Any = None
     tag = None
@@ -229,6 +231,8 @@ async def child(spec: dict[str, Any]) -> list[dict[str, Any]]:
         teardown = getattr(module, "teardown", None)
         if teardown is not None:
             teardown()
+    for row in rows:
+        row.setdefault("probe", machine_now)
     return rows
 
 
@@ -556,6 +560,7 @@ def main(argv: list[str] | None = None) -> None:
         "mode": "quick" if args.quick else "default",
         "machine": machine(),
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
+        "started_at": round(started, 1),
         "cycles": args.cycles,
         "warmup": args.warmup,
         "w3_warmup": args.w3_warmup,

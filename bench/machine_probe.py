@@ -1,0 +1,76 @@
+"""How fast this machine is right now, measured in each benchmark process before its workloads.
+
+A shared virtual machine's speed drifts by tens of percent, sometimes twice, within one benchmark run:
+the same code's W1 cycle in memory has taken 0.96 ms in one published run and 1.73 ms in the next. So
+every process of run_all.py measures two things first, and each of its rows carries them:
+
+- ``cpu_ms``: a fixed piece of pure-Python work (JSON round trips and dict building, the kind of work an
+  approval cycle does), the median of several timings. A higher figure means a slower machine.
+- ``fsync_ms_p50`` / ``fsync_ms_p99``: appending 4 KB to a file in the benchmark's work directory and
+  fsyncing it, as a synchronous SQLite commit (``synchronous=FULL``) or a Redis ``appendfsync always``
+  write does once each. The median bounds what a cycle of N such writes can cost from below.
+
+The report prints both beside each system and uses them for the floor of the absolute W1 targets.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench_common import percentile
+
+_CPU_REPEATS = 15
+_FSYNCS = 200
+_BLOCK = b"\0" * 4096
+
+
+def _cpu_work() -> int:
+    run = {"run_id": "r", "messages": [{"role": "user", "content": "x" * 64, "n": i} for i in range(40)]}
+    size = 0
+    for _ in range(100):
+        copied = json.loads(json.dumps(run))
+        size += len({m["n"]: m for m in copied["messages"]})
+    return size
+
+
+def cpu_ms() -> float:
+    """The median time of a fixed piece of pure-Python work (about 10 ms on the 2-core benchmark machine)."""
+    timings = []
+    for _ in range(_CPU_REPEATS):
+        started = time.perf_counter()
+        _cpu_work()
+        timings.append((time.perf_counter() - started) * 1000)
+    return statistics.median(timings)
+
+
+def fsync_ms(directory: Path, count: int = _FSYNCS) -> list[float]:
+    """``count`` timings of appending 4 KB to a new file in ``directory`` and fsyncing it."""
+    fd, name = tempfile.mkstemp(dir=directory, prefix="fsync-probe-")
+    timings = []
+    try:
+        for _ in range(count):
+            started = time.perf_counter()
+            os.write(fd, _BLOCK)
+            os.fsync(fd)
+            timings.append((time.perf_counter() - started) * 1000)
+    finally:
+        os.close(fd)
+        os.unlink(name)
+    return timings
+
+
+def probe(directory: Path) -> dict[str, Any]:
+    """The machine's speed now: ``cpu_ms`` and the fsync median and p99 in ``directory`` (see the module)."""
+    fsyncs = fsync_ms(directory)
+    return {
+        "cpu_ms": round(cpu_ms(), 3),
+        "fsync_ms_p50": round(statistics.median(fsyncs), 3),
+        "fsync_ms_p99": round(percentile(fsyncs, 0.99), 3),
+        "at": round(time.time(), 1),
+    }
