@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import math
 import os
 import time
 from collections.abc import Iterable, Sequence
@@ -91,6 +92,10 @@ def check_secret(secret: Any, what: str) -> bytes:
     if len(key) < 16:
         raise ValueError(f"{what}: the secret must hold at least 16 bytes")
     return key
+
+
+# How long a delivered notification is kept by default: a week.
+KEEP_DELIVERED_S = 7 * 24 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -212,27 +217,40 @@ def _agents(state: RunState, path: Sequence[str]) -> tuple[str, ...]:
 @dataclass(frozen=True)
 class Notifications:
     """Where events go (``targets``) and how they are retried. Decision links are added to pause events
-    when ``links`` is set (see ``troupe.core.links``)."""
+    when ``links`` is set (see ``troupe.core.links``). A delivered entry is kept ``keep_delivered_s``
+    seconds (a week by default: its state can be shown and it can be sent again), then the hosts delete
+    it; None keeps every one for good. Pending and failed entries are always kept."""
 
     targets: tuple[NotificationTarget, ...] = ()
     retry: RetrySchedule = RetrySchedule()
     links: Any = None  # a LinkSigner; typed loosely so this module does not import it
+    keep_delivered_s: float | None = KEEP_DELIVERED_S
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "targets", tuple(self.targets))
         names = [t.name for t in self.targets]
         if len(set(names)) != len(names):
             raise ValueError(f"notification targets need distinct names, got {names}")
+        keep = self.keep_delivered_s
+        if keep is not None and (
+            isinstance(keep, bool)
+            or not isinstance(keep, int | float)
+            or not math.isfinite(keep)
+            or keep <= 0
+        ):
+            raise ValueError(f"keep_delivered_s must be a positive number of seconds or None, got {keep!r}")
 
     @classmethod
     def from_mapping(cls, data: Any, links: Any = None) -> Notifications:
         """From the ``troupe serve --notify`` file's shape: ``{"targets": [{"url", "secret" (or
-        "secret_env": a variable holding it), "name", "agents", "tools", "resources"}], "retry": {...}}``."""
+        "secret_env": a variable holding it), "name", "agents", "tools", "resources"}], "retry": {...},
+        "keep_delivered_s": seconds or null}``."""
         if not isinstance(data, dict) or not isinstance(data.get("targets"), list):
             raise ValueError('expected {"targets": [{"url": ..., "secret": "whsec_..."}, ...]}')
         targets = [_target(n, spec) for n, spec in enumerate(data["targets"])]
         retry = RetrySchedule(**data["retry"]) if isinstance(data.get("retry"), dict) else RetrySchedule()
-        return cls(tuple(targets), retry=retry, links=links)
+        keep = data.get("keep_delivered_s", KEEP_DELIVERED_S)
+        return cls(tuple(targets), retry=retry, links=links, keep_delivered_s=keep)
 
     def target(self, name: str) -> NotificationTarget | None:
         return next((t for t in self.targets if t.name == name), None)

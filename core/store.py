@@ -66,7 +66,8 @@ class AuditEntry(BaseModel):
 class OutboxEntry(BaseModel):
     """One notification event on its way to one target. Written with the state change it reports;
     delivered at least once by whichever live host claims it (a lease, so two hosts never send it at
-    the same time); kept after delivery so its state can be shown and it can be sent again."""
+    the same time); kept after delivery (for ``Notifications.keep_delivered_s``) so its state can be
+    shown and it can be sent again."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -224,6 +225,12 @@ class Store(Protocol):
     async def redeliver(self, delivery_id: str, now: float) -> OutboxEntry | None:
         """Make an entry pending again, due at ``now``, with a fresh retry schedule and no lease (a
         sender still holding one cannot settle it). None if there is no such entry."""
+        ...
+
+    async def prune_deliveries(self, delivered_before: float, limit: int) -> int:
+        """Delete up to ``limit`` entries delivered at or before ``delivered_before`` (epoch seconds),
+        the longest delivered first; returns how many went. Pending and failed entries are kept: one is
+        still to be sent, the other waits for a redelivery. Several hosts may prune at once."""
         ...
 
     async def touch_owner(self, owner: str, ttl_s: float) -> None:

@@ -31,6 +31,10 @@ log = logging.getLogger(__name__)
 
 _BATCH = 32
 _ERROR_CHARS = 300
+_PRUNE_BATCH = 500
+# How often a host deletes what was delivered long enough ago: at most every ten minutes, and at least
+# twice per keep_delivered_s, so an entry goes within about 1.5 times that.
+_PRUNE_EVERY_S = 600.0
 
 
 def signed_request(target: NotificationTarget, entry: OutboxEntry, at: float) -> tuple[bytes, dict[str, str]]:
@@ -64,6 +68,7 @@ class Dispatcher:
         self.clock = clock
         self._poked = asyncio.Event()
         self._client: httpx.AsyncClient | None = None
+        self._prune_at = clock()
         for target in notifications.targets:
             check_secret(target.secret, f"notification target {target.name!r}")
 
@@ -75,6 +80,7 @@ class Dispatcher:
         while True:
             try:
                 await self.pump()
+                await self._prune_when_due()
             except Exception:
                 # A storage outage: the entries stay in the store; try again at the next poll.
                 log.warning("delivering notifications from %s failed", self.owner, exc_info=True)
@@ -92,6 +98,25 @@ class Dispatcher:
                 return attempted
             await asyncio.gather(*(self._attempt(entry) for entry in claimed))
             attempted += len(claimed)
+
+    async def _prune_when_due(self) -> None:
+        keep = self.notifications.keep_delivered_s
+        if keep is None or self.clock() < self._prune_at:
+            return
+        self._prune_at = self.clock() + min(_PRUNE_EVERY_S, keep / 2)
+        await self.prune()
+
+    async def prune(self) -> int:
+        """Delete the entries delivered more than ``keep_delivered_s`` ago (any host may: a store deletes
+        each once); returns how many went."""
+        keep = self.notifications.keep_delivered_s
+        if keep is None:
+            return 0
+        before = self.clock() - keep
+        pruned = 0
+        while (batch := await self.store.prune_deliveries(before, _PRUNE_BATCH)) == _PRUNE_BATCH:
+            pruned += batch
+        return pruned + batch
 
     async def _attempt(self, entry: OutboxEntry) -> None:
         target = self.notifications.target(entry.target)

@@ -6,6 +6,7 @@ what is stored and every round trip exercises the same (de)serialisation.
 
 from __future__ import annotations
 
+import heapq
 import time
 import uuid
 from collections import defaultdict
@@ -47,8 +48,12 @@ class MemoryStore:
         # (delivered ones stay for good): each delivery's place in the write order, when each pending one
         # is due, and each run's deliveries.
         self._written: dict[str, int] = {}
+        self._writes = 0  # not len(_written): pruned entries leave it
         self._pending: dict[str, tuple[float, int]] = {}
         self._deliveries_of: dict[str, list[str]] = defaultdict(list)
+        # Delivered entries by when (a heap; an entry redelivered or delivered again since it was pushed
+        # is skipped when popped: its time no longer matches).
+        self._delivered: list[tuple[float, int, str]] = []
 
     def __reduce__(self) -> Any:
         raise TypeError(
@@ -150,13 +155,15 @@ class MemoryStore:
     def _keep(self, delivery: OutboxEntry) -> None:
         """Write ``delivery``, and its place in the indexes."""
         if delivery.id not in self._written:
-            self._written[delivery.id] = len(self._written)
+            self._written[delivery.id] = self._writes = self._writes + 1
             self._deliveries_of[delivery.run_id].append(delivery.id)
         self._outbox[delivery.id] = delivery.model_dump_json()
         if delivery.status == "pending":
             self._pending[delivery.id] = (delivery.due_at(), self._written[delivery.id])
         else:
             self._pending.pop(delivery.id, None)
+        if delivery.status == "delivered" and delivery.delivered_at is not None:
+            heapq.heappush(self._delivered, (delivery.delivered_at, self._written[delivery.id], delivery.id))
 
     async def claim_deliveries(self, owner: str, now: float, lease_s: float, limit: int) -> list[OutboxEntry]:
         # The earliest due first, ties in the order written.
@@ -186,6 +193,23 @@ class MemoryStore:
         again = OutboxEntry.model_validate_json(raw).requeued(now)
         self._keep(again)
         return again
+
+    async def prune_deliveries(self, delivered_before: float, limit: int) -> int:
+        pruned = 0
+        while self._delivered and self._delivered[0][0] <= delivered_before and pruned < limit:
+            at, _, delivery_id = heapq.heappop(self._delivered)
+            raw = self._outbox.get(delivery_id)
+            if raw is None:
+                continue
+            delivery = OutboxEntry.model_validate_json(raw)
+            if delivery.status != "delivered" or delivery.delivered_at != at:
+                continue  # sent again since: its current state has its own place in the heap, if any
+            del self._outbox[delivery_id], self._written[delivery_id]
+            self._deliveries_of[delivery.run_id].remove(delivery_id)
+            if not self._deliveries_of[delivery.run_id]:
+                del self._deliveries_of[delivery.run_id]
+            pruned += 1
+        return pruned
 
     async def touch_owner(self, owner: str, ttl_s: float) -> None:
         self._owners[owner] = time.time() + ttl_s

@@ -16,6 +16,7 @@ Key layout (``P`` is the prefix, ``troupe:`` by default; on Redis Cluster each s
     P outbox:<delivery_id>                      hash: entry (OutboxEntry JSON), owner (lease holder)
     P outbox-due                                zset of pending outbox entry keys, score: when due
     P outbox-run:<run_id>                       zset of a run's outbox entry keys, in the order written
+    P outbox-delivered                          zset of delivered outbox entry keys, score: when delivered
     P write:<token>                             marks an append as done, for a minute (see retries)
 
 An id that ends a key is used as it is; an id followed by more parts has ``%`` and ``:`` escaped, so no two
@@ -355,8 +356,11 @@ class RedisStore:
         return await self._write_delivery(home, entry.lease_owner or "", entry.released(), "settle_delivery")
 
     async def _write_delivery(self, shard: Keys, owner: str, entry: OutboxEntry, operation: str) -> bool:
-        keys = [shard.outbox(entry.id), shard.outbox_due()]
-        args: list[str | float] = [owner, entry.model_dump_json(), entry.status, entry.due_at()]
+        keys = [shard.outbox(entry.id), shard.outbox_due(), shard.outbox_delivered()]
+        delivered = (
+            entry.delivered_at if entry.status == "delivered" and entry.delivered_at is not None else ""
+        )
+        args: list[str | float] = [owner, entry.model_dump_json(), entry.status, entry.due_at(), delivered]
         async with self._session(operation) as link:
             return bool(await link.settle_outbox(keys=keys, args=args))
 
@@ -377,6 +381,29 @@ class RedisStore:
         shard, raw = held[0]
         again = OutboxEntry.model_validate_json(raw).requeued(now)
         return again if await self._write_delivery(shard, "", again, "redeliver") else None
+
+    async def prune_deliveries(self, delivered_before: float, limit: int) -> int:
+        pruned = 0
+        async with self._session("prune_deliveries") as link:
+            for shard in self.layout.shards:
+                if pruned >= limit:
+                    break
+                delivered = shard.outbox_delivered()
+                keys = await link.client.zrangebyscore(
+                    delivered, "-inf", delivered_before, start=0, num=limit - pruned
+                )
+                if not keys:
+                    continue
+                found = await asyncio.gather(*(link.client.hget(key, "entry") for key in keys))
+                # An entry's run is in its JSON: its run's listing must lose it too.
+                pairs = [
+                    (key, shard.outbox_of_run(OutboxEntry.model_validate_json(raw).run_id))
+                    for key, raw in zip(keys, found, strict=True)
+                    if raw is not None
+                ]
+                flat = [k for pair in pairs for k in pair]
+                pruned += int(await link.prune_outbox(keys=[delivered, *flat], args=[delivered_before]))
+        return pruned
 
     # ---- host heartbeats -----------------------------------------------------------------------------
 

@@ -80,6 +80,9 @@ class Keys:
     def outbox_due(self) -> str:
         return f"{self.prefix}outbox-due"
 
+    def outbox_delivered(self) -> str:
+        return f"{self.prefix}outbox-delivered"
+
     def outbox_of_run(self, run_id: str) -> str:
         return f"{self.prefix}outbox-run:{run_id}"
 

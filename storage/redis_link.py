@@ -233,6 +233,7 @@ class Link:
         self.claim_outbox: AsyncScript = self.client.register_script(lua.CLAIM_OUTBOX)
         self.settle_outbox: AsyncScript = self.client.register_script(lua.SETTLE_OUTBOX)
         self.list_outbox: AsyncScript = self.client.register_script(lua.LIST_OUTBOX)
+        self.prune_outbox: AsyncScript = self.client.register_script(lua.PRUNE_OUTBOX)
         self._closer: AsyncGenerator[None, None] | None = None
         self._ready = not isinstance(self.client, RedisCluster)
         self._opening = asyncio.Lock()

@@ -109,8 +109,9 @@ end
 return reply
 """
 
-# KEYS: entry hash, the due zset. ARGV: lease owner ('' for none: a redelivery), entry JSON, 'pending'
-# or not, due time. A settle whose lease is gone writes nothing (returns 0).
+# KEYS: entry hash, the due zset, the delivered zset. ARGV: lease owner ('' for none: a redelivery),
+# entry JSON, 'pending' or not, due time, when it was delivered ('' unless it was). A settle whose lease
+# is gone writes nothing (returns 0).
 SETTLE_OUTBOX = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 if ARGV[1] ~= '' and redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return 0 end
@@ -118,7 +119,26 @@ redis.call('HSET', KEYS[1], 'entry', ARGV[2])
 redis.call('HDEL', KEYS[1], 'owner')
 if ARGV[3] == 'pending' then redis.call('ZADD', KEYS[2], ARGV[4], KEYS[1])
 else redis.call('ZREM', KEYS[2], KEYS[1]) end
+if ARGV[5] ~= '' then redis.call('ZADD', KEYS[3], ARGV[5], KEYS[1])
+else redis.call('ZREM', KEYS[3], KEYS[1]) end
 return 1
+"""
+
+# KEYS: the delivered zset, then each candidate's entry hash and its run's outbox zset. ARGV: the cutoff.
+# Deletes the candidates still delivered at or before the cutoff (one redelivered since is left alone);
+# returns how many went.
+PRUNE_OUTBOX = """
+local pruned = 0
+for i = 2, #KEYS, 2 do
+  local at = redis.call('ZSCORE', KEYS[1], KEYS[i])
+  if at and tonumber(at) <= tonumber(ARGV[1]) then
+    redis.call('DEL', KEYS[i])
+    redis.call('ZREM', KEYS[i + 1], KEYS[i])
+    redis.call('ZREM', KEYS[1], KEYS[i])
+    pruned = pruned + 1
+  end
+end
+return pruned
 """
 
 # KEYS: a run's outbox zset. Returns its entries' JSON, oldest first.
@@ -216,6 +236,7 @@ __all__ = [
     "LIST_OUTBOX",
     "LIVE_OWNERS",
     "LOAD",
+    "PRUNE_OUTBOX",
     "SAVE",
     "SETTLE_OUTBOX",
     "TOKEN_TTL_S",

@@ -357,6 +357,17 @@ class SqliteStore:
 
         return await self._run(requeue)
 
+    async def prune_deliveries(self, delivered_before: float, limit: int) -> int:
+        def prune(conn: sqlite3.Connection) -> int:
+            with _transaction(conn):
+                return conn.execute(
+                    "DELETE FROM outbox WHERE seq IN (SELECT seq FROM outbox WHERE status = 'delivered' "
+                    "AND due <= ? ORDER BY due LIMIT ?)",
+                    (delivered_before, limit),
+                ).rowcount
+
+        return await self._run(prune)
+
     async def touch_owner(self, owner: str, ttl_s: float) -> None:
         def upsert(conn: sqlite3.Connection) -> None:
             conn.execute(
@@ -454,13 +465,21 @@ def _insert_thread(conn: sqlite3.Connection, thread: ThreadAppend | None) -> Non
 
 
 def _outbox_row(entry: OutboxEntry) -> tuple[Any, ...]:
-    return (entry.id, entry.run_id, entry.status, entry.due_at(), entry.lease_owner, entry.model_dump_json())
+    return (entry.id, entry.run_id, entry.status, _when(entry), entry.lease_owner, entry.model_dump_json())
+
+
+def _when(entry: OutboxEntry) -> float:
+    """The ``due`` column: when a pending entry may be taken, when a delivered one was delivered (so the
+    (status, due) index serves both claims and pruning)."""
+    if entry.status == "delivered" and entry.delivered_at is not None:
+        return entry.delivered_at
+    return entry.due_at()
 
 
 def _write_outbox(conn: sqlite3.Connection, entry: OutboxEntry) -> None:
     conn.execute(
         "UPDATE outbox SET status = ?, due = ?, lease_owner = ?, body = ? WHERE id = ?",
-        (entry.status, entry.due_at(), entry.lease_owner, entry.model_dump_json(), entry.id),
+        (entry.status, _when(entry), entry.lease_owner, entry.model_dump_json(), entry.id),
     )
 
 

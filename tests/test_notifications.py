@@ -20,8 +20,11 @@ from typing import Any
 import pytest
 from helpers import delete_tool, echo_model
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
-from troupe.core.outbox import Notifications, NotificationTarget, RetrySchedule
-from troupe.core.state import CallStatus
+from troupe.core.outbox import KEEP_DELIVERED_S, Notifications, NotificationTarget, RetrySchedule
+from troupe.core.state import CallStatus, RunState
+from troupe.core.store import OutboxEntry
+from troupe.core.webhooks import Dispatcher
+from troupe.storage import MemoryStore
 from webhook_receiver import Receiver, free_port
 
 from troupe import Agent, Runtime, SqliteStore
@@ -43,18 +46,24 @@ def ops_agent(calls: CallLog, n: int = 1) -> Agent:
     )
 
 
-def notifications(*targets: NotificationTarget, retry: RetrySchedule = FAST) -> Notifications:
-    return Notifications(targets, retry=retry)
+def notifications(
+    *targets: NotificationTarget,
+    retry: RetrySchedule = FAST,
+    keep_delivered_s: float | None = KEEP_DELIVERED_S,
+) -> Notifications:
+    return Notifications(targets, retry=retry, keep_delivered_s=keep_delivered_s)
 
 
-def hooked_runtime(db: Path, calls: CallLog, receiver: Receiver) -> Runtime:
+def hooked_runtime(
+    db: Path, calls: CallLog, receiver: Receiver, keep_delivered_s: float | None = KEEP_DELIVERED_S
+) -> Runtime:
     """The ops agent on a local host over SQLite ``db``, its events going to ``receiver`` ("hook")."""
     target = NotificationTarget(receiver.url, SECRET, name="hook")
     return Runtime(
         [ops_agent(calls)],
         storage=SqliteStore(db),
         executor="local",
-        notifications=notifications(target),
+        notifications=notifications(target, keep_delivered_s=keep_delivered_s),
     )
 
 
@@ -114,6 +123,55 @@ async def test_pause_and_decision_arrive_signed_and_verify(executor: str, tmp_pa
     finally:
         receiver.stop()
         other.stop()
+
+
+async def test_delivered_notifications_are_deleted_once_kept_long_enough(tmp_path: Path, calls: CallLog):
+    receiver = Receiver().start()
+    try:
+        runtime = hooked_runtime(tmp_path / "n.db", calls, receiver, keep_delivered_s=0.5)
+        agent = runtime.get_agent("ops")
+        paused = await agent.generate("delete rec-1")
+        await receiver.arrived(1)
+        done = await agent.approve_tool_call_generate(run_id=paused.run_id)
+        assert done.finish_reason == "stop"
+        await receiver.arrived(2)
+
+        async def all_gone() -> bool:
+            return await runtime.deliveries(paused.run_id) == []
+
+        await until(all_gone)  # the host's dispatcher deleted both, once delivered half a second ago
+        await runtime.shutdown()
+    finally:
+        receiver.stop()
+
+
+async def test_a_delivery_is_kept_for_keep_delivered_s_after_it_was_delivered():
+    store = MemoryStore()
+    now = [1_000.0]
+    dispatcher = Dispatcher(
+        store,
+        Notifications((NotificationTarget("http://127.0.0.1:9/", SECRET, name="hook"),), keep_delivered_s=60),
+        owner="host-a",
+        clock=lambda: now[0],
+    )
+    entry = OutboxEntry(id="e.hook", event_id="e", target="hook", run_id="r1", body={}, next_at=0.0)
+    await store.create_run(RunState(run_id="r1", agent_id="ops"))
+    await store.save_run(RunState(run_id="r1", agent_id="ops"), expected_version=1, outbox=(entry,))
+    (claimed,) = await store.claim_deliveries("host-a", now=1_000.0, lease_s=10, limit=1)
+    delivered = claimed.model_copy(update={"status": "delivered", "delivered_at": 1_000.0})
+    assert await store.settle_delivery(delivered)
+
+    now[0] = 1_059.9
+    assert await dispatcher.prune() == 0
+    assert [d.status for d in await store.list_deliveries("r1")] == ["delivered"]
+    now[0] = 1_060.0
+    kept_for_good = Notifications(dispatcher.notifications.targets, keep_delivered_s=None)
+    assert await Dispatcher(store, kept_for_good, owner="host-b", clock=lambda: now[0]).prune() == 0
+    assert await dispatcher.prune() == 1
+    assert await store.list_deliveries("r1") == []
+    for bad in (0, -1.0, float("inf"), "60", True):
+        with pytest.raises(ValueError, match="keep_delivered_s"):
+            Notifications(keep_delivered_s=bad)  # type: ignore[arg-type]
 
 
 async def test_a_receiver_that_is_down_gets_every_event_once_it_is_back(tmp_path: Path, calls: CallLog):
@@ -238,16 +296,22 @@ def test_the_serve_notify_file_is_read_and_checked(tmp_path: Path, monkeypatch: 
         )
     )
     found = load_notifications(str(path))
+    assert found.keep_delivered_s == 7 * 24 * 3600, "a week unless the file says otherwise"
     assert [t.name for t in found.targets] == ["ops", "chat.test"]
     assert found.targets[1].format == "chat" and found.targets[1].tools == frozenset({"pay"})
     assert found.links.public_url == "https://troupe.test" and found.links.ttl_s == 600
     assert SECRET not in repr(found), "secrets stay out of reprs"
 
+    path.write_text(
+        json.dumps({"targets": [{"url": "http://x", "secret": SECRET}], "keep_delivered_s": None})
+    )
+    assert load_notifications(str(path)).keep_delivered_s is None, "null keeps every delivery for good"
     for bad, says in (
         ({"targets": [{"url": "ftp://x", "secret": SECRET}]}, "url must be http"),
         ({"targets": [{"url": "http://x", "secret": "plain"}]}, "whsec_"),
         ({"targets": [{"url": "http://x", "secret_env": "NOT_SET_ANYWHERE"}]}, "NOT_SET_ANYWHERE is not set"),
         ({"targets": [{"url": "http://x", "secret": SECRET}], "links": {"secret": SECRET}}, "public_url"),
+        ({"targets": [{"url": "http://x", "secret": SECRET}], "keep_delivered_s": "1d"}, "keep_delivered_s"),
     ):
         path.write_text(json.dumps(bad))
         with pytest.raises(ValueError, match=says):

@@ -447,3 +447,51 @@ async def test_a_delivery_can_be_sent_again(store: Store):
         claimed.id
     ]
     assert await store.redeliver("missing", now=1.0) is None
+
+
+async def settle(store: Store, entry: OutboxEntry, status: str, at: float) -> None:
+    """Claim ``entry`` at ``at`` and settle it as ``status`` (delivered then, or failed)."""
+    claimed = await store.claim_deliveries("host-a", now=at, lease_s=10, limit=1)
+    assert [e.id for e in claimed] == [entry.id]
+    update: dict[str, Any] = {"status": status, "attempts": 1}
+    if status == "delivered":
+        update["delivered_at"] = at
+    assert await store.settle_delivery(claimed[0].model_copy(update=update))
+
+
+async def test_deliveries_are_pruned_once_delivered_long_enough_and_never_before(store: Store):
+    for run_id in ("r1", "r2"):
+        await store.create_run(running(run_id))
+    # r1: delivered at 100, 200 and 300, one failed, one still pending; r2: delivered at 150.
+    r1 = [delivery("r1", n, at=float(n)) for n in range(4)] + [delivery("r1", 4, at=390.0)]
+    r2 = delivery("r2", 0, at=5.0)
+    await store.save_run(running("r1"), expected_version=1, outbox=tuple(r1))
+    await store.save_run(running("r2"), expected_version=1, outbox=(r2,))
+    await settle(store, r1[0], "delivered", 100.0)
+    await settle(store, r1[1], "delivered", 200.0)
+    await settle(store, r1[2], "failed", 250.0)
+    await settle(store, r1[3], "delivered", 300.0)
+    await settle(store, r2, "delivered", 150.0)
+    # Delivered at 300, then sent again: pending, so kept whatever its old delivery time.
+    assert await store.redeliver(r1[3].id, now=310.0) is not None
+
+    assert await store.prune_deliveries(99.0, limit=10) == 0
+    # The longest delivered first, up to the limit.
+    assert await store.prune_deliveries(10_000.0, limit=2) == 2
+    assert [e.id for e in await store.list_deliveries("r1")] == [e.id for e in r1[1:]]
+    assert await store.list_deliveries("r2") == []
+    assert await store.prune_deliveries(10_000.0, limit=10) == 1
+    assert await store.prune_deliveries(10_000.0, limit=10) == 0
+
+    left = {e.id: e.status for e in await store.list_deliveries("r1")}
+    assert left == {r1[2].id: "failed", r1[3].id: "pending", r1[4].id: "pending"}
+    # What is left still works: the redelivered entry is claimed and, delivered again, pruned in its turn.
+    claimed = await store.claim_deliveries("host-b", now=400.0, lease_s=10, limit=5)
+    assert sorted(e.id for e in claimed) == sorted([r1[3].id, r1[4].id])
+    for entry in claimed:
+        assert await store.settle_delivery(
+            entry.model_copy(update={"status": "delivered", "delivered_at": 401.0})
+        )
+    assert await store.prune_deliveries(400.0, limit=10) == 0
+    assert await store.prune_deliveries(401.0, limit=10) == 2
+    assert [e.id for e in await store.list_deliveries("r1")] == [r1[2].id]
