@@ -218,8 +218,8 @@ def _agents(state: RunState, path: Sequence[str]) -> tuple[str, ...]:
 class Notifications:
     """Where events go (``targets``) and how they are retried. Decision links are added to pause events
     when ``links`` is set (see ``troupe.core.links``). A delivered entry is kept ``keep_delivered_s``
-    seconds (a week by default: its state can be shown and it can be sent again), then the hosts delete
-    it; None keeps every one for good. Pending and failed entries are always kept."""
+    seconds (a week by default: its state can be shown and it can be sent again) and while its run lives,
+    then the hosts delete it; None keeps every one for good. Pending and failed entries are always kept."""
 
     targets: tuple[NotificationTarget, ...] = ()
     retry: RetrySchedule = RetrySchedule()

@@ -227,10 +227,12 @@ class Store(Protocol):
         sender still holding one cannot settle it). None if there is no such entry."""
         ...
 
-    async def prune_deliveries(self, delivered_before: float, limit: int) -> int:
-        """Delete up to ``limit`` entries delivered at or before ``delivered_before`` (epoch seconds),
-        the longest delivered first; returns how many went. Pending and failed entries are kept: one is
-        still to be sent, the other waits for a redelivery. Several hosts may prune at once."""
+    async def prune_deliveries(self, now: float, keep_s: float, limit: int) -> int:
+        """Delete up to ``limit`` entries delivered ``keep_s`` or more before ``now`` (epoch seconds) whose
+        run has finished, the longest delivered first; returns how many went. An entry whose run still
+        lives is kept (its pause may be announced again) and looked at again ``keep_s`` after ``now``.
+        Pending and failed entries are kept: one is still to be sent, the other waits for a redelivery.
+        Several hosts may prune at once."""
         ...
 
     async def touch_owner(self, owner: str, ttl_s: float) -> None:

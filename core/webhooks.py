@@ -107,14 +107,13 @@ class Dispatcher:
         await self.prune()
 
     async def prune(self) -> int:
-        """Delete the entries delivered more than ``keep_delivered_s`` ago (any host may: a store deletes
-        each once); returns how many went."""
+        """Delete the entries of finished runs delivered ``keep_delivered_s`` or more ago (any host may: a
+        store deletes each once); returns how many went."""
         keep = self.notifications.keep_delivered_s
         if keep is None:
             return 0
-        before = self.clock() - keep
-        pruned = 0
-        while (batch := await self.store.prune_deliveries(before, _PRUNE_BATCH)) == _PRUNE_BATCH:
+        now, pruned = self.clock(), 0
+        while (batch := await self.store.prune_deliveries(now, keep, _PRUNE_BATCH)) == _PRUNE_BATCH:
             pruned += batch
         return pruned + batch
 

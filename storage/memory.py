@@ -51,9 +51,10 @@ class MemoryStore:
         self._writes = 0  # not len(_written): pruned entries leave it
         self._pending: dict[str, tuple[float, int]] = {}
         self._deliveries_of: dict[str, list[str]] = defaultdict(list)
-        # Delivered entries by when (a heap; an entry redelivered or delivered again since it was pushed
-        # is skipped when popped: its time no longer matches).
-        self._delivered: list[tuple[float, int, str]] = []
+        # Delivered entries: when each may be pruned (its delivery; later while its run lives), and the
+        # same as a heap, whose stale items (redelivered, or pushed back since) are skipped when popped.
+        self._prune_at: dict[str, float] = {}
+        self._prunable: list[tuple[float, int, str]] = []
 
     def __reduce__(self) -> Any:
         raise TypeError(
@@ -163,7 +164,13 @@ class MemoryStore:
         else:
             self._pending.pop(delivery.id, None)
         if delivery.status == "delivered" and delivery.delivered_at is not None:
-            heapq.heappush(self._delivered, (delivery.delivered_at, self._written[delivery.id], delivery.id))
+            self._prune_later(delivery.id, delivery.delivered_at)
+        else:
+            self._prune_at.pop(delivery.id, None)
+
+    def _prune_later(self, delivery_id: str, at: float) -> None:
+        self._prune_at[delivery_id] = at
+        heapq.heappush(self._prunable, (at, self._written[delivery_id], delivery_id))
 
     async def claim_deliveries(self, owner: str, now: float, lease_s: float, limit: int) -> list[OutboxEntry]:
         # The earliest due first, ties in the order written.
@@ -194,20 +201,20 @@ class MemoryStore:
         self._keep(again)
         return again
 
-    async def prune_deliveries(self, delivered_before: float, limit: int) -> int:
+    async def prune_deliveries(self, now: float, keep_s: float, limit: int) -> int:
         pruned = 0
-        while self._delivered and self._delivered[0][0] <= delivered_before and pruned < limit:
-            at, _, delivery_id = heapq.heappop(self._delivered)
-            raw = self._outbox.get(delivery_id)
-            if raw is None:
+        while self._prunable and self._prunable[0][0] <= now - keep_s and pruned < limit:
+            at, _, delivery_id = heapq.heappop(self._prunable)
+            if self._prune_at.get(delivery_id) != at:
+                continue  # redelivered, or pushed back, since
+            run_id = OutboxEntry.model_validate_json(self._outbox[delivery_id]).run_id
+            if run_id in self._runs:
+                self._prune_later(delivery_id, now)
                 continue
-            delivery = OutboxEntry.model_validate_json(raw)
-            if delivery.status != "delivered" or delivery.delivered_at != at:
-                continue  # sent again since: its current state has its own place in the heap, if any
-            del self._outbox[delivery_id], self._written[delivery_id]
-            self._deliveries_of[delivery.run_id].remove(delivery_id)
-            if not self._deliveries_of[delivery.run_id]:
-                del self._deliveries_of[delivery.run_id]
+            del self._outbox[delivery_id], self._written[delivery_id], self._prune_at[delivery_id]
+            self._deliveries_of[run_id].remove(delivery_id)
+            if not self._deliveries_of[run_id]:
+                del self._deliveries_of[run_id]
             pruned += 1
         return pruned
 

@@ -382,27 +382,25 @@ class RedisStore:
         again = OutboxEntry.model_validate_json(raw).requeued(now)
         return again if await self._write_delivery(shard, "", again, "redeliver") else None
 
-    async def prune_deliveries(self, delivered_before: float, limit: int) -> int:
-        pruned = 0
+    async def prune_deliveries(self, now: float, keep_s: float, limit: int) -> int:
+        before, pruned = now - keep_s, 0
         async with self._session("prune_deliveries") as link:
             for shard in self.layout.shards:
                 if pruned >= limit:
                     break
                 delivered = shard.outbox_delivered()
-                keys = await link.client.zrangebyscore(
-                    delivered, "-inf", delivered_before, start=0, num=limit - pruned
-                )
+                keys = await link.client.zrangebyscore(delivered, "-inf", before, start=0, num=limit - pruned)
                 if not keys:
                     continue
                 found = await asyncio.gather(*(link.client.hget(key, "entry") for key in keys))
-                # An entry's run is in its JSON: its run's listing must lose it too.
-                pairs = [
-                    (key, shard.outbox_of_run(OutboxEntry.model_validate_json(raw).run_id))
+                # An entry's run is in its JSON: its run's listing loses it, and a live run keeps it.
+                runs = [
+                    (key, OutboxEntry.model_validate_json(raw).run_id)
                     for key, raw in zip(keys, found, strict=True)
                     if raw is not None
                 ]
-                flat = [k for pair in pairs for k in pair]
-                pruned += int(await link.prune_outbox(keys=[delivered, *flat], args=[delivered_before]))
+                triples = [k for key, run in runs for k in (key, shard.outbox_of_run(run), shard.run(run))]
+                pruned += int(await link.prune_outbox(keys=[delivered, *triples], args=[before, now]))
         return pruned
 
     # ---- host heartbeats -----------------------------------------------------------------------------

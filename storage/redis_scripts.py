@@ -124,18 +124,23 @@ else redis.call('ZREM', KEYS[3], KEYS[1]) end
 return 1
 """
 
-# KEYS: the delivered zset, then each candidate's entry hash and its run's outbox zset. ARGV: the cutoff.
-# Deletes the candidates still delivered at or before the cutoff (one redelivered since is left alone);
-# returns how many went.
+# KEYS: the delivered zset, then for each candidate its entry hash, its run's outbox zset and its run's
+# hash. ARGV: the cutoff, now. Deletes the candidates still delivered at or before the cutoff whose run
+# has finished (one redelivered since is left alone); one whose run lives is looked at again from now.
+# Returns how many went.
 PRUNE_OUTBOX = """
 local pruned = 0
-for i = 2, #KEYS, 2 do
+for i = 2, #KEYS, 3 do
   local at = redis.call('ZSCORE', KEYS[1], KEYS[i])
   if at and tonumber(at) <= tonumber(ARGV[1]) then
-    redis.call('DEL', KEYS[i])
-    redis.call('ZREM', KEYS[i + 1], KEYS[i])
-    redis.call('ZREM', KEYS[1], KEYS[i])
-    pruned = pruned + 1
+    if redis.call('HEXISTS', KEYS[i + 2], 'version') == 1 then
+      redis.call('ZADD', KEYS[1], ARGV[2], KEYS[i])
+    else
+      redis.call('DEL', KEYS[i])
+      redis.call('ZREM', KEYS[i + 1], KEYS[i])
+      redis.call('ZREM', KEYS[1], KEYS[i])
+      pruned = pruned + 1
+    end
   end
 end
 return pruned

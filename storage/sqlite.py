@@ -357,14 +357,18 @@ class SqliteStore:
 
         return await self._run(requeue)
 
-    async def prune_deliveries(self, delivered_before: float, limit: int) -> int:
+    async def prune_deliveries(self, now: float, keep_s: float, limit: int) -> int:
+        oldest = "SELECT seq FROM outbox WHERE status = 'delivered' AND due <= ? {} ORDER BY due LIMIT ?"
+
         def prune(conn: sqlite3.Connection) -> int:
             with _transaction(conn):
-                return conn.execute(
-                    "DELETE FROM outbox WHERE seq IN (SELECT seq FROM outbox WHERE status = 'delivered' "
-                    "AND due <= ? ORDER BY due LIMIT ?)",
-                    (delivered_before, limit),
-                ).rowcount
+                # Entries of runs still alive are looked at again later; what is left of the oldest goes.
+                alive = oldest.format("AND run_id IN (SELECT run_id FROM runs)")
+                conn.execute(f"UPDATE outbox SET due = ? WHERE seq IN ({alive})", (now, now - keep_s, limit))
+                deleted = conn.execute(
+                    f"DELETE FROM outbox WHERE seq IN ({oldest.format('')})", (now - keep_s, limit)
+                )
+                return deleted.rowcount
 
         return await self._run(prune)
 

@@ -145,7 +145,7 @@ async def test_delivered_notifications_are_deleted_once_kept_long_enough(tmp_pat
         receiver.stop()
 
 
-async def test_a_delivery_is_kept_for_keep_delivered_s_after_it_was_delivered():
+async def test_a_delivery_is_kept_keep_delivered_s_after_delivery_and_while_its_run_lives():
     store = MemoryStore()
     now = [1_000.0]
     dispatcher = Dispatcher(
@@ -161,10 +161,13 @@ async def test_a_delivery_is_kept_for_keep_delivered_s_after_it_was_delivered():
     delivered = claimed.model_copy(update={"status": "delivered", "delivered_at": 1_000.0})
     assert await store.settle_delivery(delivered)
 
-    now[0] = 1_059.9
-    assert await dispatcher.prune() == 0
+    now[0] = 1_070.0
+    assert await dispatcher.prune() == 0, "its run is still paused: its pause may be announced again"
+    await store.delete_run("r1")
+    now[0] = 1_129.9
+    assert await dispatcher.prune() == 0, "looked at again a whole keep_delivered_s after that"
     assert [d.status for d in await store.list_deliveries("r1")] == ["delivered"]
-    now[0] = 1_060.0
+    now[0] = 1_130.0
     kept_for_good = Notifications(dispatcher.notifications.targets, keep_delivered_s=None)
     assert await Dispatcher(store, kept_for_good, owner="host-b", clock=lambda: now[0]).prune() == 0
     assert await dispatcher.prune() == 1

@@ -459,7 +459,7 @@ async def settle(store: Store, entry: OutboxEntry, status: str, at: float) -> No
     assert await store.settle_delivery(claimed[0].model_copy(update=update))
 
 
-async def test_deliveries_are_pruned_once_delivered_long_enough_and_never_before(store: Store):
+async def test_deliveries_of_finished_runs_are_pruned_once_delivered_long_enough(store: Store):
     for run_id in ("r1", "r2"):
         await store.create_run(running(run_id))
     # r1: delivered at 100, 200 and 300, one failed, one still pending; r2: delivered at 150.
@@ -474,24 +474,29 @@ async def test_deliveries_are_pruned_once_delivered_long_enough_and_never_before
     await settle(store, r2, "delivered", 150.0)
     # Delivered at 300, then sent again: pending, so kept whatever its old delivery time.
     assert await store.redeliver(r1[3].id, now=310.0) is not None
+    await store.delete_run("r2")
 
-    assert await store.prune_deliveries(99.0, limit=10) == 0
-    # The longest delivered first, up to the limit.
-    assert await store.prune_deliveries(10_000.0, limit=2) == 2
-    assert [e.id for e in await store.list_deliveries("r1")] == [e.id for e in r1[1:]]
+    assert await store.prune_deliveries(now=199.0, keep_s=100.0, limit=10) == 0, "none delivered by 99"
+    # Delivered by 200: r2's goes; r1's two stay while r1 lives, and are looked at again from 10,000.
+    assert await store.prune_deliveries(now=10_000.0, keep_s=9_800.0, limit=10) == 1
     assert await store.list_deliveries("r2") == []
-    assert await store.prune_deliveries(10_000.0, limit=10) == 1
-    assert await store.prune_deliveries(10_000.0, limit=10) == 0
+    assert [e.id for e in await store.list_deliveries("r1")] == [e.id for e in r1]
+
+    await store.delete_run("r1")
+    assert await store.prune_deliveries(now=10_000.0, keep_s=9_800.0, limit=10) == 0
+    assert await store.prune_deliveries(now=19_800.0, keep_s=9_800.0, limit=1) == 1, "up to the limit"
+    assert await store.prune_deliveries(now=19_800.0, keep_s=9_800.0, limit=10) == 1
+    assert await store.prune_deliveries(now=19_800.0, keep_s=9_800.0, limit=10) == 0
 
     left = {e.id: e.status for e in await store.list_deliveries("r1")}
     assert left == {r1[2].id: "failed", r1[3].id: "pending", r1[4].id: "pending"}
     # What is left still works: the redelivered entry is claimed and, delivered again, pruned in its turn.
-    claimed = await store.claim_deliveries("host-b", now=400.0, lease_s=10, limit=5)
+    claimed = await store.claim_deliveries("host-b", now=20_000.0, lease_s=10, limit=5)
     assert sorted(e.id for e in claimed) == sorted([r1[3].id, r1[4].id])
     for entry in claimed:
         assert await store.settle_delivery(
-            entry.model_copy(update={"status": "delivered", "delivered_at": 401.0})
+            entry.model_copy(update={"status": "delivered", "delivered_at": 20_001.0})
         )
-    assert await store.prune_deliveries(400.0, limit=10) == 0
-    assert await store.prune_deliveries(401.0, limit=10) == 2
+    assert await store.prune_deliveries(now=20_001.5, keep_s=1.0, limit=10) == 0
+    assert await store.prune_deliveries(now=20_002.0, keep_s=1.0, limit=10) == 2
     assert [e.id for e in await store.list_deliveries("r1")] == [r1[2].id]
