@@ -93,8 +93,9 @@ NOTES = {
     "pauses, before tools run, and at the end); LangGraph its default durability=async (each step's "
     "checkpoint written in the background while the next step runs; the call returns once written); the "
     "-json peers one file per paused run.",
-    "gc": "After the W1/W2/W3 warm-up the driver runs gc.collect() and gc.freeze() in every system alike "
-    "(--gc default: untouched); Troupe's Ray actors freeze their heap once built "
+    "gc": "After the W1/W2/W3 warm-up the driver runs gc.collect() and gc.freeze() in every system alike, "
+    "then (W1/W2) 5 more untimed cycles, as the first after a collection are slower (--gc default: "
+    "untouched); Troupe's Ray actors freeze their heap once built "
     "(troupe.actors.remote.settle_heap), as in production, and collect what they create afterwards as "
     "Python does by default.",
     "redis": "Redis runs durable, as in production: an append-only file with appendfsync everysec (may "
