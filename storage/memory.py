@@ -202,20 +202,22 @@ class MemoryStore:
         return again
 
     async def prune_deliveries(self, now: float, keep_s: float, limit: int) -> int:
-        pruned = 0
+        pruned, alive = 0, []
         while self._prunable and self._prunable[0][0] <= now - keep_s and pruned < limit:
             at, _, delivery_id = heapq.heappop(self._prunable)
             if self._prune_at.get(delivery_id) != at:
                 continue  # redelivered, or pushed back, since
             run_id = OutboxEntry.model_validate_json(self._outbox[delivery_id]).run_id
             if run_id in self._runs:
-                self._prune_later(delivery_id, now)
+                alive.append(delivery_id)  # pushed back after the loop, so this call looks at it once
                 continue
             del self._outbox[delivery_id], self._written[delivery_id], self._prune_at[delivery_id]
             self._deliveries_of[run_id].remove(delivery_id)
             if not self._deliveries_of[run_id]:
                 del self._deliveries_of[run_id]
             pruned += 1
+        for delivery_id in alive:
+            self._prune_later(delivery_id, now)
         return pruned
 
     async def touch_owner(self, owner: str, ttl_s: float) -> None:

@@ -362,12 +362,11 @@ class SqliteStore:
 
         def prune(conn: sqlite3.Connection) -> int:
             with _transaction(conn):
-                # Entries of runs still alive are looked at again later; what is left of the oldest goes.
+                # Entries of finished runs go; those of runs still alive are looked at again later.
+                finished = oldest.format("AND run_id NOT IN (SELECT run_id FROM runs)")
+                deleted = conn.execute(f"DELETE FROM outbox WHERE seq IN ({finished})", (now - keep_s, limit))
                 alive = oldest.format("AND run_id IN (SELECT run_id FROM runs)")
                 conn.execute(f"UPDATE outbox SET due = ? WHERE seq IN ({alive})", (now, now - keep_s, limit))
-                deleted = conn.execute(
-                    f"DELETE FROM outbox WHERE seq IN ({oldest.format('')})", (now - keep_s, limit)
-                )
                 return deleted.rowcount
 
         return await self._run(prune)

@@ -481,6 +481,9 @@ async def test_deliveries_of_finished_runs_are_pruned_once_delivered_long_enough
     assert await store.prune_deliveries(now=10_000.0, keep_s=9_800.0, limit=10) == 1
     assert await store.list_deliveries("r2") == []
     assert [e.id for e in await store.list_deliveries("r1")] == [e.id for e in r1]
+    # With nothing kept back by age, a live run's entries are still kept (and looked at once per call).
+    assert await store.prune_deliveries(now=10_000.0, keep_s=0.0, limit=10) == 0
+    assert len(await store.list_deliveries("r1")) == len(r1)
 
     await store.delete_run("r1")
     assert await store.prune_deliveries(now=10_000.0, keep_s=9_800.0, limit=10) == 0
