@@ -191,14 +191,16 @@ def base_row(system: System, workload: str, **extra: Any) -> dict[str, Any]:
     }
 
 
-def settle_driver(system: System) -> None:
+def settle_driver(system: System) -> bool:
     """With ``env["gc"] == "freeze"`` (every system alike): collect, then freeze the driver's heap, so
-    that what the warm-up kept is not traced again inside timed work. The caller unfreezes. (Not
-    ``troupe.actors.remote.settle_heap``: the peers' processes run this harness without importing
-    Troupe or Ray.)"""
-    if system.env.get("gc") == "freeze":
-        gc.collect()
-        gc.freeze()
+    that what the warm-up kept is not traced again inside timed work; True if it did. The caller
+    unfreezes. (Not ``troupe.actors.remote.settle_heap``: the peers' processes run this harness without
+    importing Troupe or Ray.)"""
+    if system.env.get("gc") != "freeze":
+        return False
+    gc.collect()
+    gc.freeze()
+    return True
 
 
 def _collections() -> list[int]:
@@ -221,8 +223,7 @@ async def latency(system: System, workload: str, cycles: int, warmup: int) -> di
     try:
         for _ in range(warmup):
             await cycle()
-        if system.env.get("gc") == "freeze":
-            settle_driver(system)
+        if settle_driver(system):
             for _ in range(min(SETTLE_CYCLES, warmup)):
                 await cycle()
         before = _collections()

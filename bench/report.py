@@ -119,9 +119,10 @@ def fsynced_w1_writes(system: str) -> int:
 
 
 def _floors(rows: list[dict[str, Any]], present: list[str]) -> list[str]:
-    """W1's median beside a floor no code change in Troupe can go under on this machine at that moment:
-    the fsyncs a cycle waits for (the process's own probe) plus the whole cycle in memory, in-process
-    (troupe-local-memory's median, the same run). Ray's hops and the network are left out of it."""
+    """W1's median beside a floor that no change to how Troupe stores a run can go under on this
+    machine at that moment: the fsyncs a cycle waits for (the process's own probe) plus the cycle's own
+    work, in memory and in-process (troupe-local-memory's median, the same run). Ray's hops and the
+    network are left out of it; the cycle's own work is Troupe's code, and could shrink."""
     by = {r["system"]: r for r in rows if r["workload"] == "w1" and r.get("status") == "ok"}
     in_memory = by.get("troupe-local-memory")
     if in_memory is None:
@@ -371,7 +372,8 @@ def tables(rows: list[dict[str, Any]], systems: list[str], meta: dict[str, Any])
             "### W1 against the machine's floor",
             "",
             "floor = fsynced writes per cycle x the fsync median its process measured before it started + "
-            "troupe-local-memory's W1 median (the cycle's own work, in-process, without Ray's hops).",
+            "troupe-local-memory's W1 median (the cycle's own work, in-process, without Ray's hops): what "
+            "no change to how runs are stored can go under, with the cycle's own work as it is.",
             "",
             *floors,
         ]

@@ -32,8 +32,9 @@ log = logging.getLogger(__name__)
 _BATCH = 32
 _ERROR_CHARS = 300
 _PRUNE_BATCH = 500
-# How often a host deletes what was delivered long enough ago: at most every ten minutes, and at least
-# twice per keep_delivered_s, so an entry goes within about 1.5 times that.
+# How often a host deletes what was delivered long enough ago: every ten minutes, or twice per
+# keep_delivered_s if that is shorter; so an entry of a finished run goes at most ten minutes (or half a
+# keep_delivered_s) after it is due to.
 _PRUNE_EVERY_S = 600.0
 
 

@@ -45,7 +45,7 @@ class MemoryStore:
         self._owners: dict[str, float] = {}
         self._outbox: dict[str, str] = {}  # delivery id -> OutboxEntry JSON, in the order written
         # Indexes, so that a claim parses only the deliveries it takes and a run's listing only its own
-        # (delivered ones stay for good): each delivery's place in the write order, when each pending one
+        # (delivered ones stay until pruned): each delivery's place in the write order, when each pending one
         # is due, and each run's deliveries.
         self._written: dict[str, int] = {}
         self._writes = 0  # not len(_written): pruned entries leave it
