@@ -503,3 +503,17 @@ async def test_deliveries_of_finished_runs_are_pruned_once_delivered_long_enough
     assert await store.prune_deliveries(now=20_001.5, keep_s=1.0, limit=10) == 0
     assert await store.prune_deliveries(now=20_002.0, keep_s=1.0, limit=10) == 2
     assert [e.id for e in await store.list_deliveries("r1")] == [r1[2].id]
+
+
+async def test_a_delivery_sent_again_is_kept_from_its_latest_delivery(store: Store):
+    await store.create_run(running("r1"))
+    entry = delivery("r1", 1, at=1.0)
+    await store.save_run(running("r1"), expected_version=1, outbox=(entry,))
+    await settle(store, entry, "delivered", 100.0)
+    assert await store.redeliver(entry.id, now=110.0) is not None
+    await settle(store, entry, "delivered", 500.0)
+    await store.delete_run("r1")
+
+    assert await store.prune_deliveries(now=300.0, keep_s=0.0, limit=10) == 0, "delivered at 500 now"
+    assert [e.delivered_at for e in await store.list_deliveries("r1")] == [500.0]
+    assert await store.prune_deliveries(now=500.0, keep_s=0.0, limit=10) == 1
