@@ -69,6 +69,8 @@ class Dispatcher:
         self.clock = clock
         self._poked = asyncio.Event()
         self._client: httpx.AsyncClient | None = None
+        keep = notifications.keep_delivered_s
+        self._prune_every = None if keep is None else min(_PRUNE_EVERY_S, keep / 2)
         self._prune_at = clock()
         for target in notifications.targets:
             check_secret(target.secret, f"notification target {target.name!r}")
@@ -101,10 +103,10 @@ class Dispatcher:
             attempted += len(claimed)
 
     async def _prune_when_due(self) -> None:
-        keep = self.notifications.keep_delivered_s
-        if keep is None or self.clock() < self._prune_at:
+        now = self.clock()
+        if self._prune_every is None or now < self._prune_at:
             return
-        self._prune_at = self.clock() + min(_PRUNE_EVERY_S, keep / 2)
+        self._prune_at = now + self._prune_every
         await self.prune()
 
     async def prune(self) -> int:

@@ -1,6 +1,6 @@
-"""What MemoryStore does beyond the conformance suite (tests/test_store_conformance.py): it keeps every
-notification delivery for good, delivered ones too (to be shown and sent again), so its outbox must not
-be read whole by the calls a host makes every few seconds."""
+"""What MemoryStore does beyond the conformance suite (tests/test_store_conformance.py): it keeps
+notification deliveries after they are delivered (to be shown and sent again, until pruned), so its outbox
+must not be read whole by the calls a host makes every few seconds."""
 
 from __future__ import annotations
 
