@@ -76,11 +76,12 @@ def _latency_table(
                 _num(r["median_ms"]),
                 _num(r["p99_ms"]),
                 f"{spread:.1f}",
+                _machine_tail(r),
                 _num(r["footprint_mb"], 0),
                 versus,
             ]
         else:
-            cells = ["n/a" if r.get("status") == "unsupported" else "error", "", "", "", ""]
+            cells = ["n/a" if r.get("status") == "unsupported" else "error", "", "", "", "", ""]
         body.append([s, r.get("durability", ""), *cells, *ratio(s)])
     best_head = f"{best['system']} / this" if best else "best durable peer / this"
     return _table(
@@ -90,12 +91,20 @@ def _latency_table(
             "median ms",
             "p99 ms",
             "p99/median",
+            "machine p99/median",
             "memory MB (PSS)",
             best_head,
             *ratio_head,
         ],
         body,
     )
+
+
+def _machine_tail(row: dict[str, Any]) -> str:
+    """The p99/median of equal 1 ms pieces of pure-Python work in the row's process before it opened the
+    system (machine_probe.cpu_tail): the spread the machine alone gave its work at that moment."""
+    tail = row.get("probe", {}).get("cpu_tail")
+    return "" if tail is None else f"{tail:.1f}"
 
 
 # The issue's absolute targets for Troupe rows (medians, ms), by workload and system.
@@ -174,12 +183,13 @@ def _machine(rows: list[dict[str, Any]], systems: list[str], started: float | No
                 system,
                 ran,
                 _num(probe["cpu_ms"]),
+                _machine_tail(group[0]),
                 _num(probe["fsync_ms_p50"], 3),
                 _num(probe["fsync_ms_p99"], 3),
             ]
         )
     return _table(
-        ["minute", "system", "ran", "cpu probe ms", "fsync p50 ms", "fsync p99 ms"],
+        ["minute", "system", "ran", "cpu probe ms", "cpu p99/median", "fsync p50 ms", "fsync p99 ms"],
         [b for b in body if b[1] in systems],
     )
 
@@ -406,9 +416,10 @@ def tables(rows: list[dict[str, Any]], systems: list[str], meta: dict[str, Any])
     out += [
         "",
         f"Ratios: {RATIO_HELP}. '<peer> / this' is the fastest durable peer's median over the Troupe "
-        "row's. p99/median: the tail's spread (target <= 3 for Troupe rows). W1/W2 on the median, W3 on "
-        "the total time, W4 on the total time from the fresh process's spawn / on list + decide only "
-        "(without process start-up).",
+        "row's. p99/median: the tail's spread (target <= 3 for Troupe rows); machine p99/median: that of "
+        "equal 1 ms pieces of pure-Python work in the same process just before (bench/machine_probe.py). "
+        "W1/W2 on the median, W3 on the total time, W4 on the total time from the fresh process's spawn "
+        "/ on list + decide only (without process start-up).",
     ]
     machine = _machine(rows, systems, meta.get("started_at"))
     if len(machine) > 2:
@@ -417,7 +428,9 @@ def tables(rows: list[dict[str, Any]], systems: list[str], meta: dict[str, Any])
             "### The machine when each process started (bench/machine_probe.py)",
             "",
             "cpu probe: a fixed piece of pure-Python work, median of 15 (higher = a slower machine at that "
-            "moment); fsync: 200 appends of 4 KB to a file in the work directory, each fsynced.",
+            "moment); cpu p99/median: the same work in pieces of about 1 ms, back to back for 1.5 s (the "
+            "tail the machine alone gives equal work); fsync: 200 appends of 4 KB to a file in the work "
+            "directory, each fsynced.",
             "",
             *machine,
         ]
