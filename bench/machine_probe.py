@@ -9,9 +9,9 @@ every process of run_all.py measures two things first, and each of its rows carr
 - ``cpu_tail``: the same kind of work cut to about 1 ms, repeated back to back for 1.5 s (as long as
   a W1 measurement of 300 cycles), as its p99 over its median: how much this machine alone stretches
   the slowest 1% of equal pieces of work. Nothing else runs in the process, no allocation survives a
-  piece and nothing waits, so whatever the tail shows is the machine's (the virtual CPU descheduled,
-  which a guest's ``/proc/stat`` does not show as steal). The p99 target of the Troupe rows is read
-  against it.
+  piece, the garbage collector is off and nothing waits, so whatever the tail shows is the machine's
+  (the virtual CPU descheduled, which a guest's ``/proc/stat`` does not show as steal). The p99
+  target of the Troupe rows is read against it.
 - ``fsync_ms_p50`` / ``fsync_ms_p99``: appending 4 KB to a file in the benchmark's work directory and
   fsyncing it, as a synchronous SQLite commit (``synchronous=FULL``) or a Redis ``appendfsync always``
   write does once each. The median bounds what a cycle of N such writes can cost from below.
@@ -21,6 +21,7 @@ The report prints both beside each system and uses them for the floor of the abs
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import statistics
@@ -59,10 +60,16 @@ def cpu_ms() -> float:
 def cpu_tail(seconds: float = _TAIL_SECONDS) -> dict[str, float]:
     """Pieces of about 1 ms of the same work back to back for ``seconds``: their median and p99 (ms)."""
     timings = []
-    until = time.perf_counter() + seconds
-    while (started := time.perf_counter()) < until:
-        _cpu_work(10)
-        timings.append((time.perf_counter() - started) * 1000)
+    # The work makes no reference cycles, so refcounting frees all of it; with the collector off, a
+    # collection of whatever the process imported cannot be what lands in the tail.
+    gc.disable()
+    try:
+        until = time.perf_counter() + seconds
+        while (started := time.perf_counter()) < until:
+            _cpu_work(10)
+            timings.append((time.perf_counter() - started) * 1000)
+    finally:
+        gc.enable()
     return {"median": statistics.median(timings), "p99": percentile(timings, 0.99)}
 
 
