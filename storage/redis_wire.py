@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import socket
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -96,6 +97,34 @@ def address_of(url: str) -> Address | None:
     )
 
 
+# TCP keepalive on every TCP connection, with redis-py's own defaults (from redis-py 8 on): probes after
+# 30 s idle, every 5 s, 3 unanswered and the connection is dead. Without it, a connection that a NAT or
+# load balancer dropped while idle (overnight, between approvals) is found dead only by the next
+# command's timeout, which then fails a decision as an outage; with it, the kernel keeps such mappings
+# alive and reports a dead peer, so the next command opens a new connection. (Constants a platform
+# lacks are left out: macOS names the idle time TCP_KEEPALIVE.)
+_IDLE = getattr(socket, "TCP_KEEPIDLE", getattr(socket, "TCP_KEEPALIVE", None))
+_KEEPALIVE = {
+    option: value
+    for option, value in (
+        (_IDLE, 30),
+        (getattr(socket, "TCP_KEEPINTVL", None), 5),
+        (getattr(socket, "TCP_KEEPCNT", None), 3),
+    )
+    if option is not None
+}
+
+
+def keep_alive(transport: asyncio.BaseTransport) -> None:
+    """Turn TCP keepalive on for ``transport``'s socket (see ``_KEEPALIVE``); a Unix socket needs none."""
+    sock = transport.get_extra_info("socket")
+    if sock is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for option, value in _KEEPALIVE.items():
+        sock.setsockopt(socket.IPPROTO_TCP, option, value)
+
+
 def encode(*args: Any) -> bytes:
     """One command in RESP, its arguments encoded as redis-py encodes them."""
     out = [b"*%d\r\n" % len(args)]
@@ -127,6 +156,7 @@ class _Wire(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # A stream transport (uvloop's is not an asyncio.Transport subclass, so no isinstance check).
         self.transport = cast(asyncio.Transport, transport)
+        keep_alive(transport)
 
     def data_received(self, data: bytes) -> None:
         self.reader.feed(data)

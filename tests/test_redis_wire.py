@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -82,6 +83,45 @@ async def test_the_store_logs_in_and_uses_the_database_its_url_names(tmp_path: P
         plain.select(3)
         assert "wire:run:r1" in plain.keys("wire:*")
         plain.close()
+
+
+def _keepalive_of_sockets_to(port: int) -> list[tuple[int, int]]:
+    """(SO_KEEPALIVE, idle seconds before the first probe) of every TCP socket of this process connected
+    to ``port``, read from the kernel through a duplicate of each descriptor, whichever client made it."""
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            sock = socket.socket(fileno=os.dup(int(fd)))
+        except OSError:
+            continue  # not a socket (or closed meanwhile)
+        with sock:
+            try:
+                peer = sock.getpeername()
+            except OSError:
+                continue
+            if sock.family == socket.AF_INET and sock.type == socket.SOCK_STREAM and peer[1] == port:
+                found.append(
+                    (
+                        sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE),
+                        sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE),
+                    )
+                )
+    return found
+
+
+@pytest.mark.parametrize("client", ["own connection", "redis-py"])
+async def test_every_tcp_connection_to_redis_keeps_itself_alive(tmp_path: Path, client: str):
+    """TCP keepalive, probing after 30 s idle, on the store's own connection as on redis-py's (its default
+    from redis-py 8 on): a connection a NAT or load balancer dropped between approvals is then kept
+    open, or found dead by the kernel, instead of failing the next decision after a whole timeout."""
+    with RedisServer(tmp_path / "redis") as server:
+        # An option the own connection leaves to redis-py's client (``troupe.storage.redis_wire``).
+        url = server.url + ("?client_name=keepalive-test" if client == "redis-py" else "")
+        store = RedisStore(url, prefix="wire:")
+        await store.create_run(RunState(run_id="r1", agent_id="a"))
+        assert isinstance((await store._link()).client, WireClient) == (client == "own connection")
+        assert _keepalive_of_sockets_to(server.port) == [(1, 30)]
+        await store.close()
 
 
 async def test_a_wrong_password_is_refused_as_unavailable_without_showing_it(tmp_path: Path):
