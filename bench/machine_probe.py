@@ -10,7 +10,7 @@ every process of run_all.py measures two things first, and each of its rows carr
   a W1 measurement of 300 cycles), as its p99 over its median: how much this machine alone stretches
   the slowest 1% of equal pieces of work. Nothing else runs in the process, no allocation survives a
   piece, the garbage collector is off and nothing waits, so whatever the tail shows is the machine's
-  (the virtual CPU descheduled, which a guest's ``/proc/stat`` does not show as steal). The p99
+  (on the benchmark's VM, bursts that a guest's ``/proc/stat`` does not count as steal). The p99
   target of the Troupe rows is read against it.
 - ``fsync_ms_p50`` / ``fsync_ms_p99``: appending 4 KB to a file in the benchmark's work directory and
   fsyncing it, as a synchronous SQLite commit (``synchronous=FULL``) or a Redis ``appendfsync always``
