@@ -1,11 +1,12 @@
 """Ray's token authentication for Troupe's processes: an embedded Ray nobody else can join, and a clear
 error within seconds when joining a cluster without its token.
 
-Ray listens on every interface even when told to use 127.0.0.1 (GCS, raylet, workers), so its token is the
-defence that matters: without it, anything that reaches a port joins the cluster, runs code as this user
-and calls Troupe's actors. Ray 2.60 turns token auth on by default for a new local cluster; Troupe keeps
-it on, makes sure the token file is private (0600), and hands it to every process it starts through
-``RAY_AUTH_TOKEN_PATH`` (Ray's workers inherit the environment of the process that started the node).
+An embedded Ray listens on loopback only (``troupe.actors.remote``), so its token is the defence against
+other users of the machine: without it, anything that reaches a port joins the cluster, runs code as this
+user and calls Troupe's actors. A cluster Troupe joins listens wherever it was started to. Ray 2.60
+turns token auth on by default for a new local cluster; Troupe keeps it on, makes sure the token file is
+private (0600), and hands it to every process it starts through ``RAY_AUTH_TOKEN_PATH`` (Ray's workers
+inherit the environment of the process that started the node).
 
 Joining a running cluster uses that cluster's token, from ``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH`` or
 ``~/.ray/auth_token`` (where ``ray start`` keeps it). Ray itself retries a refused connection for about

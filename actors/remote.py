@@ -15,6 +15,7 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +34,8 @@ RESTART_WAIT_S = float(os.environ.get("TROUPE_RESTART_WAIT_S", "30"))
 _ACTOR_OPTIONS: dict[str, Any] = {"num_cpus": 0, "max_restarts": 5, "max_task_retries": 0}
 # Calls to an actor on the same node go over a direct channel (see troupe.actors.channel) unless this is "0".
 _CHANNELS = os.environ.get("TROUPE_ACTOR_CHANNEL", "1") != "0"
+# Ray's switch for a loopback-only node (see _loopback_node), as its processes read it.
+_CLUSTER_VAR = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 
 log = logging.getLogger(__name__)
 
@@ -58,13 +61,39 @@ def ensure_ray(address: str | None = None) -> None:
     # job's runtime_env instead).
     paths = [os.path.abspath(p) for p in sys.path if p and os.path.isdir(p)]
     os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
-    ray.init(
-        include_dashboard=False,
-        log_to_driver=False,
-        configure_logging=False,
-        _temp_dir=os.environ["RAY_TMPDIR"],
-        _node_ip_address="127.0.0.1",  # advertise loopback; Ray still binds every interface, hence the token
-    )
+    # Processes started from here (Troupe's own, Ray's workers) that join this Ray by its address must
+    # not swap its loopback address for another either (see _loopback_node).
+    os.environ[_CLUSTER_VAR] = "0"
+    with _loopback_node():
+        ray.init(
+            include_dashboard=False,
+            log_to_driver=False,
+            configure_logging=False,
+            _temp_dir=os.environ["RAY_TMPDIR"],
+            _node_ip_address="127.0.0.1",
+        )
+
+
+@contextlib.contextmanager
+def _loopback_node() -> Iterator[None]:
+    """While a local Ray starts, its node's address is loopback, so every one of its listeners binds
+    there: its processes get the address on their command lines.
+
+    ``ray.init(_node_ip_address="127.0.0.1")`` alone does not do it: Ray swaps a loopback address for the
+    machine's reachable one (``services.resolve_ip_for_localhost``). Its agents then listen on that
+    address, its gRPC servers on every interface, and three Prometheus metrics servers on every
+    interface without a token. The one switch Ray has for a loopback-only node is the one it turns off
+    on macOS and Windows (``ray_constants.ENABLE_RAY_CLUSTER``), which is read only to choose that
+    address (and by ``ray start``). It is turned back as it was once the node is up; the processes
+    started from here get it through ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, which sets it."""
+    from ray._private import ray_constants
+
+    before = ray_constants.ENABLE_RAY_CLUSTER
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = before
 
 
 def current_actor_id() -> str | None:

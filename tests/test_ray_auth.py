@@ -1,11 +1,16 @@
-"""The Ray that Troupe starts is private: Ray's token authentication stays on, so a process that knows the
-cluster's address but not its token can neither join nor reach Troupe's actors, and is told so within
-seconds; a Troupe process given the token joins and decides a pause."""
+"""The Ray that Troupe starts is private: every one of its listeners is on loopback, and Ray's token
+authentication stays on, so a process that knows the cluster's address but not its token can neither
+join nor reach Troupe's actors, and is told so within seconds; a Troupe process given the token joins and
+decides a pause."""
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 import os
+import socket
 import stat
+import struct
 import subprocess
 import sys
 import textwrap
@@ -76,6 +81,65 @@ def test_the_embedded_ray_keeps_token_auth_on_with_a_private_token(ray_session):
     # Ray makes its temp dir 0777; the folder around it is this user's alone.
     private = Path(os.environ["RAY_TMPDIR"]).parent
     assert private.stat().st_uid == os.getuid() and stat.S_IMODE(private.stat().st_mode) == 0o700
+
+
+def _tree(root: int) -> set[int]:
+    """``root`` and every process descended from it (Ray's daemons, agents and workers are)."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        try:
+            # Field 4 of /proc/PID/stat, after the command's name (which may hold spaces) in parentheses.
+            parents[int(entry)] = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (ValueError, OSError, IndexError):
+            continue
+    found, grown = {root}, True
+    while grown:
+        more = {pid for pid, parent in parents.items() if parent in found} - found
+        found |= more
+        grown = bool(more)
+    return found
+
+
+def _tcp_listeners(pids: set[int]) -> list[tuple[str, str]]:
+    """(local address, command) of every TCP socket in LISTEN state that one of ``pids`` holds."""
+    owner: dict[str, int] = {}
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                with contextlib.suppress(OSError):
+                    target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                    if target.startswith("socket:["):
+                        owner[target[len("socket:[") : -1]] = pid
+    found = []
+    for table, family in (("/proc/net/tcp", socket.AF_INET), ("/proc/net/tcp6", socket.AF_INET6)):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] != "0A" or fields[9] not in owner:  # 0A: LISTEN
+                continue
+            # The kernel prints the address as 32-bit words in host (little-endian) order.
+            raw = bytes.fromhex(fields[1].split(":")[0])
+            packed = b"".join(
+                struct.pack("<I", int.from_bytes(raw[i : i + 4], "big")) for i in range(0, len(raw), 4)
+            )
+            command = Path(f"/proc/{owner[fields[9]]}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            found.append((socket.inet_ntop(family, packed), command))
+    return found
+
+
+def _loopback(address: str) -> bool:
+    ip = ipaddress.ip_address(address)
+    mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None
+    return ip.is_loopback or (mapped is not None and mapped.is_loopback)
+
+
+def test_every_listener_of_the_embedded_ray_is_on_loopback(ray_session):
+    """DESIGN: an embedded Ray is private, every listener on loopback. Ray turns the loopback address it
+    is given into the machine's reachable one, and then its agents listen there and its gRPC and
+    Prometheus servers on every interface (the metrics ones without a token)."""
+    listeners = _tcp_listeners(_tree(os.getpid()))
+    assert any("gcs_server" in command for _, command in listeners), listeners  # Ray's own are in it
+    assert [(a, c[:80]) for a, c in listeners if not _loopback(a)] == []
+    assert ray_session.util.get_node_ip_address() == "127.0.0.1"
 
 
 def test_a_process_without_the_token_is_refused_within_seconds(gcs_address, tmp_path):
