@@ -21,6 +21,7 @@ from typing import Any
 
 import httpx
 import ray
+from listeners import tcp_listeners
 from ray.serve._private.constants import SERVE_CONTROLLER_NAME, SERVE_NAMESPACE
 from troupe.api.auth import keyring
 
@@ -196,18 +197,8 @@ async def killed_while_deciding(s: Scenario) -> None:
 
 
 def listening_on(port: int) -> list[str]:
-    """The local addresses with a TCP socket listening on ``port``, from /proc (IPv6 ones as raw hex)."""
-    found = []
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with open(table) as rows:
-            for row in list(rows)[1:]:
-                fields = row.split()
-                address, _, hex_port = fields[1].partition(":")
-                if fields[3] != "0A" or int(hex_port, 16) != port:  # 0A: LISTEN
-                    continue
-                v4 = len(address) == 8
-                found.append(socket.inet_ntoa(bytes.fromhex(address)[::-1]) if v4 else f"ipv6:{address}")
-    return found
+    """The local addresses with a TCP socket listening on ``port``."""
+    return [listener.address for listener in tcp_listeners() if listener.port == port]
 
 
 async def auth_stays_on(client: httpx.AsyncClient, port: int) -> None:

@@ -8,9 +8,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import os
-import socket
 import stat
-import struct
 import subprocess
 import sys
 import textwrap
@@ -20,6 +18,7 @@ from typing import Any
 
 import pytest
 from helpers import delete_tool, one_call
+from listeners import tcp_listeners
 
 from troupe import Agent, Runtime, SqliteStore
 from troupe.testing import CallLog
@@ -100,7 +99,7 @@ def _tree(root: int) -> set[int]:
     return found
 
 
-def _tcp_listeners(pids: set[int]) -> list[tuple[str, str]]:
+def _listeners_of(pids: set[int]) -> list[tuple[str, str]]:
     """(local address, command) of every TCP socket in LISTEN state that one of ``pids`` holds."""
     owner: dict[str, int] = {}
     for pid in pids:
@@ -110,20 +109,14 @@ def _tcp_listeners(pids: set[int]) -> list[tuple[str, str]]:
                     target = os.readlink(f"/proc/{pid}/fd/{fd}")
                     if target.startswith("socket:["):
                         owner[target[len("socket:[") : -1]] = pid
-    found = []
-    for table, family in (("/proc/net/tcp", socket.AF_INET), ("/proc/net/tcp6", socket.AF_INET6)):
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            if fields[3] != "0A" or fields[9] not in owner:  # 0A: LISTEN
-                continue
-            # The kernel prints the address as 32-bit words in host (little-endian) order.
-            raw = bytes.fromhex(fields[1].split(":")[0])
-            packed = b"".join(
-                struct.pack("<I", int.from_bytes(raw[i : i + 4], "big")) for i in range(0, len(raw), 4)
-            )
-            command = Path(f"/proc/{owner[fields[9]]}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-            found.append((socket.inet_ntop(family, packed), command))
-    return found
+    return [
+        (
+            listener.address,
+            Path(f"/proc/{owner[listener.inode]}/cmdline").read_bytes().replace(b"\0", b" ").decode(),
+        )
+        for listener in tcp_listeners()
+        if listener.inode in owner
+    ]
 
 
 def _loopback(address: str) -> bool:
@@ -136,7 +129,7 @@ def test_every_listener_of_the_embedded_ray_is_on_loopback(ray_session):
     """DESIGN: an embedded Ray is private, every listener on loopback. Ray turns the loopback address it
     is given into the machine's reachable one, and then its agents listen there and its gRPC and
     Prometheus servers on every interface (the metrics ones without a token)."""
-    listeners = _tcp_listeners(_tree(os.getpid()))
+    listeners = _listeners_of(_tree(os.getpid()))
     assert any("gcs_server" in command for _, command in listeners), listeners  # Ray's own are in it
     assert [(a, c[:80]) for a, c in listeners if not _loopback(a)] == []
     assert ray_session.util.get_node_ip_address() == "127.0.0.1"
