@@ -32,6 +32,9 @@ class ActiveRun:
     version: int
     policy: RunPolicy
     emit: Emit = lambda chunk: None
+    # Subagent runs this operation has deleted once its checkpoint recorded them: the run's end need
+    # not delete them again (it still deletes every other child, e.g. one a crash kept from going).
+    deleted_children: set[str] = field(default_factory=set)
 
     def chunk(self, type_: Any, **payload: Any) -> None:
         self.emit(Chunk(type_, self.state.run_id, payload))

@@ -161,6 +161,7 @@ class RunLoop:
         )
         for child in consumed:
             await self.store.delete_run(child)
+            run.deleted_children.add(child)
 
     async def save(
         self,
@@ -221,9 +222,11 @@ class RunLoop:
         subagent's run keeps a small finished record until its parent has checkpointed the outcome, so a
         parent recovering from a crash can still collect it. ``audit`` is written first."""
         state = run.state
-        # Every subagent record this run consumed goes first (also any a crash kept from being deleted).
+        # Every subagent record this run consumed goes first (also any a crash kept from being deleted),
+        # but not one this operation deleted already: that would be a round trip to the store for nothing.
         for child in self._children_of(state):
-            await self.store.delete_run(child)
+            if child not in run.deleted_children:
+                await self.store.delete_run(child)
         if state.parent is None:
             if audit:
                 await self.checkpoint(run, audit=audit)

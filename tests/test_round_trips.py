@@ -4,7 +4,8 @@ the wire of a real redis-server and in the transactions a real SQLite file runs.
 With ``durability="exit"`` it is three, each one atomic step: the pause (the run's first write, so it is
 stored with its pause), the decision's claim (against the state the host kept at the pause, so without a
 read) and the finish. The default ``"sync"`` adds the run's write at its start and the checkpoint after
-the approved tool has run. Then: a kept copy that is stale never decides anything (the store's
+the approved tool has run. Through a supervisor each run writes its own steps, and the subagent's
+finished record is deleted once. Then: a kept copy that is stale never decides anything (the store's
 compare-and-set does).
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 from helpers import delete_tool, one_call
+from troupe.core.delegation import child_run_id
 from troupe.storage import RedisStore
 
 from troupe import Agent, Memory, Runtime, SqliteStore
@@ -26,6 +28,20 @@ from troupe.testing import CallLog, FunctionModel, text
 EXPECTED = {
     "exit": ["pause", "claim", "finish"],
     "sync": ["start", "pause", "claim", "after the tool", "finish"],
+}
+# The same cycle through a supervisor that delegates to the subagent owning the tool: the writes of each
+# of the two runs. The subagent's run is stored when it starts (its parent, recovering, finds it by its
+# id) and kept as a finished record until its parent has checkpointed its answer; then it is deleted,
+# once.
+EXPECTED_DELEGATED = {
+    "exit": {
+        "supervisor": ["delegation marked running", "pause", "claim", "the answer recorded", "end"],
+        "subagent": ["start", "pause", "claim", "finished record", "deleted"],
+    },
+    "sync": {
+        "supervisor": ["start", "delegation marked running", "pause", "claim", "the answer recorded", "end"],
+        "subagent": ["start", "pause", "claim", "after the tool", "finished record", "deleted"],
+    },
 }
 
 
@@ -53,6 +69,11 @@ class CountingRedisStore(RedisStore):
     def of_run(self, run_id: str) -> list[tuple[Any, ...]]:
         """The requests that named ``run_id``'s keys (not the host's heartbeat or recovery scans)."""
         return [r for r in self.sent if any(run_id in str(part) for part in r[1:])]
+
+    def on_keys_of(self, run_id: str) -> list[tuple[Any, ...]]:
+        """The scripts run on ``run_id``'s keys (not one whose arguments only mention it, as a subagent's
+        state names its parent)."""
+        return [r for r in self.sent if r[0] == "EVALSHA" and any(run_id in k for k in r[3 : 3 + r[2]])]
 
 
 class CountingSqliteStore(SqliteStore):
@@ -83,6 +104,11 @@ class CountingSqliteStore(SqliteStore):
     def of_run(self, run_id: str) -> list[list[str]]:
         return [t for t in self.transactions if any(run_id in statement for statement in t)]
 
+    def on_rows_of(self, run_id: str) -> list[list[str]]:
+        """The transactions that bound ``run_id`` as a value (not one whose JSON only mentions it, as a
+        subagent's state names its parent)."""
+        return [t for t in self.transactions if any(f"'{run_id}'" in statement for statement in t)]
+
 
 async def approval_cycle(agent: Agent) -> str:
     paused = await agent.generate("delete r1")
@@ -99,9 +125,19 @@ def cycle_runtime(tmp_path: Path, store: Any, durability: str) -> tuple[Agent, R
     return runtime.get_agent("w1"), runtime, calls
 
 
-async def check_the_cycle_ran(store: Any, run_id: str, calls: CallLog) -> None:
+def delegated_runtime(tmp_path: Path, store: Any, durability: str) -> tuple[Agent, Runtime, CallLog]:
+    calls = CallLog(tmp_path / "calls.jsonl")
+    records = Agent("records", model=one_call("delete_record", {"id": "r1"}), tools=[delete_tool(calls)])
+    delegate = one_call("agent-records", {"prompt": "delete r1"}, id="d-1")
+    supervisor = Agent("boss", model=delegate, agents={"records": records})
+    runtime = Runtime([supervisor], storage=store, executor="local", durability=durability)
+    return runtime.get_agent("boss"), runtime, calls
+
+
+async def check_the_cycle_ran(store: Any, run_id: str, calls: CallLog, ran_in: str | None = None) -> None:
+    """The run is gone, its approval audited, and the tool ran once (in ``ran_in``, a subagent's run)."""
     assert await store.load_run(run_id) is None
-    assert [e["run_id"] for e in calls.entries("delete_record")].count(run_id) == 1
+    assert [e["run_id"] for e in calls.entries("delete_record")].count(ran_in or run_id) == 1
     assert [e.kind for e in await store.list_audit(run_id)] == ["approved"]
 
 
@@ -138,6 +174,48 @@ async def test_an_approval_cycle_on_sqlite_is_one_transaction_per_write(tmp_path
         status = "'suspended'" if durability == "exit" else "'running'"
         assert cycle[0][1].startswith("INSERT INTO runs") and status in cycle[0][1], cycle[0]
         await check_the_cycle_ran(store, run_id, calls)
+    finally:
+        await runtime.shutdown()
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize("durability", ["exit", "sync"])
+async def test_a_delegated_approval_cycle_on_redis_writes_each_run_once_per_step(
+    redis_url: str, redis_prefix: str, tmp_path: Path, durability: str
+):
+    store = CountingRedisStore(redis_url, redis_prefix)
+    agent, runtime, calls = delegated_runtime(tmp_path, store, durability)
+    try:
+        await approval_cycle(agent)  # warm-up: scripts loaded, connections open
+        store.sent.clear()
+        run_id = await approval_cycle(agent)
+        child = child_run_id(run_id, "d-1")
+        expected = EXPECTED_DELEGATED[durability]
+        for name, of_run in (("supervisor", store.on_keys_of(run_id)), ("subagent", store.on_keys_of(child))):
+            assert len(of_run) == len(expected[name]), (name, of_run)
+        assert await store.load_run(child) is None
+        await check_the_cycle_ran(store, run_id, calls, ran_in=child)
+    finally:
+        await runtime.shutdown()
+
+
+@pytest.mark.parametrize("durability", ["exit", "sync"])
+async def test_a_delegated_approval_cycle_on_sqlite_writes_each_run_once_per_step(
+    tmp_path: Path, durability: str
+):
+    store = CountingSqliteStore(tmp_path / "troupe.db")
+    agent, runtime, calls = delegated_runtime(tmp_path, store, durability)
+    try:
+        await approval_cycle(agent)
+        store.transactions.clear()
+        run_id = await approval_cycle(agent)
+        child = child_run_id(run_id, "d-1")
+        expected = EXPECTED_DELEGATED[durability]
+        for name, of_run in (("supervisor", store.on_rows_of(run_id)), ("subagent", store.on_rows_of(child))):
+            assert len(of_run) == len(expected[name]), (name, of_run)
+            assert all(t[0] == "BEGIN IMMEDIATE" for t in of_run), (name, of_run)
+        assert await store.load_run(child) is None
+        await check_the_cycle_ran(store, run_id, calls, ran_in=child)
     finally:
         await runtime.shutdown()
 
