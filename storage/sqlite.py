@@ -5,19 +5,6 @@ right on the event loop, which is several times faster than a hop to a thread. O
 process holds the write lock (SQLITE_BUSY) does the call move to a dedicated thread with its own
 connection, which waits for the lock there instead of stalling the loop. Compare-and-set is an
 ``UPDATE ... WHERE version = ?`` inside a transaction, which SQLite serialises across processes.
-
-WAL checkpoints (copying the log back into the database file, with its fsyncs) run on that thread too.
-SQLite would run one inside whichever commit fills its log to 1,000 pages, which here is on the event
-loop: every few dozen approval cycles one of them stalled for milliseconds (more than three times a
-cycle's median, on 2% of cycles with ``synchronous=NORMAL``). So the connections' automatic checkpoints
-are off, and once the store has changed ``CHECKPOINT_EVERY_CHANGES`` rows since the last one it starts a
-passive checkpoint on the thread: it never waits for a lock, and a write goes on while it copies. The
-log starts again from its beginning only when a write begins after a checkpoint that copied all of it,
-which writes that keep coming during each checkpoint can put off for ever; so once the log holds
-``WAL_CAP_FRAMES`` pages, the checkpoint goes on to restart it: it holds writers back (on the thread,
-not the loop) while it copies the few pages the passive pass left, and the next write starts the log
-from its beginning. The file keeps its size, as after SQLite's own checkpoints: a truncated log makes
-every later append grow the file again, which made commits slower here.
 """
 
 from __future__ import annotations
@@ -30,7 +17,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -54,16 +41,6 @@ T = TypeVar("T")
 
 Synchronous = Literal["NORMAL", "FULL"]
 _SYNCHRONOUS: tuple[Synchronous, ...] = ("NORMAL", "FULL")
-
-# Rows changed between two checkpoints (see above). A run's write changes a few rows and about as many
-# pages, so this keeps the log near the few hundred pages SQLite's own default would let it reach.
-CHECKPOINT_EVERY_CHANGES = 250
-# The log's length, in pages (4 KiB each by default), at which a checkpoint restarts it (see above): a
-# restart waits for the writer in progress, so it is kept rare, and waits for readers at most this long.
-WAL_CAP_FRAMES = 16000
-RESTART_WAIT_MS = 100
-# How long a call on the worker thread waits for another process's write lock.
-SLOW_BUSY_TIMEOUT_MS = 30_000
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -146,9 +123,6 @@ class SqliteStore:
         self._fast: sqlite3.Connection | None = None  # on the event loop; fails at once when busy
         self._slow: sqlite3.Connection | None = None  # on the worker thread; waits for the lock
         self._executor: ThreadPoolExecutor | None = None
-        # The checkpoint running or queued on the worker thread, and the changes counted when it began.
-        self._checkpointing: Future[None] | None = None
-        self._checkpointed_at = 0
 
     def __reduce__(self) -> Any:
         # Each process opens its own connection to the same file.
@@ -162,7 +136,7 @@ class SqliteStore:
         try:
             if self._fast is None:
                 self._fast = self._open(busy_timeout_ms=0)
-            result = fn(self._fast)
+            return fn(self._fast)
         except sqlite3.OperationalError as exc:
             if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY or self.path == ":memory:":
                 raise self._unavailable(exc) from exc
@@ -170,56 +144,15 @@ class SqliteStore:
             if isinstance(exc, sqlite3.IntegrityError):
                 raise
             raise self._unavailable(exc) from exc
-        else:
-            self._checkpoint_if_due()
-            return result
-        result = await asyncio.get_running_loop().run_in_executor(self._worker(), self._wait_and_call, fn)
-        self._checkpoint_if_due()
-        return result
-
-    def _worker(self) -> ThreadPoolExecutor:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="troupe-sqlite")
-        return self._executor
-
-    def _checkpoint_if_due(self) -> None:
-        """Start a checkpoint on the worker thread once enough rows changed since the last one began."""
-        if self.path == ":memory:" or (self._checkpointing is not None and not self._checkpointing.done()):
-            return
-        changes = sum(conn.total_changes for conn in (self._fast, self._slow) if conn is not None)
-        if changes - self._checkpointed_at < CHECKPOINT_EVERY_CHANGES:
-            return
-        self._checkpointed_at = changes
-        # A concurrent future, not the event loop's: the store outlives any one loop.
-        self._checkpointing = self._worker().submit(self._checkpoint)
-
-    def _checkpoint(self) -> None:
-        """On the worker thread. A failure loses nothing (the log keeps every commit), so it is logged
-        and the next checkpoint tries again; a broken database fails the next call that uses it."""
-        try:
-            conn = self._slow_connection()
-            # (busy, pages in the log, pages copied)
-            _, logged, _ = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-            if logged >= WAL_CAP_FRAMES:
-                # A restart holds writers back while it waits for readers (another process's, or
-                # a tool's): briefly, and it is tried again at the next checkpoint if one outlasts it.
-                conn.execute(f"PRAGMA busy_timeout={RESTART_WAIT_MS}")
-                try:
-                    conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
-                finally:
-                    conn.execute(f"PRAGMA busy_timeout={SLOW_BUSY_TIMEOUT_MS}")
-        except sqlite3.Error as exc:
-            log.warning("SQLite store %s: WAL checkpoint failed: %s", self.path, exc)
-
-    def _slow_connection(self) -> sqlite3.Connection:
-        """The worker thread's connection (opened there, on first use)."""
-        if self._slow is None:
-            self._slow = self._open(busy_timeout_ms=SLOW_BUSY_TIMEOUT_MS)
-        return self._slow
+        return await asyncio.get_running_loop().run_in_executor(self._executor, self._wait_and_call, fn)
 
     def _wait_and_call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         try:
-            return fn(self._slow_connection())
+            if self._slow is None:
+                self._slow = self._open(busy_timeout_ms=30_000)
+            return fn(self._slow)
         except sqlite3.IntegrityError:
             raise
         except sqlite3.DatabaseError as exc:
@@ -238,7 +171,6 @@ class SqliteStore:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA synchronous={self.synchronous}")  # one of _SYNCHRONOUS, checked above
             conn.execute(f"PRAGMA busy_timeout={busy_timeout_ms}")
-            conn.execute("PRAGMA wal_autocheckpoint=0")  # the worker thread checkpoints (see above)
             conn.executescript(_SCHEMA)
             _migrate(conn)
         except BaseException:
@@ -488,10 +420,6 @@ class SqliteStore:
         return await self._run(select)
 
     async def close(self) -> None:
-        if self._checkpointing is not None:
-            # Before the worker's connection closes (it is the one checkpointing).
-            await asyncio.wrap_future(self._checkpointing)
-            self._checkpointing = None
         if self._fast is not None:
             self._fast.close()
             self._fast = None
