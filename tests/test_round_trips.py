@@ -12,6 +12,7 @@ compare-and-set does).
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -70,10 +71,13 @@ class CountingRedisStore(RedisStore):
         """The requests that named ``run_id``'s keys (not the host's heartbeat or recovery scans)."""
         return [r for r in self.sent if any(run_id in str(part) for part in r[1:])]
 
-    def on_keys_of(self, run_id: str) -> list[tuple[Any, ...]]:
+    def writes_of(self, run_id: str) -> list[tuple[Any, ...]]:
         """The scripts run on ``run_id``'s keys (not one whose arguments only mention it, as a subagent's
         state names its parent)."""
         return [r for r in self.sent if r[0] == "EVALSHA" and any(run_id in k for k in r[3 : 3 + r[2]])]
+
+    def forget(self) -> None:
+        self.sent.clear()
 
 
 class CountingSqliteStore(SqliteStore):
@@ -104,10 +108,17 @@ class CountingSqliteStore(SqliteStore):
     def of_run(self, run_id: str) -> list[list[str]]:
         return [t for t in self.transactions if any(run_id in statement for statement in t)]
 
-    def on_rows_of(self, run_id: str) -> list[list[str]]:
-        """The transactions that bound ``run_id`` as a value (not one whose JSON only mentions it, as a
-        subagent's state names its parent)."""
-        return [t for t in self.transactions if any(f"'{run_id}'" in statement for statement in t)]
+    def writes_of(self, run_id: str) -> list[list[str]]:
+        """The write transactions that bound ``run_id`` as a value (not one whose JSON only mentions it,
+        as a subagent's state names its parent)."""
+        return [
+            t
+            for t in self.transactions
+            if t[0] == "BEGIN IMMEDIATE" and any(f"'{run_id}'" in statement for statement in t)
+        ]
+
+    def forget(self) -> None:
+        self.transactions.clear()
 
 
 async def approval_cycle(agent: Agent) -> str:
@@ -134,6 +145,14 @@ def delegated_runtime(tmp_path: Path, store: Any, durability: str) -> tuple[Agen
     return runtime.get_agent("boss"), runtime, calls
 
 
+async def measured_cycle(agent: Agent, forget: Callable[[], None]) -> str:
+    """A cycle after a warm-up one (scripts loaded, connections open), whose requests ``forget`` drops
+    first; the measured cycle's run id."""
+    await approval_cycle(agent)
+    forget()
+    return await approval_cycle(agent)
+
+
 async def check_the_cycle_ran(store: Any, run_id: str, calls: CallLog, ran_in: str | None = None) -> None:
     """The run is gone, its approval audited, and the tool ran once (in ``ran_in``, a subagent's run)."""
     assert await store.load_run(run_id) is None
@@ -149,9 +168,7 @@ async def test_an_approval_cycle_on_redis_is_one_lua_script_per_write(
     store = CountingRedisStore(redis_url, redis_prefix)
     agent, runtime, calls = cycle_runtime(tmp_path, store, durability)
     try:
-        await approval_cycle(agent)  # warm-up: scripts loaded, connections open
-        store.sent.clear()
-        run_id = await approval_cycle(agent)
+        run_id = await measured_cycle(agent, store.forget)
         cycle = store.of_run(run_id)
         assert [r[0] for r in cycle] == ["EVALSHA"] * len(EXPECTED[durability]), cycle
         await check_the_cycle_ran(store, run_id, calls)
@@ -164,9 +181,7 @@ async def test_an_approval_cycle_on_sqlite_is_one_transaction_per_write(tmp_path
     store = CountingSqliteStore(tmp_path / "troupe.db")
     agent, runtime, calls = cycle_runtime(tmp_path, store, durability)
     try:
-        await approval_cycle(agent)
-        store.transactions.clear()
-        run_id = await approval_cycle(agent)
+        run_id = await measured_cycle(agent, store.forget)
         cycle = store.of_run(run_id)
         assert len(cycle) == len(EXPECTED[durability]), cycle
         assert all(t[0] == "BEGIN IMMEDIATE" for t in cycle), cycle
@@ -178,42 +193,25 @@ async def test_an_approval_cycle_on_sqlite_is_one_transaction_per_write(tmp_path
         await runtime.shutdown()
 
 
-@pytest.mark.redis
+@pytest.mark.parametrize("kind", [pytest.param("redis", marks=pytest.mark.redis), "sqlite"])
 @pytest.mark.parametrize("durability", ["exit", "sync"])
-async def test_a_delegated_approval_cycle_on_redis_writes_each_run_once_per_step(
-    redis_url: str, redis_prefix: str, tmp_path: Path, durability: str
+async def test_a_delegated_approval_cycle_writes_each_run_once_per_step(
+    request: pytest.FixtureRequest, tmp_path: Path, kind: str, durability: str
 ):
-    store = CountingRedisStore(redis_url, redis_prefix)
+    store: CountingRedisStore | CountingSqliteStore
+    if kind == "redis":
+        store = CountingRedisStore(
+            request.getfixturevalue("redis_url"), request.getfixturevalue("redis_prefix")
+        )
+    else:
+        store = CountingSqliteStore(tmp_path / "troupe.db")
     agent, runtime, calls = delegated_runtime(tmp_path, store, durability)
     try:
-        await approval_cycle(agent)  # warm-up: scripts loaded, connections open
-        store.sent.clear()
-        run_id = await approval_cycle(agent)
+        run_id = await measured_cycle(agent, store.forget)
         child = child_run_id(run_id, "d-1")
         expected = EXPECTED_DELEGATED[durability]
-        for name, of_run in (("supervisor", store.on_keys_of(run_id)), ("subagent", store.on_keys_of(child))):
-            assert len(of_run) == len(expected[name]), (name, of_run)
-        assert await store.load_run(child) is None
-        await check_the_cycle_ran(store, run_id, calls, ran_in=child)
-    finally:
-        await runtime.shutdown()
-
-
-@pytest.mark.parametrize("durability", ["exit", "sync"])
-async def test_a_delegated_approval_cycle_on_sqlite_writes_each_run_once_per_step(
-    tmp_path: Path, durability: str
-):
-    store = CountingSqliteStore(tmp_path / "troupe.db")
-    agent, runtime, calls = delegated_runtime(tmp_path, store, durability)
-    try:
-        await approval_cycle(agent)
-        store.transactions.clear()
-        run_id = await approval_cycle(agent)
-        child = child_run_id(run_id, "d-1")
-        expected = EXPECTED_DELEGATED[durability]
-        for name, of_run in (("supervisor", store.on_rows_of(run_id)), ("subagent", store.on_rows_of(child))):
-            assert len(of_run) == len(expected[name]), (name, of_run)
-            assert all(t[0] == "BEGIN IMMEDIATE" for t in of_run), (name, of_run)
+        for name, written in (("supervisor", store.writes_of(run_id)), ("subagent", store.writes_of(child))):
+            assert len(written) == len(expected[name]), (name, written)
         assert await store.load_run(child) is None
         await check_the_cycle_ran(store, run_id, calls, ran_in=child)
     finally:
