@@ -71,10 +71,14 @@ class CountingRedisStore(RedisStore):
         """The requests that named ``run_id``'s keys (not the host's heartbeat or recovery scans)."""
         return [r for r in self.sent if any(run_id in str(part) for part in r[1:])]
 
-    def writes_of(self, run_id: str) -> list[tuple[Any, ...]]:
+    def requests_of(self, run_id: str) -> list[tuple[Any, ...]]:
         """The scripts run on ``run_id``'s keys (not one whose arguments only mention it, as a subagent's
         state names its parent)."""
         return [r for r in self.sent if r[0] == "EVALSHA" and any(run_id in k for k in r[3 : 3 + r[2]])]
+
+    @staticmethod
+    def is_write(request: Any) -> bool:
+        return bool(request[0] == "EVALSHA")
 
     def forget(self) -> None:
         self.sent.clear()
@@ -108,14 +112,14 @@ class CountingSqliteStore(SqliteStore):
     def of_run(self, run_id: str) -> list[list[str]]:
         return [t for t in self.transactions if any(run_id in statement for statement in t)]
 
-    def writes_of(self, run_id: str) -> list[list[str]]:
-        """The write transactions that bound ``run_id`` as a value (not one whose JSON only mentions it,
-        as a subagent's state names its parent)."""
-        return [
-            t
-            for t in self.transactions
-            if t[0] == "BEGIN IMMEDIATE" and any(f"'{run_id}'" in statement for statement in t)
-        ]
+    def requests_of(self, run_id: str) -> list[list[str]]:
+        """The transactions that bound ``run_id`` as a value (not one whose JSON only mentions it, as a
+        subagent's state names its parent)."""
+        return [t for t in self.transactions if any(f"'{run_id}'" in statement for statement in t)]
+
+    @staticmethod
+    def is_write(transaction: Any) -> bool:
+        return transaction[0] == "BEGIN IMMEDIATE"
 
     def forget(self) -> None:
         self.transactions.clear()
@@ -210,8 +214,10 @@ async def test_a_delegated_approval_cycle_writes_each_run_once_per_step(
         run_id = await measured_cycle(agent, store.forget)
         child = child_run_id(run_id, "d-1")
         expected = EXPECTED_DELEGATED[durability]
-        for name, written in (("supervisor", store.writes_of(run_id)), ("subagent", store.writes_of(child))):
-            assert len(written) == len(expected[name]), (name, written)
+        for name, one_run in (("supervisor", run_id), ("subagent", child)):
+            of_run = store.requests_of(one_run)
+            assert len(of_run) == len(expected[name]), (name, of_run)
+            assert all(store.is_write(r) for r in of_run), (name, of_run)
         assert await store.load_run(child) is None
         await check_the_cycle_ran(store, run_id, calls, ran_in=child)
     finally:
