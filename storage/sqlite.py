@@ -5,6 +5,14 @@ right on the event loop, which is several times faster than a hop to a thread. O
 process holds the write lock (SQLITE_BUSY) does the call move to a dedicated thread with its own
 connection, which waits for the lock there instead of stalling the loop. Compare-and-set is an
 ``UPDATE ... WHERE version = ?`` inside a transaction, which SQLite serialises across processes.
+
+WAL checkpoints (copying the log back into the database file, with an fsync of each) run on that thread
+too, as passive checkpoints that wait for no one: every ``CHECKPOINT_EVERY_CHANGES`` changed rows. Left to
+itself SQLite runs one inside whichever commit fills the log to 1,000 pages: on the event loop, a stall
+of several milliseconds for every run of the process every few dozen approval cycles. SQLite's own
+checkpoint stays on as a backstop at ``BACKSTOP_PAGES``: while writes keep coming, a passive checkpoint
+from another connection never gets to the end of the log, so the log starts again from its beginning
+only after a checkpoint inside a commit, which by then has only the last few pages left to copy.
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -41,6 +49,13 @@ T = TypeVar("T")
 
 Synchronous = Literal["NORMAL", "FULL"]
 _SYNCHRONOUS: tuple[Synchronous, ...] = ("NORMAL", "FULL")
+
+# Rows changed between two checkpoints on the worker thread (see above). A run's write changes one to
+# three rows and dirties about seven pages, so the log gains a few hundred pages between two of them.
+CHECKPOINT_EVERY_CHANGES = 60
+# The log's size, in pages, at which a commit checkpoints (SQLite's wal_autocheckpoint; its default is
+# 1,000): twice a few checkpoints' worth, so that it only comes in to let the log start again.
+BACKSTOP_PAGES = 2000
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -123,6 +138,9 @@ class SqliteStore:
         self._fast: sqlite3.Connection | None = None  # on the event loop; fails at once when busy
         self._slow: sqlite3.Connection | None = None  # on the worker thread; waits for the lock
         self._executor: ThreadPoolExecutor | None = None
+        # The checkpoint queued or running on the worker thread, and the changes counted when it began.
+        self._checkpointing: Future[None] | None = None
+        self._checkpointed_at = 0
 
     def __reduce__(self) -> Any:
         # Each process opens its own connection to the same file.
@@ -136,7 +154,7 @@ class SqliteStore:
         try:
             if self._fast is None:
                 self._fast = self._open(busy_timeout_ms=0)
-            return fn(self._fast)
+            result = fn(self._fast)
         except sqlite3.OperationalError as exc:
             if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY or self.path == ":memory:":
                 raise self._unavailable(exc) from exc
@@ -144,9 +162,17 @@ class SqliteStore:
             if isinstance(exc, sqlite3.IntegrityError):
                 raise
             raise self._unavailable(exc) from exc
+        else:
+            self._checkpoint_if_due()
+            return result
+        result = await asyncio.get_running_loop().run_in_executor(self._worker(), self._wait_and_call, fn)
+        self._checkpoint_if_due()
+        return result
+
+    def _worker(self) -> ThreadPoolExecutor:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="troupe-sqlite")
-        return await asyncio.get_running_loop().run_in_executor(self._executor, self._wait_and_call, fn)
+        return self._executor
 
     def _wait_and_call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         try:
@@ -157,6 +183,27 @@ class SqliteStore:
             raise
         except sqlite3.DatabaseError as exc:
             raise self._unavailable(exc) from exc
+
+    def _checkpoint_if_due(self) -> None:
+        """Queue a checkpoint on the worker thread once enough rows changed since the last one began."""
+        if self.path == ":memory:" or (self._checkpointing is not None and not self._checkpointing.done()):
+            return
+        changes = sum(conn.total_changes for conn in (self._fast, self._slow) if conn is not None)
+        if changes - self._checkpointed_at < CHECKPOINT_EVERY_CHANGES:
+            return
+        self._checkpointed_at = changes
+        # A concurrent future, not the event loop's: the store outlives any one loop.
+        self._checkpointing = self._worker().submit(self._checkpoint)
+
+    def _checkpoint(self) -> None:
+        """On the worker thread. A checkpoint that fails loses nothing (the log keeps every commit): it
+        is logged, and the next one tries again; a broken database fails the next call that uses it."""
+        try:
+            if self._slow is None:
+                self._slow = self._open(busy_timeout_ms=30_000)
+            self._slow.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        except (sqlite3.Error, OSError) as exc:
+            log.warning("SQLite store %s: WAL checkpoint failed: %s", self.path, exc)
 
     def _unavailable(self, exc: Exception) -> StorageUnavailableError:
         return StorageUnavailableError(f"SQLite store {self.path} failed: {exc}", path=self.path)
@@ -171,6 +218,7 @@ class SqliteStore:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA synchronous={self.synchronous}")  # one of _SYNCHRONOUS, checked above
             conn.execute(f"PRAGMA busy_timeout={busy_timeout_ms}")
+            conn.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")
             conn.executescript(_SCHEMA)
             _migrate(conn)
         except BaseException:
@@ -420,6 +468,11 @@ class SqliteStore:
         return await self._run(select)
 
     async def close(self) -> None:
+        if self._checkpointing is not None:
+            # Before the worker's connection closes: it is the one checkpointing.
+            await asyncio.wrap_future(self._checkpointing)
+            self._checkpointing = None
+        self._checkpointed_at = 0  # connections opened again count their changes from nothing
         if self._fast is not None:
             self._fast.close()
             self._fast = None
