@@ -174,11 +174,15 @@ class SqliteStore:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="troupe-sqlite")
         return self._executor
 
+    def _worker_connection(self) -> sqlite3.Connection:
+        """The worker thread's connection, opened on first use (on that thread)."""
+        if self._slow is None:
+            self._slow = self._open(busy_timeout_ms=30_000)
+        return self._slow
+
     def _wait_and_call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         try:
-            if self._slow is None:
-                self._slow = self._open(busy_timeout_ms=30_000)
-            return fn(self._slow)
+            return fn(self._worker_connection())
         except sqlite3.IntegrityError:
             raise
         except sqlite3.DatabaseError as exc:
@@ -199,9 +203,7 @@ class SqliteStore:
         """On the worker thread. A checkpoint that fails loses nothing (the log keeps every commit): it
         is logged, and the next one tries again; a broken database fails the next call that uses it."""
         try:
-            if self._slow is None:
-                self._slow = self._open(busy_timeout_ms=30_000)
-            self._slow.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            self._worker_connection().execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
         except (sqlite3.Error, OSError) as exc:
             log.warning("SQLite store %s: WAL checkpoint failed: %s", self.path, exc)
 
