@@ -90,6 +90,11 @@ class System:
         """Bytes in the durable store (file sizes, Redis used_memory), or None without one."""
         return None
 
+    async def w1_parts(self) -> dict[str, Any] | None:
+        """What one W1 cycle is made of (store writes, calls to other processes), where the system can
+        say: measured after the timed cycles, for the report's floor. None: not measured."""
+        return None
+
 
 class JsonFileSystem(System):
     """A peer without a store of its own: a paused run's state is kept in memory (``mode="memory"``) or
@@ -237,7 +242,12 @@ async def latency(system: System, workload: str, cycles: int, warmup: int) -> di
     finally:
         gc.unfreeze()
     # The driver's collections per generation while timed.
-    return await latency_row(system, workload, samples, warmup, driver_gc_collections=collections)
+    row = await latency_row(system, workload, samples, warmup, driver_gc_collections=collections)
+    # After the footprint was taken: the probe opens stores of its own.
+    parts = await system.w1_parts() if workload == "w1" else None
+    if parts is not None:
+        row["parts"] = parts
+    return row
 
 
 async def latency_row(

@@ -119,45 +119,51 @@ TARGETS_MS = {
 W1_WRITES = {"sync": 5, "exit": 3}
 
 
-def fsynced_w1_writes(system: str) -> int:
-    """How many of a W1 cycle's writes wait for an fsync in ``system``: all of them on SQLite FULL and
-    Redis appendfsync always, none on the others (NORMAL and everysec sync in the background)."""
-    if "sqlite-full" not in system and "redis-always" not in system:
-        return 0
+def w1_writes(system: str) -> int:
     return W1_WRITES["exit" if system.endswith("-exit") else "sync"]
 
 
 def _floors(rows: list[dict[str, Any]], present: list[str]) -> list[str]:
-    """W1's median beside a floor that no change to how Troupe stores a run can go under on this
-    machine at that moment: the fsyncs a cycle waits for (the process's own probe) plus the cycle's own
-    work, in memory and in-process (troupe-local-memory's median, the same run). Ray's hops and the
-    network are left out of it; the cycle's own work is Troupe's code, and could shrink."""
+    """W1's median beside the sum of what a cycle is made of, each part measured in the same process
+    right after its timed cycles (troupe_systems.TroupeSystem.w1_parts): the store's writes (this
+    store's own insert, update and delete of the W1 run, on the same server or settings), the calls to
+    the agent's actor (a bare call each), and the cycle's own work in-process and in memory
+    (troupe-local-memory's median, the same run). What the sum leaves out is the processes' contention
+    for the machine's two cores and their wake-ups. The store and the transport are parts no change to
+    the agent loop can go under; the cycle's own work is Troupe's code, and could shrink."""
     by = {r["system"]: r for r in rows if r["workload"] == "w1" and r.get("status") == "ok"}
     in_memory = by.get("troupe-local-memory")
     if in_memory is None:
         return []
     body = []
-    for s in [s for s in present if fsynced_w1_writes(s) and s in by and "probe" in by[s]]:
-        writes, fsync = fsynced_w1_writes(s), by[s]["probe"]["fsync_ms_p50"]
-        floor = writes * fsync + in_memory["median_ms"]
+    for s in [s for s in present if s in by and by[s]["durable"] and "parts" in by[s]]:
+        parts, writes = by[s]["parts"], w1_writes(s)
+        calls, call_ms = parts["actor_calls_per_cycle"], parts.get("actor_call_ms", 0.0)
+        floor = writes * parts["store_write_ms"] + calls * call_ms + in_memory["median_ms"]
         target = TARGETS_MS.get(("w1", s))
         body.append(
             [
                 s,
                 str(writes),
-                _num(fsync, 3),
+                _num(parts["store_write_ms"], 3),
+                str(calls),
+                _num(call_ms, 3) if calls else "",
                 _num(floor),
                 _num(by[s]["median_ms"]),
+                _num(by[s]["median_ms"] - floor),
                 _num(target) if target else "",
             ]
         )
     return _table(
         [
             "system",
-            "fsynced writes per cycle",
-            "fsync p50 ms (its process)",
-            "floor ms",
+            "writes per cycle",
+            "store write ms",
+            "actor calls per cycle",
+            "actor call ms",
+            "sum of parts ms",
             "median ms",
+            "median - sum ms",
             "target ms",
         ],
         body,
@@ -379,11 +385,14 @@ def tables(rows: list[dict[str, Any]], systems: list[str], meta: dict[str, Any])
     if floors:
         out += [
             "",
-            "### W1 against the machine's floor",
+            "### W1 and what a cycle is made of",
             "",
-            "floor = fsynced writes per cycle x the fsync median its process measured before it started + "
-            "troupe-local-memory's W1 median (the cycle's own work, in-process, without Ray's hops): what "
-            "no change to how runs are stored can go under, with the cycle's own work as it is.",
+            "sum of parts = writes per cycle x the median of this store's own writes (insert, "
+            "compare-and-set update and delete of the W1 run's paused state, on the same redis-server or "
+            "SQLite settings) + the actor calls one cycle makes x the median of a bare call to the agent's "
+            "actor + troupe-local-memory's W1 median (the cycle's own work, in-process, in memory); each "
+            "part measured in the row's process right after its timed cycles. Store writes and actor calls "
+            "are what no change to the agent loop can go under on this machine at that moment.",
             "",
             *floors,
         ]

@@ -78,6 +78,9 @@ KNOWN_SYSTEMS = [
     "troupe-local-redis-always",
     "troupe-local-redis-everysec",
     "troupe-ray-memory",
+    "troupe-ray-redis-everysec-exit",
+    "troupe-local-redis-always-exit",
+    "troupe-local-redis-everysec-exit",
     "mastra-libsql-full",
 ]
 NOTES = {

@@ -3,6 +3,9 @@ bench/suspended_scale.py (bench_agents.build_agent / build_supervisor, the strea
 
 from __future__ import annotations
 
+import statistics
+import time
+from collections.abc import Awaitable
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -24,6 +27,18 @@ DURABILITY = {
     "normal": "SQLite WAL, synchronous=NORMAL",
     "full": "SQLite WAL, synchronous=FULL",
 }
+
+
+# Samples of each part of a W1 cycle (TroupeSystem.w1_parts), after a few untimed: a fraction of a
+# second on any store.
+PARTS_WARMUP = 10
+PARTS_SAMPLES = 100
+
+
+async def _took_ms(job: Awaitable[Any]) -> float:
+    started = time.perf_counter()
+    await job
+    return (time.perf_counter() - started) * 1000
 
 
 class TroupeSystem(System):
@@ -97,6 +112,63 @@ class TroupeSystem(System):
     async def list_paused(self) -> list[Any]:
         listed = await self.agent.list_suspended_runs()
         return [(run.run_id, run.pending[0].tool_call_id) for run in listed.runs]
+
+    async def w1_parts(self) -> dict[str, Any]:
+        """What a W1 cycle is made of, measured right after its timed cycles: the actor calls one cycle
+        makes (counted in this process; none in-process), a bare call's time (``ping``), and a store
+        write's time: the runtime's own store (the same redis-server or SQLite file) inserting, updating
+        (compare-and-set) and deleting copies of the W1 run's paused state under run ids of their own."""
+        parts: dict[str, Any] = {"actor_calls_per_cycle": 0}
+        handle = self.runtime.handle("bench")
+        replicas = getattr(handle, "replicas", [])
+        if replicas:
+            calls = await self._count_calls(replicas)
+            parts["actor_calls_per_cycle"] = calls
+            took = [await _took_ms(replicas[0].call("ping")) for _ in range(PARTS_SAMPLES)]
+            parts["actor_call_ms"] = round(statistics.median(took), 3)
+        if self.durable:
+            parts["store_write_ms"] = await self._store_write_ms()
+        return parts
+
+    async def _count_calls(self, replicas: list[Any]) -> int:
+        counted = 0
+
+        def counting(call: Any) -> Any:
+            async def call_and_count(*args: Any, **kwargs: Any) -> Any:
+                nonlocal counted
+                counted += 1
+                return await call(*args, **kwargs)
+
+            return call_and_count
+
+        for actor in replicas:
+            actor.call = counting(actor.call)
+        try:
+            await self.w1()
+        finally:
+            for actor in replicas:
+                del actor.call  # the class's method again
+        return counted
+
+    async def _store_write_ms(self) -> float:
+        paused = await self.agent.generate("delete record parts")
+        store = self._storage("main")  # the runtime's own store, warm as the cycles left it
+        try:
+            stored = await store.load_run(paused.run_id)
+            assert stored is not None, "the paused run is not in the store"
+            writes: list[float] = []
+            for i in range(PARTS_WARMUP + PARTS_SAMPLES):
+                state = stored.state.model_copy(update={"run_id": f"parts-{self.env['nonce']}-{i}"})
+                took = [
+                    await _took_ms(store.create_run(state)),
+                    await _took_ms(store.save_run(state, expected_version=1)),
+                    await _took_ms(store.delete_run(state.run_id)),
+                ]
+                writes += took if i >= PARTS_WARMUP else []
+        finally:
+            await store.close()
+        await self.approve((paused.run_id, paused.suspend_payload["tool_call_id"]))
+        return round(statistics.median(writes), 3)
 
     async def pids(self) -> list[int]:
         found = [int((await host_stats(self.runtime))["pid"])]
