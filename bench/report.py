@@ -203,8 +203,8 @@ def _machine(rows: list[dict[str, Any]], systems: list[str], started: float | No
 def w3_growth(rows: list[dict[str, Any]], sizes: list[int]) -> dict[str, dict[str, Any]]:
     """Per system: W3's ms per run at each size it ran, and the largest size's over the smallest's
     (1.0 = linear; the issue's target is within 15%). Where the smallest size was run again just before
-    the largest (run_all.reference_run), the ratio is taken against the median of those runs, measured
-    minutes from the largest rather than a whole phase earlier."""
+    the largest, in its process and on its store (run_all.with_reference), the ratio is taken against
+    the median of those runs rather than against a run in another process a whole phase earlier."""
     found: dict[str, dict[str, Any]] = {}
     for r in rows:
         if r["workload"] == "w3" and r.get("status") == "ok" and r.get("n") in sizes:

@@ -382,8 +382,9 @@ def run(
         )
         for s in on:
             if len(sizes[s]) > 1 and n == max(sizes[s]):
-                rows += reference_run(runner, s, min(sizes[s]))
-            rows += runner.spawn(s, [(f"w3:{n}", f"w3-{n}")])
+                rows += with_reference(runner, s, min(sizes[s]), n)
+            else:
+                rows += runner.spawn(s, [(f"w3:{n}", f"w3-{n}")])
     if "w4" in workloads:
         print(f"W4: restart with {n4} paused runs", flush=True)
         for s in systems:
@@ -394,19 +395,24 @@ def run(
     return rows
 
 
-# Runs of the smallest W3 size in the reference process: one lasts a fraction of a second (0.13 s in
-# memory), so a single one is mostly the machine's noise of that moment.
+# Runs of the smallest W3 size before the largest: one lasts a fraction of a second (0.13 s in memory),
+# so a single one is mostly the machine's noise of that moment.
 REFERENCE_REPEATS = 5
 
 
-def reference_run(runner: Runner, system: str, n: int) -> list[dict[str, Any]]:
-    """W3 at its smallest size again, ``REFERENCE_REPEATS`` times in one process (one store) just before
-    the largest, for linearity: the two sizes of one system are then measured minutes apart at most, not
-    a whole phase apart (this shared machine drifts by tens of percent between phases), and the
-    reference is the median of several runs, not one. Marked "w3-reference", so only the linearity
-    table reads them."""
-    rows = runner.spawn(system, [(f"w3:{n}", f"w3-{n}-reference")] * REFERENCE_REPEATS)
-    return [dict(r, workload="w3-reference") if r.get("workload") == "w3" else r for r in rows]
+def with_reference(runner: Runner, system: str, small: int, large: int) -> list[dict[str, Any]]:
+    """W3 at its largest size, after its smallest ``REFERENCE_REPEATS`` times, all in one process on
+    one runtime and store: linearity then compares the two sizes with everything else alike (the
+    process, its warm-up, the store, the actors, the machine's moment; this shared machine drifts by
+    tens of percent between processes minutes apart), against the median of several small runs rather
+    than one. The small runs are marked "w3-reference", so only the linearity table reads them; the
+    separate run of the smallest size stays the one compared across systems."""
+    phases = [(f"w3:{small}", f"w3-{large}")] * REFERENCE_REPEATS + [(f"w3:{large}", f"w3-{large}")]
+    rows = runner.spawn(system, phases)
+    return [
+        dict(r, workload="w3-reference") if r.get("workload") == "w3" and r.get("n") == small else r
+        for r in rows
+    ]
 
 
 def w3_sizes(args: argparse.Namespace, systems: list[str]) -> dict[str, list[int]]:
