@@ -92,7 +92,8 @@ class System:
 
     async def w1_parts(self) -> dict[str, Any] | None:
         """What one W1 cycle is made of (store writes, calls to other processes), where the system can
-        say: measured after the timed cycles, for the report's floor. None: not measured."""
+        say: measured after the timed cycles, for the report's "what a cycle is made of". None: not
+        measured."""
         return None
 
 

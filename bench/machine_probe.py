@@ -14,9 +14,10 @@ every process of run_all.py measures two things first, and each of its rows carr
   target of the Troupe rows is read against it.
 - ``fsync_ms_p50`` / ``fsync_ms_p99``: appending 4 KB to a file in the benchmark's work directory and
   fsyncing it, as a synchronous SQLite commit (``synchronous=FULL``) or a Redis ``appendfsync always``
-  write does once each. The median bounds what a cycle of N such writes can cost from below.
+  write does once each: the disk's part of a store write at that moment (the report's "what a cycle is
+  made of" times the store's own writes, which include it).
 
-The report prints both beside each system and uses them for the floor of the absolute W1 targets.
+The report prints both beside each system.
 """
 
 from __future__ import annotations

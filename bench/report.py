@@ -123,7 +123,7 @@ def w1_writes(system: str) -> int:
     return W1_WRITES["exit" if system.endswith("-exit") else "sync"]
 
 
-def _floors(rows: list[dict[str, Any]], present: list[str]) -> list[str]:
+def _w1_parts(rows: list[dict[str, Any]], present: list[str]) -> list[str]:
     """W1's median beside the sum of what a cycle is made of, each part measured in the same process
     right after its timed cycles (troupe_systems.TroupeSystem.w1_parts): the store's writes (this
     store's own insert, update and delete of the W1 run, on the same server or settings), the calls to
@@ -139,7 +139,7 @@ def _floors(rows: list[dict[str, Any]], present: list[str]) -> list[str]:
     for s in [s for s in present if s in by and by[s]["durable"] and "parts" in by[s]]:
         parts, writes = by[s]["parts"], w1_writes(s)
         calls, call_ms = parts["actor_calls_per_cycle"], parts.get("actor_call_ms", 0.0)
-        floor = writes * parts["store_write_ms"] + calls * call_ms + in_memory["median_ms"]
+        total = writes * parts["store_write_ms"] + calls * call_ms + in_memory["median_ms"]
         target = TARGETS_MS.get(("w1", s))
         body.append(
             [
@@ -148,9 +148,9 @@ def _floors(rows: list[dict[str, Any]], present: list[str]) -> list[str]:
                 _num(parts["store_write_ms"], 3),
                 str(calls),
                 _num(call_ms, 3) if calls else "",
-                _num(floor),
+                _num(total),
                 _num(by[s]["median_ms"]),
-                _num(by[s]["median_ms"] - floor),
+                _num(by[s]["median_ms"] - total),
                 _num(target) if target else "",
             ]
         )
@@ -381,8 +381,8 @@ def tables(rows: list[dict[str, Any]], systems: list[str], meta: dict[str, Any])
             ]
 
     w1 = [s for s in systems if ("w1", None, s) in by]
-    floors = _floors(rows, w1)
-    if floors:
+    parts = _w1_parts(rows, w1)
+    if parts:
         out += [
             "",
             "### W1 and what a cycle is made of",
@@ -394,7 +394,7 @@ def tables(rows: list[dict[str, Any]], systems: list[str], meta: dict[str, Any])
             "part measured in the row's process right after its timed cycles. Store writes and actor calls "
             "are what no change to the agent loop can go under on this machine at that moment.",
             "",
-            *floors,
+            *parts,
         ]
 
     present = [s for s in systems if ("w4", meta["w4_runs"], s) in by]
