@@ -164,7 +164,8 @@ class TroupeSystem(System):
                     await _took_ms(store.save_run(state, expected_version=1)),
                     await _took_ms(store.delete_run(state.run_id)),
                 ]
-                writes += took if i >= PARTS_WARMUP else []
+                if i >= PARTS_WARMUP:
+                    writes += took
         finally:
             await store.close()
         await self.approve((paused.run_id, paused.suspend_payload["tool_call_id"]))
