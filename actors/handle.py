@@ -16,9 +16,13 @@ from typing import Any
 
 from troupe.actors.host import AgentHost, Batch
 from troupe.actors.remote import RayActor, RayActorError
-from troupe.core.errors import AgentUnavailableError, DecisionConflictError, ToolCallNotSuspendedError
-from troupe.core.requests import ChunkBatches, DecideRequest, StartRequest
-from troupe.core.results import ResultBuilder, RunResult
+from troupe.core.vocabulary.errors import (
+    AgentUnavailableError,
+    DecisionConflictError,
+    ToolCallNotSuspendedError,
+)
+from troupe.core.vocabulary.requests import ChunkBatches, DecideRequest, StartRequest
+from troupe.core.vocabulary.results import ResultBuilder, RunResult
 
 log = logging.getLogger(__name__)
 

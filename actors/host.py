@@ -19,27 +19,27 @@ import uuid
 from typing import NamedTuple
 
 from troupe.actors.remote import current_actor_id, current_node_id
-from troupe.core.agent import AgentSpec
-from troupe.core.approvers import ApproverPolicies
 from troupe.core.cancellation import stop_if_cancelled
-from troupe.core.chunks import Chunk
-from troupe.core.engine import Operation, RunEngine
-from troupe.core.errors import (
+from troupe.core.deciding.approvers import ApproverPolicies
+from troupe.core.deciding.handoff import handed_off
+from troupe.core.notifying.outbox import Notifications
+from troupe.core.notifying.webhooks import Dispatcher
+from troupe.core.run.engine import Operation, RunEngine
+from troupe.core.run.loop import Durability
+from troupe.core.tracing import configure as configure_tracing
+from troupe.core.vocabulary.agent import AgentSpec
+from troupe.core.vocabulary.chunks import Chunk
+from troupe.core.vocabulary.errors import (
     AgentUnavailableError,
     DecisionConflictError,
     PauseExpiredError,
     ToolCallNotSuspendedError,
 )
-from troupe.core.handoff import handed_off
-from troupe.core.loop import Durability
-from troupe.core.outbox import Notifications
-from troupe.core.requests import AgentPort, DecideRequest, StartRequest
-from troupe.core.results import ResultBuilder, RunResult
-from troupe.core.state import Clock, utcnow
-from troupe.core.store import Store
-from troupe.core.tools import DEFAULT_TOOL_THREADS, ToolThreads
-from troupe.core.tracing import configure as configure_tracing
-from troupe.core.webhooks import Dispatcher
+from troupe.core.vocabulary.requests import AgentPort, DecideRequest, StartRequest
+from troupe.core.vocabulary.results import ResultBuilder, RunResult
+from troupe.core.vocabulary.state import Clock, utcnow
+from troupe.core.vocabulary.store import Store
+from troupe.core.vocabulary.tools import DEFAULT_TOOL_THREADS, ToolThreads
 
 # Hosts renew their lease every HEARTBEAT_S; a host silent for OWNER_TTL_S is dead and its running runs
 # may be taken over (the Runtime's reconciler looks as often). A shorter lifetime recovers sooner but risks
@@ -228,8 +228,8 @@ class AgentHost:
 
     async def _take_handoff(self, request: DecideRequest) -> Operation | None:
         """Apply the decision the parent claimed for this run but could not route here (see
-        ``troupe.core.handoff``). A refusal (say, edited args the tool rejects) is raised to the parent,
-        which puts its own claim back, as it does when a routed decision is refused."""
+        ``troupe.core.deciding.handoff``). A refusal (say, edited args the tool rejects) is raised to
+        the parent, which puts its own claim back, as it does when a routed decision is refused."""
         log.info("run %s takes the decision its parent holds for it", request.run_id)
         try:
             return self._accept(await self.engine.begin_decision(request))
@@ -319,7 +319,7 @@ class AgentHost:
             "operations": len(self._tasks),
             "unread_outboxes": len(self._outboxes),
             "runs_locked": len(self.engine.locks),
-            # Paused states kept for their decisions (bounded; troupe.core.paused).
+            # Paused states kept for their decisions (bounded; troupe.core.run.paused).
             "paused_states_kept": len(self.engine.loop.paused),
             # Objects the collector no longer traces (an actor's heap once built; troupe.actors.remote).
             "gc_frozen": gc.get_freeze_count(),

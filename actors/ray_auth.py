@@ -25,7 +25,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from troupe.core.errors import RayAuthError
+from troupe.core.vocabulary.errors import RayAuthError
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from ray.exceptions import RayActorError, RayTaskError
-from troupe.core.errors import AgentUnavailableError
+from troupe.core.vocabulary.errors import AgentUnavailableError
 
 # Ray's own default for an async actor's max_concurrency.
 DEFAULT_MAX_CONCURRENCY = 1000

@@ -27,7 +27,7 @@ from troupe.api.auth import Gate, KeyRing, keyring
 from troupe.api.errors import AuthenticationError, HttpError, InvalidRequestError, error_body
 from troupe.api.guards import DEFAULT_MAX_BODY_BYTES, BodyLimit, HostCheck, allowed_hosts
 from troupe.api.service import Service
-from troupe.core.errors import TroupeError
+from troupe.core.vocabulary.errors import TroupeError
 from troupe.supervisor.runtime import Runtime
 
 log = logging.getLogger("troupe.api")

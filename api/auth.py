@@ -26,7 +26,8 @@ class Principal:
     name: str
     # None: an admin, who may see every resource (and runs that have none).
     resources: frozenset[str] | None
-    # What approver policies check (``troupe.core.approvers``); ``name`` is the principal they record.
+    # What approver policies check (``troupe.core.deciding.approvers``); ``name`` is the principal they
+    # record.
     roles: frozenset[str] = frozenset()
 
     @property

@@ -12,8 +12,8 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel
 from troupe.api.errors import ERRORS
 from troupe.api.service import CallerDep, ServiceDep
-from troupe.core.chunks import camelize
-from troupe.core.tools import Tool
+from troupe.core.vocabulary.chunks import camelize
+from troupe.core.vocabulary.tools import Tool
 from troupe.supervisor.agent import Agent
 
 router = APIRouter(tags=["agents"])

@@ -26,12 +26,12 @@ from urllib.parse import quote, unquote
 import httpx
 from troupe.api.errors import HttpError, error_from_body
 from troupe.api.wire import RUN_ID_HEADER, run_result_from_json, suspended_runs_from_json
-from troupe.core.agent_api import Messages
-from troupe.core.chunks import Chunk
-from troupe.core.options import StreamOptions, SuspendedRunFilters
-from troupe.core.results import RunResult
-from troupe.core.stream import AgentStream
-from troupe.core.suspended import SuspendedRunList
+from troupe.core.vocabulary.agent_api import Messages
+from troupe.core.vocabulary.chunks import Chunk
+from troupe.core.vocabulary.options import StreamOptions, SuspendedRunFilters
+from troupe.core.vocabulary.results import RunResult
+from troupe.core.vocabulary.stream import AgentStream
+from troupe.core.vocabulary.suspended import SuspendedRunList
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 SSE = "text/event-stream"

@@ -1,5 +1,5 @@
 """Read by mypy only: ``troupe.Agent`` and both HTTP clients' agents are ``AgentAPI``s (see
-``troupe.core.agent_api``). A method renamed, an option dropped or retyped in one of them fails the
+``troupe.core.vocabulary.agent_api``). A method renamed, an option dropped or retyped in one of them fails the
 type check here. Nothing under ``TYPE_CHECKING`` runs, so importing this module imports nothing."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from troupe.api.client import AsyncAgentClient
     from troupe.api.sync_client import AgentClient, SyncAgentAPI
-    from troupe.core.agent_api import AsyncAgentAPI
+    from troupe.core.vocabulary.agent_api import AsyncAgentAPI
     from troupe.supervisor.agent import Agent
 
     def _in_process(agent: Agent) -> AsyncAgentAPI:

@@ -19,7 +19,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from troupe.api.auth import Principal
 from troupe.api.service import Service, ServiceDep
-from troupe.core.errors import (
+from troupe.core.notifying.links import LinkClaim, LinkSigner
+from troupe.core.vocabulary.errors import (
     ApprovalPolicyError,
     DecisionConflictError,
     DecisionLinkError,
@@ -27,8 +28,7 @@ from troupe.core.errors import (
     ToolCallNotSuspendedError,
     TroupeError,
 )
-from troupe.core.links import LinkClaim, LinkSigner
-from troupe.core.state import RunState
+from troupe.core.vocabulary.state import RunState
 
 router = APIRouter(include_in_schema=False)
 

@@ -12,7 +12,7 @@ from typing import Any
 from fastapi import APIRouter
 from troupe.api.errors import ERRORS, PermissionDeniedError
 from troupe.api.service import CallerDep, ServiceDep
-from troupe.core.store import OutboxEntry
+from troupe.core.vocabulary.store import OutboxEntry
 
 router = APIRouter(tags=["notifications"])
 

@@ -19,7 +19,7 @@ import json
 from typing import Any
 
 from pydantic import BaseModel, Field
-from troupe.core.errors import TroupeError, error_from_dict
+from troupe.core.vocabulary.errors import TroupeError, error_from_dict
 
 
 class AuthenticationError(TroupeError):

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
 
 from troupe.api.errors import error_body
-from troupe.core.errors import TroupeError
+from troupe.core.vocabulary.errors import TroupeError
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

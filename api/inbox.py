@@ -36,10 +36,10 @@ from troupe.api.inbox_context import call_context
 from troupe.api.service import CallerDep, ServiceDep
 from troupe.api.sse import MEDIA_TYPE
 from troupe.api.wire import suspended_runs_json
-from troupe.core.errors import TroupeError
-from troupe.core.state import RunState
-from troupe.core.store import SuspendedRunQuery
-from troupe.core.suspended import SuspendedRun, SuspendedRunList
+from troupe.core.vocabulary.errors import TroupeError
+from troupe.core.vocabulary.state import RunState
+from troupe.core.vocabulary.store import SuspendedRunQuery
+from troupe.core.vocabulary.suspended import SuspendedRun, SuspendedRunList
 from troupe.supervisor.runtime import Runtime
 
 router = APIRouter(tags=["inbox"])

@@ -20,7 +20,7 @@ from typing import Any
 import uvicorn
 from troupe.api.app import create_app
 from troupe.api.auth import KeyRing
-from troupe.core.outbox import Notifications
+from troupe.core.notifying.outbox import Notifications
 from troupe.supervisor.runtime import Runtime
 
 log = logging.getLogger("troupe.serve")

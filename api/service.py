@@ -13,7 +13,7 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 from fastapi.security import HTTPBearer
 from troupe.api.auth import Gate, Principal
-from troupe.core.errors import SnapshotNotFoundError
+from troupe.core.vocabulary.errors import SnapshotNotFoundError
 from troupe.supervisor.agent import Agent
 from troupe.supervisor.runtime import Runtime
 

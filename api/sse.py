@@ -15,9 +15,9 @@ from urllib.parse import quote
 
 from fastapi.responses import StreamingResponse
 from troupe.api.wire import RUN_ID_HEADER
-from troupe.core.chunks import Chunk
-from troupe.core.errors import RunFailedError, TroupeError
-from troupe.core.stream import AgentStream
+from troupe.core.vocabulary.chunks import Chunk
+from troupe.core.vocabulary.errors import RunFailedError, TroupeError
+from troupe.core.vocabulary.stream import AgentStream
 
 MEDIA_TYPE = "text/event-stream"
 DONE = b"data: [DONE]\n\n"

@@ -18,8 +18,8 @@ from pydantic import StringConstraints
 from troupe.api.errors import ERRORS, PermissionDeniedError
 from troupe.api.service import CallerDep, ServiceDep
 from troupe.api.wire import suspended_runs_json
-from troupe.core.store import SuspendedRunQuery
-from troupe.core.suspended import SuspendedRunList
+from troupe.core.vocabulary.store import SuspendedRunQuery
+from troupe.core.vocabulary.suspended import SuspendedRunList
 from troupe.supervisor.agent import Agent
 
 router = APIRouter(tags=["runs"])

@@ -21,11 +21,11 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 import httpx
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from troupe.api.client import DEFAULT_URL, AsyncAgentClient, AsyncTroupeClient
-from troupe.core.agent_api import AgentAPI
-from troupe.core.chunks import Chunk
-from troupe.core.results import RunResult
-from troupe.core.stream import AgentStream
-from troupe.core.suspended import SuspendedRunList
+from troupe.core.vocabulary.agent_api import AgentAPI
+from troupe.core.vocabulary.chunks import Chunk
+from troupe.core.vocabulary.results import RunResult
+from troupe.core.vocabulary.stream import AgentStream
+from troupe.core.vocabulary.suspended import SuspendedRunList
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -160,7 +160,7 @@ class AgentClient:
     send_tool_approval = _blocking_stream(AsyncAgentClient.send_tool_approval)
 
 
-# The blocking form of ``troupe.core.agent_api.AgentAPI``: every method returns its result.
+# The blocking form of ``troupe.core.vocabulary.agent_api.AgentAPI``: every method returns its result.
 SyncAgentAPI = AgentAPI[SyncAgentStream, RunResult, SuspendedRunList]
 
 __all__ = ["AgentClient", "SyncAgentAPI", "SyncAgentStream", "TroupeClient"]

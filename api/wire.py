@@ -1,7 +1,7 @@
 """The JSON shapes of results over HTTP, both ways: the server writes them, the Python client reads them.
 
-Keys are camelCase like Mastra's; user data inside (tool args and results, suspend payloads, resume
-schemas) keeps its own keys (see ``troupe.core.chunks.camelize``). A ``generate`` body has Mastra's fields:
+Keys are camelCase like Mastra's; user data inside (tool args and results, suspend payloads, resume schemas)
+keeps its own keys (see ``troupe.core.vocabulary.chunks.camelize``). A ``generate`` body has Mastra's fields:
 ``toolCalls``/``toolResults`` are chunks (``{type, runId, from, payload}``), a pause's ``resumeSchema`` is a
 JSON string, ``totalUsage``, ``messages`` (the run's conversation, OpenAI chat format) and ``response``
 (``{messages}``: what the run added after the last user message). A listed suspended run has Mastra's fields
@@ -15,10 +15,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from troupe.core.chunks import Chunk, camelize, payload_from_wire, snakify, wire_payload
-from troupe.core.model_output import args_problem
-from troupe.core.results import RunResult, StepResult
-from troupe.core.suspended import PendingToolCall, SuspendedRun, SuspendedRunList
+from troupe.core.run.model_output import args_problem
+from troupe.core.vocabulary.chunks import Chunk, camelize, payload_from_wire, snakify, wire_payload
+from troupe.core.vocabulary.results import RunResult, StepResult
+from troupe.core.vocabulary.suspended import PendingToolCall, SuspendedRun, SuspendedRunList
 
 # The run a stream belongs to, known before its first chunk (percent-encoded: run ids are any text).
 RUN_ID_HEADER = "X-Troupe-Run-Id"

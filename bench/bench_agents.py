@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
-from troupe.core.store import Store
+from troupe.core.vocabulary.store import Store
 
 from troupe import Agent, MemoryStore, RedisStore, SqliteStore, create_tool
 from troupe.testing import FunctionModel, text, tool_call

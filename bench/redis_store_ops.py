@@ -27,8 +27,8 @@ from bench_common import percentile
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from redis_cluster import RedisClusterNodes
 from redis_server import RedisServer
-from troupe.core.state import CallStatus, Pause, RunState, ToolCallState
-from troupe.core.store import SuspendedRunQuery
+from troupe.core.vocabulary.state import CallStatus, Pause, RunState, ToolCallState
+from troupe.core.vocabulary.store import SuspendedRunQuery
 from troupe.storage import RedisStore
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

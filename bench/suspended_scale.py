@@ -25,7 +25,7 @@ from typing import Any
 
 from bench_agents import build_agent
 from bench_common import bounded, private_redis, redis_used, rss_mb
-from troupe.core.paused import DEFAULT_LIMIT as PAUSED_KEPT_LIMIT
+from troupe.core.run.paused import DEFAULT_LIMIT as PAUSED_KEPT_LIMIT
 
 from troupe import RedisStore, Runtime, SqliteStore
 
@@ -63,7 +63,7 @@ async def run_config(name: str, runs: int, concurrency: int, redis_url: str, wor
         during = {"driver": rss_mb(os.getpid()), "host": rss_mb(pid), "redis": redis_used(redis_url)}
         held = await host_stats(runtime)
         # A paused run is its snapshot in the store and nothing else: no task, lock or buffer here, and
-        # a bounded number of paused states kept for their decisions (troupe.core.paused).
+        # a bounded number of paused states kept for their decisions (troupe.core.run.paused).
         assert (held["operations"], held["runs_locked"], held["unread_outboxes"]) == (0, 0, 0), held
         assert held["paused_states_kept"] <= min(runs, PAUSED_KEPT_LIMIT), held
 

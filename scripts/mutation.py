@@ -49,14 +49,14 @@ MUTANTS = [
     # ---- checkpoint before announce ---------------------------------------------------------------------
     Mutant(
         "announce-before-checkpoint",
-        "core/loop.py",
+        "core/run/loop.py",
         CHECKPOINT_PAUSE + ANNOUNCE,
         ANNOUNCE + CHECKPOINT_PAUSE,
         ("tests/test_guarantees.py", "tests/test_snapshots.py"),
     ),
     Mutant(
         "suspend-without-status",
-        "core/loop.py",
+        "core/run/loop.py",
         """        state.status = "suspended"
 """,
         "",
@@ -64,7 +64,7 @@ MUTANTS = [
     ),
     Mutant(
         "running-calls-not-checkpointed",
-        "core/loop.py",
+        "core/run/loop.py",
         """            if plan.calls:
                 # Calls about to run""",
         """            if False:
@@ -106,14 +106,14 @@ MUTANTS = [
     ),
     Mutant(
         "recovery-reruns-everything",
-        "core/recovery.py",
+        "core/run/recovery.py",
         "        elif tool is not None and tool.idempotent:",
         "        elif tool is not None:",
         ("tests/test_recovery.py",),
     ),
     Mutant(
         "recovery-forgets-delegation",
-        "core/recovery.py",
+        "core/run/recovery.py",
         """        if call.tool_name in delegations:
             reattach.add(call.tool_call_id)
 """,
@@ -123,14 +123,14 @@ MUTANTS = [
     ),
     Mutant(
         "recovery-ignores-gating",
-        "core/recovery.py",
+        "core/run/recovery.py",
         "        elif call.requires_approval and tool is not None:",
         "        elif False:",
         ("tests/test_recovery.py",),
     ),
     Mutant(
         "recovery-takes-live-owners-run",
-        "core/engine.py",
+        "core/run/engine.py",
         'stored.state.status != "running" or stored.state.owner != expected_owner:',
         'stored.state.status != "running":',
         ("tests/test_guarantees.py",),
@@ -175,7 +175,7 @@ MUTANTS = [
     ),
     Mutant(
         "fingerprint-not-checked",
-        "core/decisions.py",
+        "core/deciding/decisions.py",
         "    if fingerprint is None:\n        pause = call.latest_pause",
         "    if True:\n        pause = call.latest_pause",
         APPROVAL,
@@ -204,35 +204,35 @@ MUTANTS = [
     ),
     Mutant(
         "claim-not-audited",
-        "core/claim.py",
+        "core/deciding/claim.py",
         "audit = () if delegated else (entry,)",
         "audit = ()",
         ("tests/test_snapshots.py", "tests/test_guarantees.py"),
     ),
     Mutant(
         "checkpoint-drops-pending-audit",
-        "core/loop.py",
+        "core/run/loop.py",
         "run.state, expected_version=run.version, audit=audit, thread=thread",
         "run.state, expected_version=run.version, audit=(), thread=thread",
         ("tests/test_guarantees.py",),
     ),
     Mutant(
         "routed-decision-plan-not-audited",
-        "core/claim.py",
+        "core/deciding/claim.py",
         "child_streams={call.tool_call_id: stream}, audit=(entry,))",
         "child_streams={call.tool_call_id: stream})",
         ("tests/test_guarantees.py",),
     ),
     Mutant(
         "lifted-pause-drops-subagent-deadline",
-        "core/pauses.py",
+        "core/run/pauses.py",
         "expires_at=self.deadline(state, inner.expires_at),",
         "expires_at=self.deadline(state, None),",
         ("tests/test_run_flow.py",),
     ),
     Mutant(
         "already-decided-check-removed",
-        "core/decisions.py",
+        "core/deciding/decisions.py",
         """        if call.decision is not None:
             raise already_decided(
                 state.run_id, call.tool_call_id, call.decision.kind, call.decision.decided_by
@@ -243,14 +243,14 @@ MUTANTS = [
     ),
     Mutant(
         "paused-status-check-removed",
-        "core/decisions.py",
+        "core/deciding/decisions.py",
         "    if call.status not in (CallStatus.AWAITING_APPROVAL, CallStatus.SUSPENDED):",
         "    if False:",
         APPROVAL,
     ),
     Mutant(
         "stale-claim-not-retried",
-        "core/claim.py",
+        "core/deciding/claim.py",
         """        except StaleSnapshotError:
             return None
         _record(state, target, entry)""",
@@ -261,7 +261,7 @@ MUTANTS = [
     ),
     Mutant(
         "decline-runs-tool",
-        "core/decisions.py",
+        "core/deciding/decisions.py",
         """                call.status = CallStatus.DONE
                 call.declined = True""",
         """                call.status = CallStatus.RUNNING
@@ -270,14 +270,14 @@ MUTANTS = [
     ),
     Mutant(
         "expiry-ignores-deadline",
-        "core/engine.py",
+        "core/run/engine.py",
         "if pause.expires_at is not None and pause.expires_at <= now",
         "if pause.expires_at is not None",
         ("tests/test_expiry.py",),
     ),
     Mutant(
         "late-decision-accepted",
-        "core/claim.py",
+        "core/deciding/claim.py",
         "and expires_at is not None and expires_at <= clock():",
         "and expires_at is not None and False:",
         ("tests/test_expiry.py",),

@@ -1,6 +1,6 @@
-"""Durable state behind the one ``Store`` protocol (defined in ``troupe.core.store``)."""
+"""Durable state behind the one ``Store`` protocol (defined in ``troupe.core.vocabulary.store``)."""
 
-from troupe.core.store import AuditEntry, StaleSnapshotError, Store, StoredRun, SuspendedRunQuery
+from troupe.core.vocabulary.store import AuditEntry, StaleSnapshotError, Store, StoredRun, SuspendedRunQuery
 from troupe.storage.memory import MemoryStore
 from troupe.storage.redis import RedisStore
 from troupe.storage.sqlite import SqliteStore

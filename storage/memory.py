@@ -12,9 +12,9 @@ import uuid
 from collections import defaultdict
 from typing import Any
 
-from troupe.core.errors import DuplicateRunError
-from troupe.core.state import RunState
-from troupe.core.store import (
+from troupe.core.vocabulary.errors import DuplicateRunError
+from troupe.core.vocabulary.state import RunState
+from troupe.core.vocabulary.store import (
     AuditEntry,
     OutboxEntry,
     StaleSnapshotError,

@@ -57,14 +57,14 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 from redis import exceptions as redis_errors
-from troupe.core.errors import (
+from troupe.core.vocabulary.errors import (
     DuplicateRunError,
     InvalidPaginationError,
     StorageError,
     StorageUnavailableError,
 )
-from troupe.core.state import RunState
-from troupe.core.store import (
+from troupe.core.vocabulary.state import RunState
+from troupe.core.vocabulary.store import (
     AuditEntry,
     OutboxEntry,
     StaleSnapshotError,

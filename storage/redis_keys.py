@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import zlib
 
-from troupe.core.state import RunState
-from troupe.core.store import expiry_timestamp, pause_timestamp
+from troupe.core.vocabulary.state import RunState
+from troupe.core.vocabulary.store import expiry_timestamp, pause_timestamp
 
 # Enough that the shards' slots land on every master of a usual cluster; few enough that a listing,
 # which reads each shard, stays cheap. Fixed for a store's life: a thread's shard follows from it.

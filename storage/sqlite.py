@@ -30,9 +30,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from troupe.core.errors import DuplicateRunError, StorageUnavailableError
-from troupe.core.state import RunState
-from troupe.core.store import (
+from troupe.core.vocabulary.errors import DuplicateRunError, StorageUnavailableError
+from troupe.core.vocabulary.state import RunState
+from troupe.core.vocabulary.store import (
     AuditEntry,
     OutboxEntry,
     StaleSnapshotError,

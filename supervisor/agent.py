@@ -10,15 +10,22 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Unpack
 
-from troupe.core.agent import AgentSpec
-from troupe.core.agent_api import Messages
-from troupe.core.errors import DecisionRejectedError
-from troupe.core.options import DecisionOptions, StreamOptions, SuspendedRunFilters
-from troupe.core.requests import Approve, DecideRequest, DecisionInput, Decline, Resume, StartRequest
-from troupe.core.results import RunResult
-from troupe.core.stream import AgentStream
-from troupe.core.suspended import SuspendedRunList
 from troupe.core.tracing import carrier
+from troupe.core.vocabulary.agent import AgentSpec
+from troupe.core.vocabulary.agent_api import Messages
+from troupe.core.vocabulary.errors import DecisionRejectedError
+from troupe.core.vocabulary.options import DecisionOptions, StreamOptions, SuspendedRunFilters
+from troupe.core.vocabulary.requests import (
+    Approve,
+    DecideRequest,
+    DecisionInput,
+    Decline,
+    Resume,
+    StartRequest,
+)
+from troupe.core.vocabulary.results import RunResult
+from troupe.core.vocabulary.stream import AgentStream
+from troupe.core.vocabulary.suspended import SuspendedRunList
 
 if TYPE_CHECKING:
     from troupe.supervisor.runtime import Runtime

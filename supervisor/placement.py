@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from troupe.core.errors import InvalidOptionError
+from troupe.core.vocabulary.errors import InvalidOptionError
 
 # Options that say where and with what an actor runs. Left out on purpose: ``name``/``namespace``
 # (Troupe names its actors), ``lifetime`` (tied to the runtime), ``max_task_retries`` (a replayed step

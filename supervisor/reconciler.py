@@ -37,8 +37,8 @@ from typing import Any
 from troupe.actors.handle import AgentHandle, OwnedRun
 from troupe.actors.host import HEARTBEAT_S, OWNER_TTL_S
 from troupe.core.cancellation import stop_if_cancelled, wait_or_timeout
-from troupe.core.state import Clock
-from troupe.core.store import Store
+from troupe.core.vocabulary.state import Clock
+from troupe.core.vocabulary.store import Store
 
 log = logging.getLogger(__name__)
 

@@ -16,25 +16,25 @@ from typing import Any, Literal, Unpack
 from troupe.actors.handle import AgentHandle, LocalHandle, RayHandle
 from troupe.actors.host import OWNER_TTL_S, AgentHost
 from troupe.actors.remote import RayActor, ensure_ray
-from troupe.core.agent import AgentSpec
-from troupe.core.approvers import ApproverPolicies, ApproverPolicy
-from troupe.core.errors import (
+from troupe.core.deciding.approvers import ApproverPolicies, ApproverPolicy
+from troupe.core.notifying.outbox import Notifications, NotificationTarget
+from troupe.core.run.loop import Durability, check_durability
+from troupe.core.vocabulary.agent import AgentSpec
+from troupe.core.vocabulary.errors import (
     AgentNotFoundError,
     AmbiguousSuspendedRunsError,
     DeliveryNotFoundError,
     NoSuspendedRunError,
     SnapshotNotFoundError,
 )
-from troupe.core.loop import Durability, check_durability
-from troupe.core.options import SuspendedRunFilters
-from troupe.core.outbox import Notifications, NotificationTarget
-from troupe.core.requests import DecideRequest, StartRequest
-from troupe.core.results import RunResult
-from troupe.core.state import Clock, utcnow
-from troupe.core.store import OutboxEntry, Store, SuspendedRunQuery
-from troupe.core.stream import AgentStream
-from troupe.core.suspended import SuspendedRun, SuspendedRunList
-from troupe.core.tools import DEFAULT_TOOL_THREADS, ToolThreads
+from troupe.core.vocabulary.options import SuspendedRunFilters
+from troupe.core.vocabulary.requests import DecideRequest, StartRequest
+from troupe.core.vocabulary.results import RunResult
+from troupe.core.vocabulary.state import Clock, utcnow
+from troupe.core.vocabulary.store import OutboxEntry, Store, SuspendedRunQuery
+from troupe.core.vocabulary.stream import AgentStream
+from troupe.core.vocabulary.suspended import SuspendedRun, SuspendedRunList
+from troupe.core.vocabulary.tools import DEFAULT_TOOL_THREADS, ToolThreads
 from troupe.storage.memory import MemoryStore
 from troupe.storage.scratch import ScratchStore
 from troupe.supervisor.agent import Agent
@@ -75,7 +75,7 @@ class Runtime:
             if isinstance(notifications, Notifications) or notifications is None
             else Notifications(tuple(notifications))
         )
-        # Who may decide which paused calls, and how many must agree (``troupe.core.approvers``).
+        # Who may decide which paused calls, and how many must agree (``troupe.core.deciding.approvers``).
         self.approver_policies = ApproverPolicies.of(approver_policies)
         ToolThreads(tool_threads)  # a bad size is the caller's error now, not an actor's at first use
         self.tool_threads = tool_threads

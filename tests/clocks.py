@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from troupe.core.state import utcnow
+from troupe.core.vocabulary.state import utcnow
 
 
 class FileClock:

@@ -21,7 +21,7 @@ from ray.cluster_utils import Cluster
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from trees import delegating, three_levels, two_levels
 from troupe.actors import ray_auth
-from troupe.core.delegation import child_run_id
+from troupe.core.run.delegation import child_run_id
 
 from troupe import Agent, RedisStore, Runtime
 from troupe.errors import TroupeError

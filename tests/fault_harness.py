@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
-from troupe.core.store import AuditEntry, StoredRun, SuspendedRunQuery
+from troupe.core.vocabulary.store import AuditEntry, StoredRun, SuspendedRunQuery
 
 from troupe import Agent, Memory, RedisStore, Runtime, SqliteStore, create_tool
 from troupe.errors import DecisionConflictError
@@ -274,7 +274,7 @@ async def check(case: Case, store: Any, decisions: int) -> dict[str, Any]:
     top: StoredRun | None = await store.load_run(RUN_ID)
     if top is not None:
         problems.append(f"I1: the supervisor's run is still stored ({top.state.status})")
-    from troupe.core.delegation import child_run_id
+    from troupe.core.run.delegation import child_run_id
 
     child = child_run_id(RUN_ID, "d1")
     if await store.load_run(child) is not None:

@@ -10,7 +10,7 @@ import asyncio
 import sys
 
 from test_notifications import FAST, SECRET, ops_agent
-from troupe.core.outbox import Notifications, NotificationTarget
+from troupe.core.notifying.outbox import Notifications, NotificationTarget
 
 from troupe import Runtime, SqliteStore
 from troupe.testing import CallLog

@@ -10,8 +10,8 @@ import asyncio
 import contextlib
 from typing import Any
 
-from troupe.core.state import RunState
-from troupe.core.store import Store
+from troupe.core.vocabulary.state import RunState
+from troupe.core.vocabulary.store import Store
 
 
 class HookedStore:

@@ -15,7 +15,7 @@ from blocking import blocking_tool
 from helpers import delete_tool, echo_model, one_call
 from troupe.actors.host import _MAX_BATCH, Outbox
 from troupe.actors.remote import RayActor
-from troupe.core.chunks import Chunk
+from troupe.core.vocabulary.chunks import Chunk
 
 from troupe import Agent, Runtime, SqliteStore
 from troupe.testing import CallLog, tool_call

@@ -19,8 +19,8 @@ import pytest
 from channel_actors import Echo
 from troupe.actors import channel
 from troupe.actors.channel import ChannelClient, ChannelClosed, ChannelServer, Endpoint
-from troupe.core.chunks import Chunk, PauseEvent
-from troupe.core.errors import AgentUnavailableError
+from troupe.core.vocabulary.chunks import Chunk, PauseEvent
+from troupe.core.vocabulary.errors import AgentUnavailableError
 
 
 def _same(error: BaseException) -> BaseException:

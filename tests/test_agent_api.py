@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from http_server import KEYS, runtime_factory
-from troupe.core.agent_api import AgentAPI
+from troupe.core.vocabulary.agent_api import AgentAPI
 
 from troupe import Chunk
 from troupe.client import AsyncTroupeClient, TroupeClient

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from helpers import delete_tool, echo_model
 from http_server import sse_frames
-from troupe.core.approvers import ApproverPolicy
+from troupe.core.deciding.approvers import ApproverPolicy
 
 from troupe import Agent, RedisStore, Runtime, SqliteStore
 from troupe.errors import ApprovalPolicyError, DecisionConflictError, ToolCallNotSuspendedError
@@ -162,7 +162,7 @@ async def test_concurrent_approvals_from_separate_hosts_run_the_tool_exactly_onc
         for store in stores
     ]
     # Paused by a host that is not one of the deciders: the host that pauses a run keeps the state it
-    # wrote and decides from it without a read (troupe.core.paused), which the race's reads would miss.
+    # wrote and decides from it without a read (troupe.core.run.paused), which the race's reads would miss.
     pauser = Runtime([ops(calls)], storage=RedisStore(redis_url, prefix=redis_prefix), executor="local")
     paused = await pauser.get_agent("ops").generate("delete it")
     await pauser.shutdown()

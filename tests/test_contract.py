@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from troupe.core import errors as core_errors
+from troupe.core.vocabulary import errors as core_errors
 
 import troupe
 from troupe import errors
@@ -112,7 +112,7 @@ def test_imports_run_one_way_and_ray_stays_in_actors_and_supervisor(tmp_path):
 @pytest.mark.parametrize(
     "modules",
     [
-        "troupe.core.engine, troupe.core.loop, troupe.storage",
+        "troupe.core.run.engine, troupe.core.run.loop, troupe.storage",
         "troupe, troupe.client, troupe.errors, troupe.testing",
     ],
 )

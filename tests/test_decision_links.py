@@ -15,10 +15,10 @@ import httpx
 import pytest
 from helpers import delete_tool, echo_model
 from test_notifications import FAST, SECRET
-from troupe.core.approvers import ApproverPolicy
-from troupe.core.links import LinkClaim, LinkSigner
-from troupe.core.outbox import Notifications, NotificationTarget
-from troupe.core.state import fingerprint
+from troupe.core.deciding.approvers import ApproverPolicy
+from troupe.core.notifying.links import LinkClaim, LinkSigner
+from troupe.core.notifying.outbox import Notifications, NotificationTarget
+from troupe.core.vocabulary.state import fingerprint
 from webhook_receiver import Receiver
 
 from troupe import Agent, Runtime, SqliteStore

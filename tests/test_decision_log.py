@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from helpers import delete_tool, one_call
 from inbox_agents import inbox_agents
-from troupe.core.state import RunState
+from troupe.core.vocabulary.state import RunState
 
 from troupe import Agent, Runtime, SqliteStore
 
-LOGGER = "troupe.core.decision_log"
+LOGGER = "troupe.core.deciding.decision_log"
 
 
 def lines(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:

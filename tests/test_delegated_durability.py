@@ -8,7 +8,7 @@ from pathlib import Path
 
 from blocking import wait_for
 from trees import three_levels, two_levels
-from troupe.core.delegation import child_run_id
+from troupe.core.run.delegation import child_run_id
 
 from troupe import Runtime, SqliteStore
 from troupe.testing import CallLog

@@ -18,9 +18,9 @@ from blocking import wait_for, worker_agent
 from helpers import delete_tool, echo_model, weather_tool
 from store_hooks import HookedStore
 from trees import two_levels
-from troupe.core.delegation import child_run_id
-from troupe.core.engine import RunEngine
-from troupe.core.requests import StartRequest
+from troupe.core.run.delegation import child_run_id
+from troupe.core.run.engine import RunEngine
+from troupe.core.vocabulary.requests import StartRequest
 
 from troupe import Agent, Chunk, Runtime, SqliteStore
 from troupe.errors import DecisionConflictError

@@ -7,7 +7,7 @@ at module level or inside a function, except those under ``if TYPE_CHECKING:`` (
 only let the type checker see names). Modules are found the way Python finds them: ``troupe``'s own
 folder, then every ``troupe.*`` package any module imports, located with ``importlib`` (the layers
 are installed from folders elsewhere through setuptools' ``package-dir``), each package's files all read.
-An import of a package (``from troupe.core import decision_log``) is an edge to the module it names;
+An import of a package (``from troupe.core.deciding import decision_log``) is an edge to the module it names;
 the implicit import of a module's parent packages is not an edge (Python runs a package's
 ``__init__`` before its modules whatever they import, so that edge can never close a circle).
 """

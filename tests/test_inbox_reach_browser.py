@@ -13,8 +13,8 @@ import pytest
 from helpers import delete_tool, echo_model
 from test_inbox_browser import CHROMIUM_ARGS, WAIT_MS, Inbox, chromium_path
 from test_notifications import SECRET
-from troupe.core.approvers import ApproverPolicy
-from troupe.core.outbox import Notifications, NotificationTarget, RetrySchedule
+from troupe.core.deciding.approvers import ApproverPolicy
+from troupe.core.notifying.outbox import Notifications, NotificationTarget, RetrySchedule
 from webhook_receiver import Receiver
 
 from troupe import Agent, Runtime, SqliteStore

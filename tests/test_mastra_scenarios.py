@@ -187,7 +187,7 @@ async def test_e_generate_then_decide_with_the_generate_forms(make_runtime, call
 
 
 def _camel_keys(payload: dict[str, Any]) -> set[str]:
-    from troupe.core.chunks import camelize
+    from troupe.core.vocabulary.chunks import camelize
 
     return set(camelize(payload))
 

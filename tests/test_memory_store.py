@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from test_store_conformance import delivery, running
-from troupe.core.store import OutboxEntry
+from troupe.core.vocabulary.store import OutboxEntry
 from troupe.storage import MemoryStore
 
 

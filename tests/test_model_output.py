@@ -15,7 +15,7 @@ import pytest
 from helpers import RecordInput
 from http_server import ADMIN, KEYS
 from inbox_agents import inbox_agents
-from troupe.core.state import CallStatus, Pause, RunState, ToolCallState
+from troupe.core.vocabulary.state import CallStatus, Pause, RunState, ToolCallState
 
 from troupe import Agent, Runtime, SqliteStore, create_tool
 from troupe.testing import CallLog, FunctionModel, text, tool_call

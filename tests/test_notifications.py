@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 from helpers import delete_tool, echo_model
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
-from troupe.core.outbox import KEEP_DELIVERED_S, Notifications, NotificationTarget, RetrySchedule
-from troupe.core.state import CallStatus, RunState
-from troupe.core.store import OutboxEntry
-from troupe.core.webhooks import Dispatcher
+from troupe.core.notifying.outbox import KEEP_DELIVERED_S, Notifications, NotificationTarget, RetrySchedule
+from troupe.core.notifying.webhooks import Dispatcher
+from troupe.core.vocabulary.state import CallStatus, RunState
+from troupe.core.vocabulary.store import OutboxEntry
 from troupe.storage import MemoryStore
 from webhook_receiver import Receiver, free_port
 

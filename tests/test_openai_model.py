@@ -16,9 +16,9 @@ import openai
 import pytest
 from fake_openai import FakeOpenAI, call, reply, serving
 from helpers import chunks_of, delete_tool, types_of
-from troupe.core.agent import resolve_model
-from troupe.core.errors import ModelError
-from troupe.core.model import ModelEvent, ModelRequest, TextDelta, ToolCallPart, TurnEnd, Usage
+from troupe.core.vocabulary.agent import resolve_model
+from troupe.core.vocabulary.errors import ModelError
+from troupe.core.vocabulary.model import ModelEvent, ModelRequest, TextDelta, ToolCallPart, TurnEnd, Usage
 
 from troupe import Agent, OpenAIModel, Runtime, SqliteStore
 

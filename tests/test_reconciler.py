@@ -10,7 +10,7 @@ from typing import Any
 
 from blocking import wait_for
 from store_hooks import HookedStore
-from troupe.core.state import RunState
+from troupe.core.vocabulary.state import RunState
 
 from troupe import Agent, Runtime, SqliteStore
 from troupe.testing import FunctionModel, text

@@ -16,8 +16,8 @@ from helpers import chunks_of
 from redis_cluster import RedisClusterNodes
 from test_store_conformance import running, suspended
 from trees import two_levels
-from troupe.core.delegation import child_run_id
-from troupe.core.store import AuditEntry, OutboxEntry, SuspendedRunQuery, ThreadAppend
+from troupe.core.run.delegation import child_run_id
+from troupe.core.vocabulary.store import AuditEntry, OutboxEntry, SuspendedRunQuery, ThreadAppend
 from troupe.storage import RedisStore
 
 from troupe import Runtime

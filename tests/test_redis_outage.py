@@ -18,7 +18,7 @@ import pytest
 from helpers import chunks_of, delete_tool, one_call, types_of
 from pydantic import BaseModel
 from redis_server import RedisServer
-from troupe.core.state import CallStatus, RunState
+from troupe.core.vocabulary.state import CallStatus, RunState
 from troupe.storage import RedisStore
 
 from troupe import Agent, NotificationTarget, Runtime, create_tool

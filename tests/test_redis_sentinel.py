@@ -11,7 +11,7 @@ import pytest
 import redis
 from redis_sentinel import RedisSentinelSetup
 from test_store_conformance import T0, running, suspended
-from troupe.core.store import SuspendedRunQuery
+from troupe.core.vocabulary.store import SuspendedRunQuery
 from troupe.storage import RedisStore
 
 pytestmark = pytest.mark.redis

@@ -18,8 +18,8 @@ import pytest
 import redis.asyncio
 import troupe.storage.redis as redis_store_module
 from redis_server import RedisServer, free_port
-from troupe.core.state import CallStatus, Pause, RunState, ToolCallState
-from troupe.core.store import AuditEntry, StaleSnapshotError, SuspendedRunQuery
+from troupe.core.vocabulary.state import CallStatus, Pause, RunState, ToolCallState
+from troupe.core.vocabulary.store import AuditEntry, StaleSnapshotError, SuspendedRunQuery
 from troupe.storage import RedisStore
 
 from troupe.errors import DuplicateRunError, StorageUnavailableError

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from redis_server import RedisServer, free_port
 from tls_certs import Certificates, make_certificates
-from troupe.core.state import RunState
+from troupe.core.vocabulary.state import RunState
 from troupe.storage import RedisStore
 from troupe.storage.redis_wire import WireClient
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from redis_server import RedisServer
-from troupe.core.state import RunState
+from troupe.core.vocabulary.state import RunState
 from troupe.storage import RedisStore
 from troupe.storage.redis_wire import Address, WireClient, address_of
 
@@ -220,7 +220,7 @@ else:  # a redis-py whose private parser module no longer has BaseParser
     import redis._parsers.base
     del redis._parsers.base.BaseParser
 
-from troupe.core.state import RunState
+from troupe.core.vocabulary.state import RunState
 from troupe.storage import RedisStore
 
 async def main():

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from helpers import delete_tool, one_call
-from troupe.core.delegation import child_run_id
+from troupe.core.run.delegation import child_run_id
 from troupe.storage import RedisStore
 
 from troupe import Agent, Memory, Runtime, SqliteStore

@@ -15,11 +15,11 @@ from typing import Any
 from clocks import FileClock
 from helpers import chunks_of, delete_tool, echo_model, one_call
 from trees import delegating, leaf
-from troupe.core.chunks import PauseEvent
-from troupe.core.engine import RunEngine
-from troupe.core.errors import ModelError
-from troupe.core.flow import Failed, Finished, Paused
-from troupe.core.requests import Approve, DecideRequest, StartRequest
+from troupe.core.run.engine import RunEngine
+from troupe.core.run.flow import Failed, Finished, Paused
+from troupe.core.vocabulary.chunks import PauseEvent
+from troupe.core.vocabulary.errors import ModelError
+from troupe.core.vocabulary.requests import Approve, DecideRequest, StartRequest
 
 from troupe import Agent, ApproverPolicy, Chunk, Runtime, SqliteStore
 from troupe.testing import FunctionModel, tool_call
@@ -147,7 +147,7 @@ async def test_the_readmes_walk_of_one_approval_is_the_path_an_approval_takes(tm
     """Every function the README's architecture section names is called, in that order, when a decision
     on a subagent's call is approved (recorded with a profiler: nothing is stubbed)."""
     from troupe.actors.handle import AgentHandle  # noqa: F401 - the walk names it: have it imported
-    from troupe.core.claim import Claims  # noqa: F401
+    from troupe.core.deciding.claim import Claims  # noqa: F401
 
     walk = _walk()
     assert 0 < len(walk) <= 10, walk

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from troupe.core.state import RunState
+from troupe.core.vocabulary.state import RunState
 from troupe.storage import sqlite as sqlite_store
 
 from troupe import SqliteStore

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from troupe.core.state import CallStatus, Pause, RunState, ToolCallState
-from troupe.core.store import (
+from troupe.core.vocabulary.state import CallStatus, Pause, RunState, ToolCallState
+from troupe.core.vocabulary.store import (
     AuditEntry,
     OutboxEntry,
     StaleSnapshotError,
@@ -276,7 +276,7 @@ async def test_expiring_runs_are_listed_most_overdue_first(store: Store):
 
 
 async def test_expiry_is_indexed_only_for_top_level_runs(store: Store):
-    from troupe.core.state import ParentLink
+    from troupe.core.vocabulary.state import ParentLink
 
     child = suspended(
         "child", T0, expires_at=T0, parent=ParentLink(run_id="p", tool_call_id="c", agent_id="s")

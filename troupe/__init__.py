@@ -12,48 +12,48 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from troupe import errors, testing
-    from troupe.core.approvers import ApproverPolicy
-    from troupe.core.chunks import Chunk
-    from troupe.core.hooks import Hooks, ToolCallOverride
-    from troupe.core.links import LinkSigner
-    from troupe.core.memory import Memory
-    from troupe.core.model import Model
-    from troupe.core.openai_model import OpenAIModel
-    from troupe.core.outbox import Notifications, NotificationTarget, RetrySchedule
-    from troupe.core.results import RunResult, StepResult
-    from troupe.core.stream import AgentStream
-    from troupe.core.suspended import PendingToolCall, SuspendedRun, SuspendedRunList
-    from troupe.core.tools import Tool, ToolContext, create_tool
+    from troupe.core.deciding.approvers import ApproverPolicy
+    from troupe.core.models.openai_model import OpenAIModel
+    from troupe.core.notifying.links import LinkSigner
+    from troupe.core.notifying.outbox import Notifications, NotificationTarget, RetrySchedule
+    from troupe.core.run.memory import Memory
+    from troupe.core.vocabulary.chunks import Chunk
+    from troupe.core.vocabulary.hooks import Hooks, ToolCallOverride
+    from troupe.core.vocabulary.model import Model
+    from troupe.core.vocabulary.results import RunResult, StepResult
+    from troupe.core.vocabulary.stream import AgentStream
+    from troupe.core.vocabulary.suspended import PendingToolCall, SuspendedRun, SuspendedRunList
+    from troupe.core.vocabulary.tools import Tool, ToolContext, create_tool
     from troupe.storage import MemoryStore, RedisStore, SqliteStore
     from troupe.supervisor import Agent, Runtime
 
 # public name -> the module that defines it (a module itself where the name is a submodule)
 _EXPORTS: dict[str, str] = {
     "Agent": "troupe.supervisor",
-    "AgentStream": "troupe.core.stream",
-    "ApproverPolicy": "troupe.core.approvers",
-    "Chunk": "troupe.core.chunks",
-    "Hooks": "troupe.core.hooks",
-    "LinkSigner": "troupe.core.links",
-    "Memory": "troupe.core.memory",
+    "AgentStream": "troupe.core.vocabulary.stream",
+    "ApproverPolicy": "troupe.core.deciding.approvers",
+    "Chunk": "troupe.core.vocabulary.chunks",
+    "Hooks": "troupe.core.vocabulary.hooks",
+    "LinkSigner": "troupe.core.notifying.links",
+    "Memory": "troupe.core.run.memory",
     "MemoryStore": "troupe.storage",
-    "Model": "troupe.core.model",
-    "NotificationTarget": "troupe.core.outbox",
-    "Notifications": "troupe.core.outbox",
-    "OpenAIModel": "troupe.core.openai_model",
-    "PendingToolCall": "troupe.core.suspended",
+    "Model": "troupe.core.vocabulary.model",
+    "NotificationTarget": "troupe.core.notifying.outbox",
+    "Notifications": "troupe.core.notifying.outbox",
+    "OpenAIModel": "troupe.core.models.openai_model",
+    "PendingToolCall": "troupe.core.vocabulary.suspended",
     "RedisStore": "troupe.storage",
-    "RetrySchedule": "troupe.core.outbox",
-    "RunResult": "troupe.core.results",
+    "RetrySchedule": "troupe.core.notifying.outbox",
+    "RunResult": "troupe.core.vocabulary.results",
     "Runtime": "troupe.supervisor",
     "SqliteStore": "troupe.storage",
-    "StepResult": "troupe.core.results",
-    "SuspendedRun": "troupe.core.suspended",
-    "SuspendedRunList": "troupe.core.suspended",
-    "Tool": "troupe.core.tools",
-    "ToolCallOverride": "troupe.core.hooks",
-    "ToolContext": "troupe.core.tools",
-    "create_tool": "troupe.core.tools",
+    "StepResult": "troupe.core.vocabulary.results",
+    "SuspendedRun": "troupe.core.vocabulary.suspended",
+    "SuspendedRunList": "troupe.core.vocabulary.suspended",
+    "Tool": "troupe.core.vocabulary.tools",
+    "ToolCallOverride": "troupe.core.vocabulary.hooks",
+    "ToolContext": "troupe.core.vocabulary.tools",
+    "create_tool": "troupe.core.vocabulary.tools",
 }
 _SUBMODULES = ("errors", "testing")
 

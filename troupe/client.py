@@ -15,7 +15,7 @@ in-process Agent or an ``AsyncAgentClient``'s agent, ``SyncAgentAPI`` for a ``Tr
 from troupe.api.client import AsyncAgentClient, AsyncTroupeClient
 from troupe.api.errors import AuthenticationError, HttpError, InvalidRequestError, PermissionDeniedError
 from troupe.api.sync_client import AgentClient, SyncAgentAPI, SyncAgentStream, TroupeClient
-from troupe.core.agent_api import AgentAPI, AsyncAgentAPI
+from troupe.core.vocabulary.agent_api import AgentAPI, AsyncAgentAPI
 
 __all__ = [
     "AgentAPI",

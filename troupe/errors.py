@@ -1,9 +1,9 @@
-"""Troupe's errors (see ``troupe.core.errors`` for the tree)."""
+"""Troupe's errors (see ``troupe.core.vocabulary.errors`` for the tree)."""
 
 from troupe.api.errors import AuthenticationError, HttpError, InvalidRequestError, PermissionDeniedError
-from troupe.core.errors import *  # noqa: F403
-from troupe.core.errors import __all__ as _core_all
-from troupe.core.store import StaleSnapshotError
+from troupe.core.vocabulary.errors import *  # noqa: F403
+from troupe.core.vocabulary.errors import __all__ as _core_all
+from troupe.core.vocabulary.store import StaleSnapshotError
 
 __all__ = [
     *_core_all,

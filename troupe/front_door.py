@@ -34,7 +34,7 @@ from troupe.api.app import create_app
 from troupe.api.auth import KeyRing
 from troupe.api.guards import DEFAULT_MAX_BODY_BYTES
 from troupe.api.serve import runtime_from
-from troupe.core.outbox import Notifications
+from troupe.core.notifying.outbox import Notifications
 from troupe.ops.apps import load_notifications, load_runtime
 from troupe.supervisor.runtime import Runtime
 

@@ -1,6 +1,6 @@
 """Deterministic models for tests and demos: ``ScriptedModel``, ``FunctionModel``, ``text``, ``tool_call``."""
 
-from troupe.core.testing import (
+from troupe.core.models.testing import (
     CallLog,
     FunctionModel,
     ScriptedModel,

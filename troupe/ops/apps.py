@@ -9,9 +9,9 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from troupe.core.links import LinkSigner
-from troupe.core.outbox import Notifications
-from troupe.core.store import Store
+from troupe.core.notifying.links import LinkSigner
+from troupe.core.notifying.outbox import Notifications
+from troupe.core.vocabulary.store import Store
 
 if TYPE_CHECKING:
     from troupe.supervisor import Runtime

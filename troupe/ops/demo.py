@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from troupe.core.chunks import Chunk
-from troupe.core.errors import DecisionRejectedError, ResumeDataValidationError, TroupeError
-from troupe.core.results import RunResult
-from troupe.core.stream import AgentStream
+from troupe.core.vocabulary.chunks import Chunk
+from troupe.core.vocabulary.errors import DecisionRejectedError, ResumeDataValidationError, TroupeError
+from troupe.core.vocabulary.results import RunResult
+from troupe.core.vocabulary.stream import AgentStream
 from troupe.ops.demo_agent import AGENT_ID, RecordsDB, build_agent, choose_model, json_or_none
 from troupe.storage.sqlite import SqliteStore
 from troupe.supervisor.agent import Agent

@@ -16,9 +16,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from troupe.core.model import Model
-from troupe.core.testing import FunctionModel, Turn, text, tool_call
-from troupe.core.tools import Tool, ToolContext, create_tool
+from troupe.core.models.testing import FunctionModel, Turn, text, tool_call
+from troupe.core.vocabulary.model import Model
+from troupe.core.vocabulary.tools import Tool, ToolContext, create_tool
 from troupe.supervisor.agent import Agent
 
 AGENT_ID = "records-assistant"

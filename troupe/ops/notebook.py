@@ -32,9 +32,9 @@ except ImportError as exc:  # pragma: no cover - exercised only where ipywidgets
         "await agent.approve_tool_call_generate(...))"
     ) from exc
 
-from troupe.core.agent_api import AsyncAgentAPI
-from troupe.core.results import RunResult
-from troupe.core.suspended import PendingToolCall, SuspendedRunList, compact_json
+from troupe.core.vocabulary.agent_api import AsyncAgentAPI
+from troupe.core.vocabulary.results import RunResult
+from troupe.core.vocabulary.suspended import PendingToolCall, SuspendedRunList, compact_json
 
 # What the panel calls (the decision methods of any agent, in-process or over HTTP): ``troupe.Agent`` and
 # ``AsyncAgentClient`` are both ``AsyncAgentAPI``s. The name stays, as ``troupe.notebook`` exports it.

@@ -22,17 +22,17 @@ from typing import Any, TextIO
 import httpx
 
 from troupe.api.errors import AuthenticationError
-from troupe.core.agent_api import AsyncAgentAPI
-from troupe.core.errors import (
+from troupe.core.vocabulary.agent_api import AsyncAgentAPI
+from troupe.core.vocabulary.errors import (
     AgentNotFoundError,
     DecisionConflictError,
     SnapshotNotFoundError,
     StorageUnavailableError,
     TroupeError,
 )
-from troupe.core.store import OutboxEntry, Store
-from troupe.core.stream import AgentStream
-from troupe.core.suspended import SuspendedRun, SuspendedRunList
+from troupe.core.vocabulary.store import OutboxEntry, Store
+from troupe.core.vocabulary.stream import AgentStream
+from troupe.core.vocabulary.suspended import SuspendedRun, SuspendedRunList
 from troupe.ops.recall import recalled, remember
 from troupe.ops.run_source import Source, open_source, redacted
 from troupe.ops.terminal import Progress, fit, safe, table, when

@@ -11,9 +11,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from troupe.core.agent_api import AsyncAgentAPI
-from troupe.core.store import Store, SuspendedRunQuery
-from troupe.core.suspended import SuspendedRun
+from troupe.core.vocabulary.agent_api import AsyncAgentAPI
+from troupe.core.vocabulary.store import Store, SuspendedRunQuery
+from troupe.core.vocabulary.suspended import SuspendedRun
 from troupe.ops.apps import REDIS_SCHEMES, load_runtime, open_store
 from troupe.ops.terminal import Progress, safe
 from troupe.storage.redis_link import redacted

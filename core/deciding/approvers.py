@@ -1,0 +1,105 @@
+"""Approver policies: who may decide a paused call, and how many must agree.
+
+A policy names the agent and/or tool it governs (the most specific matching policy applies: agent and
+tool, then tool, then agent), the roles allowed to decide, whether the principal that started the run
+may decide its own calls (separation of duties), and a quorum: N distinct approvers before the tool
+runs, while one decline declines. It governs approval pauses of top-level runs (a subagent's pause is
+decided at the top, so it is checked there, against the leaf tool and the agents on its path); answers
+to a tool's own ``suspend()`` and expiries are not approvals and are not governed.
+
+Every check happens before anything is written, so a refused decision changes nothing. Who decides is
+``decided_by`` (and ``roles``): over HTTP the API key's principal and roles; through the Python API the
+caller says (the process is trusted as it is).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from troupe.core.vocabulary.errors import ApprovalPolicyError
+from troupe.core.vocabulary.requests import Approve, DecideRequest
+from troupe.core.vocabulary.state import Pause, RunState
+
+
+@dataclass(frozen=True)
+class ApproverPolicy:
+    agent: str | None = None  # any agent on the pause's path; None: every agent
+    tool: str | None = None  # the leaf tool's name; None: every tool
+    roles: frozenset[str] | None = None  # roles allowed to decide; None: any principal
+    separation_of_duties: bool = False  # the run's starter may not decide its calls
+    quorum: int = 1  # distinct approvals needed before the tool runs
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.quorum, int) or isinstance(self.quorum, bool) or self.quorum < 1:
+            raise ValueError(f"quorum must be an integer >= 1, got {self.quorum!r}")
+        if self.roles is not None and not isinstance(self.roles, frozenset):
+            object.__setattr__(self, "roles", frozenset(self.roles))
+
+    def governs(self, tool_name: str, agent_path: Sequence[str]) -> bool:
+        return (self.agent is None or self.agent in agent_path) and (
+            self.tool is None or self.tool == tool_name
+        )
+
+    @property
+    def specificity(self) -> int:
+        return (2 if self.tool is not None else 0) + (1 if self.agent is not None else 0)
+
+
+@dataclass(frozen=True)
+class ApproverPolicies:
+    policies: tuple[ApproverPolicy, ...] = ()
+
+    @classmethod
+    def of(cls, policies: ApproverPolicies | Iterable[ApproverPolicy] | None) -> ApproverPolicies | None:
+        if policies is None or isinstance(policies, ApproverPolicies):
+            return policies
+        return cls(tuple(policies))
+
+    def for_pause(self, pause: Pause) -> ApproverPolicy | None:
+        """The policy for this pause: the most specific that governs it (approval pauses only)."""
+        return self.for_call(pause.tool_name, pause.agent_path) if pause.kind == "approval" else None
+
+    def for_call(self, tool_name: str, agent_path: Sequence[str]) -> ApproverPolicy | None:
+        found = [p for p in self.policies if p.governs(tool_name, agent_path)]
+        return max(found, key=lambda p: p.specificity) if found else None
+
+
+def check_decider(policy: ApproverPolicy, state: RunState, pause: Pause, request: DecideRequest) -> None:
+    """Raise ``ApprovalPolicyError`` (403) saying why, unless the request's principal may decide.
+    ``request.decision`` is the decision as it applies (resume data for an approval pause already
+    turned into an approval or a decline: see ``troupe.core.deciding.decisions.as_decision``)."""
+    who = request.decided_by
+    call = f"tool call {pause.tool_name!r} of run {state.run_id}"
+    if not who:
+        raise _refused(f"{call} is governed by an approver policy: say who decides (decided_by)", state)
+    if policy.roles is not None and not policy.roles.intersection(request.roles or ()):
+        raise _refused(
+            f"{who!r} may not decide {call}: it needs one of the roles {sorted(policy.roles)}", state, who
+        )
+    if policy.separation_of_duties and state.started_by == who:
+        raise _refused(
+            f"{who!r} started run {state.run_id} and may not decide its calls (separation of duties)",
+            state,
+            who,
+        )
+    if isinstance(request.decision, Approve) and who in pause.approvals:
+        raise _refused(
+            f"{who!r} has already approved {call}; {policy.quorum} distinct approvers are needed", state, who
+        )
+
+
+def needs_more(policy: ApproverPolicy | None, pause: Pause, request: DecideRequest) -> bool:
+    """Whether this approval only counts towards the quorum (the call keeps waiting)."""
+    return (
+        policy is not None
+        and isinstance(request.decision, Approve)
+        and len(pause.approvals) + 1 < policy.quorum
+    )
+
+
+def _refused(message: str, state: RunState, who: str | None = None) -> ApprovalPolicyError:
+    return ApprovalPolicyError(message, run_id=state.run_id, principal=who)
+
+
+__all__ = ["ApproverPolicies", "ApproverPolicy", "check_decider", "needs_more"]

@@ -1,0 +1,130 @@
+"""OpenAIModel: chat completions over the official ``openai`` client, streamed.
+
+Works with OpenAI and any OpenAI-compatible server. ``OPENAI_BASE_URL`` and ``OPENAI_API_KEY`` are read
+when the model is created (in the caller's process), so an agent shipped to a Ray actor carries them
+and does not depend on the worker's environment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import AsyncIterator
+from typing import Any
+
+from troupe.core.vocabulary.errors import ModelError
+from troupe.core.vocabulary.model import (
+    Model,
+    ModelEvent,
+    ModelRequest,
+    TextDelta,
+    ToolCallPart,
+    TurnEnd,
+    Usage,
+)
+
+_FINISH = {"tool_calls": "tool-calls", "function_call": "tool-calls", "content_filter": "content-filter"}
+
+
+class OpenAIModel(Model):
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        temperature: float | None = None,
+    ) -> None:
+        self.model = model
+        self.id = f"openai/{model}"
+        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL")
+        self.api_key = api_key or os.environ.get("OPENAI_API_KEY")
+        self.temperature = temperature
+        self._client: Any = None
+        self._client_loop: asyncio.AbstractEventLoop | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_client"] = None  # an HTTP client is per process
+        state["_client_loop"] = None
+        return state
+
+    def _client_for_process(self) -> Any:
+        # Its pooled connections belong to the event loop that opened them: a script calling
+        # asyncio.run() once per step needs a fresh client in each new loop.
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._client_loop is not loop:
+            from openai import AsyncOpenAI
+
+            if not self.api_key:
+                raise ModelError(f"{self.id}: no API key (set OPENAI_API_KEY or pass api_key=)")
+            self._client = AsyncOpenAI(base_url=self.base_url, api_key=self.api_key)
+            self._client_loop = loop
+        return self._client
+
+    async def _create(self, params: dict[str, Any]) -> Any:
+        from openai import APIConnectionError
+
+        client = self._client_for_process()
+        try:
+            return await client.chat.completions.create(**params)
+        except APIConnectionError as exc:
+            # The operator needs to know which server: a wrong OPENAI_BASE_URL is the usual cause.
+            where = str(client.base_url).rstrip("/")
+            raise ModelError(f"{self.id}: cannot reach the model server at {where}: {exc}") from exc
+
+    async def stream_turn(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        params: dict[str, Any] = {
+            "model": self.model,
+            "messages": request.messages,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if request.tools:
+            params["tools"] = request.tools
+        if request.response_schema is not None:
+            params["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "output", "schema": request.response_schema},
+            }
+        if self.temperature is not None:
+            params["temperature"] = self.temperature
+        stream = await self._create(params)
+        calls: dict[int, dict[str, str]] = {}
+        finish, usage = "stop", Usage()
+        async for chunk in stream:
+            if chunk.usage is not None:
+                usage = Usage(chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0)
+            for choice in chunk.choices:
+                delta = choice.delta
+                if delta is not None and delta.content:
+                    yield TextDelta(delta.content)
+                for piece in (delta.tool_calls if delta is not None else None) or []:
+                    slot = calls.setdefault(piece.index, {"id": "", "name": "", "arguments": ""})
+                    if piece.id:
+                        slot["id"] = piece.id
+                    if piece.function is not None:
+                        slot["name"] += piece.function.name or ""
+                        slot["arguments"] += piece.function.arguments or ""
+                if choice.finish_reason:
+                    finish = choice.finish_reason
+        for index in sorted(calls):
+            slot = calls[index]
+            yield ToolCallPart(
+                id=slot["id"] or f"call-{index}", name=slot["name"], args=_decode_args(slot["arguments"])
+            )
+        yield TurnEnd(_FINISH.get(finish, finish), usage)
+
+
+def _decode_args(raw: str) -> dict[str, Any] | str:
+    if not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
+    return value if isinstance(value, dict) else raw
+
+
+__all__ = ["OpenAIModel"]

@@ -1,0 +1,294 @@
+"""Notifications: an event for every pause, decision, expiry and interrupted call, kept in a durable
+outbox until each target has it.
+
+An event is written in the same atomic store write as the state change it reports (the pause's
+checkpoint, the decision's claim), one ``OutboxEntry`` per target whose filters match, so a crash can
+never lose one or announce one that did not happen. Event ids are derived from what they report: writing
+the same pause again (a run that pauses again while one of its calls is still open) adds nothing, and the
+receiver can use the id (sent as ``webhook-id``) to drop a repeat. Only a top-level run reports pauses and
+decisions: a subagent's pause is announced, and decided, at the top.
+
+The body follows the Standard Webhooks shape: ``{"type", "timestamp", "data"}`` (plus ``id``), camelCase
+like the HTTP API.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import math
+import os
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from troupe.core.notifying.chat_message import chat_message
+from troupe.core.vocabulary.state import Pause, RunState, ToolCallState, utcnow
+from troupe.core.vocabulary.store import AuditEntry, OutboxEntry
+
+EventType = Literal[
+    "tool-call.paused",
+    "tool-call.decided",
+    "tool-call.expired",
+    "tool-call.interrupted",
+    "tool-call.approval-recorded",  # one approver of a quorum has approved; the call still waits
+]
+_DECISION_EVENTS: dict[str, EventType] = {
+    "expired": "tool-call.expired",
+    "approval-recorded": "tool-call.approval-recorded",
+}
+SECRET_PREFIX = "whsec_"
+
+
+@dataclass(frozen=True)
+class NotificationTarget:
+    """A webhook to post events to. ``secret`` is ``whsec_<base64>`` (Standard Webhooks). A filter left
+    None lets everything through; given, the event's agent (any agent on its path), tool or resource must
+    be in it."""
+
+    url: str = field(repr=False)  # chat webhooks carry their credential in the URL
+    secret: str = field(repr=False)
+    name: str = ""
+    agents: frozenset[str] | None = None
+    tools: frozenset[str] | None = None
+    resources: frozenset[str] | None = None
+    # "event": the Standard Webhooks event JSON; "chat": a chat incoming-webhook message with the links
+    # (``troupe.core.notifying.chat_message``), still signed.
+    format: Literal["event", "chat"] = "event"
+
+    def __post_init__(self) -> None:
+        if self.format not in ("event", "chat"):
+            raise ValueError(f"notification target {self.name or '?'}: format must be 'event' or 'chat'")
+        parts = urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"notification target {self.name or '?'}: url must be http(s)://host/...")
+        if not self.name:
+            object.__setattr__(self, "name", parts.hostname + (f":{parts.port}" if parts.port else ""))
+        check_secret(self.secret, f"notification target {self.name!r}")
+        for attr in ("agents", "tools", "resources"):
+            value = getattr(self, attr)
+            if value is not None and not isinstance(value, frozenset):
+                object.__setattr__(self, attr, frozenset(value))
+
+    def matches(self, agents: Sequence[str], tool_name: str, resource_id: str | None) -> bool:
+        if self.agents is not None and not self.agents.intersection(agents):
+            return False
+        if self.tools is not None and tool_name not in self.tools:
+            return False
+        return self.resources is None or resource_id in self.resources
+
+
+def check_secret(secret: Any, what: str) -> bytes:
+    """The key bytes of a ``whsec_<base64>`` secret; a clear error (without the secret) otherwise."""
+    if not isinstance(secret, str) or not secret.startswith(SECRET_PREFIX):
+        raise ValueError(f"{what}: the secret must be a string 'whsec_<base64>'")
+    try:
+        key = base64.b64decode(secret[len(SECRET_PREFIX) :], validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError(f"{what}: the secret after 'whsec_' is not valid base64") from None
+    if len(key) < 16:
+        raise ValueError(f"{what}: the secret must hold at least 16 bytes")
+    return key
+
+
+# How long a delivered notification is kept by default: a week.
+KEEP_DELIVERED_S = 7 * 24 * 3600.0
+
+
+@dataclass(frozen=True)
+class RetrySchedule:
+    """How deliveries are retried: the wait after each failed attempt (then the entry is ``failed`` and
+    waits for a redelivery), how long one attempt may take, how long a host's claim on an entry lasts,
+    and how often hosts look for due entries that nobody poked them about."""
+
+    delays: tuple[float, ...] = (1, 5, 30, 120, 600, 1800, 3600, 3600)
+    timeout_s: float = 10.0
+    lease_s: float = 30.0
+    poll_s: float = 2.0
+
+    def __post_init__(self) -> None:
+        if self.lease_s <= self.timeout_s:
+            raise ValueError("lease_s must exceed timeout_s, or a slow attempt could be sent twice at once")
+
+
+@dataclass(frozen=True)
+class Event:
+    id: str
+    type: EventType
+    run_id: str
+    agents: tuple[str, ...]
+    tool_name: str
+    resource_id: str | None
+    data: dict[str, Any]
+
+    def body(self) -> dict[str, Any]:
+        return {"id": self.id, "type": self.type, "timestamp": utcnow().isoformat(), "data": self.data}
+
+
+def event_id(*parts: str) -> str:
+    return "evt_" + hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:32]
+
+
+def _call_data(
+    state: RunState, tool_call_id: str, tool_name: str, args: Any, path: list[str]
+) -> dict[str, Any]:
+    return {
+        "runId": state.run_id,
+        "agentId": state.agent_id,
+        "threadId": state.thread_id,
+        "resourceId": state.resource_id,
+        "toolCallId": tool_call_id,
+        "toolName": tool_name,
+        "args": args,
+        "agentPath": path,
+    }
+
+
+def pause_event(state: RunState, call: ToolCallState, pause: Pause) -> Event:
+    data = _call_data(state, call.tool_call_id, pause.tool_name, pause.args, pause.agent_path)
+    data.update(
+        kind=pause.kind,
+        fingerprint=pause.fingerprint,
+        pausedAt=pause.paused_at.isoformat(),
+        expiresAt=pause.expires_at.isoformat() if pause.expires_at else None,
+        interrupted=pause.interrupted,
+        suspendPayload=pause.suspend_payload,
+    )
+    key = event_id(state.run_id, "paused", call.tool_call_id, str(pause.seq), pause.fingerprint)
+    return Event(
+        key,
+        "tool-call.paused",
+        state.run_id,
+        _agents(state, pause.agent_path),
+        pause.tool_name,
+        state.resource_id,
+        data,
+    )
+
+
+def decision_event(state: RunState, entry: AuditEntry) -> Event:
+    data = _call_data(state, entry.tool_call_id, entry.tool_name, entry.args, entry.agent_path)
+    data.update(
+        fingerprint=entry.fingerprint,
+        decision=entry.kind,
+        reason=entry.reason,
+        decidedBy=entry.decided_by,
+        decidedAt=entry.decided_at.isoformat(),
+    )
+    if entry.quorum is not None:
+        data.update(approvals=entry.approvals, quorum=entry.quorum)
+    kind = _DECISION_EVENTS.get(entry.kind, "tool-call.decided")
+    key = event_id(state.run_id, entry.kind, entry.tool_call_id, entry.fingerprint, entry.decided_by or "")
+    return Event(
+        key, kind, state.run_id, _agents(state, entry.agent_path), entry.tool_name, state.resource_id, data
+    )
+
+
+def interrupted_event(state: RunState, call: ToolCallState) -> Event:
+    data = _call_data(state, call.tool_call_id, call.tool_name, call.effective_args, [state.agent_id])
+    data["gated"] = call.requires_approval
+    key = event_id(state.run_id, "interrupted", call.tool_call_id, state.owner or "", str(state.step))
+    return Event(
+        key, "tool-call.interrupted", state.run_id, (state.agent_id,), call.tool_name, state.resource_id, data
+    )
+
+
+def _target(n: int, spec: Any) -> NotificationTarget:
+    """One target of the ``--notify`` file."""
+    if not isinstance(spec, dict) or not isinstance(spec.get("url"), str):
+        raise ValueError(f"targets[{n}]: expected an object with a 'url'")
+    secret = str(spec.get("secret") or "")
+    if "secret_env" in spec:
+        secret = os.environ.get(str(spec["secret_env"]), "")
+        if not secret:
+            raise ValueError(f"targets[{n}]: environment variable {spec['secret_env']} is not set")
+    filters = {k: frozenset(spec[k]) for k in ("agents", "tools", "resources") if spec.get(k) is not None}
+    shape = spec.get("format", "event")
+    return NotificationTarget(spec["url"], secret, name=str(spec.get("name") or ""), format=shape, **filters)
+
+
+def _agents(state: RunState, path: Sequence[str]) -> tuple[str, ...]:
+    return (state.agent_id, *path)
+
+
+@dataclass(frozen=True)
+class Notifications:
+    """Where events go (``targets``) and how they are retried. Decision links are added to pause events when
+    ``links`` is set (see ``troupe.core.notifying.links``). A delivered entry is kept ``keep_delivered_s``
+    seconds (a week by default: its state can be shown and it can be sent again) and while its run lives, then
+    the hosts delete it; None keeps every one for good. Pending and failed entries are always kept."""
+
+    targets: tuple[NotificationTarget, ...] = ()
+    retry: RetrySchedule = RetrySchedule()
+    links: Any = None  # a LinkSigner; typed loosely so this module does not import it
+    keep_delivered_s: float | None = KEEP_DELIVERED_S
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "targets", tuple(self.targets))
+        names = [t.name for t in self.targets]
+        if len(set(names)) != len(names):
+            raise ValueError(f"notification targets need distinct names, got {names}")
+        keep = self.keep_delivered_s
+        if keep is not None and (
+            isinstance(keep, bool)
+            or not isinstance(keep, int | float)
+            or not math.isfinite(keep)
+            or keep <= 0
+        ):
+            raise ValueError(f"keep_delivered_s must be a positive number of seconds or None, got {keep!r}")
+
+    @classmethod
+    def from_mapping(cls, data: Any, links: Any = None) -> Notifications:
+        """From the ``troupe serve --notify`` file's shape: ``{"targets": [{"url", "secret" (or
+        "secret_env": a variable holding it), "name", "agents", "tools", "resources"}], "retry": {...},
+        "keep_delivered_s": seconds or null}``."""
+        if not isinstance(data, dict) or not isinstance(data.get("targets"), list):
+            raise ValueError('expected {"targets": [{"url": ..., "secret": "whsec_..."}, ...]}')
+        targets = [_target(n, spec) for n, spec in enumerate(data["targets"])]
+        retry = RetrySchedule(**data["retry"]) if isinstance(data.get("retry"), dict) else RetrySchedule()
+        keep = data.get("keep_delivered_s", KEEP_DELIVERED_S)
+        return cls(tuple(targets), retry=retry, links=links, keep_delivered_s=keep)
+
+    def target(self, name: str) -> NotificationTarget | None:
+        return next((t for t in self.targets if t.name == name), None)
+
+    def entries(self, events: Iterable[Event], now: float | None = None) -> tuple[OutboxEntry, ...]:
+        """One outbox entry per event and matching target, due at once."""
+        at = time.time() if now is None else now
+        out = []
+        for event in events:
+            body = event.body()
+            if self.links is not None and event.type == "tool-call.paused":
+                body["data"]["links"] = self.links.links_for(event.data)
+            for target in self.targets:
+                if target.matches(event.agents, event.tool_name, event.resource_id):
+                    shaped = chat_message(body) if target.format == "chat" else body
+                    out.append(
+                        OutboxEntry(
+                            id=f"{event.id}.{target.name}",
+                            event_id=event.id,
+                            target=target.name,
+                            run_id=event.run_id,
+                            body=shaped,
+                            next_at=at,
+                            created_at=at,
+                        )
+                    )
+        return tuple(out)
+
+
+__all__ = [
+    "Event",
+    "EventType",
+    "NotificationTarget",
+    "Notifications",
+    "RetrySchedule",
+    "check_secret",
+    "decision_event",
+    "event_id",
+    "interrupted_event",
+    "pause_event",
+]

@@ -1,0 +1,2 @@
+"""The run: an engine opens operations (a start, a decision, an expiry, a recovery) and the loop drives
+each through model turns, tool calls, delegations and pauses, checkpointing as it goes."""

@@ -1,0 +1,220 @@
+"""A step's tool calls: recorded from the model's turn (invalid ones fail at once, gated ones pause, the
+rest are claimed to run), then executed together, tools in this process and delegations in their
+subagent, each ending as a result, an error or a pause of the call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from typing import Any, assert_never
+
+from pydantic import BaseModel, ValidationError
+from troupe.core.deciding.decisions import parse_resume_data
+from troupe.core.deciding.policy import requires_approval
+from troupe.core.run.delegation import Delegation
+from troupe.core.run.flow import ActiveRun, ChildFailed, ChildFinished, ChildOutcome, ChildPaused, Plan
+from troupe.core.run.model_output import RefusedArgs
+from troupe.core.run.pauses import Pauses
+from troupe.core.tracing import span
+from troupe.core.vocabulary.agent import AgentSpec
+from troupe.core.vocabulary.chunks import Chunk
+from troupe.core.vocabulary.hooks import ToolCallOverride
+from troupe.core.vocabulary.model import ToolCallPart
+from troupe.core.vocabulary.state import CallStatus, RunState, ToolCallState
+from troupe.core.vocabulary.tools import AgentContext, SuspendSignal, Tool, ToolContext, ToolThreads
+
+log = logging.getLogger(__name__)
+
+
+class Calls:
+    """Plans and executes the tool calls of one agent's steps."""
+
+    def __init__(
+        self,
+        spec: AgentSpec,
+        tools: Mapping[str, Tool],
+        delegations: Mapping[str, Delegation],
+        pauses: Pauses,
+        threads: ToolThreads,
+    ) -> None:
+        self.spec = spec
+        self.tools = tools
+        self.delegations = delegations
+        self.pauses = pauses
+        self.threads = threads
+
+    # ---- planning ------------------------------------------------------------------------------------
+
+    async def plan(self, run: ActiveRun, parts: list[ToolCallPart]) -> tuple[str, ...]:
+        """Record the step's calls in the run; returns the ones to execute now."""
+        state = run.state
+        state.calls = []
+        todo: list[str] = []
+        for part in parts:
+            call = ToolCallState(
+                tool_call_id=part.id,
+                tool_name=part.name,
+                args=part.args if isinstance(part.args, dict) else {},
+                status=CallStatus.RUNNING,
+            )
+            state.calls.append(call)
+            tool = self.tools.get(part.name)
+            parsed = self._parse_input(tool, part)
+            if isinstance(parsed, str):
+                done(run, call, {"error": parsed}, is_error=True)
+                continue
+            assert tool is not None
+            ctx = self.context(state, call, tool)
+            call.requires_approval = await requires_approval(
+                tool, part.name, call.args, parsed, ctx, run.policy
+            )
+            if call.requires_approval:
+                call.status = CallStatus.AWAITING_APPROVAL
+                call.pauses = [self.pauses.own(state, call, tool, "approval")]
+            else:
+                todo.append(call.tool_call_id)
+        return tuple(todo)
+
+    def _parse_input(self, tool: Tool | None, part: ToolCallPart) -> BaseModel | str:
+        """The validated input, or what is wrong with the call (the model is told, nothing runs)."""
+        if isinstance(part.args, RefusedArgs):
+            return f"the arguments for tool {part.name!r} were refused: {part.args}"
+        if tool is None:
+            return f"unknown tool {part.name!r}; available tools: {', '.join(sorted(self.tools)) or 'none'}"
+        if not isinstance(part.args, dict):
+            return f"arguments for tool {part.name!r} are not a JSON object: {part.args!r}"
+        try:
+            return tool.parse_input(part.args)
+        except ValidationError as exc:
+            return f"invalid arguments for tool {part.name!r}: {exc.errors(include_url=False)}"
+
+    def context(self, state: RunState, call: ToolCallState, tool: Tool) -> ToolContext:
+        return ToolContext(
+            run_id=state.run_id,
+            tool_call_id=call.tool_call_id,
+            agent_id=self.spec.id,
+            thread_id=state.thread_id,
+            resource_id=state.resource_id,
+            request_context=state.request_context,
+            agent=AgentContext(suspend_schema=tool.suspend_schema),
+        )
+
+    # ---- executing -----------------------------------------------------------------------------------
+
+    async def execute(self, run: ActiveRun, plan: Plan) -> tuple[str, ...]:
+        """Execute the plan's calls at once. Returns the finished subagent runs whose outcome this run
+        took (to delete once the run's next checkpoint holds it)."""
+        calls = [c for c in (run.state.call(i) for i in plan.calls) if c is not None]
+        consumed = await asyncio.gather(*(self._execute(run, call, plan) for call in calls))
+        return tuple(child for child in consumed if child is not None)
+
+    async def _execute(self, run: ActiveRun, call: ToolCallState, plan: Plan) -> str | None:
+        consumed = None
+        with span(
+            "troupe.tool",
+            troupe__tool=call.tool_name,
+            troupe__tool_call_id=call.tool_call_id,
+            troupe__run_id=run.state.run_id,
+        ) as current:
+            delegation = self.delegations.get(call.tool_name)
+            if delegation is not None:
+                outcome = await delegation.run(
+                    run,
+                    call,
+                    parent_agent=self.spec.id,
+                    source=plan.child_streams.get(call.tool_call_id),
+                    reattach=call.tool_call_id in plan.reattach,
+                )
+                consumed = self._take_child(run, call, outcome)
+            else:
+                await self._execute_tool(run, call)
+            outcome_name = "error" if call.is_error else call.status.value
+            current.set_attribute("troupe.outcome", "declined" if call.declined else outcome_name)
+        return consumed
+
+    def _take_child(self, run: ActiveRun, call: ToolCallState, outcome: ChildOutcome) -> str | None:
+        """The delegation call's outcome from its subagent's; the subagent's run id once it has ended."""
+        call.child = outcome.link
+        match outcome:
+            case ChildPaused(pauses=events):
+                call.pauses = [self.pauses.lift(run.state, call, event) for event in events]
+                latest = call.pauses[-1]
+                approval = latest.kind == "approval"
+                call.status = CallStatus.AWAITING_APPROVAL if approval else CallStatus.SUSPENDED
+                return None
+            case ChildFailed(message=message):
+                done(run, call, {"error": message}, is_error=True)
+            case ChildFinished(text=text):
+                done(run, call, text)
+            case _:
+                assert_never(outcome)
+        return outcome.link.run_id
+
+    async def _execute_tool(self, run: ActiveRun, call: ToolCallState) -> None:
+        tool = self.tools[call.tool_name]
+        ctx = self.context(run.state, call, tool)
+        if call.decision is not None and call.decision.kind == "resumed":
+            ctx.agent.resume_data = parse_resume_data(tool, call.decision.resume_data)
+        hooks = self.spec.hooks
+        try:
+            if hooks.before_tool_call is not None:
+                override = await _maybe_await(
+                    hooks.before_tool_call(call.tool_name, tool.parse_input(call.effective_args), ctx)
+                )
+                if isinstance(override, ToolCallOverride) and not override.proceed:
+                    done(run, call, override.output, overridden=True)
+                    return
+            output = await tool.run(call.effective_args, ctx, self.threads)
+        except SuspendSignal as signal:
+            call.status = CallStatus.SUSPENDED
+            call.pauses = [self.pauses.own(run.state, call, tool, "suspend", signal.payload)]
+            return
+        except Exception as exc:
+            done(run, call, {"error": f"{type(exc).__name__}: {exc}"}, is_error=True)
+            return
+        done(run, call, output)
+        if hooks.after_tool_call is not None:
+            try:
+                await _maybe_await(hooks.after_tool_call(call.tool_name, call.effective_args, output, ctx))
+            except Exception:
+                log.warning("after_tool_call hook failed for %s", call.tool_call_id, exc_info=True)
+
+
+def done(run: ActiveRun, call: ToolCallState, output: Any, *, is_error: bool = False, **extra: Any) -> None:
+    """Record the call's output and tell the stream."""
+    call.status = CallStatus.DONE
+    call.output = output
+    call.is_error = is_error
+    run.chunk(
+        "tool-error" if is_error else "tool-result",
+        tool_call_id=call.tool_call_id,
+        tool_name=call.tool_name,
+        args=call.effective_args,
+        result=output,
+        **extra,
+    )
+
+
+def decline_chunk(run_id: str, call: ToolCallState) -> Chunk:
+    """Mastra's ``tool-output-denied``: the tool never ran; the model hears ``approval.reason``."""
+    return Chunk(
+        "tool-output-denied",
+        run_id,
+        {
+            "tool_call_id": call.tool_call_id,
+            "tool_name": call.tool_name,
+            "args": call.effective_args,
+            "approval": {"id": call.tool_call_id, "approved": False, "reason": call.output},
+        },
+    )
+
+
+async def _maybe_await(value: Any) -> Any:
+    if asyncio.iscoroutine(value) or isinstance(value, asyncio.Future):
+        return await value
+    return value
+
+
+__all__ = ["Calls", "decline_chunk", "done"]

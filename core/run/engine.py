@@ -1,0 +1,264 @@
+"""The run engine of one agent: opens operations (start a run, decide a paused call) and executes them.
+
+An operation is opened in two phases. ``begin_*`` does everything that can fail because of the caller
+(unknown run, wrong call, conflicting or invalid decision) and, for a decision, claims it with a
+compare-and-set in the store (``troupe.core.deciding.claim``). Only then is the operation handed back,
+with the ``Plan`` the loop starts from, to be executed, streaming chunks through a sink. A per-run lock
+serialises operations on one run inside this process; the store's compare-and-set keeps other processes
+honest.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from troupe.core.deciding import decision_log
+from troupe.core.deciding.approvers import ApproverPolicies
+from troupe.core.deciding.claim import Claims, ContinuedElsewhere, QuorumPending
+from troupe.core.deciding.policy import RunPolicy
+from troupe.core.notifying.outbox import Notifications, interrupted_event
+from troupe.core.run.auto_resume import extract_resume_data, find_resumable
+from troupe.core.run.flow import ActiveRun
+from troupe.core.run.locks import RunLocks
+from troupe.core.run.loop import Durability, RunLoop
+from troupe.core.run.memory import trim_history
+from troupe.core.run.operation import Operation, Recorded
+from troupe.core.run.recovery import prepare_recovery, replay
+from troupe.core.vocabulary.agent import AgentSpec
+from troupe.core.vocabulary.chunks import Chunk
+from troupe.core.vocabulary.errors import (
+    DecisionConflictError,
+    DecisionRejectedError,
+    ThreadAccessError,
+    ToolCallNotSuspendedError,
+)
+from troupe.core.vocabulary.messages import last_user_text, normalize_messages
+from troupe.core.vocabulary.options import RunOptions
+from troupe.core.vocabulary.requests import AgentPort, DecideRequest, Decline, Resume, StartRequest
+from troupe.core.vocabulary.state import CallStatus, Clock, RunState, utcnow
+from troupe.core.vocabulary.store import StaleSnapshotError, Store, ThreadAppend
+from troupe.core.vocabulary.tools import ToolThreads
+
+
+class RunEngine:
+    def __init__(
+        self,
+        spec: AgentSpec,
+        store: Store,
+        ports: dict[str, AgentPort] | None = None,
+        owner: str | None = None,
+        notifications: Notifications | None = None,
+        policies: ApproverPolicies | None = None,
+        clock: Clock = utcnow,
+        threads: ToolThreads | None = None,
+        durability: Durability = "sync",
+    ) -> None:
+        self.spec = spec
+        self.store = store
+        self.loop = RunLoop(spec, store, ports or {}, notifications, clock, threads, durability)
+        self.locks = RunLocks()
+        # Who drives the runs this engine works on (its host's identity; see RunState.owner).
+        self.owner = owner or f"engine:{uuid.uuid4().hex}"
+        self.claims = Claims(self.loop, self.owner, policies, self._resumed_policy)
+
+    # ---- starting a run -----------------------------------------------------------------------------
+
+    async def begin_start(self, request: StartRequest) -> Operation:
+        options = RunOptions.merge(dict(request.options_given), self.spec.default_options)
+        messages = normalize_messages(request.messages)
+        memory = self.spec.memory
+        if memory is not None and options.thread_id is not None:
+            await self._check_thread(options.thread_id, options.resource_id)
+        if memory is not None and options.thread_id is not None and options.auto_resume_suspended_tools:
+            resumed = await self._auto_resume(options, messages)
+            if resumed is not None:
+                return resumed
+        history: list[dict[str, Any]] = []
+        if memory is not None and options.thread_id is not None:
+            history = trim_history(await self.store.load_messages(options.thread_id), memory.last_messages)
+        state = RunState(
+            run_id=options.run_id or str(uuid.uuid4()),
+            agent_id=self.spec.id,
+            thread_id=options.thread_id,
+            resource_id=options.resource_id,
+            request_context=options.request_context,
+            messages=history + messages,
+            memory_saved=len(history),
+            max_steps=options.max_steps,
+            approval=self._storable_policy(request, options.require_tool_approval),
+            auto_resume=options.auto_resume_suspended_tools,
+            approval_timeout=options.approval_timeout,
+            started_by=options.started_by,
+            parent=request.parent,
+            owner=self.owner,
+        )
+        release = await self.locks.acquire(state.run_id)
+        try:
+            # Stored now, so that a crash during the first model turn leaves a run to recover; except
+            # with durability="exit", where a run under an id generated here is stored by its first
+            # checkpoint (before any tool runs, with its first pause, or at its end): until then nothing
+            # outside has happened but model turns, and a crash loses only a run its caller sees fail.
+            # An id the caller chose is always stored now, so one already taken is refused before
+            # anything runs; a subagent's run too, so its parent, recovering, can find it by its id.
+            generated = (options.run_id is None or request.generated_run_id) and request.parent is None
+            deferred = generated and self.loop.durability == "exit"
+            version = 0 if deferred else await self.store.create_run(state)
+        except BaseException:
+            release()
+            raise
+        run = ActiveRun(state, version, options.require_tool_approval)
+        return Operation(self.loop, run, release, caller=request.trace)
+
+    async def _check_thread(self, thread_id: str, resource_id: str | None) -> None:
+        """A thread's history is read only by runs of the resource it belongs to."""
+        owner = await self.store.thread_resource(thread_id)
+        if owner is not None and owner != (resource_id or ""):
+            raise ThreadAccessError(
+                f"thread {thread_id!r} belongs to another resource; a run for resource {resource_id!r} "
+                "cannot use it",
+                thread_id=thread_id,
+            )
+
+    async def _auto_resume(self, options: RunOptions, messages: list[dict[str, Any]]) -> Operation | None:
+        """If a tool on this thread waits for data, let this message answer it
+        (troupe.core.run.auto_resume)."""
+        assert options.thread_id is not None
+        found = await find_resumable(self.store, self.spec.id, options.thread_id, options.resource_id)
+        if found is None:
+            return None
+        state, call, pause = found
+        data = await extract_resume_data(self.spec.model, pause, last_user_text(messages))
+        if data is None:
+            return None
+        request = DecideRequest(
+            run_id=state.run_id,
+            decision=Resume(data),
+            tool_call_id=call.tool_call_id,
+            fingerprint=pause.fingerprint,
+            decided_by="auto-resume",
+        )
+        # The answer joins the thread's conversation (with the claim, atomically), where the paused run's
+        # turns will follow it.
+        said = ThreadAppend(options.thread_id, options.resource_id, messages)
+        try:
+            operation = await self.begin_decision(request, thread=said)
+        except (DecisionRejectedError, DecisionConflictError, ToolCallNotSuspendedError):
+            return None  # not an answer after all (or answered meanwhile): a new run takes the message
+        operation.start_note = {"auto_resumed": True}  # the caller asked for a stream: it opens as one
+        return operation
+
+    def _storable_policy(self, request: StartRequest, policy: RunPolicy) -> Any:
+        if isinstance(policy, bool):
+            return "on" if policy else "off"
+        if "require_tool_approval" not in request.options_given:
+            return "agent-default"
+        return "on"  # a per-call function cannot be stored: a resumed run gates every call (fail-safe)
+
+    def _resumed_policy(self, state: RunState) -> RunPolicy:
+        if state.approval == "agent-default":
+            policy: RunPolicy = self.spec.default_options.get("require_tool_approval", True)
+            return policy
+        return state.approval == "on"
+
+    # ---- deciding a paused call ---------------------------------------------------------------------
+
+    async def begin_decision(self, request: DecideRequest, thread: ThreadAppend | None = None) -> Operation:
+        """Accept a decision. If it turns out the call was decided before and the run must catch up with
+        its subagent, the returned operation carries that error as ``refusal``: run it, then raise."""
+        release = await self.locks.acquire(request.run_id)
+        try:
+            run, plan = await self.claims.claim(request, thread=thread)
+        except QuorumPending as pending:
+            return Recorded(self.loop, pending.state, release, caller=request.trace)
+        except ContinuedElsewhere as moved:
+            operation = Operation(
+                self.loop, moved.run, release, moved.plan, kind="decision", caller=request.trace
+            )
+            operation.refusal = moved.error
+            return operation
+        except BaseException:
+            release()
+            raise
+        return Operation(self.loop, run, release, plan, kind="decision", caller=request.trace)
+
+    async def begin_expiry(self, run_id: str) -> Operation | None:
+        """Decline the run's most overdue pause because its time ran out (the model is told so).
+        None if nothing in the run is overdue any more."""
+        release = await self.locks.acquire(run_id)
+        try:
+            stored = await self.store.load_run(run_id)
+            now = self.loop.clock()
+            due = (
+                []
+                if stored is None or stored.state.parent is not None
+                else [
+                    (pause.expires_at, call, pause)
+                    for call, pause in stored.state.open_pauses()
+                    if pause.expires_at is not None and pause.expires_at <= now
+                ]
+            )
+            if not due:
+                release()
+                return None
+            deadline, call, pause = min(due, key=lambda item: item[0])
+            reason = f"No decision was made in time: the request expired at {deadline.isoformat()}"
+            request = DecideRequest(
+                run_id=run_id,
+                decision=Decline(reason),
+                tool_call_id=call.tool_call_id,
+                fingerprint=pause.fingerprint,
+                decided_by="expiry",
+            )
+            run, plan = await self.claims.claim(request, expiring=True)
+        except BaseException:
+            release()
+            raise
+        return Operation(self.loop, run, release, plan, kind="expiry")
+
+    # ---- recovering an orphaned run ------------------------------------------------------------------
+
+    async def begin_recovery(self, run_id: str, expected_owner: str | None) -> Operation | None:
+        """Take over a run left ``running`` by ``expected_owner`` (a dead host, or this one before a
+        restart). None if the run has moved on or someone else took it first."""
+        release = await self.locks.acquire(run_id)
+        try:
+            stored = await self.store.load_run(run_id)
+            if stored is None or stored.state.status != "running" or stored.state.owner != expected_owner:
+                release()
+                return None
+            state = stored.state
+            state.owner = self.owner
+            run = ActiveRun(state, stored.version, self._resumed_policy(state))
+            running = [c.tool_call_id for c in state.calls if c.status is CallStatus.RUNNING]
+            loop = self.loop
+            plan = prepare_recovery(state, loop.tools, loop.delegations, loop.pauses)
+            cut = [c for c in state.calls if c.tool_call_id in running and c.status is not CallStatus.RUNNING]
+            try:
+                run.version = await self.loop.save(
+                    state, expected_version=stored.version, events=[interrupted_event(state, c) for c in cut]
+                )
+            except StaleSnapshotError:
+                release()
+                return None
+        except BaseException:
+            release()
+            raise
+        interrupted = [c.tool_call_id for c in state.calls if c.pauses and c.pauses[0].interrupted]
+        interrupted += [n.payload["tool_call_id"] for n in plan.backlog]
+        decision_log.recovered(run_id, state.agent_id, interrupted, self.owner, expected_owner)
+        start_note = {"recovered": True, "interrupted_tool_calls": interrupted}
+        return Operation(self.loop, run, release, plan, start_note, kind="recovery")
+
+    async def describe(self, run_id: str) -> list[Chunk] | None:
+        """Chunks telling where a run that is not in flight here stands
+        (``troupe.core.run.recovery.replay``)."""
+        stored = await self.store.load_run(run_id)
+        return None if stored is None else replay(self.spec.id, stored.state)
+
+    def is_busy(self, run_id: str) -> bool:
+        return self.locks.held(run_id)
+
+
+# Operation and RunLocks live in their own modules; their names stay importable from here.
+__all__ = ["Operation", "RunEngine", "RunLocks"]

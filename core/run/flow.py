@@ -1,0 +1,133 @@
+"""The run's flow as values: the run an operation drives, the plan it starts from, and how each step
+and each delegation ends.
+
+An operation (a start, a decision, a recovery) is opened with a ``Plan``: which of the step's calls to
+execute, which delegations to follow in their subagent's run, the subagent streams a routed decision
+already opened, audit entries for the next checkpoint, and chunks to open the stream with. The loop
+applies it and then plans each new step itself. A step ends as one of ``StepOutcome``; a delegation as
+one of ``ChildOutcome``, which the loop turns into the call's result or pauses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from troupe.core.deciding.policy import RunPolicy
+from troupe.core.vocabulary.chunks import Chunk, PauseEvent
+from troupe.core.vocabulary.requests import ChunkBatches
+from troupe.core.vocabulary.state import ChildLink, RunState
+from troupe.core.vocabulary.store import AuditEntry
+
+Emit = Callable[[Chunk], None]
+
+
+@dataclass
+class ActiveRun:
+    """A run while an operation drives it: its state, the store version it was read or written at, its
+    approval policy, and where its chunks go. Lives only for that operation."""
+
+    state: RunState
+    version: int
+    policy: RunPolicy
+    emit: Emit = lambda chunk: None
+    # Subagent runs this operation has deleted once its checkpoint recorded them: the run's end need
+    # not delete them again (it still deletes every other child, e.g. one a crash kept from going).
+    deleted_children: set[str] = field(default_factory=set)
+
+    def chunk(self, type_: Any, **payload: Any) -> None:
+        self.emit(Chunk(type_, self.state.run_id, payload))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What an operation does before the loop goes on by itself."""
+
+    # Calls of the step to execute now (claimed: RUNNING, no output yet), in this order.
+    calls: tuple[str, ...] = ()
+    # Delegation calls to follow in their subagent's run rather than start one (a recovered parent, or
+    # a decision the subagent took before this level heard back).
+    reattach: frozenset[str] = frozenset()
+    # Decided delegation calls: the subagent's stream for the decision, opened when it was routed.
+    child_streams: Mapping[str, ChunkBatches] = field(default_factory=dict)
+    # Audit entries written with the next checkpoint (a delegated decision, once the subagent took it).
+    audit: tuple[AuditEntry, ...] = ()
+    # Chunks the operation's stream opens with (a decline's outcome, calls cut short by a crash).
+    backlog: tuple[Chunk, ...] = ()
+
+
+# ---- how a step ends ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Continue:
+    """The step's calls are all resolved and checkpointed: the next model turn follows."""
+
+
+@dataclass(frozen=True)
+class Finished:
+    """The run ended (its last chunk is ``finish``)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Paused:
+    """The run waits for a human; these pauses are durable and announced."""
+
+    pauses: tuple[PauseEvent, ...]
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The step raised: the run is reported failed (``RunLoop.fail``)."""
+
+    error: Exception
+
+
+StepOutcome = Continue | Finished | Paused | Failed
+
+
+# ---- how a delegation ends ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ChildFinished:
+    """The subagent's run ended with this answer (the text of its last turn)."""
+
+    link: ChildLink
+    text: str
+
+
+@dataclass(frozen=True)
+class ChildFailed:
+    link: ChildLink
+    message: str
+
+
+@dataclass(frozen=True)
+class ChildPaused:
+    """The subagent's run waits for a human: these pauses become the delegation call's."""
+
+    link: ChildLink
+    pauses: tuple[PauseEvent, ...]
+
+
+ChildOutcome = ChildFinished | ChildFailed | ChildPaused
+
+
+__all__ = [
+    "ActiveRun",
+    "ChildFailed",
+    "ChildFinished",
+    "ChildOutcome",
+    "ChildPaused",
+    "Continue",
+    "Emit",
+    "Failed",
+    "Finished",
+    "Paused",
+    "Plan",
+    "StepOutcome",
+]

@@ -1,0 +1,310 @@
+"""The agent loop: model turn, tool calls, pauses, checkpoints.
+
+``RunLoop.advance`` drives one ``ActiveRun`` from wherever its state stands until it finishes or pauses.
+It never waits for a human: a pause is a checkpoint followed by the pause chunks (in that order, so a
+pause is only announced once it is durable), and the operation ends there, as Mastra's stream does (no
+``finish``). A decision later re-enters here; its stream goes straight on from the decided call (no
+``start``), also as Mastra's does.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, assert_never
+
+from troupe.core.deciding.handoff import pending_delivery
+from troupe.core.notifying.outbox import Event, Notifications, decision_event, pause_event
+from troupe.core.run.calls import Calls
+from troupe.core.run.delegation import Delegation, child_run_id, delegation_tool
+from troupe.core.run.flow import ActiveRun, Continue, Failed, Finished, Paused, Plan, StepOutcome
+from troupe.core.run.memory import settled_length, take_unsaved
+from troupe.core.run.paused import PausedRuns
+from troupe.core.run.pauses import Pauses, open_pause_chunks
+from troupe.core.run.turn import model_turn
+from troupe.core.tracing import span
+from troupe.core.vocabulary.agent import DELEGATION_PREFIX, AgentSpec
+from troupe.core.vocabulary.errors import DecisionPendingError, StorageError, TroupeError
+from troupe.core.vocabulary.messages import tool_message
+from troupe.core.vocabulary.model import Usage
+from troupe.core.vocabulary.requests import AgentPort
+from troupe.core.vocabulary.state import Clock, RunState, utcnow
+from troupe.core.vocabulary.store import AuditEntry, OutboxEntry, StaleSnapshotError, Store, ThreadAppend
+from troupe.core.vocabulary.tools import Tool, ToolThreads
+
+log = logging.getLogger(__name__)
+
+# When a run is written (LangGraph's names). "exit": only when the run pauses, before any tool runs (its
+# calls are marked running first, so a crash never runs one twice silently) and when it ends; a step's
+# results ride with the next of those writes, and a crash in between reports the step's calls as
+# interrupted (a gated call is surfaced for a decision again); a run that crashes before its first write
+# is not recovered. "sync" also writes a run when it starts and after every step's tools have run, before
+# the next model turn, so a crash during any model turn resumes from where it stood.
+Durability = Literal["sync", "exit"]
+DURABILITY_MODES: tuple[Durability, ...] = ("sync", "exit")
+
+
+def check_durability(durability: str) -> Durability:
+    if durability not in DURABILITY_MODES:
+        raise ValueError(f"durability must be one of {', '.join(DURABILITY_MODES)}; got {durability!r}")
+    return durability
+
+
+class RunLoop:
+    def __init__(
+        self,
+        spec: AgentSpec,
+        store: Store,
+        ports: dict[str, AgentPort],
+        notifications: Notifications | None = None,
+        clock: Clock = utcnow,
+        threads: ToolThreads | None = None,
+        durability: Durability = "sync",
+    ) -> None:
+        self.spec = spec
+        self.durability = check_durability(durability)
+        # The state each run was paused with, for its decision to claim without a read
+        # (troupe.core.run.paused).
+        self.paused = PausedRuns()
+        self.store = store
+        self.clock = clock
+        self.notifications = notifications
+        # Called after a write that added outbox entries (the host's dispatcher sends them).
+        self.on_outbox: Callable[[], None] = lambda: None
+        self.delegations = {
+            DELEGATION_PREFIX + key: Delegation(key, sub, ports[key])
+            for key, sub in spec.agents.items()
+            if key in ports
+        }
+        self.tools: dict[str, Tool] = {**spec.tools}
+        for name, delegation in self.delegations.items():
+            self.tools[name] = delegation_tool(delegation)
+        self.tool_specs = [tool.spec(name) for name, tool in self.tools.items()]
+        self.pauses = Pauses(spec.id, clock)
+        self.calls = Calls(spec, self.tools, self.delegations, self.pauses, threads or ToolThreads())
+
+    # ---- the loop ------------------------------------------------------------------------------------
+
+    async def advance(
+        self, run: ActiveRun, plan: Plan | None = None, start_note: dict[str, Any] | None = None
+    ) -> StepOutcome:
+        """Drive the run from ``plan`` until it finishes, pauses or fails; ``start_note`` (given for a
+        new run or a recovery, not a decision) opens the stream with a ``start`` chunk carrying it."""
+        state, plan = run.state, plan or Plan()
+        if start_note is not None:
+            run.chunk("start", id=self.spec.id, agent_id=self.spec.id, **start_note)
+        for chunk in plan.backlog:
+            run.emit(chunk)
+        while True:
+            # One span per step this operation works on: the model turn (unless the step was already
+            # planned, e.g. when a decision resumes it), then the step's tool calls.
+            resumed = bool(state.calls)
+            try:
+                with span(
+                    "troupe.step", troupe__step=state.step + (0 if resumed else 1), troupe__resumed=resumed
+                ):
+                    outcome = await self._step(run, plan)
+            except Exception as exc:
+                outcome = Failed(exc)
+            match outcome:
+                case Continue():
+                    plan = Plan()
+                case Finished() | Paused():
+                    return outcome
+                case Failed(error=error):
+                    if not isinstance(error, TroupeError):
+                        log.error("run %s failed", state.run_id, exc_info=error)
+                    await self.fail(run, error, plan.audit)
+                    return outcome
+                case _:
+                    assert_never(outcome)
+
+    async def _step(self, run: ActiveRun, plan: Plan) -> StepOutcome:
+        """Drive one step: the model's turn unless ``plan`` resumes a step, then the step's calls."""
+        state = run.state
+        if not state.calls:
+            turn = await model_turn(self.spec, self.tool_specs, run)
+            if not turn.calls:
+                self._step_finish(run, turn.finish_reason, turn.text)
+                await self.finish(run, turn.finish_reason)
+                return Finished(turn.finish_reason)
+            plan = Plan(calls=await self.calls.plan(run, turn.calls))
+            if plan.calls:
+                # Calls about to run are marked running in the store first: a crash mid-tool must be
+                # seen as an interrupted call, never silently re-run. (If nothing runs, the pause or
+                # the end of the step checkpoints the plan anyway.)
+                await self.checkpoint(run)
+        consumed = await self.calls.execute(run, plan)
+        if state.paused_calls():
+            return await self._suspend(run, plan.audit, consumed)
+        self._close_step(run)
+        if state.step >= state.max_steps:
+            await self.finish(run, "tool-calls", plan.audit)
+            return Finished("tool-calls")
+        if self.durability == "sync" or plan.audit or consumed:
+            # (Audit entries and consumed subagent records are never left waiting for a later write.)
+            await self.checkpoint(run, audit=plan.audit, consumed=consumed)
+        return Continue()
+
+    async def checkpoint(
+        self,
+        run: ActiveRun,
+        thread: ThreadAppend | None = None,
+        events: Sequence[Event] = (),
+        *,
+        audit: tuple[AuditEntry, ...] = (),
+        consumed: Sequence[str] = (),
+    ) -> None:
+        """Write the run (with ``audit``), then delete the ``consumed`` subagent runs it now records."""
+        run.state.updated_at = utcnow()
+        run.version = await self.save(
+            run.state, expected_version=run.version, audit=audit, thread=thread, events=events
+        )
+        for child in consumed:
+            await self.store.delete_run(child)
+            run.deleted_children.add(child)
+
+    async def save(
+        self,
+        state: RunState,
+        *,
+        expected_version: int,
+        audit: tuple[AuditEntry, ...] = (),
+        thread: ThreadAppend | None = None,
+        events: Sequence[Event] = (),
+    ) -> int:
+        """Write the run, with its audit entries and, in the same atomic step, the notifications that
+        they and ``events`` make (``troupe.core.notifying.outbox``)."""
+        outbox = self.outbox(state, audit, events)
+        # Only when there is something to send, so a store written to the older protocol keeps working.
+        extra: dict[str, tuple[OutboxEntry, ...]] = {"outbox": outbox} if outbox else {}
+        version = await self.store.save_run(
+            state, expected_version=expected_version, audit=audit, thread=thread, **extra
+        )
+        if outbox:
+            self.on_outbox()
+        return version
+
+    def outbox(
+        self, state: RunState, audit: Sequence[AuditEntry], events: Sequence[Event] = ()
+    ) -> tuple[OutboxEntry, ...]:
+        if self.notifications is None or not self.notifications.targets:
+            return ()
+        # A subagent's decisions are reported by the top-level run that routed them.
+        decided = [decision_event(state, entry) for entry in audit] if state.parent is None else []
+        return self.notifications.entries([*events, *decided])
+
+    async def finish(self, run: ActiveRun, reason: str, audit: tuple[AuditEntry, ...] = ()) -> None:
+        text = _final_text(run.state)
+        # The run's conversation (OpenAI chat format), as Mastra's finish carries its messages; taken
+        # before _end, which clears a subagent's.
+        messages = list(run.state.messages)
+        await self._end(run, {"finish_reason": reason, "text": text}, audit)
+        run.chunk("finish", **self._ending(run.state, reason, text), messages=messages)
+
+    def _ending(self, state: RunState, reason: str, text: str, continued: bool = False) -> dict[str, Any]:
+        """A step-finish or finish payload: Troupe's ``finish_reason``/``usage`` and Mastra's
+        ``step_result``/``output`` (what Mastra's clients read)."""
+        usage = Usage(state.input_tokens, state.output_tokens).to_dict()
+        return {
+            "finish_reason": reason,
+            "usage": usage,
+            "step_result": {"reason": reason, "is_continued": continued},
+            "output": {"text": text, "usage": usage},
+        }
+
+    def _step_finish(self, run: ActiveRun, reason: str, text: str) -> None:
+        state = run.state
+        continued = reason == "tool-calls"
+        run.chunk("step-finish", step=state.step, **self._ending(state, reason, text, continued))
+
+    async def _end(self, run: ActiveRun, outcome: dict[str, Any], audit: tuple[AuditEntry, ...]) -> None:
+        """A top-level run's snapshot goes (its last messages join its thread in the same write). A
+        subagent's run keeps a small finished record until its parent has checkpointed the outcome, so a
+        parent recovering from a crash can still collect it. ``audit`` is written first."""
+        state = run.state
+        # Every subagent record this run consumed goes first (also any a crash kept from being deleted),
+        # but not one this operation deleted already: that would be a round trip to the store for nothing.
+        for child in self._children_of(state):
+            if child not in run.deleted_children:
+                await self.store.delete_run(child)
+        if state.parent is None:
+            if audit:
+                await self.checkpoint(run, audit=audit)
+            thread = take_unsaved(self.spec.memory, state, upto=len(state.messages))
+            if run.version:
+                await self.store.delete_run(state.run_id, expected_version=run.version, thread=thread)
+            elif thread is not None:
+                # Never stored (it ended before its first checkpoint): only its messages are kept.
+                await self.store.append_messages(thread.thread_id, thread.resource_id, thread.messages)
+        else:
+            state.status, state.outcome, state.calls = "finished", outcome, []
+            state.messages = []
+            await self.checkpoint(run, audit=audit)
+
+    def _children_of(self, state: RunState) -> list[str]:
+        """Run ids of the subagent runs this run delegated to (derived from its conversation)."""
+        return [
+            child_run_id(state.run_id, call["id"])
+            for message in state.messages
+            if message.get("role") == "assistant"
+            for call in message.get("tool_calls") or ()
+            if call["function"]["name"] in self.delegations
+        ]
+
+    async def fail(self, run: ActiveRun, error: BaseException, audit: tuple[AuditEntry, ...] = ()) -> None:
+        """Report a run that cannot go on (``audit``: what its last step had yet to write).
+
+        A model or tool-infrastructure failure ends the run, so its snapshot goes. A storage failure leaves
+        the last durable checkpoint as it is, for recovery once storage is back.
+        """
+        error = pending_delivery(run.state, self.delegations, error)
+        if isinstance(error, TroupeError):
+            info = error.to_dict()
+        else:
+            info = {"code": "AGENT_RUN_FAILED", "message": f"{type(error).__name__}: {error}", "details": {}}
+        if not isinstance(error, StorageError | DecisionPendingError):
+            try:
+                await self._end(run, {"finish_reason": "error", "error": info}, audit)
+            except StorageError:
+                log.warning("could not end the snapshot of failed run %s", run.state.run_id, exc_info=True)
+            except StaleSnapshotError:
+                log.warning("failed run %s was changed elsewhere; left as it is", run.state.run_id)
+        run.chunk("error", error=info)
+        run.chunk("finish", **self._ending(run.state, "error", ""))
+
+    # ---- closing a step ------------------------------------------------------------------------------
+
+    def _close_step(self, run: ActiveRun) -> None:
+        """Every call is resolved: results go to the model in the order the calls were made."""
+        state = run.state
+        state.messages.extend(tool_message(c.tool_call_id, c.output) for c in state.calls)
+        state.calls = []
+        self._step_finish(run, "tool-calls", _final_text(state))
+
+    async def _suspend(
+        self, run: ActiveRun, audit: tuple[AuditEntry, ...], consumed: Sequence[str]
+    ) -> Paused:
+        state = run.state
+        state.status = "suspended"
+        # Only the top-level run announces pauses to people (a subagent's pause bubbles up to it).
+        pauses = [pause_event(state, c, p) for c, p in state.open_pauses()] if state.parent is None else []
+        thread = take_unsaved(self.spec.memory, state, upto=settled_length(state))
+        await self.checkpoint(run, thread, pauses, audit=audit, consumed=consumed)
+        self.paused.keep(state, run.version)  # this operation ends here: the state is not changed again
+        # Durable now: announce every open pause, oldest first, so the last one is the newest.
+        announced = open_pause_chunks(state)
+        for chunk in announced:
+            run.emit(chunk)
+        return Paused(tuple(c.pause for c in announced if c.pause is not None))
+
+
+def _final_text(state: RunState) -> str:
+    """The run's answer: the text of its last assistant turn."""
+    for message in reversed(state.messages):
+        if message.get("role") == "assistant":
+            return str(message.get("content") or "")
+    return ""
+
+
+__all__ = ["DURABILITY_MODES", "Durability", "RunLoop", "check_durability"]

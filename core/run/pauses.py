@@ -1,0 +1,104 @@
+"""Pause bookkeeping: the pauses a run opens, their order and deadlines, and how they are announced.
+
+A run numbers its pauses (``RunState.pause_seq``) so the newest is the default target of a decision;
+each pause may carry a deadline (the run's ``approval_timeout``). A pause is the agent's own (its tool
+is gated or suspended itself) or lifted from a subagent's ``PauseEvent`` and shown with this agent's
+call id, the leaf's tool and args and the path down to the leaf. It is announced as a pause chunk only
+once it is durable (``troupe.core.run.loop``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from troupe.core.deciding.decisions import APPROVAL_RESUME_SCHEMA
+from troupe.core.vocabulary.chunks import Chunk, PauseEvent
+from troupe.core.vocabulary.state import Clock, Pause, RunState, ToolCallState, fingerprint
+from troupe.core.vocabulary.tools import Tool
+
+
+class Pauses:
+    """Opens the pauses of one agent's runs (``agent_id``), with deadlines measured by ``clock``."""
+
+    def __init__(self, agent_id: str, clock: Clock) -> None:
+        self.agent_id = agent_id
+        self.clock = clock
+
+    def own(
+        self,
+        state: RunState,
+        call: ToolCallState,
+        tool: Tool,
+        kind: Literal["approval", "suspend"],
+        payload: Any = None,
+    ) -> Pause:
+        """A pause of one of this agent's own tools."""
+        return Pause(
+            kind=kind,
+            tool_name=call.tool_name,
+            args=call.effective_args,
+            suspend_payload=payload,
+            # An approval is answered with {approved, reason?} (resume_stream), as in Mastra.
+            resume_schema=APPROVAL_RESUME_SCHEMA if kind == "approval" else tool.resume_json_schema(),
+            agent_path=[self.agent_id],
+            fingerprint=fingerprint(call.tool_call_id, call.tool_name, call.effective_args),
+            seq=next_seq(state),
+            expires_at=self.deadline(state),
+        )
+
+    def lift(self, state: RunState, call: ToolCallState, inner: PauseEvent) -> Pause:
+        """A subagent's pause, as this agent shows it on its delegation call ``call``."""
+        return Pause(
+            kind=inner.kind,
+            tool_name=inner.tool_name,
+            args=inner.args,
+            suspend_payload=inner.suspend_payload,
+            resume_schema=inner.resume_schema,
+            agent_path=[self.agent_id, *inner.agent_path],
+            fingerprint=fingerprint(call.tool_call_id, inner.tool_name, inner.args, inner.fingerprint),
+            inner_tool_call_id=inner.tool_call_id,
+            inner_fingerprint=inner.fingerprint,
+            seq=next_seq(state),
+            interrupted=inner.interrupted,
+            expires_at=self.deadline(state, inner.expires_at),
+        )
+
+    def deadline(self, state: RunState, inherited: datetime | None = None) -> datetime | None:
+        """A new pause's expiry: this run's approval_timeout from now, else what the subagent set."""
+        if state.approval_timeout is None:
+            return inherited
+        return self.clock() + timedelta(seconds=state.approval_timeout)
+
+
+def next_seq(state: RunState) -> int:
+    state.pause_seq += 1
+    return state.pause_seq
+
+
+def pause_event(run_id: str, call: ToolCallState, pause: Pause) -> PauseEvent:
+    return PauseEvent(
+        run_id=run_id,
+        tool_call_id=call.tool_call_id,
+        kind=pause.kind,
+        tool_name=pause.tool_name,
+        args=pause.args,
+        resume_schema=pause.resume_schema,
+        agent_path=tuple(pause.agent_path),
+        fingerprint=pause.fingerprint,
+        suspend_payload=pause.suspend_payload,
+        interrupted=pause.interrupted,
+        expires_at=pause.expires_at,
+    )
+
+
+def pause_chunk(run_id: str, call: ToolCallState, pause: Pause) -> Chunk:
+    return Chunk.of_pause(pause_event(run_id, call, pause))
+
+
+def open_pause_chunks(state: RunState) -> list[Chunk]:
+    """Every open pause of the run, oldest first (so the last one announced is the newest)."""
+    return [pause_chunk(state.run_id, call, pause) for call, pause in state.open_pauses()]
+
+
+__all__ = ["Pauses", "next_seq", "open_pause_chunks", "pause_chunk", "pause_event"]

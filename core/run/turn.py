@@ -1,0 +1,101 @@
+"""One model turn: ask the agent's model, stream its text and tool calls out as chunks, and record the
+turn in the run's conversation.
+
+What the model says is hostile input: text, tool call ids, names and arguments that cannot be stored
+end the turn with a ``ModelError`` or reach the loop as refused arguments (``troupe.core.run.model_output``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from troupe.core.run.flow import ActiveRun
+from troupe.core.run.model_output import MAX_TEXT_CHARS, RefusedArgs, args_problem, id_problem, text_problem
+from troupe.core.tracing import span
+from troupe.core.vocabulary.agent import AgentSpec
+from troupe.core.vocabulary.errors import ModelError, TroupeError
+from troupe.core.vocabulary.messages import assistant_message
+from troupe.core.vocabulary.model import ModelRequest, TextDelta, ToolCallPart, TurnEnd
+
+
+@dataclass
+class Turn:
+    text: str
+    calls: list[ToolCallPart]
+    finish_reason: str
+
+
+async def model_turn(spec: AgentSpec, tool_specs: list[dict[str, Any]], run: ActiveRun) -> Turn:
+    """The run's next model turn (a new step): streamed out, then appended to its conversation."""
+    state = run.state
+    run.chunk("step-start", step=state.step + 1)
+    system = [{"role": "system", "content": spec.instructions}] if spec.instructions else []
+    request = ModelRequest(messages=system + state.messages, tools=tool_specs)
+    text: list[str] = []
+    calls: list[ToolCallPart] = []
+    try:
+        with span("troupe.model", troupe__model=spec.model.id, troupe__step=state.step + 1):
+            end = await _stream_turn(spec, run, request, text, calls)
+    except TroupeError:
+        raise
+    except Exception as exc:
+        raise ModelError(f"model {spec.model.id!r} failed: {type(exc).__name__}: {exc}") from exc
+    if len({c.id for c in calls}) != len(calls):
+        raise ModelError("the model gave two tool calls the same id in one turn")
+    state.step += 1
+    state.input_tokens += end.usage.input_tokens
+    state.output_tokens += end.usage.output_tokens
+    state.messages.append(assistant_message("".join(text), calls))
+    return Turn("".join(text), calls, "tool-calls" if calls else end.finish_reason)
+
+
+async def _stream_turn(
+    spec: AgentSpec, run: ActiveRun, request: ModelRequest, text: list[str], calls: list[ToolCallPart]
+) -> TurnEnd:
+    """Stream the model's turn out as chunks, collecting its text and tool calls."""
+    end = TurnEnd()
+    # Each stretch of text is one part, wrapped in text-start/text-end as Mastra does.
+    part: str | None = None
+    parts = 0
+    async for event in spec.model.stream_turn(request):
+        if isinstance(event, TextDelta):
+            said = sum(map(len, text))
+            _refuse_unless_storable("text", text_problem(event.text, MAX_TEXT_CHARS - said))
+            if part is None:
+                parts += 1
+                part = f"text-{run.state.step + 1}-{parts}"
+                run.chunk("text-start", id=part)
+            text.append(event.text)
+            run.chunk("text-delta", id=part, text=event.text)
+            continue
+        if part is not None:
+            run.chunk("text-end", type="text-end", id=part)
+            part = None
+        if isinstance(event, ToolCallPart):
+            event = _storable_call(event)
+            calls.append(event)
+            run.chunk("tool-call", tool_call_id=event.id, tool_name=event.name, args=event.args)
+        elif isinstance(event, TurnEnd):
+            end = event
+    if part is not None:
+        run.chunk("text-end", type="text-end", id=part)
+    return end
+
+
+def _refuse_unless_storable(what: str, problem: str | None) -> None:
+    if problem is not None:
+        raise ModelError(f"the model's {what} cannot be stored: {problem}")
+
+
+def _storable_call(part: ToolCallPart) -> ToolCallPart:
+    """The call as it may be streamed and stored: arguments that cannot be are replaced by the reason."""
+    _refuse_unless_storable("tool call id", id_problem(part.id))
+    _refuse_unless_storable("tool name", id_problem(part.name))
+    problem = args_problem(part.args)
+    if problem is None:
+        return part
+    return ToolCallPart(part.id, part.name, RefusedArgs(f"they cannot be stored: {problem}"))
+
+
+__all__ = ["Turn", "model_turn"]

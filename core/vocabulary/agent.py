@@ -1,0 +1,102 @@
+"""The agent definition: instructions, model, tools, subagents and defaults. Ray-free and picklable."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from troupe.core.models.openai_model import OpenAIModel
+from troupe.core.run.memory import Memory
+from troupe.core.vocabulary.hooks import Hooks
+from troupe.core.vocabulary.model import Model
+from troupe.core.vocabulary.options import check_option_names
+from troupe.core.vocabulary.tools import Tool
+
+DELEGATION_PREFIX = "agent-"
+
+
+class AgentSpec:
+    """What an agent is. ``supervisor.Agent`` adds the run methods on top of it."""
+
+    def __init__(
+        self,
+        id: str,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        instructions: str = "",
+        model: Model | str,
+        tools: Mapping[str, Tool] | Sequence[Tool] | None = None,
+        agents: Mapping[str, AgentSpec] | None = None,
+        memory: Memory | None = None,
+        default_options: dict[str, Any] | None = None,
+        hooks: Hooks | None = None,
+    ) -> None:
+        if not id or not isinstance(id, str):
+            raise ValueError("an agent needs a non-empty string id")
+        self.id = id
+        self.name = name or id
+        self.description = description
+        self.instructions = instructions
+        self.model = resolve_model(model)
+        self.tools = _tool_map(id, tools)
+        self.agents: dict[str, AgentSpec] = dict(agents or {})
+        for key, sub in self.agents.items():
+            if not isinstance(sub, AgentSpec):
+                raise TypeError(f"agent {id!r}: subagent {key!r} must be an Agent")
+            name_ = DELEGATION_PREFIX + key
+            if name_ in self.tools:
+                raise ValueError(f"agent {id!r}: tool name {name_!r} clashes with subagent {key!r}")
+        self.memory = memory
+        self.default_options = dict(default_options or {})
+        check_option_names(self.default_options, f"default_options of agent {id!r}")
+        self.hooks = hooks or Hooks()
+
+    def tree(self) -> dict[str, AgentSpec]:
+        """This agent and every agent below it, by id (each definition once)."""
+        found: dict[str, AgentSpec] = {}
+        stack: list[AgentSpec] = [self]
+        while stack:
+            spec = stack.pop()
+            seen = found.get(spec.id)
+            if seen is spec:
+                continue
+            if seen is not None:
+                raise ValueError(f"two different agents share the id {spec.id!r}")
+            found[spec.id] = spec
+            stack.extend(spec.agents.values())
+        return found
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(id={self.id!r}, tools={sorted(self.tools)}, agents={sorted(self.agents)})"
+        )
+
+
+def _tool_map(agent_id: str, tools: Mapping[str, Tool] | Sequence[Tool] | None) -> dict[str, Tool]:
+    if tools is None:
+        return {}
+    items = tools.items() if isinstance(tools, Mapping) else ((t.id, t) for t in tools)
+    out: dict[str, Tool] = {}
+    for name, tool in items:
+        if not isinstance(tool, Tool):
+            raise TypeError(f"agent {agent_id!r}: tool {name!r} is not a Tool (use create_tool)")
+        if name in out:
+            raise ValueError(f"agent {agent_id!r}: two tools named {name!r}")
+        out[name] = tool
+    return out
+
+
+def resolve_model(model: Model | str) -> Model:
+    """Turn ``"openai/<name>"`` into an ``OpenAIModel``; pass ``Model`` instances through."""
+    if isinstance(model, Model):
+        return model
+    if isinstance(model, str):
+        provider, _, name = model.partition("/")
+        if provider == "openai" and name:
+            return OpenAIModel(name)
+        raise ValueError(f"unknown model {model!r}: use 'openai/<model>' or a Model instance")
+    raise TypeError(f"model must be a Model or 'openai/<model>' string, got {type(model).__name__}")
+
+
+__all__ = ["DELEGATION_PREFIX", "AgentSpec", "resolve_model"]

@@ -1,0 +1,105 @@
+"""``AgentAPI``: the run methods every way of reaching an agent offers, written once.
+
+An agent is reached in-process (``troupe.Agent``), over HTTP with the async client
+(``AsyncAgentClient``) or with the blocking one (``AgentClient``). Their method names, keyword
+options and results are the same; only how a result is handed back differs (awaited, or returned), so
+the protocol takes the three result types as parameters: ``AsyncAgentAPI`` is the awaited form, and
+``troupe.api.sync_client.SyncAgentAPI`` the blocking one. Code that works with any agent (the operator
+CLI, a test story) takes an ``AsyncAgentAPI``; mypy checks that each implementation conforms
+(``troupe.api.conformance``).
+
+Where the implementations differ the protocol holds the narrower form: a decision names its
+``tool_call_id`` (in-process it may be omitted: the latest paused call), and only the in-process Agent
+takes ``decided_by``/``roles`` (over HTTP they come from the API key).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import Any, Protocol, TypeVar, Unpack
+
+from troupe.core.vocabulary.options import StreamOptions, SuspendedRunFilters
+from troupe.core.vocabulary.results import RunResult
+from troupe.core.vocabulary.stream import AgentStream
+from troupe.core.vocabulary.suspended import SuspendedRunList
+
+Messages = str | list[dict[str, Any]]
+
+StreamT = TypeVar("StreamT", covariant=True)
+ResultT = TypeVar("ResultT", covariant=True)
+ListingT = TypeVar("ListingT", covariant=True)
+
+
+class AgentAPI(Protocol[StreamT, ResultT, ListingT]):
+    """The ten run methods: start (stream/generate), decide (approve/decline, each streamed or to its
+    result), answer a ``suspend()`` (resume), find paused runs and decide one by thread."""
+
+    @property
+    def id(self) -> str: ...
+
+    def stream(self, messages: Messages, **options: Unpack[StreamOptions]) -> StreamT: ...
+
+    def generate(self, messages: Messages, **options: Unpack[StreamOptions]) -> ResultT: ...
+
+    def approve_tool_call(
+        self,
+        *,
+        run_id: str,
+        tool_call_id: str,
+        edited_args: dict[str, Any] | None = None,
+        fingerprint: str | None = None,
+    ) -> StreamT: ...
+
+    def decline_tool_call(
+        self, *, run_id: str, tool_call_id: str, reason: str | None = None, fingerprint: str | None = None
+    ) -> StreamT: ...
+
+    def approve_tool_call_generate(
+        self,
+        *,
+        run_id: str,
+        tool_call_id: str,
+        edited_args: dict[str, Any] | None = None,
+        fingerprint: str | None = None,
+    ) -> ResultT: ...
+
+    def decline_tool_call_generate(
+        self, *, run_id: str, tool_call_id: str, reason: str | None = None, fingerprint: str | None = None
+    ) -> ResultT: ...
+
+    def resume_stream(
+        self,
+        resume_data: Any,
+        *,
+        run_id: str,
+        tool_call_id: str | None = None,
+        fingerprint: str | None = None,
+    ) -> StreamT: ...
+
+    def resume_generate(
+        self,
+        resume_data: Any,
+        *,
+        run_id: str,
+        tool_call_id: str | None = None,
+        fingerprint: str | None = None,
+    ) -> ResultT: ...
+
+    def list_suspended_runs(self, **filters: Unpack[SuspendedRunFilters]) -> ListingT: ...
+
+    def send_tool_approval(
+        self,
+        *,
+        thread_id: str,
+        resource_id: str | None,
+        approved: bool,
+        tool_call_id: str | None = None,
+        reason: str | None = None,
+        resume_data: Any = None,
+    ) -> StreamT: ...
+
+
+# In-process and over HTTP with the async client: every method is awaited.
+AsyncAgentAPI = AgentAPI[Awaitable[AgentStream], Awaitable[RunResult], Awaitable[SuspendedRunList]]
+
+__all__ = ["AgentAPI", "AsyncAgentAPI", "Messages"]

@@ -1,0 +1,113 @@
+"""Run options: what ``stream()``/``generate()`` take, merged over an agent's ``default_options``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from datetime import datetime
+from typing import Any, TypedDict
+
+from troupe.core.deciding.policy import RunPolicy
+from troupe.core.vocabulary.errors import InvalidOptionError
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    require_tool_approval: RunPolicy = False
+    auto_resume_suspended_tools: bool = False
+    thread_id: str | None = None
+    resource_id: str | None = None
+    request_context: dict[str, Any] = field(default_factory=dict)
+    max_steps: int = 10
+    run_id: str | None = None
+    # Seconds a pause may wait for its human; after that it is declined with a reason the model sees.
+    approval_timeout: float | None = None
+    # Who starts the run: an approver policy with separation of duties keeps them from deciding its calls.
+    started_by: str | None = None
+
+    @classmethod
+    def names(cls) -> frozenset[str]:
+        return frozenset(f.name for f in fields(cls))
+
+    @classmethod
+    def merge(cls, call: dict[str, Any], defaults: dict[str, Any] | None) -> RunOptions:
+        """Options given in the call win; omitted ones (``None``) come from the agent's defaults."""
+        merged = dict(defaults or {})
+        merged.update({k: v for k, v in call.items() if v is not None})
+        check_option_names(merged, "stream()")
+        options = cls(**merged)
+        options.validate()
+        return options
+
+    def validate(self) -> None:
+        policy = self.require_tool_approval
+        if not (isinstance(policy, bool) or callable(policy)):
+            raise InvalidOptionError(
+                "require_tool_approval must be a bool or a function "
+                "(tool_name, args, request_context, workspace) -> bool",
+                option="require_tool_approval",
+            )
+        if not isinstance(self.max_steps, int) or isinstance(self.max_steps, bool) or self.max_steps < 1:
+            raise InvalidOptionError(
+                f"max_steps must be an integer >= 1, got {self.max_steps!r}", option="max_steps"
+            )
+        if not isinstance(self.request_context, dict):
+            raise InvalidOptionError("request_context must be a dict", option="request_context")
+        timeout = self.approval_timeout
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
+        ):
+            raise InvalidOptionError(
+                f"approval_timeout must be a positive number of seconds, got {timeout!r}",
+                option="approval_timeout",
+            )
+        if not isinstance(self.auto_resume_suspended_tools, bool):
+            raise InvalidOptionError(
+                "auto_resume_suspended_tools must be a bool", option="auto_resume_suspended_tools"
+            )
+
+
+class StreamOptions(TypedDict, total=False):
+    """The keyword options of ``stream()`` and ``generate()``; defaults are RunOptions'."""
+
+    require_tool_approval: RunPolicy
+    auto_resume_suspended_tools: bool
+    thread_id: str
+    resource_id: str
+    request_context: dict[str, Any]
+    max_steps: int
+    run_id: str
+    approval_timeout: float
+    started_by: str
+
+
+class DecisionOptions(TypedDict, total=False):
+    """The keyword options every decision method takes besides its own (edited args, reason)."""
+
+    tool_call_id: str | None  # omitted: the run's most recently paused call
+    fingerprint: str | None  # given: the decision applies only if the call still has it
+    decided_by: str | None  # recorded in the audit log; the principal an approver policy checks
+    roles: frozenset[str] | None  # the decider's roles, for an approver policy
+
+
+class SuspendedRunFilters(TypedDict, total=False):
+    """What ``list_suspended_runs`` narrows by; every filter given must match."""
+
+    thread_id: str | None
+    resource_id: str | None
+    from_date: datetime | None  # paused at or after
+    to_date: datetime | None  # paused at or before
+    page: int | None  # 0-based; needs per_page
+    per_page: int | None
+
+
+def check_option_names(options: dict[str, Any], where: str) -> None:
+    unknown = sorted(set(options) - RunOptions.names())
+    if unknown:
+        raise InvalidOptionError(
+            f"unknown option(s) for {where}: {', '.join(unknown)}; "
+            f"known: {', '.join(sorted(RunOptions.names()))}",
+            options=unknown,
+        )
+
+
+__all__ = ["DecisionOptions", "RunOptions", "StreamOptions", "SuspendedRunFilters", "check_option_names"]

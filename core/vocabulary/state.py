@@ -1,0 +1,234 @@
+"""Run state: the versioned JSON snapshot a run is resumed from.
+
+A run between two model turns is fully described by ``RunState``: the conversation so far and, while a
+step is in progress, the state of each of its tool calls. A paused run is this snapshot in the store and
+nothing else; no coroutine waits for the human.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from troupe.core.vocabulary.errors import SnapshotVersionError
+
+SCHEMA_VERSION = 1
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+# What a pause's deadline is measured against. Injectable (``Runtime(clock=...)``) so expiry can be tested
+# without racing the wall clock or the heartbeat; it must be picklable to reach Ray actors.
+Clock = Callable[[], datetime]
+
+
+def fingerprint(tool_call_id: str, tool_name: str, args: Any, *inner: str) -> str:
+    """Digest binding a decision to the exact call a human saw (id, tool and arguments)."""
+    canonical = json.dumps([tool_call_id, tool_name, args, *inner], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+
+
+class CallStatus(StrEnum):
+    AWAITING_APPROVAL = "awaiting-approval"  # gated; no decision yet
+    SUSPENDED = "suspended"  # the tool (or a subagent below) paused itself and waits for resume data
+    RUNNING = "running"  # claimed to execute; a crash here leaves it interrupted
+    DONE = "done"  # output recorded (result, error, decline or override)
+
+
+PAUSED = frozenset({CallStatus.AWAITING_APPROVAL, CallStatus.SUSPENDED})
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Decision(_Model):
+    kind: Literal["approved", "declined", "resumed", "expired"]
+    reason: str | None = None
+    edited_args: dict[str, Any] | None = None
+    resume_data: Any = None
+    decided_at: datetime = Field(default_factory=utcnow)
+    decided_by: str | None = None
+    # For a delegated call: the subagent's call and pause it targets. The claim at this level is the
+    # durable hand-off: a subagent that missed the routed decision (its actor died) applies it from here.
+    inner_tool_call_id: str | None = None
+    inner_fingerprint: str | None = None
+
+
+class Pause(_Model):
+    """What a human is asked about a call, as this agent announces it.
+
+    For a pause that comes from a subagent, ``tool_name``/``args`` are the leaf tool's, ``agent_path`` runs
+    from this agent to the leaf agent and ``inner_tool_call_id`` is the subagent's call it routes to.
+    """
+
+    kind: Literal["approval", "suspend"]
+    tool_name: str
+    args: dict[str, Any]
+    suspend_payload: Any = None
+    resume_schema: dict[str, Any] | None = None
+    agent_path: list[str]
+    fingerprint: str
+    inner_tool_call_id: str | None = None
+    inner_fingerprint: str | None = None
+    paused_at: datetime = Field(default_factory=utcnow)
+    seq: int = 0
+    interrupted: bool = False
+    expires_at: datetime | None = None
+    # Principals that have approved so far, while an approver policy's quorum is not yet reached.
+    approvals: list[str] = Field(default_factory=list)
+
+
+class ChildLink(_Model):
+    """The run a delegation call started in a subagent."""
+
+    agent_key: str
+    agent_id: str
+    run_id: str
+
+
+class ToolCallState(_Model):
+    tool_call_id: str
+    tool_name: str
+    args: dict[str, Any]
+    requires_approval: bool = False
+    status: CallStatus
+    # Why it waits: one pause for the agent's own tools; a delegation call carries every pause that
+    # is open in the subagent below it (each decided on its own, targeted by fingerprint).
+    pauses: list[Pause] = Field(default_factory=list)
+    decision: Decision | None = None
+    # Arguments the tool runs with: the model's, or merged with a human's edits.
+    exec_args: dict[str, Any] | None = None
+    output: Any = None
+    is_error: bool = False
+    declined: bool = False
+    child: ChildLink | None = None
+
+    @property
+    def effective_args(self) -> dict[str, Any]:
+        return self.exec_args if self.exec_args is not None else self.args
+
+    @property
+    def latest_pause(self) -> Pause | None:
+        return max(self.pauses, key=lambda p: p.seq) if self.pauses else None
+
+
+class ParentLink(_Model):
+    """Where a subagent's run was delegated from."""
+
+    run_id: str
+    tool_call_id: str
+    agent_id: str
+
+
+class RunState(_Model):
+    schema_version: int = SCHEMA_VERSION
+    run_id: str
+    agent_id: str
+    thread_id: str | None = None
+    resource_id: str | None = None
+    request_context: dict[str, Any] = Field(default_factory=dict)
+    # running: in flight (or orphaned by a crash); suspended: waits for a human, nothing in flight;
+    # finished: only for a subagent's run, kept (with ``outcome``) until its parent has recorded it.
+    status: Literal["running", "suspended", "finished"] = "running"
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+    # The tool calls of the step in progress, in the order the model made them; empty between steps.
+    calls: list[ToolCallState] = Field(default_factory=list)
+    step: int = 0
+    max_steps: int = 10
+    # The run's approval policy as it can be stored: a policy function is not persisted, so a run that
+    # used one resumes with "on" (fail-safe), unless it came from the agent's own defaults.
+    approval: Literal["on", "off", "agent-default"] = "off"
+    auto_resume: bool = False
+    approval_timeout: float | None = None
+    parent: ParentLink | None = None
+    pause_seq: int = 0
+    # Memory: how many of ``messages`` are already in the thread (loaded history, or saved since).
+    memory_saved: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+    # The host that drives the run while it is running; another host takes over only once this one's
+    # heartbeat has expired.
+    owner: str | None = None
+    # Who started the run (an API key's principal, or ``started_by``): for separation of duties.
+    started_by: str | None = None
+    outcome: dict[str, Any] | None = None
+    # The trace context of the run's first operation: later ones (decisions, recovery) continue it.
+    trace: dict[str, str] | None = None
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> RunState:
+        # pydantic's own JSON parser takes half the time of json.loads and then validating the dict.
+        try:
+            state = cls.model_validate_json(raw)
+        except ValidationError:
+            state = None
+        if state is not None and state.schema_version == SCHEMA_VERSION:
+            return state
+        # Not this version's snapshot: name the version it has, or raise why it does not validate.
+        head = json.loads(raw)
+        version = head.get("schema_version") if isinstance(head, dict) else None
+        if version != SCHEMA_VERSION:
+            raise SnapshotVersionError(
+                f"snapshot has schema_version {version!r}; this Troupe reads version {SCHEMA_VERSION}",
+                schema_version=version,
+            )
+        return cls.model_validate(head)
+
+    def to_json(self) -> str:
+        return self.model_dump_json()
+
+    def call(self, tool_call_id: str) -> ToolCallState | None:
+        return next((c for c in self.calls if c.tool_call_id == tool_call_id), None)
+
+    def paused_calls(self) -> list[ToolCallState]:
+        return [c for c in self.calls if c.status in PAUSED]
+
+    def latest_paused(self) -> ToolCallState | None:
+        paused = [c for c in self.paused_calls() if c.pauses]
+        return max(paused, key=lambda c: c.latest_pause.seq if c.latest_pause else 0) if paused else None
+
+    def open_pauses(self) -> list[tuple[ToolCallState, Pause]]:
+        """Every pause waiting for a human, oldest first."""
+        pairs = [(c, p) for c in self.paused_calls() for p in c.pauses]
+        return sorted(pairs, key=lambda pair: pair[1].seq)
+
+    @property
+    def suspended_at(self) -> datetime | None:
+        stamps = [p.paused_at for c in self.paused_calls() for p in c.pauses]
+        return min(stamps) if stamps else None
+
+    @property
+    def expires_at(self) -> datetime | None:
+        """When the first of its open pauses runs out of time. Only a top-level run expires its pauses:
+        a subagent's deadline travels up with the pause and is enforced from the top, so the decline
+        flows down the same way a human's would."""
+        if self.parent is not None:
+            return None
+        stamps = [p.expires_at for c in self.paused_calls() for p in c.pauses if p.expires_at is not None]
+        return min(stamps) if stamps else None
+
+
+__all__ = [
+    "PAUSED",
+    "SCHEMA_VERSION",
+    "CallStatus",
+    "ChildLink",
+    "Clock",
+    "Decision",
+    "ParentLink",
+    "Pause",
+    "RunState",
+    "ToolCallState",
+    "fingerprint",
+    "utcnow",
+]

@@ -1,0 +1,270 @@
+"""The storage contract the agent loop checkpoints through.
+
+The protocol lives here, beside the loop that needs it; ``storage/`` holds the backends (memory, SQLite,
+Redis), all held to one conformance suite. Writes of a run are compare-and-set on its ``version`` so that
+a decision is claimed atomically even across processes, and audit entries are written in the same atomic
+step as the state change they record.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+from troupe.core.vocabulary.errors import InvalidPaginationError, TroupeError
+from troupe.core.vocabulary.state import RunState, utcnow
+
+
+class StaleSnapshotError(TroupeError):
+    """A compare-and-set lost: the run changed (or vanished) since it was read. Callers re-read."""
+
+    code = "STORAGE_STALE_SNAPSHOT"
+    http_status = 409
+
+
+class StoredRun(NamedTuple):
+    state: RunState
+    version: int
+
+
+class ThreadAppend(NamedTuple):
+    """Messages that join a conversation thread in the same atomic step as a run's write, so that a
+    crash can never leave a thread saying more (or less) than the run's state."""
+
+    thread_id: str
+    resource_id: str | None
+    messages: list[dict[str, Any]]
+
+
+class AuditEntry(BaseModel):
+    """One human decision (or expiry), kept after the run's snapshot is gone."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str
+    agent_id: str
+    tool_call_id: str
+    tool_name: str
+    args: dict[str, Any]
+    fingerprint: str
+    kind: Literal["approved", "declined", "resumed", "expired", "approval-recorded"]
+    reason: str | None = None
+    edited_args: dict[str, Any] | None = None
+    resume_data: Any = None
+    decided_by: str | None = None
+    decided_at: datetime = Field(default_factory=utcnow)
+    agent_path: list[str] = Field(default_factory=list)
+    # Whose run it was: tenancy checks still work once the run's snapshot is gone.
+    resource_id: str | None = None
+    # A quorum's approvals so far (``kind="approval-recorded"``: one approver of several has approved).
+    approvals: list[str] | None = None
+    quorum: int | None = None
+
+
+class OutboxEntry(BaseModel):
+    """One notification event on its way to one target. Written with the state change it reports;
+    delivered at least once by whichever live host claims it (a lease, so two hosts never send it at
+    the same time); kept after delivery (for ``Notifications.keep_delivered_s``) so its state can be
+    shown and it can be sent again."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str  # the delivery: event id and target
+    event_id: str  # the receiver's idempotency key (``webhook-id``)
+    target: str
+    run_id: str
+    body: dict[str, Any]  # the event as sent
+    status: Literal["pending", "delivered", "failed"] = "pending"
+    attempts: int = 0
+    next_at: float = 0.0  # epoch seconds of the next attempt while pending
+    created_at: float = 0.0
+    last_error: str | None = None
+    delivered_at: float | None = None
+    lease_owner: str | None = None
+    lease_until: float | None = None
+
+    def due_at(self) -> float:
+        """When a host may take it: its next attempt, or later if a sender holds it."""
+        return max(self.next_at, self.lease_until or 0.0)
+
+    def is_due(self, now: float) -> bool:
+        return self.status == "pending" and self.due_at() <= now
+
+    def leased(self, owner: str, until: float) -> OutboxEntry:
+        return self.model_copy(update={"lease_owner": owner, "lease_until": until})
+
+    def requeued(self, now: float) -> OutboxEntry:
+        """Pending again from ``now``, with a fresh retry schedule (a redelivery)."""
+        update = {"status": "pending", "attempts": 0, "next_at": now}
+        return self.released().model_copy(update=update)
+
+    def released(self) -> OutboxEntry:
+        return self.model_copy(update={"lease_owner": None, "lease_until": None})
+
+
+@dataclass(frozen=True)
+class SuspendedRunQuery:
+    # None: every agent's suspended runs (an operator's view; thread/resource filters need an agent).
+    agent_id: str | None
+    thread_id: str | None = None
+    resource_id: str | None = None
+    from_date: datetime | None = None
+    to_date: datetime | None = None
+    offset: int = 0
+    limit: int | None = None
+
+    @classmethod
+    def paged(
+        cls, agent_id: str | None, *, page: int | None = None, per_page: int | None = None, **filters: Any
+    ) -> SuspendedRunQuery:
+        """Build a query from 0-based ``page`` and ``per_page``; bad paging is the caller's error."""
+        if per_page is not None and (not isinstance(per_page, int) or per_page < 1):
+            raise InvalidPaginationError(f"per_page must be a positive integer, got {per_page!r}")
+        if page is not None and (not isinstance(page, int) or page < 0):
+            raise InvalidPaginationError(f"page must be an integer >= 0, got {page!r}")
+        if page is not None and per_page is None:
+            raise InvalidPaginationError("page needs per_page")
+        offset = (page or 0) * (per_page or 0)
+        query = cls(agent_id=agent_id, offset=offset, limit=per_page, **filters)
+        if agent_id is None and (query.thread_id is not None or query.resource_id is not None):
+            raise InvalidPaginationError("filtering by thread or resource needs an agent")
+        return query
+
+    def matches(self, state: RunState) -> bool:
+        """The filter, for backends that check candidates in Python."""
+        if state.status != "suspended" or (self.agent_id is not None and state.agent_id != self.agent_id):
+            return False
+        if self.thread_id is not None and state.thread_id != self.thread_id:
+            return False
+        if self.resource_id is not None and state.resource_id != self.resource_id:
+            return False
+        at = state.suspended_at
+        if at is None:
+            return False
+        if self.from_date is not None and at < self.from_date:
+            return False
+        return not (self.to_date is not None and at > self.to_date)
+
+
+def pause_timestamp(state: RunState) -> float | None:
+    """When the run started waiting for a human (epoch seconds), the key the suspended index sorts by."""
+    at = state.suspended_at
+    return at.timestamp() if at is not None else None
+
+
+def expiry_timestamp(state: RunState) -> float | None:
+    """When the run's first open pause expires (epoch seconds), the key the expiry index sorts by."""
+    at = state.expires_at
+    return at.timestamp() if at is not None else None
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Async storage for run snapshots, the decision audit log and conversation threads."""
+
+    async def create_run(self, state: RunState) -> int:
+        """Store a new run at version 1; ``DuplicateRunError`` if its id exists. The same as
+        ``save_run(state, expected_version=0)``."""
+        ...
+
+    async def load_run(self, run_id: str) -> StoredRun | None: ...
+
+    async def save_run(
+        self,
+        state: RunState,
+        *,
+        expected_version: int,
+        audit: tuple[AuditEntry, ...] = (),
+        thread: ThreadAppend | None = None,
+        outbox: tuple[OutboxEntry, ...] = (),
+    ) -> int:
+        """Replace the run if it is still at ``expected_version`` (else ``StaleSnapshotError``), appending
+        ``audit`` and ``thread`` and adding the ``outbox`` entries (an id already there is kept as it is)
+        in the same atomic step. Returns the new version. ``expected_version=0`` is a run's first write: it
+        stores the run at version 1 with all of the above (``DuplicateRunError`` if its id is taken, by a
+        run or by a finished run's tombstone)."""
+        ...
+
+    async def delete_run(
+        self, run_id: str, *, expected_version: int | None = None, thread: ThreadAppend | None = None
+    ) -> None:
+        """Delete the run (if at ``expected_version`` when given) and append ``thread``, atomically."""
+        ...
+
+    async def list_suspended_runs(self, query: SuspendedRunQuery) -> tuple[list[RunState], int]:
+        """Suspended runs of one agent, newest pause first, and the total before paging."""
+        ...
+
+    async def list_running_runs(self, agent_id: str) -> list[str]:
+        """Ids of the agent's runs that were in flight (not paused) at their last checkpoint."""
+        ...
+
+    async def list_expiring_runs(self, agent_id: str, before: float) -> list[str]:
+        """Ids of the agent's suspended runs with a pause whose deadline (``expiry_timestamp``) is at or
+        before ``before`` (epoch seconds), most overdue first."""
+        ...
+
+    async def list_audit(self, run_id: str) -> list[AuditEntry]: ...
+
+    async def claim_deliveries(self, owner: str, now: float, lease_s: float, limit: int) -> list[OutboxEntry]:
+        """Up to ``limit`` pending outbox entries due at ``now`` (soonest first), leased to ``owner``
+        until ``now + lease_s`` in one atomic step, so no other host takes them meanwhile."""
+        ...
+
+    async def settle_delivery(self, entry: OutboxEntry) -> bool:
+        """Record an attempt's outcome (``entry`` as the sender updated it) and end its lease; False, and
+        nothing written, if the lease is no longer ``entry.lease_owner``'s."""
+        ...
+
+    async def list_deliveries(self, run_id: str) -> list[OutboxEntry]:
+        """The outbox entries of a run, oldest first (kept after the run is gone)."""
+        ...
+
+    async def redeliver(self, delivery_id: str, now: float) -> OutboxEntry | None:
+        """Make an entry pending again, due at ``now``, with a fresh retry schedule and no lease (a
+        sender still holding one cannot settle it). None if there is no such entry."""
+        ...
+
+    async def prune_deliveries(self, now: float, keep_s: float, limit: int) -> int:
+        """Delete up to ``limit`` entries delivered ``keep_s`` or more before ``now`` (epoch seconds) whose
+        run has finished, the longest delivered first; returns how many went. An entry whose run still
+        lives is kept (its pause may be announced again) and looked at again ``keep_s`` after ``now``.
+        Pending and failed entries are kept: one is still to be sent, the other waits for a redelivery.
+        Several hosts may prune at once."""
+        ...
+
+    async def touch_owner(self, owner: str, ttl_s: float) -> None:
+        """Say that host ``owner`` is alive for the next ``ttl_s`` seconds (a heartbeat)."""
+        ...
+
+    async def live_owners(self) -> set[str]:
+        """Hosts whose heartbeat has not expired: runs owned by anyone else are orphans."""
+        ...
+
+    async def append_messages(
+        self, thread_id: str, resource_id: str | None, messages: list[dict[str, Any]]
+    ) -> None: ...
+
+    async def load_messages(self, thread_id: str) -> list[dict[str, Any]]: ...
+
+    async def thread_resource(self, thread_id: str) -> str | None:
+        """The resource a thread belongs to (the one its first messages were written with; ``""`` for
+        a thread started without one), or None if the thread has no messages yet."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+__all__ = [
+    "AuditEntry",
+    "OutboxEntry",
+    "StaleSnapshotError",
+    "Store",
+    "StoredRun",
+    "SuspendedRunQuery",
+    "ThreadAppend",
+    "expiry_timestamp",
+    "pause_timestamp",
+]

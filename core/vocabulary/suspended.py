@@ -1,0 +1,218 @@
+"""What ``list_suspended_runs`` returns: runs waiting for a human, and what each waits on.
+
+Both classes display themselves: ``str()`` is a plain-text table, and in a notebook (Jupyter, IPython)
+``_repr_html_`` renders an HTML table of the pending pauses, one row per paused tool call, every value
+HTML-escaped.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from troupe.core.vocabulary.state import RunState
+
+
+@dataclass(frozen=True)
+class PendingToolCall:
+    tool_call_id: str
+    tool_name: str
+    args: dict[str, Any]
+    requires_approval: bool
+    suspend_payload: Any
+    agent_path: list[str]
+    fingerprint: str
+    resume_schema: dict[str, Any] | None
+    paused_at: datetime
+    interrupted: bool = False
+    expires_at: datetime | None = None
+    approvals: list[str] = field(default_factory=list)  # towards an approver policy's quorum
+
+
+@dataclass(frozen=True)
+class SuspendedRun:
+    run_id: str
+    agent_id: str
+    thread_id: str | None
+    resource_id: str | None
+    suspended_at: datetime | None
+    pending: list[PendingToolCall] = field(default_factory=list)
+
+    @property
+    def tool_calls(self) -> list[PendingToolCall]:
+        """The paused calls, oldest first: Mastra's ``run.toolCalls`` (``pending`` is the same list)."""
+        return self.pending
+
+    @property
+    def status(self) -> str:
+        """Always ``"suspended"`` for a listed run, as on the wire."""
+        return "suspended"
+
+    @classmethod
+    def from_state(cls, state: RunState) -> SuspendedRun:
+        pending = [
+            PendingToolCall(
+                tool_call_id=call.tool_call_id,
+                tool_name=pause.tool_name,
+                args=pause.args,
+                requires_approval=pause.kind == "approval",
+                suspend_payload=pause.suspend_payload,
+                agent_path=pause.agent_path,
+                fingerprint=pause.fingerprint,
+                resume_schema=pause.resume_schema,
+                paused_at=pause.paused_at,
+                interrupted=pause.interrupted,
+                expires_at=pause.expires_at,
+                approvals=list(pause.approvals),
+            )
+            for call, pause in state.open_pauses()
+        ]
+        return cls(
+            state.run_id, state.agent_id, state.thread_id, state.resource_id, state.suspended_at, pending
+        )
+
+    def __str__(self) -> str:
+        return _text_table([self], f"run {self.run_id}: {_count(len(self.pending), 'paused tool call')}")
+
+    def _repr_html_(self) -> str:
+        return _html_table([self], f"Run {self.run_id}: {_count(len(self.pending), 'paused tool call')}")
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text("SuspendedRun(...)" if cycle else str(self))
+
+
+@dataclass(frozen=True)
+class SuspendedRunList:
+    runs: list[SuspendedRun]
+    total: int
+
+    def _caption(self) -> str:
+        caption = _count(self.total, "suspended run")
+        if self.total != len(self.runs):
+            caption += f", {len(self.runs)} on this page"
+        return caption
+
+    def __str__(self) -> str:
+        return _text_table(self.runs, self._caption())
+
+    def _repr_html_(self) -> str:
+        return _html_table(self.runs, self._caption())
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text("SuspendedRunList(...)" if cycle else str(self))
+
+
+# ---- display ------------------------------------------------------------------------------------------
+
+COLUMNS = (
+    "run id",
+    "tool call",
+    "agent path",
+    "tool",
+    "arguments",
+    "waits for",
+    "thread",
+    "resource",
+    "waiting since",
+    "expires",
+    "interrupted",
+)
+_HTML_ARGS_CHARS = 300
+_TEXT_ARGS_CHARS = 60
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def compact_json(value: Any) -> str:
+    """JSON without spaces; what JSON cannot hold is shown by ``str``."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=False, default=str)
+
+
+def _when(stamp: datetime | None) -> str:
+    if stamp is None:
+        return ""
+    if stamp == datetime.min:  # a listing from a client that did not get the time
+        return "?"
+    if stamp.tzinfo is not None:
+        return stamp.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return stamp.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _clip(value: str, limit: int) -> str:
+    return value if len(value) <= limit else value[: limit - 1] + "\u2026"
+
+
+def _rows(runs: Iterable[SuspendedRun]) -> list[tuple[list[str], PendingToolCall]]:
+    """One row of cell texts per paused tool call (``COLUMNS`` order), with the call it shows."""
+    rows = []
+    for run in runs:
+        for call in run.pending:
+            waits = "approval" if call.requires_approval else "input: " + compact_json(call.suspend_payload)
+            rows.append(
+                (
+                    [
+                        run.run_id,
+                        call.tool_call_id,
+                        " \u203a ".join(call.agent_path) or run.agent_id,
+                        call.tool_name,
+                        compact_json(call.args),
+                        waits,
+                        run.thread_id or "",
+                        run.resource_id or "",
+                        _when(call.paused_at),
+                        _when(call.expires_at),
+                        "yes" if call.interrupted else "",
+                    ],
+                    call,
+                )
+            )
+    return rows
+
+
+def _html_table(runs: Sequence[SuspendedRun], caption: str) -> str:
+    esc = html.escape
+    rows = _rows(runs)
+    if not rows:
+        return f'<div class="troupe-suspended"><em>{esc(caption)}: nothing is waiting for a human.</em></div>'
+    head = "".join(f'<th style="text-align:left">{esc(name)}</th>' for name in COLUMNS)
+    body = []
+    for cells, call in rows:
+        tds = []
+        for name, value in zip(COLUMNS, cells, strict=True):
+            if name in ("arguments", "waits for"):
+                shown = _clip(value, _HTML_ARGS_CHARS)
+                title = f' title="{esc(value)}"' if shown != value else ""
+                tds.append(f'<td style="text-align:left"{title}><code>{esc(shown)}</code></td>')
+            elif name in ("run id", "tool call"):
+                tds.append(f'<td style="text-align:left"><code>{esc(value)}</code></td>')
+            else:
+                tds.append(f'<td style="text-align:left">{esc(value)}</td>')
+        marker = ' class="troupe-interrupted"' if call.interrupted else ""
+        body.append(f"<tr{marker}>{''.join(tds)}</tr>")
+    return (
+        '<table class="troupe-suspended">'
+        f'<caption style="text-align:left">{esc(caption)}</caption>'
+        f"<thead><tr>{head}</tr></thead>"
+        f"<tbody>{''.join(body)}</tbody>"
+        "</table>"
+    )
+
+
+def _text_table(runs: Sequence[SuspendedRun], caption: str) -> str:
+    rows = [[_clip(cell, _TEXT_ARGS_CHARS) for cell in cells] for cells, _ in _rows(runs)]
+    if not rows:
+        return f"{caption}: nothing is waiting for a human."
+    widths = [max(len(r[i]) for r in [list(COLUMNS), *rows]) for i in range(len(COLUMNS))]
+    lines = [caption]
+    for row in [list(COLUMNS), ["-" * w for w in widths], *rows]:
+        lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    return "\n".join(lines)
+
+
+__all__ = ["COLUMNS", "PendingToolCall", "SuspendedRun", "SuspendedRunList", "compact_json"]
