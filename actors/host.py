@@ -344,7 +344,7 @@ class AgentHost:
         self._lease = loop.create_task(self._renew())
         if self.notifications is not None and self.notifications.targets:
             self.dispatcher = Dispatcher(self.store, self.notifications, self.owner)
-            self.engine.loop.on_outbox = self.dispatcher.poke
+            self.engine.loop.writer.on_outbox = self.dispatcher.poke
             self._sending = loop.create_task(self.dispatcher.run())
 
     async def _renew(self) -> None:

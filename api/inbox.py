@@ -37,6 +37,7 @@ from troupe.api.service import CallerDep, ServiceDep
 from troupe.api.sse import MEDIA_TYPE
 from troupe.api.wire import suspended_runs_json
 from troupe.core.vocabulary.errors import TroupeError
+from troupe.core.vocabulary.pause_shapes import suspended_run
 from troupe.core.vocabulary.state import RunState
 from troupe.core.vocabulary.store import SuspendedRunQuery
 from troupe.core.vocabulary.suspended import SuspendedRun, SuspendedRunList
@@ -114,7 +115,7 @@ async def inbox_json(
     if per_page is not None:
         start = (page or 0) * per_page
         states = states[start : start + per_page]
-    runs = [SuspendedRun.from_state(s) for s in states]
+    runs = [suspended_run(s) for s in states]
     body = suspended_runs_json(SuspendedRunList(runs, total))
     for state, run in zip(states, body["runs"], strict=True):
         context = call_context(runtime, state)
@@ -136,7 +137,7 @@ async def _add_reach(runtime: Runtime, run: SuspendedRun, shown: dict[str, Any])
 
 
 async def pending_runs(runtime: Runtime, caller: Principal) -> list[SuspendedRun]:
-    return [SuspendedRun.from_state(s) for s in await pending_states(runtime, caller)]
+    return [suspended_run(s) for s in await pending_states(runtime, caller)]
 
 
 async def pending_states(runtime: Runtime, caller: Principal) -> list[RunState]:

@@ -38,6 +38,7 @@ class Mutant:
 APPROVAL = ("tests/test_guarantees.py", "tests/test_approval.py")
 CHECKPOINT_PAUSE = (
     "        await self.checkpoint(run, thread, pauses, audit=audit, consumed=consumed)\n"
+    "        self.paused.keep(state, run.version)  # this operation ends here: the state is not changed again\n"
     "        # Durable now: announce every open pause, oldest first, so the last one is the newest.\n"
 )
 ANNOUNCE = """        announced = open_pause_chunks(state)
@@ -198,14 +199,14 @@ MUTANTS = [
     Mutant(
         "memory-cas-weakened",
         "storage/memory.py",
-        "if entry is None or entry[1] != expected_version:",
-        "if entry is None or entry[1] < expected_version:",
+        "        if expected_version != (0 if entry is None else entry[1]):",
+        "        if expected_version > (0 if entry is None else entry[1]):",  # a stale version passes
         ("tests/test_store_conformance.py",),
     ),
     Mutant(
         "claim-not-audited",
         "core/deciding/claim.py",
-        "audit = () if delegated else (entry,)",
+        "audit = () if applied.delegated else (entry,)",
         "audit = ()",
         ("tests/test_snapshots.py", "tests/test_guarantees.py"),
     ),
@@ -219,8 +220,8 @@ MUTANTS = [
     Mutant(
         "routed-decision-plan-not-audited",
         "core/deciding/claim.py",
-        "child_streams={call.tool_call_id: stream}, audit=(entry,))",
-        "child_streams={call.tool_call_id: stream})",
+        "child_streams={call.tool_call_id: stream}, audit=(applied.entry,)",
+        "child_streams={call.tool_call_id: stream}",
         ("tests/test_guarantees.py",),
     ),
     Mutant(
@@ -251,12 +252,12 @@ MUTANTS = [
     Mutant(
         "stale-claim-not-retried",
         "core/deciding/claim.py",
-        """        except StaleSnapshotError:
-            return None
-        _record(state, target, entry)""",
-        """        except StaleSnapshotError:
-            raise
-        _record(state, target, entry)""",
+        """            return await self._take(stored, ruling, request, thread)
+        except StaleSnapshotError:
+            return None""",
+        """            return await self._take(stored, ruling, request, thread)
+        except StaleSnapshotError:
+            raise""",
         ("tests/test_guarantees.py",),
     ),
     Mutant(
@@ -277,9 +278,9 @@ MUTANTS = [
     ),
     Mutant(
         "late-decision-accepted",
-        "core/deciding/claim.py",
-        "and expires_at is not None and expires_at <= clock():",
-        "and expires_at is not None and False:",
+        "core/deciding/decisions.py",
+        "    if expires_at is not None and expires_at <= now:",
+        "    if expires_at is not None and False:",
         ("tests/test_expiry.py",),
     ),
 ]
@@ -324,8 +325,8 @@ MUTANTS += [
     Mutant(
         "redis-thread-run-not-found-by-id",
         "storage/redis.py",
-        "            created = home is own or await link.claim_home(",
-        "            created = True or await link.claim_home(",
+        "            taken = (\n                expected_version == 0\n",
+        "            taken = False and (\n                expected_version == 0\n",  # never claims the id's home
         REDIS_CLUSTER,
     ),
 ]

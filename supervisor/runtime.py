@@ -28,12 +28,13 @@ from troupe.core.vocabulary.errors import (
     SnapshotNotFoundError,
 )
 from troupe.core.vocabulary.options import SuspendedRunFilters
+from troupe.core.vocabulary.pause_shapes import suspended_run
 from troupe.core.vocabulary.requests import DecideRequest, StartRequest
 from troupe.core.vocabulary.results import RunResult
 from troupe.core.vocabulary.state import Clock, utcnow
 from troupe.core.vocabulary.store import OutboxEntry, Store, SuspendedRunQuery
 from troupe.core.vocabulary.stream import AgentStream
-from troupe.core.vocabulary.suspended import SuspendedRun, SuspendedRunList
+from troupe.core.vocabulary.suspended import SuspendedRunList
 from troupe.core.vocabulary.tools import DEFAULT_TOOL_THREADS, ToolThreads
 from troupe.storage.memory import MemoryStore
 from troupe.storage.scratch import ScratchStore
@@ -269,7 +270,7 @@ class Runtime:
         self, agent_id: str, **filters: Unpack[SuspendedRunFilters]
     ) -> SuspendedRunList:
         states, total = await self.store().list_suspended_runs(SuspendedRunQuery.paged(agent_id, **filters))
-        return SuspendedRunList([SuspendedRun.from_state(s) for s in states], total)
+        return SuspendedRunList([suspended_run(s) for s in states], total)
 
     async def run_info(self, agent_id: str, run_id: str) -> dict[str, Any] | None:
         """Whose a run is and where it stands (``run_id, agent_id, thread_id, resource_id, status``),

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from troupe.core.vocabulary.errors import ApprovalPolicyError
-from troupe.core.vocabulary.requests import Approve, DecideRequest
+from troupe.core.vocabulary.requests import Approve, DecideRequest, DecisionInput
 from troupe.core.vocabulary.state import Pause, RunState
 
 
@@ -65,9 +65,11 @@ class ApproverPolicies:
         return max(found, key=lambda p: p.specificity) if found else None
 
 
-def check_decider(policy: ApproverPolicy, state: RunState, pause: Pause, request: DecideRequest) -> None:
+def check_decider(
+    policy: ApproverPolicy, state: RunState, pause: Pause, decision: DecisionInput, request: DecideRequest
+) -> None:
     """Raise ``ApprovalPolicyError`` (403) saying why, unless the request's principal may decide.
-    ``request.decision`` is the decision as it applies (resume data for an approval pause already
+    ``decision`` is the request's decision as it applies (resume data for an approval pause already
     turned into an approval or a decline: see ``troupe.core.deciding.decisions.as_decision``)."""
     who = request.decided_by
     call = f"tool call {pause.tool_name!r} of run {state.run_id}"
@@ -83,19 +85,15 @@ def check_decider(policy: ApproverPolicy, state: RunState, pause: Pause, request
             state,
             who,
         )
-    if isinstance(request.decision, Approve) and who in pause.approvals:
+    if isinstance(decision, Approve) and who in pause.approvals:
         raise _refused(
             f"{who!r} has already approved {call}; {policy.quorum} distinct approvers are needed", state, who
         )
 
 
-def needs_more(policy: ApproverPolicy | None, pause: Pause, request: DecideRequest) -> bool:
+def needs_more(policy: ApproverPolicy | None, pause: Pause, decision: DecisionInput) -> bool:
     """Whether this approval only counts towards the quorum (the call keeps waiting)."""
-    return (
-        policy is not None
-        and isinstance(request.decision, Approve)
-        and len(pause.approvals) + 1 < policy.quorum
-    )
+    return policy is not None and isinstance(decision, Approve) and len(pause.approvals) + 1 < policy.quorum
 
 
 def _refused(message: str, state: RunState, who: str | None = None) -> ApprovalPolicyError:

@@ -1,17 +1,22 @@
-"""Deciding a paused call: find the target, check the decision, and apply it to the run state.
+"""Ruling on a decision: find the paused call it is for, check it, and apply it to the run state.
 
-Everything here is pure state work; the engine wraps it in a compare-and-set so a decision is claimed
-atomically and used once. Any check that fails raises before the state changes, so a refused decision
-leaves the call paused and still decidable.
+``rule`` is the whole of it, top to bottom: the target call and pause, the kind of decision the pause
+takes, its deadline, the approver policy (``troupe.core.deciding.approvers``), then the decision itself.
+Everything here is pure state work; ``troupe.core.deciding.claim`` wraps it in a compare-and-set so a
+decision is claimed atomically and used once. Any check that fails raises before the state changes, so a
+refused decision leaves the call paused and still decidable.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, assert_never
 
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr, ValidationError
+from troupe.core.deciding.approvers import ApproverPolicies, check_decider, needs_more
 from troupe.core.vocabulary.errors import (
     DecisionConflictError,
     DecisionRejectedError,
@@ -19,6 +24,7 @@ from troupe.core.vocabulary.errors import (
     ResumeDataValidationError,
     ToolCallNotSuspendedError,
 )
+from troupe.core.vocabulary.pause_shapes import audit_entry
 from troupe.core.vocabulary.requests import Approve, DecideRequest, DecisionInput, Decline, Resume
 from troupe.core.vocabulary.state import CallStatus, Decision, Pause, RunState, ToolCallState
 from troupe.core.vocabulary.store import AuditEntry
@@ -59,6 +65,95 @@ class ApprovalAnswer(BaseModel):
 class Target:
     call: ToolCallState
     pause: Pause
+
+
+@dataclass
+class Counted:
+    """An approval that counts towards its quorum: recorded on the pause (``entry`` audits it); the call
+    keeps waiting."""
+
+    target: Target
+    entry: AuditEntry
+
+
+@dataclass
+class Applied:
+    """The decision is applied: the call is claimed (to run, declined, or resumed) and ``entry`` audits
+    it. A delegated call's decision is checked below, by the subagent; ``before`` is the call as it was,
+    to put back if the subagent refuses it."""
+
+    target: Target
+    entry: AuditEntry
+    delegated: bool
+    before: ToolCallState | None = None
+
+
+Ruling = Counted | Applied
+
+
+def rule(
+    state: RunState,
+    request: DecideRequest,
+    *,
+    tools: Mapping[str, Tool],
+    delegations: Collection[str],
+    policies: ApproverPolicies | None,
+    now: datetime,
+    expiring: bool = False,
+) -> Ruling:
+    """Rule on ``request`` against ``state`` (mutated when the ruling records something), or raise why
+    it cannot be decided. ``expiring``: the decline of a pause whose deadline passed (no policy, no
+    deadline check)."""
+    target = find_target(state, request)
+    check_kind(state.run_id, target, request)
+    decision = as_decision(target.pause, target.call.tool_call_id, request.decision)
+    policy = None
+    if not expiring and state.parent is None:  # a subagent's pause is decided, and checked, at the top
+        refuse_late(state, target, now)
+        policy = policies.for_pause(target.pause) if policies is not None else None
+    if policy is not None:
+        check_decider(policy, state, target.pause, decision, request)
+        if needs_more(policy, target.pause, decision):
+            return _count(state, target, request, policy.quorum)
+    call = target.call
+    delegated = call.tool_name in delegations and call.child is not None
+    before = call.model_copy(deep=True) if delegated else None
+    tool = None if delegated else tools.get(call.tool_name)
+    entry = apply(state, target, decision, request.decided_by, tool)
+    if expiring:
+        assert call.decision is not None
+        call.decision.kind = entry.kind = "expired"
+    if policy is not None and policy.quorum > 1 and entry.kind == "approved":
+        entry.approvals = [*target.pause.approvals, entry.decided_by or ""]
+        entry.quorum = policy.quorum
+    return Applied(target, entry, delegated, before)
+
+
+def _count(state: RunState, target: Target, request: DecideRequest, quorum: int) -> Counted:
+    pause = target.pause
+    pause.approvals.append(request.decided_by or "")
+    entry = audit_entry(
+        state,
+        target.call,
+        pause,
+        kind="approval-recorded",
+        decided_by=request.decided_by,
+        approvals=list(pause.approvals),
+        quorum=quorum,
+    )
+    return Counted(target, entry)
+
+
+def refuse_late(state: RunState, target: Target, now: datetime) -> None:
+    """A human's decision after the pause's deadline is refused (only the top level enforces it)."""
+    expires_at = target.pause.expires_at
+    if expires_at is not None and expires_at <= now:
+        raise PauseExpiredError(
+            f"tool call {target.call.tool_call_id!r} of run {state.run_id} expired at "
+            f"{expires_at.isoformat()}; it is declined for lack of a decision",
+            run_id=state.run_id,
+            tool_call_id=target.call.tool_call_id,
+        )
 
 
 def find_target(state: RunState, request: DecideRequest) -> Target:
@@ -202,19 +297,39 @@ def as_decision(pause: Pause, tool_call_id: str, decision: DecisionInput) -> Dec
     return Approve() if answer.approved else Decline(answer.reason)
 
 
-def apply(state: RunState, target: Target, request: DecideRequest, tool: Tool | None) -> AuditEntry:
+def apply(
+    state: RunState, target: Target, decision: DecisionInput, decided_by: str | None, tool: Tool | None
+) -> AuditEntry:
     """Claim the call for this decision (mutates ``state``) and return the audit entry recording it.
 
     ``tool`` is None for a delegated call: its tool lives in the subagent, which checks the decision.
     """
     call, pause = target.call, target.pause
-    decision = as_decision(pause, call.tool_call_id, request.decision)
     record = Decision(
         kind="approved",
-        decided_by=request.decided_by,
+        decided_by=decided_by,
         inner_tool_call_id=pause.inner_tool_call_id,
         inner_fingerprint=pause.inner_fingerprint,
     )
+    _settle(call, record, decision, tool)
+    call.decision = record
+    call.pauses = []
+    return audit_entry(
+        state,
+        call,
+        pause,
+        kind=record.kind,
+        reason=record.reason,
+        edited_args=record.edited_args,
+        resume_data=record.resume_data,
+        decided_by=record.decided_by,
+        decided_at=record.decided_at,
+    )
+
+
+def _settle(call: ToolCallState, record: Decision, decision: DecisionInput, tool: Tool | None) -> None:
+    """What the decision makes of the call: running (approved, resumed, or a delegated decline the
+    subagent reports), or done as declined."""
     match decision:
         case Approve(edited_args=edited):
             if edited is not None and tool is not None:
@@ -236,34 +351,6 @@ def apply(state: RunState, target: Target, request: DecideRequest, tool: Tool | 
             call.status = CallStatus.RUNNING
         case _:
             assert_never(decision)
-    call.decision = record
-    call.pauses = []
-    return audit_entry(
-        state,
-        Target(call, pause),
-        kind=record.kind,
-        reason=record.reason,
-        edited_args=record.edited_args,
-        resume_data=record.resume_data,
-        decided_by=record.decided_by,
-        decided_at=record.decided_at,
-    )
-
-
-def audit_entry(state: RunState, target: Target, **decision: Any) -> AuditEntry:
-    """The audit record of a decision (``decision``: kind, who, when, ...) on ``target``'s pause."""
-    pause = target.pause
-    return AuditEntry(
-        run_id=state.run_id,
-        agent_id=state.agent_id,
-        tool_call_id=target.call.tool_call_id,
-        tool_name=pause.tool_name,
-        args=pause.args,
-        fingerprint=pause.fingerprint,
-        agent_path=pause.agent_path,
-        resource_id=state.resource_id,
-        **decision,
-    )
 
 
 def _errors(exc: ValidationError) -> str:
@@ -273,13 +360,12 @@ def _errors(exc: ValidationError) -> str:
 __all__ = [
     "APPROVAL_RESUME_SCHEMA",
     "DEFAULT_DECLINE_REASON",
+    "Applied",
     "ApprovalAnswer",
+    "Counted",
+    "Ruling",
     "Target",
     "already_decided",
-    "apply",
-    "as_decision",
-    "audit_entry",
-    "check_kind",
-    "find_target",
     "parse_resume_data",
+    "rule",
 ]

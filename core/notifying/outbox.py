@@ -26,6 +26,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from troupe.core.notifying.chat_message import chat_message
+from troupe.core.vocabulary.pause_shapes import event_data
 from troupe.core.vocabulary.state import Pause, RunState, ToolCallState, utcnow
 from troupe.core.vocabulary.store import AuditEntry, OutboxEntry
 
@@ -148,25 +149,10 @@ def _call_data(
 
 
 def pause_event(state: RunState, call: ToolCallState, pause: Pause) -> Event:
-    data = _call_data(state, call.tool_call_id, pause.tool_name, pause.args, pause.agent_path)
-    data.update(
-        kind=pause.kind,
-        fingerprint=pause.fingerprint,
-        pausedAt=pause.paused_at.isoformat(),
-        expiresAt=pause.expires_at.isoformat() if pause.expires_at else None,
-        interrupted=pause.interrupted,
-        suspendPayload=pause.suspend_payload,
-    )
     key = event_id(state.run_id, "paused", call.tool_call_id, str(pause.seq), pause.fingerprint)
-    return Event(
-        key,
-        "tool-call.paused",
-        state.run_id,
-        _agents(state, pause.agent_path),
-        pause.tool_name,
-        state.resource_id,
-        data,
-    )
+    agents = _agents(state, pause.agent_path)
+    data = event_data(state, call, pause)
+    return Event(key, "tool-call.paused", state.run_id, agents, pause.tool_name, state.resource_id, data)
 
 
 def decision_event(state: RunState, entry: AuditEntry) -> Event:

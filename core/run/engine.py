@@ -235,7 +235,7 @@ class RunEngine:
             plan = prepare_recovery(state, loop.tools, loop.delegations, loop.pauses)
             cut = [c for c in state.calls if c.tool_call_id in running and c.status is not CallStatus.RUNNING]
             try:
-                run.version = await self.loop.save(
+                run.version = await self.loop.writer.save(
                     state, expected_version=stored.version, events=[interrupted_event(state, c) for c in cut]
                 )
             except StaleSnapshotError:

@@ -10,11 +10,11 @@ pause is only announced once it is durable), and the operation ends there, as Ma
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Literal, assert_never
 
 from troupe.core.deciding.handoff import pending_delivery
-from troupe.core.notifying.outbox import Event, Notifications, decision_event, pause_event
+from troupe.core.notifying.outbox import Event, Notifications, pause_event
 from troupe.core.run.calls import Calls
 from troupe.core.run.delegation import Delegation, child_run_id, delegation_tool
 from troupe.core.run.flow import ActiveRun, Continue, Failed, Finished, Paused, Plan, StepOutcome
@@ -22,6 +22,7 @@ from troupe.core.run.memory import settled_length, take_unsaved
 from troupe.core.run.paused import PausedRuns
 from troupe.core.run.pauses import Pauses, open_pause_chunks
 from troupe.core.run.turn import model_turn
+from troupe.core.run.writes import RunWriter
 from troupe.core.tracing import span
 from troupe.core.vocabulary.agent import DELEGATION_PREFIX, AgentSpec
 from troupe.core.vocabulary.errors import DecisionPendingError, StorageError, TroupeError
@@ -29,7 +30,7 @@ from troupe.core.vocabulary.messages import tool_message
 from troupe.core.vocabulary.model import Usage
 from troupe.core.vocabulary.requests import AgentPort
 from troupe.core.vocabulary.state import Clock, RunState, utcnow
-from troupe.core.vocabulary.store import AuditEntry, OutboxEntry, StaleSnapshotError, Store, ThreadAppend
+from troupe.core.vocabulary.store import AuditEntry, StaleSnapshotError, Store, ThreadAppend
 from troupe.core.vocabulary.tools import Tool, ToolThreads
 
 log = logging.getLogger(__name__)
@@ -68,9 +69,8 @@ class RunLoop:
         self.paused = PausedRuns()
         self.store = store
         self.clock = clock
-        self.notifications = notifications
-        # Called after a write that added outbox entries (the host's dispatcher sends them).
-        self.on_outbox: Callable[[], None] = lambda: None
+        # Every write of a run goes through here, with the notifications it makes (troupe.core.run.writes).
+        self.writer = RunWriter(store, notifications)
         self.delegations = {
             DELEGATION_PREFIX + key: Delegation(key, sub, ports[key])
             for key, sub in spec.agents.items()
@@ -157,42 +157,12 @@ class RunLoop:
     ) -> None:
         """Write the run (with ``audit``), then delete the ``consumed`` subagent runs it now records."""
         run.state.updated_at = utcnow()
-        run.version = await self.save(
+        run.version = await self.writer.save(
             run.state, expected_version=run.version, audit=audit, thread=thread, events=events
         )
         for child in consumed:
             await self.store.delete_run(child)
             run.deleted_children.add(child)
-
-    async def save(
-        self,
-        state: RunState,
-        *,
-        expected_version: int,
-        audit: tuple[AuditEntry, ...] = (),
-        thread: ThreadAppend | None = None,
-        events: Sequence[Event] = (),
-    ) -> int:
-        """Write the run, with its audit entries and, in the same atomic step, the notifications that
-        they and ``events`` make (``troupe.core.notifying.outbox``)."""
-        outbox = self.outbox(state, audit, events)
-        # Only when there is something to send, so a store written to the older protocol keeps working.
-        extra: dict[str, tuple[OutboxEntry, ...]] = {"outbox": outbox} if outbox else {}
-        version = await self.store.save_run(
-            state, expected_version=expected_version, audit=audit, thread=thread, **extra
-        )
-        if outbox:
-            self.on_outbox()
-        return version
-
-    def outbox(
-        self, state: RunState, audit: Sequence[AuditEntry], events: Sequence[Event] = ()
-    ) -> tuple[OutboxEntry, ...]:
-        if self.notifications is None or not self.notifications.targets:
-            return ()
-        # A subagent's decisions are reported by the top-level run that routed them.
-        decided = [decision_event(state, entry) for entry in audit] if state.parent is None else []
-        return self.notifications.entries([*events, *decided])
 
     async def finish(self, run: ActiveRun, reason: str, audit: tuple[AuditEntry, ...] = ()) -> None:
         text = _final_text(run.state)

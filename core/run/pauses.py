@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from troupe.core.deciding.decisions import APPROVAL_RESUME_SCHEMA
 from troupe.core.vocabulary.chunks import Chunk, PauseEvent
+from troupe.core.vocabulary.pause_shapes import pause_event
 from troupe.core.vocabulary.state import Clock, Pause, RunState, ToolCallState, fingerprint
 from troupe.core.vocabulary.tools import Tool
 
@@ -76,22 +77,6 @@ def next_seq(state: RunState) -> int:
     return state.pause_seq
 
 
-def pause_event(run_id: str, call: ToolCallState, pause: Pause) -> PauseEvent:
-    return PauseEvent(
-        run_id=run_id,
-        tool_call_id=call.tool_call_id,
-        kind=pause.kind,
-        tool_name=pause.tool_name,
-        args=pause.args,
-        resume_schema=pause.resume_schema,
-        agent_path=tuple(pause.agent_path),
-        fingerprint=pause.fingerprint,
-        suspend_payload=pause.suspend_payload,
-        interrupted=pause.interrupted,
-        expires_at=pause.expires_at,
-    )
-
-
 def pause_chunk(run_id: str, call: ToolCallState, pause: Pause) -> Chunk:
     return Chunk.of_pause(pause_event(run_id, call, pause))
 
@@ -101,4 +86,4 @@ def open_pause_chunks(state: RunState) -> list[Chunk]:
     return [pause_chunk(state.run_id, call, pause) for call, pause in state.open_pauses()]
 
 
-__all__ = ["Pauses", "next_seq", "open_pause_chunks", "pause_chunk", "pause_event"]
+__all__ = ["Pauses", "next_seq", "open_pause_chunks", "pause_chunk"]

@@ -1,4 +1,5 @@
-"""What ``list_suspended_runs`` returns: runs waiting for a human, and what each waits on.
+"""What ``list_suspended_runs`` returns: runs waiting for a human, and what each waits on (built from a
+run's state by ``troupe.core.vocabulary.pause_shapes.suspended_run``).
 
 Both classes display themselves: ``str()`` is a plain-text table, and in a notebook (Jupyter, IPython)
 ``_repr_html_`` renders an HTML table of the pending pauses, one row per paused tool call, every value
@@ -13,8 +14,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
-
-from troupe.core.vocabulary.state import RunState
 
 
 @dataclass(frozen=True)
@@ -51,29 +50,6 @@ class SuspendedRun:
     def status(self) -> str:
         """Always ``"suspended"`` for a listed run, as on the wire."""
         return "suspended"
-
-    @classmethod
-    def from_state(cls, state: RunState) -> SuspendedRun:
-        pending = [
-            PendingToolCall(
-                tool_call_id=call.tool_call_id,
-                tool_name=pause.tool_name,
-                args=pause.args,
-                requires_approval=pause.kind == "approval",
-                suspend_payload=pause.suspend_payload,
-                agent_path=pause.agent_path,
-                fingerprint=pause.fingerprint,
-                resume_schema=pause.resume_schema,
-                paused_at=pause.paused_at,
-                interrupted=pause.interrupted,
-                expires_at=pause.expires_at,
-                approvals=list(pause.approvals),
-            )
-            for call, pause in state.open_pauses()
-        ]
-        return cls(
-            state.run_id, state.agent_id, state.thread_id, state.resource_id, state.suspended_at, pending
-        )
 
     def __str__(self) -> str:
         return _text_table([self], f"run {self.run_id}: {_count(len(self.pending), 'paused tool call')}")

@@ -30,6 +30,7 @@ from troupe.core.vocabulary.errors import (
     StorageUnavailableError,
     TroupeError,
 )
+from troupe.core.vocabulary.pause_shapes import suspended_run
 from troupe.core.vocabulary.store import OutboxEntry, Store
 from troupe.core.vocabulary.stream import AgentStream
 from troupe.core.vocabulary.suspended import SuspendedRun, SuspendedRunList
@@ -123,7 +124,7 @@ async def _show_stored(store: Store, run_id: str, out: TextIO) -> int:
             ("messages", len(state.messages)),
         ]
         out.write("".join(f"{name:<9} {safe(value)}\n" for name, value in fields))
-        pending = SuspendedRun.from_state(state)
+        pending = suspended_run(state)
         if pending.pending:
             out.write("\nwaiting:\n")
             table(PENDING_HEADERS, [r[1:] for r in _rows([pending])], out)

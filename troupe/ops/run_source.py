@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from troupe.core.vocabulary.agent_api import AsyncAgentAPI
+from troupe.core.vocabulary.pause_shapes import suspended_run
 from troupe.core.vocabulary.store import Store, SuspendedRunQuery
 from troupe.core.vocabulary.suspended import SuspendedRun
 from troupe.ops.apps import REDIS_SCHEMES, load_runtime, open_store
@@ -84,7 +85,7 @@ class Source:
             progress.note("reading the store")
             states, _ = await store.list_suspended_runs(query)
             progress.done()
-            runs = [SuspendedRun.from_state(s) for s in states if s.parent is None or agent_id is not None]
+            runs = [suspended_run(s) for s in states if s.parent is None or agent_id is not None]
         elif self.client is not None and agent_id is None and thread is None and resource is None:
             progress.note("asking the server")
             runs = (await self.client.list_inbox()).runs

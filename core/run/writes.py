@@ -1,0 +1,58 @@
+"""Writing a run: one atomic store write carries the run's state with its audit entries, the messages
+its thread gains and the notifications all of these make (``troupe.core.notifying.outbox``).
+
+So a notification is never written without the state change it reports, nor a state change without its
+notification: a crash between two writes could otherwise leave a paused run that nobody is ever told
+about. The claim of a decision and every checkpoint of the loop write through here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from troupe.core.notifying.outbox import Event, Notifications, decision_event
+from troupe.core.vocabulary.state import RunState
+from troupe.core.vocabulary.store import AuditEntry, OutboxEntry, Store, ThreadAppend
+
+
+class RunWriter:
+    """Writes the runs of one agent to ``store``, with the notifications ``notifications`` asks for."""
+
+    def __init__(self, store: Store, notifications: Notifications | None = None) -> None:
+        self.store = store
+        self.notifications = notifications
+        # Called after a write that added outbox entries (the host's dispatcher sends them).
+        self.on_outbox: Callable[[], None] = lambda: None
+
+    async def save(
+        self,
+        state: RunState,
+        *,
+        expected_version: int,
+        audit: tuple[AuditEntry, ...] = (),
+        thread: ThreadAppend | None = None,
+        events: Sequence[Event] = (),
+    ) -> int:
+        """Compare-and-set the run on ``expected_version``, with its audit entries and, in the same
+        atomic step, the notifications that they and ``events`` make; returns the new version."""
+        outbox = self.outbox(state, audit, events)
+        # Only when there is something to send, so a store written to the older protocol keeps working.
+        extra: dict[str, tuple[OutboxEntry, ...]] = {"outbox": outbox} if outbox else {}
+        version = await self.store.save_run(
+            state, expected_version=expected_version, audit=audit, thread=thread, **extra
+        )
+        if outbox:
+            self.on_outbox()
+        return version
+
+    def outbox(
+        self, state: RunState, audit: Sequence[AuditEntry], events: Sequence[Event] = ()
+    ) -> tuple[OutboxEntry, ...]:
+        if self.notifications is None or not self.notifications.targets:
+            return ()
+        # A subagent's decisions are reported by the top-level run that routed them.
+        decided = [decision_event(state, entry) for entry in audit] if state.parent is None else []
+        return self.notifications.entries([*events, *decided])
+
+
+__all__ = ["RunWriter"]
