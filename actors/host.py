@@ -19,13 +19,12 @@ import uuid
 from typing import NamedTuple
 
 from troupe.actors.remote import current_actor_id, current_node_id
+from troupe.actors.webhook_sender import HttpSender
 from troupe.core.cancellation import stop_if_cancelled
-from troupe.core.deciding.approvers import ApproverPolicies
 from troupe.core.deciding.handoff import handed_off
-from troupe.core.notifying.outbox import Notifications
-from troupe.core.notifying.webhooks import Dispatcher
+from troupe.core.notifying.dispatcher import Dispatcher
 from troupe.core.run.engine import Operation, RunEngine
-from troupe.core.run.loop import Durability
+from troupe.core.run.settings import RunSettings
 from troupe.core.tracing import configure as configure_tracing
 from troupe.core.vocabulary.agent import AgentSpec
 from troupe.core.vocabulary.chunks import Chunk
@@ -37,9 +36,8 @@ from troupe.core.vocabulary.errors import (
 )
 from troupe.core.vocabulary.requests import AgentPort, DecideRequest, StartRequest
 from troupe.core.vocabulary.results import ResultBuilder, RunResult
-from troupe.core.vocabulary.state import Clock, utcnow
 from troupe.core.vocabulary.store import Store
-from troupe.core.vocabulary.tools import DEFAULT_TOOL_THREADS, ToolThreads
+from troupe.core.vocabulary.tools import ToolThreads
 
 # Hosts renew their lease every HEARTBEAT_S; a host silent for OWNER_TTL_S is dead and its running runs
 # may be taken over (the Runtime's reconciler looks as often). A shorter lifetime recovers sooner but risks
@@ -124,29 +122,16 @@ class AgentHost:
         store: Store,
         subagents: dict[str, AgentPort] | None = None,
         owner: str | None = None,
-        notifications: Notifications | None = None,
-        policies: ApproverPolicies | None = None,
-        clock: Clock = utcnow,
-        tool_threads: int = DEFAULT_TOOL_THREADS,
-        durability: Durability = "sync",
+        settings: RunSettings | None = None,
     ) -> None:
         self.spec = spec
         self.store = store
+        settings = settings or RunSettings()
         # A Ray actor keeps its id across restarts, so a restarted host knows which runs were its own.
         self.owner = owner or current_actor_id() or f"local:{uuid.uuid4().hex}"
-        self.threads = ToolThreads(tool_threads)
-        self.engine = RunEngine(
-            spec,
-            store,
-            subagents or {},
-            owner=self.owner,
-            notifications=notifications,
-            policies=policies,
-            clock=clock,
-            threads=self.threads,
-            durability=durability,
-        )
-        self.notifications = notifications
+        self.threads = ToolThreads(settings.tool_threads)
+        self.engine = RunEngine(spec, store, subagents or {}, self.owner, settings, self.threads)
+        self.notifications = settings.notifications
         # Every host sends due notifications (its own runs' and any dead host's), in its own task.
         self.dispatcher: Dispatcher | None = None
         self._sending: asyncio.Task[None] | None = None
@@ -343,7 +328,7 @@ class AgentHost:
         await self.store.touch_owner(self.owner, OWNER_TTL_S)
         self._lease = loop.create_task(self._renew())
         if self.notifications is not None and self.notifications.targets:
-            self.dispatcher = Dispatcher(self.store, self.notifications, self.owner)
+            self.dispatcher = Dispatcher(self.store, self.notifications, self.owner, HttpSender())
             self.engine.loop.writer.on_outbox = self.dispatcher.poke
             self._sending = loop.create_task(self.dispatcher.run())
 

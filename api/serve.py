@@ -65,35 +65,44 @@ async def _serve(
     runtime = await runtime_from(source)
     if notifications is not None:
         runtime.use_notifications(notifications)
-    loop = asyncio.get_running_loop()
     server: _Server | None = None
-    handled: list[int] = []
     try:
         runtime.store()  # starts or joins Ray when the runtime uses it: before the handlers below
         await runtime.recover(0.0)  # start the hosts; they pick up runs a dead server left in flight
+        app = create_app(runtime, keys=keys, open_mode=open_mode, **app_options)
         config = uvicorn.Config(
-            create_app(runtime, keys=keys, open_mode=open_mode, **app_options),
-            host=host,
-            port=port,
-            log_level=log_level,
-            timeout_graceful_shutdown=GRACE_S,
+            app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=GRACE_S
         )
         server = _Server(config)
-        agents = ", ".join(sorted(a.id for a in runtime.list_agents()))
-        access = "open mode: no key needed, every caller is an admin" if open_mode else "API keys required"
-        print(
-            f"troupe: serving {agents} ({runtime.executor} executor; {access}); "
-            f"approval inbox at http://{host}:{port}/inbox",
-            file=sys.stderr,
-            flush=True,
-        )
+        _announce(runtime, host, port, open_mode)
+        await _until_stopped(server)
+    finally:
+        await runtime.shutdown()
+    return 0 if server is not None and server.started else 1
 
-        def stop(signum: int) -> None:
-            assert server is not None
-            if server.should_exit:
-                server.force_exit = True
-            server.should_exit = True
 
+def _announce(runtime: Runtime, host: str, port: int, open_mode: bool) -> None:
+    agents = ", ".join(sorted(a.id for a in runtime.list_agents()))
+    access = "open mode: no key needed, every caller is an admin" if open_mode else "API keys required"
+    print(
+        f"troupe: serving {agents} ({runtime.executor} executor; {access}); "
+        f"approval inbox at http://{host}:{port}/inbox",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+async def _until_stopped(server: _Server) -> None:
+    """Serve until SIGINT or SIGTERM asks the server to stop (a second one forces it)."""
+    loop = asyncio.get_running_loop()
+
+    def stop(signum: int) -> None:
+        if server.should_exit:
+            server.force_exit = True
+        server.should_exit = True
+
+    handled: list[int] = []
+    try:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop, sig)
             handled.append(sig)
@@ -101,8 +110,6 @@ async def _serve(
     finally:
         for signum in handled:
             loop.remove_signal_handler(signum)
-        await runtime.shutdown()
-    return 0 if server is not None and server.started else 1
 
 
 async def runtime_from(source: RuntimeSource) -> Runtime:

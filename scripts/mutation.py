@@ -38,7 +38,8 @@ class Mutant:
 APPROVAL = ("tests/test_guarantees.py", "tests/test_approval.py")
 CHECKPOINT_PAUSE = (
     "        await self.checkpoint(run, thread, pauses, audit=audit, consumed=consumed)\n"
-    "        self.paused.keep(state, run.version)  # this operation ends here: the state is not changed again\n"
+    "        self.paused.keep(state, run.version)  "
+    "# this operation ends here: the state is not changed again\n"
     "        # Durable now: announce every open pause, oldest first, so the last one is the newest.\n"
 )
 ANNOUNCE = """        announced = open_pause_chunks(state)
@@ -326,7 +327,8 @@ MUTANTS += [
         "redis-thread-run-not-found-by-id",
         "storage/redis.py",
         "            taken = (\n                expected_version == 0\n",
-        "            taken = False and (\n                expected_version == 0\n",  # never claims the id's home
+        # The id's home is never claimed.
+        "            taken = False and (\n                expected_version == 0\n",
         REDIS_CLUSTER,
     ),
 ]

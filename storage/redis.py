@@ -203,29 +203,7 @@ class RedisStore:
     ) -> int:
         run_id = state.run_id
         home, own = self.layout.home(state), self.layout.own(run_id)
-        indexes = home.indexes(state)
-        appends = self._appends(home, run_id, audit, thread)
-        keys = [
-            home.run(run_id),
-            own.home_of(run_id) if home is own else home.run(run_id),  # a first write's guard
-            *(key for key, _ in appends),
-            home.outbox_due(),
-            home.outbox_of_run(state.run_id),
-            *(home.outbox(entry.id) for entry in outbox),
-            *(key for key, _ in indexes),
-        ]
-        args: list[str | float] = [
-            _token(),
-            expected_version,
-            state.to_json(),
-            state.run_id,
-            len(appends),
-            *(value for _, value in appends),
-            len(outbox),
-            *(entry.model_dump_json() for entry in outbox),
-            *(entry.due_at() for entry in outbox),
-            *(score for _, score in indexes),
-        ]
+        keys, args = self._save_call(home, own, state, expected_version, audit, thread, outbox)
         async with self._session("save_run") as link:
             # A first write away from the shard of its id points the id there first (as create_run does).
             taken = (
@@ -241,6 +219,44 @@ class RedisStore:
                 f"run {state.run_id} is not at version {expected_version}", run_id=state.run_id
             )
         return version
+
+    def _save_call(
+        self,
+        home: Keys,
+        own: Keys,
+        state: RunState,
+        expected_version: int,
+        audit: tuple[AuditEntry, ...],
+        thread: ThreadAppend | None,
+        outbox: tuple[OutboxEntry, ...],
+    ) -> tuple[list[str], list[str | float]]:
+        """The keys and arguments of the save script: the run's compare-and-set with everything written
+        in the same step (audit and thread appends, outbox entries, the listing indexes)."""
+        run_id = state.run_id
+        indexes = home.indexes(state)
+        appends = self._appends(home, run_id, audit, thread)
+        keys = [
+            home.run(run_id),
+            own.home_of(run_id) if home is own else home.run(run_id),  # a first write's guard
+            *(key for key, _ in appends),
+            home.outbox_due(),
+            home.outbox_of_run(run_id),
+            *(home.outbox(entry.id) for entry in outbox),
+            *(key for key, _ in indexes),
+        ]
+        args: list[str | float] = [
+            _token(),
+            expected_version,
+            state.to_json(),
+            run_id,
+            len(appends),
+            *(value for _, value in appends),
+            len(outbox),
+            *(entry.model_dump_json() for entry in outbox),
+            *(entry.due_at() for entry in outbox),
+            *(score for _, score in indexes),
+        ]
+        return keys, args
 
     async def delete_run(
         self, run_id: str, *, expected_version: int | None = None, thread: ThreadAppend | None = None

@@ -11,6 +11,7 @@ import itertools
 import time
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Literal, Unpack
 
 from troupe.actors.handle import AgentHandle, LocalHandle, RayHandle
@@ -18,7 +19,7 @@ from troupe.actors.host import OWNER_TTL_S, AgentHost
 from troupe.actors.remote import RayActor, ensure_ray
 from troupe.core.deciding.approvers import ApproverPolicies, ApproverPolicy
 from troupe.core.notifying.outbox import Notifications, NotificationTarget
-from troupe.core.run.loop import Durability, check_durability
+from troupe.core.run.settings import Durability, RunSettings
 from troupe.core.vocabulary.agent import AgentSpec
 from troupe.core.vocabulary.errors import (
     AgentNotFoundError,
@@ -35,7 +36,7 @@ from troupe.core.vocabulary.state import Clock, utcnow
 from troupe.core.vocabulary.store import OutboxEntry, Store, SuspendedRunQuery
 from troupe.core.vocabulary.stream import AgentStream
 from troupe.core.vocabulary.suspended import SuspendedRunList
-from troupe.core.vocabulary.tools import DEFAULT_TOOL_THREADS, ToolThreads
+from troupe.core.vocabulary.tools import DEFAULT_TOOL_THREADS
 from troupe.storage.memory import MemoryStore
 from troupe.storage.scratch import ScratchStore
 from troupe.supervisor.agent import Agent
@@ -46,6 +47,18 @@ Executor = Literal["ray", "local"]
 
 
 class Runtime:
+    """The agents, their hosts and the store, as one unit.
+
+    ``tool_threads``: how many sync tool calls each agent's host runs at once (each in a worker thread;
+    more wait for a free one). Async tools run on the host's event loop and are not counted.
+
+    ``durability``: when runs are written (LangGraph's names; README "When a run is written").
+    ``"sync"`` (default) at its start and after every step as well; ``"exit"`` only at pauses, before
+    tools run and at the end: two store writes fewer per approval cycle, but a crash during a model turn
+    reports the step's tool calls as interrupted instead of keeping their results, and a run that crashes
+    before its first write is lost rather than recovered.
+    """
+
     def __init__(
         self,
         agents: Sequence[Agent] | Mapping[str, Agent] | None = None,
@@ -60,31 +73,15 @@ class Runtime:
         tool_threads: int = DEFAULT_TOOL_THREADS,
         durability: Durability = "sync",
     ) -> None:
-        """``tool_threads``: how many sync tool calls each agent's host runs at once (each in a worker
-        thread; more wait for a free one). Async tools run on the host's event loop and are not counted.
-
-        ``durability``: when runs are written (LangGraph's names; README "When a run is written").
-        ``"sync"`` (default) at its start and after every step as well; ``"exit"`` only at pauses,
-        before tools run and at the end: two store writes fewer per approval cycle, but a crash during
-        a model turn reports the step's tool calls as interrupted instead of keeping their results, and
-        a run that crashes before its first write is lost rather than recovered."""
         if executor not in ("ray", "local"):
             raise ValueError(f"executor must be 'ray' or 'local', got {executor!r}")
-        # Where pauses and decisions are announced (signed webhooks from a durable outbox).
-        self.notifications = (
-            notifications
-            if isinstance(notifications, Notifications) or notifications is None
-            else Notifications(tuple(notifications))
-        )
-        # Who may decide which paused calls, and how many must agree (``troupe.core.deciding.approvers``).
-        self.approver_policies = ApproverPolicies.of(approver_policies)
-        ToolThreads(tool_threads)  # a bad size is the caller's error now, not an actor's at first use
-        self.tool_threads = tool_threads
-        self.durability = check_durability(durability)
+        # How every agent host drives its runs: where pauses and decisions are announced (signed webhooks
+        # from a durable outbox), who may decide what (troupe.core.deciding.approvers), and the rest.
+        policies = ApproverPolicies.of(approver_policies)
+        self.settings = RunSettings(_notifications(notifications), policies, clock, tool_threads, durability)
         self.storage: Store = storage if storage is not None else MemoryStore()
         self.executor: Executor = executor
         self.ray_address = ray_address
-        self.clock = clock  # what pause deadlines are measured against (tests inject one)
         # Ray actor options per agent id ("*": every other agent), see troupe.supervisor.placement.
         self.actor_options = check_actor_options(actor_options)
         # How many actors serve an agent (default one): any of them takes any of its runs and decisions.
@@ -99,11 +96,22 @@ class Runtime:
         # Supervision of this runtime's hosts (takeover of dead hosts' runs, expiry): one loop, started
         # with the first host on the caller's event loop.
         self.reconciler = Reconciler(lambda: dict(self._handles), self.store, clock)
+        self._register_all(agents)
+
+    @property
+    def notifications(self) -> Notifications | None:
+        return self.settings.notifications
+
+    @property
+    def approver_policies(self) -> ApproverPolicies | None:
+        return self.settings.policies
+
+    # ---- agents -------------------------------------------------------------------------------------
+
+    def _register_all(self, agents: Sequence[Agent] | Mapping[str, Agent] | None) -> None:
         items = agents.items() if isinstance(agents, Mapping) else ((None, a) for a in agents or ())
         for key, agent in items:
             self.register(agent, alias=key)
-
-    # ---- agents -------------------------------------------------------------------------------------
 
     def register(self, agent: Agent, *, alias: str | None = None, replace: bool = False) -> Agent:
         """Add an agent (and its subagents) and return it bound to this runtime."""
@@ -153,7 +161,7 @@ class Runtime:
         """Set where events go (``troupe serve --notify``); only before the first host is made."""
         if self._handles:
             raise RuntimeError("notifications must be set before the runtime's agents are used")
-        self.notifications = notifications
+        self.settings = replace(self.settings, notifications=notifications)
 
     def _actor_name(self, what: str) -> str:
         return f"{self._id}:{what}:{next(self._spawned)}"
@@ -168,43 +176,35 @@ class Runtime:
         if spec is None:
             raise AgentNotFoundError(f"no agent {agent_id!r} in this runtime", agent_id=agent_id)
         subagents = {key: self.handle(sub.id) for key, sub in spec.agents.items()}
-        store = self.store()
-        handle: AgentHandle
-        if self.executor == "ray":
-            options = options_for(self.actor_options, spec.id)
-            actors = [
-                RayActor.spawn(
-                    AgentHost,
-                    spec,
-                    store,
-                    subagents,
-                    None,
-                    self.notifications,
-                    self.approver_policies,
-                    self.clock,
-                    self.tool_threads,
-                    self.durability,
-                    name=self._actor_name(f"agent:{spec.id}"),
-                    replaceable=True,
-                    **options,
-                )
-                for _ in range(self.replicas.get(spec.id, 1))
-            ]
-            handle = RayHandle(actors, spec.id)
-        else:
-            host = AgentHost(
-                spec,
-                store,
-                dict(subagents),
-                notifications=self.notifications,
-                policies=self.approver_policies,
-                clock=self.clock,
-                tool_threads=self.tool_threads,
-                durability=self.durability,
-            )
-            handle = LocalHandle(host)
+        handle = (
+            self._ray_handle(spec, subagents)
+            if self.executor == "ray"
+            else self._local_handle(spec, subagents)
+        )
         self._handles[agent_id] = handle
         return handle
+
+    def _ray_handle(self, spec: AgentSpec, subagents: Mapping[str, AgentHandle]) -> AgentHandle:
+        """The agent's actors (``replicas`` of them, each serving any of its runs) behind one handle."""
+        options, store = options_for(self.actor_options, spec.id), self.store()
+        actors = [
+            RayActor.spawn(
+                AgentHost,
+                spec,
+                store,
+                subagents,
+                None,
+                self.settings,
+                name=self._actor_name(f"agent:{spec.id}"),  # each replica its own
+                replaceable=True,
+                **options,
+            )
+            for _ in range(self.replicas.get(spec.id, 1))
+        ]
+        return RayHandle(actors, spec.id)
+
+    def _local_handle(self, spec: AgentSpec, subagents: Mapping[str, AgentHandle]) -> AgentHandle:
+        return LocalHandle(AgentHost(spec, self.store(), dict(subagents), settings=self.settings))
 
     async def recover(self, wait_s: float | None = None) -> dict[str, list[str]]:
         """Pick up every run of this runtime's agents that a dead process left in flight, from its last
@@ -316,6 +316,10 @@ class Runtime:
                 run_ids=[r.run_id for r in runs],
             )
         return runs[0].run_id
+
+
+def _notifications(given: Notifications | Sequence[NotificationTarget] | None) -> Notifications | None:
+    return given if isinstance(given, Notifications) or given is None else Notifications(tuple(given))
 
 
 __all__ = ["Executor", "Runtime"]

@@ -20,8 +20,9 @@ from typing import Any
 import pytest
 from helpers import delete_tool, echo_model
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+from troupe.actors.webhook_sender import HttpSender
+from troupe.core.notifying.dispatcher import Dispatcher
 from troupe.core.notifying.outbox import KEEP_DELIVERED_S, Notifications, NotificationTarget, RetrySchedule
-from troupe.core.notifying.webhooks import Dispatcher
 from troupe.core.vocabulary.state import CallStatus, RunState
 from troupe.core.vocabulary.store import OutboxEntry
 from troupe.storage import MemoryStore
@@ -152,6 +153,7 @@ async def test_a_delivery_is_kept_keep_delivered_s_after_delivery_and_while_its_
         store,
         Notifications((NotificationTarget("http://127.0.0.1:9/", SECRET, name="hook"),), keep_delivered_s=60),
         owner="host-a",
+        sender=HttpSender(),
         clock=lambda: now[0],
     )
     entry = OutboxEntry(id="e.hook", event_id="e", target="hook", run_id="r1", body={}, next_at=0.0)
@@ -169,7 +171,12 @@ async def test_a_delivery_is_kept_keep_delivered_s_after_delivery_and_while_its_
     assert [d.status for d in await store.list_deliveries("r1")] == ["delivered"]
     now[0] = 1_130.0
     kept_for_good = Notifications(dispatcher.notifications.targets, keep_delivered_s=None)
-    assert await Dispatcher(store, kept_for_good, owner="host-b", clock=lambda: now[0]).prune() == 0
+    assert (
+        await Dispatcher(
+            store, kept_for_good, owner="host-b", sender=HttpSender(), clock=lambda: now[0]
+        ).prune()
+        == 0
+    )
     assert await dispatcher.prune() == 1
     assert await store.list_deliveries("r1") == []
     for bad in (0, -1.0, float("inf"), "60", True):

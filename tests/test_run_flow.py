@@ -143,6 +143,21 @@ async def _approve_a_subagents_call_recording_calls(tmp_path: Path, calls: Any) 
     return seen
 
 
+def test_the_readmes_walk_meets_each_module_of_the_core_once():
+    """A reader following the walk opens each of core's modules at one step, never twice: claim and
+    ruling do not go back and forth, and the loop is one step however many calls it makes."""
+    walk = _walk()
+    places: dict[str, list[int]] = {}
+    for number, line in enumerate(walk, 1):
+        for path in set(re.findall(r"`(core/[\w/]+\.py)`", line)):
+            places.setdefault(path, []).append(number)
+    assert len(places) >= 8, places
+    twice = {path: steps for path, steps in places.items() if len(steps) > 1}
+    assert not twice, f"modules the walk visits more than once: {twice}"
+    root = Path(__file__).resolve().parent.parent
+    assert all((root / path).is_file() for path in places), places
+
+
 async def test_the_readmes_walk_of_one_approval_is_the_path_an_approval_takes(tmp_path, calls):
     """Every function the README's architecture section names is called, in that order, when a decision
     on a subagent's call is approved (recorded with a profiler: nothing is stubbed)."""

@@ -50,8 +50,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_serve(commands: Any) -> None:
-    from troupe.api.guards import DEFAULT_MAX_BODY_BYTES
-
     serve = commands.add_parser(
         "serve",
         help="serve a runtime's agents over HTTP (Mastra-compatible routes under /api)",
@@ -59,6 +57,22 @@ def _add_serve(commands: Any) -> None:
         "cleanly. Callers authenticate with API keys (Authorization: Bearer <key>) from --keys, each "
         "limited to its resources or an admin; --open lets anyone in (local use only).",
     )
+    _add_serve_source(serve)
+    _add_serve_listener(serve)
+    _add_serve_access(serve)
+    serve.add_argument(
+        "--notify",
+        metavar="FILE",
+        help='JSON webhook targets for pauses and decisions: {"targets": [{"url": ..., "secret": '
+        '"whsec_..." or "secret_env": VAR, "agents"/"tools"/"resources": [...]}], "links": {...}}',
+    )
+    serve.add_argument(
+        "--log-level", default="info", choices=("critical", "error", "warning", "info", "debug")
+    )
+
+
+def _add_serve_source(serve: argparse.ArgumentParser) -> None:
+    """Which runtime is served: an app's, or the demo's."""
     source = serve.add_mutually_exclusive_group(required=True)
     source.add_argument(
         "--app",
@@ -82,11 +96,28 @@ def _add_serve(commands: Any) -> None:
         default="ray",
         help="with --demo: where agents run (default: ray)",
     )
+
+
+def _add_serve_listener(serve: argparse.ArgumentParser) -> None:
+    """Where it listens and what runs it: one uvicorn process, or replicas on Ray Serve."""
     serve.add_argument("--host", default="127.0.0.1", help="interface to listen on (default: %(default)s)")
     serve.add_argument("--port", type=int, default=8000, help="port to listen on (default: %(default)s)")
     serve.add_argument(
         "--ray-address", metavar="ADDRESS", help="join this Ray cluster instead of starting one"
     )
+    serve.add_argument(
+        "--replicas",
+        type=int,
+        metavar="N",
+        help="run the front door as a Ray Serve deployment of N replicas (needs troupe[serve]); each "
+        "builds the runtime itself, so its store must be one they all share (Redis, or a SQLite file)",
+    )
+
+
+def _add_serve_access(serve: argparse.ArgumentParser) -> None:
+    """Who gets in, and what a request may be."""
+    from troupe.api.guards import DEFAULT_MAX_BODY_BYTES
+
     serve.add_argument(
         "--keys",
         metavar="FILE",
@@ -117,22 +148,6 @@ def _add_serve(commands: Any) -> None:
         metavar="N",
         help="largest request body accepted, checked before it is read (default: %(default)s)",
     )
-    serve.add_argument(
-        "--notify",
-        metavar="FILE",
-        help='JSON webhook targets for pauses and decisions: {"targets": [{"url": ..., "secret": '
-        '"whsec_..." or "secret_env": VAR, "agents"/"tools"/"resources": [...]}], "links": {...}}',
-    )
-    serve.add_argument(
-        "--replicas",
-        type=int,
-        metavar="N",
-        help="run the front door as a Ray Serve deployment of N replicas (needs troupe[serve]); each "
-        "builds the runtime itself, so its store must be one they all share (Redis, or a SQLite file)",
-    )
-    serve.add_argument(
-        "--log-level", default="info", choices=("critical", "error", "warning", "info", "debug")
-    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -152,35 +167,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    from troupe.api.auth import KeyRing
-    from troupe.api.guards import is_loopback
     from troupe.api.serve import serve
-    from troupe.ops.apps import load_notifications, load_runtime
+    from troupe.ops.apps import load_runtime
 
-    if not args.keys and not args.open:
-        parser.error("serve needs --keys FILE, or --open for local use without keys")
-    if args.open and not is_loopback(args.host):
-        if not args.allow_remote_open:
-            parser.error(
-                f"--open lets anyone decide every run, so it binds a loopback address only (got --host "
-                f"{args.host}); use --keys FILE, or add --allow-remote-open if you mean it"
-            )
-        print(
-            f"troupe: WARNING: open mode on {args.host}: anyone who can reach it can decide every run",
-            file=sys.stderr,
-        )
-    if args.max_body_bytes < 1:
-        parser.error("--max-body-bytes must be at least 1")
-    if args.replicas is not None and args.replicas < 1:
-        parser.error("--replicas must be at least 1")
-    try:
-        keys = KeyRing.load(args.keys) if args.keys else None
-    except (OSError, ValueError) as exc:
-        parser.error(f"--keys {args.keys}: {exc}")
-    try:
-        notifications = load_notifications(args.notify) if args.notify else None
-    except (OSError, ValueError) as exc:
-        parser.error(f"--notify {args.notify}: {exc}")
+    _check_serve_args(parser, args)
+    keys, notifications = _serve_files(parser, args)
     if args.replicas is not None:
         return _serve_on_ray(args, keys, notifications)
     if args.demo:
@@ -198,6 +189,44 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         max_body_bytes=args.max_body_bytes,
         hosts=[args.host, *args.allowed_host],
     )
+
+
+def _check_serve_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse what would leave the server open to anyone, or make no sense (exits with the reason)."""
+    from troupe.api.guards import is_loopback
+
+    if not args.keys and not args.open:
+        parser.error("serve needs --keys FILE, or --open for local use without keys")
+    if args.open and not is_loopback(args.host):
+        if not args.allow_remote_open:
+            parser.error(
+                f"--open lets anyone decide every run, so it binds a loopback address only (got --host "
+                f"{args.host}); use --keys FILE, or add --allow-remote-open if you mean it"
+            )
+        print(
+            f"troupe: WARNING: open mode on {args.host}: anyone who can reach it can decide every run",
+            file=sys.stderr,
+        )
+    if args.max_body_bytes < 1:
+        parser.error("--max-body-bytes must be at least 1")
+    if args.replicas is not None and args.replicas < 1:
+        parser.error("--replicas must be at least 1")
+
+
+def _serve_files(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[Any, Any]:
+    """The API keys and notification targets the server reads from files (exits naming a bad one)."""
+    from troupe.api.auth import KeyRing
+    from troupe.ops.apps import load_notifications
+
+    try:
+        keys = KeyRing.load(args.keys) if args.keys else None
+    except (OSError, ValueError) as exc:
+        parser.error(f"--keys {args.keys}: {exc}")
+    try:
+        notifications = load_notifications(args.notify) if args.notify else None
+    except (OSError, ValueError) as exc:
+        parser.error(f"--notify {args.notify}: {exc}")
+    return keys, notifications
 
 
 def _serve_on_ray(args: argparse.Namespace, keys: Any, notifications: Any) -> int:

@@ -75,6 +75,28 @@ class OpenAIModel(Model):
             raise ModelError(f"{self.id}: cannot reach the model server at {where}: {exc}") from exc
 
     async def stream_turn(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        stream = await self._create(self._params(request))
+        calls: dict[int, dict[str, str]] = {}
+        finish, usage = "stop", Usage()
+        async for chunk in stream:
+            if chunk.usage is not None:
+                usage = Usage(chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0)
+            for choice in chunk.choices:
+                delta = choice.delta
+                if delta is not None and delta.content:
+                    yield TextDelta(delta.content)
+                for piece in (delta.tool_calls if delta is not None else None) or []:
+                    _add_piece(calls, piece)
+                if choice.finish_reason:
+                    finish = choice.finish_reason
+        for index in sorted(calls):
+            slot = calls[index]
+            yield ToolCallPart(
+                id=slot["id"] or f"call-{index}", name=slot["name"], args=_decode_args(slot["arguments"])
+            )
+        yield TurnEnd(_FINISH.get(finish, finish), usage)
+
+    def _params(self, request: ModelRequest) -> dict[str, Any]:
         params: dict[str, Any] = {
             "model": self.model,
             "messages": request.messages,
@@ -90,31 +112,17 @@ class OpenAIModel(Model):
             }
         if self.temperature is not None:
             params["temperature"] = self.temperature
-        stream = await self._create(params)
-        calls: dict[int, dict[str, str]] = {}
-        finish, usage = "stop", Usage()
-        async for chunk in stream:
-            if chunk.usage is not None:
-                usage = Usage(chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0)
-            for choice in chunk.choices:
-                delta = choice.delta
-                if delta is not None and delta.content:
-                    yield TextDelta(delta.content)
-                for piece in (delta.tool_calls if delta is not None else None) or []:
-                    slot = calls.setdefault(piece.index, {"id": "", "name": "", "arguments": ""})
-                    if piece.id:
-                        slot["id"] = piece.id
-                    if piece.function is not None:
-                        slot["name"] += piece.function.name or ""
-                        slot["arguments"] += piece.function.arguments or ""
-                if choice.finish_reason:
-                    finish = choice.finish_reason
-        for index in sorted(calls):
-            slot = calls[index]
-            yield ToolCallPart(
-                id=slot["id"] or f"call-{index}", name=slot["name"], args=_decode_args(slot["arguments"])
-            )
-        yield TurnEnd(_FINISH.get(finish, finish), usage)
+        return params
+
+
+def _add_piece(calls: dict[int, dict[str, str]], piece: Any) -> None:
+    """A streamed piece of a tool call (its id, or part of its name or arguments) joins its call."""
+    slot = calls.setdefault(piece.index, {"id": "", "name": "", "arguments": ""})
+    if piece.id:
+        slot["id"] = piece.id
+    if piece.function is not None:
+        slot["name"] += piece.function.name or ""
+        slot["arguments"] += piece.function.arguments or ""
 
 
 def _decode_args(raw: str) -> dict[str, Any] | str:
@@ -122,7 +130,10 @@ def _decode_args(raw: str) -> dict[str, Any] | str:
         return {}
     try:
         value = json.loads(raw)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):
+        # Not JSON, or JSON that Python will not hold (an integer of thousands of digits, nesting past
+        # the recursion limit): the raw text goes on, and is refused at the boundary with a tool error
+        # to the model (troupe.core.run.model_output), never a failed run.
         return raw
     return value if isinstance(value, dict) else raw
 

@@ -14,17 +14,17 @@ import uuid
 from typing import Any
 
 from troupe.core.deciding import decision_log
-from troupe.core.deciding.approvers import ApproverPolicies
 from troupe.core.deciding.claim import Claims, ContinuedElsewhere, QuorumPending
 from troupe.core.deciding.policy import RunPolicy
-from troupe.core.notifying.outbox import Notifications, interrupted_event
+from troupe.core.notifying.outbox import interrupted_event
 from troupe.core.run.auto_resume import extract_resume_data, find_resumable
 from troupe.core.run.flow import ActiveRun
 from troupe.core.run.locks import RunLocks
-from troupe.core.run.loop import Durability, RunLoop
+from troupe.core.run.loop import RunLoop
 from troupe.core.run.memory import trim_history
 from troupe.core.run.operation import Operation, Recorded
 from troupe.core.run.recovery import prepare_recovery, replay
+from troupe.core.run.settings import RunSettings
 from troupe.core.vocabulary.agent import AgentSpec
 from troupe.core.vocabulary.chunks import Chunk
 from troupe.core.vocabulary.errors import (
@@ -36,7 +36,7 @@ from troupe.core.vocabulary.errors import (
 from troupe.core.vocabulary.messages import last_user_text, normalize_messages
 from troupe.core.vocabulary.options import RunOptions
 from troupe.core.vocabulary.requests import AgentPort, DecideRequest, Decline, Resume, StartRequest
-from troupe.core.vocabulary.state import CallStatus, Clock, RunState, utcnow
+from troupe.core.vocabulary.state import CallStatus, RunState
 from troupe.core.vocabulary.store import StaleSnapshotError, Store, ThreadAppend
 from troupe.core.vocabulary.tools import ToolThreads
 
@@ -48,19 +48,17 @@ class RunEngine:
         store: Store,
         ports: dict[str, AgentPort] | None = None,
         owner: str | None = None,
-        notifications: Notifications | None = None,
-        policies: ApproverPolicies | None = None,
-        clock: Clock = utcnow,
+        settings: RunSettings | None = None,
         threads: ToolThreads | None = None,
-        durability: Durability = "sync",
     ) -> None:
         self.spec = spec
         self.store = store
-        self.loop = RunLoop(spec, store, ports or {}, notifications, clock, threads, durability)
+        settings = settings or RunSettings()
+        self.loop = RunLoop(spec, store, ports or {}, settings, threads)
         self.locks = RunLocks()
         # Who drives the runs this engine works on (its host's identity; see RunState.owner).
         self.owner = owner or f"engine:{uuid.uuid4().hex}"
-        self.claims = Claims(self.loop, self.owner, policies, self._resumed_policy)
+        self.claims = Claims(self.loop, self.owner, settings.policies, self._resumed_policy)
 
     # ---- starting a run -----------------------------------------------------------------------------
 
@@ -77,7 +75,24 @@ class RunEngine:
         history: list[dict[str, Any]] = []
         if memory is not None and options.thread_id is not None:
             history = trim_history(await self.store.load_messages(options.thread_id), memory.last_messages)
-        state = RunState(
+        state = self._new_state(request, options, history, messages)
+        release = await self.locks.acquire(state.run_id)
+        try:
+            version = 0 if self._deferred(request, options) else await self.store.create_run(state)
+        except BaseException:
+            release()
+            raise
+        run = ActiveRun(state, version, options.require_tool_approval)
+        return Operation(self.loop, run, release, caller=request.trace)
+
+    def _new_state(
+        self,
+        request: StartRequest,
+        options: RunOptions,
+        history: list[dict[str, Any]],
+        messages: list[dict[str, Any]],
+    ) -> RunState:
+        return RunState(
             run_id=options.run_id or str(uuid.uuid4()),
             agent_id=self.spec.id,
             thread_id=options.thread_id,
@@ -93,22 +108,17 @@ class RunEngine:
             parent=request.parent,
             owner=self.owner,
         )
-        release = await self.locks.acquire(state.run_id)
-        try:
-            # Stored now, so that a crash during the first model turn leaves a run to recover; except
-            # with durability="exit", where a run under an id generated here is stored by its first
-            # checkpoint (before any tool runs, with its first pause, or at its end): until then nothing
-            # outside has happened but model turns, and a crash loses only a run its caller sees fail.
-            # An id the caller chose is always stored now, so one already taken is refused before
-            # anything runs; a subagent's run too, so its parent, recovering, can find it by its id.
-            generated = (options.run_id is None or request.generated_run_id) and request.parent is None
-            deferred = generated and self.loop.durability == "exit"
-            version = 0 if deferred else await self.store.create_run(state)
-        except BaseException:
-            release()
-            raise
-        run = ActiveRun(state, version, options.require_tool_approval)
-        return Operation(self.loop, run, release, caller=request.trace)
+
+    def _deferred(self, request: StartRequest, options: RunOptions) -> bool:
+        """Whether the run's first write waits. A run is stored when it starts, so that a crash during the
+        first model turn leaves a run to recover; except with durability="exit", where a run under an id
+        generated here is stored by its first checkpoint (before any tool runs, with its first pause, or
+        at its end): until then nothing outside has happened but model turns, and a crash loses only a
+        run its caller sees fail. An id the caller chose is always stored at once, so one already taken
+        is refused before anything runs; a subagent's run too, so its parent, recovering, can find it by
+        its id."""
+        generated = (options.run_id is None or request.generated_run_id) and request.parent is None
+        return generated and self.loop.durability == "exit"
 
     async def _check_thread(self, thread_id: str, resource_id: str | None) -> None:
         """A thread's history is read only by runs of the resource it belongs to."""

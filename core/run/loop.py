@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any, Literal, assert_never
+from typing import Any, assert_never
 
 from troupe.core.deciding.handoff import pending_delivery
-from troupe.core.notifying.outbox import Event, Notifications, pause_event
+from troupe.core.notifying.outbox import Event, pause_event
 from troupe.core.run.calls import Calls
 from troupe.core.run.delegation import Delegation, child_run_id, delegation_tool
 from troupe.core.run.flow import ActiveRun, Continue, Failed, Finished, Paused, Plan, StepOutcome
 from troupe.core.run.memory import settled_length, take_unsaved
 from troupe.core.run.paused import PausedRuns
 from troupe.core.run.pauses import Pauses, open_pause_chunks
+from troupe.core.run.settings import RunSettings
 from troupe.core.run.turn import model_turn
 from troupe.core.run.writes import RunWriter
 from troupe.core.tracing import span
@@ -29,26 +30,11 @@ from troupe.core.vocabulary.errors import DecisionPendingError, StorageError, Tr
 from troupe.core.vocabulary.messages import tool_message
 from troupe.core.vocabulary.model import Usage
 from troupe.core.vocabulary.requests import AgentPort
-from troupe.core.vocabulary.state import Clock, RunState, utcnow
+from troupe.core.vocabulary.state import RunState, utcnow
 from troupe.core.vocabulary.store import AuditEntry, StaleSnapshotError, Store, ThreadAppend
 from troupe.core.vocabulary.tools import Tool, ToolThreads
 
 log = logging.getLogger(__name__)
-
-# When a run is written (LangGraph's names). "exit": only when the run pauses, before any tool runs (its
-# calls are marked running first, so a crash never runs one twice silently) and when it ends; a step's
-# results ride with the next of those writes, and a crash in between reports the step's calls as
-# interrupted (a gated call is surfaced for a decision again); a run that crashes before its first write
-# is not recovered. "sync" also writes a run when it starts and after every step's tools have run, before
-# the next model turn, so a crash during any model turn resumes from where it stood.
-Durability = Literal["sync", "exit"]
-DURABILITY_MODES: tuple[Durability, ...] = ("sync", "exit")
-
-
-def check_durability(durability: str) -> Durability:
-    if durability not in DURABILITY_MODES:
-        raise ValueError(f"durability must be one of {', '.join(DURABILITY_MODES)}; got {durability!r}")
-    return durability
 
 
 class RunLoop:
@@ -57,20 +43,19 @@ class RunLoop:
         spec: AgentSpec,
         store: Store,
         ports: dict[str, AgentPort],
-        notifications: Notifications | None = None,
-        clock: Clock = utcnow,
+        settings: RunSettings,
         threads: ToolThreads | None = None,
-        durability: Durability = "sync",
     ) -> None:
         self.spec = spec
-        self.durability = check_durability(durability)
+        self.durability = settings.durability
+        clock = settings.clock
         # The state each run was paused with, for its decision to claim without a read
         # (troupe.core.run.paused).
         self.paused = PausedRuns()
         self.store = store
         self.clock = clock
         # Every write of a run goes through here, with the notifications it makes (troupe.core.run.writes).
-        self.writer = RunWriter(store, notifications)
+        self.writer = RunWriter(store, settings.notifications)
         self.delegations = {
             DELEGATION_PREFIX + key: Delegation(key, sub, ports[key])
             for key, sub in spec.agents.items()
@@ -277,4 +262,4 @@ def _final_text(state: RunState) -> str:
     return ""
 
 
-__all__ = ["DURABILITY_MODES", "Durability", "RunLoop", "check_durability"]
+__all__ = ["RunLoop"]

@@ -89,13 +89,7 @@ class ResultBuilder:
         elif kind == "tool-call":
             self._call(payload)
         elif kind in ("tool-result", "tool-error", "tool-output-denied"):
-            # A decision's stream starts at the decided call's outcome: the call is listed as well, as
-            # Mastra lists it.
-            if payload.get("tool_call_id") not in self._calls:
-                self._call({k: payload.get(k) for k in ("tool_call_id", "tool_name", "args")})
-            if kind != "tool-output-denied":
-                result.tool_results.append(payload)
-                self._current_step().tool_results.append(payload)
+            self._outcome(kind, payload)
         elif kind in PAUSE_TYPES:
             # A paused stream ends at its pause chunks (no finish chunk, as in Mastra).
             result.pending_tool_calls.append(payload)
@@ -110,15 +104,27 @@ class ResultBuilder:
         elif kind == "error":
             result.error = payload.get("error")
         elif kind == "finish":
-            result.finish_reason = payload.get("finish_reason")
-            result.usage = payload.get("usage") or {}
-            result.messages = payload.get("messages") or []
-            result.text = "".join(self._text)
-            if self._step is not None and (
-                self._step.tool_calls or self._step.tool_results or self._step.text
-            ):
-                result.steps.append(self._step)
-                self._step = None
+            self._finish(payload)
+
+    def _outcome(self, kind: str, payload: dict[str, Any]) -> None:
+        # A decision's stream starts at the decided call's outcome: the call is listed as well, as Mastra
+        # lists it.
+        if payload.get("tool_call_id") not in self._calls:
+            self._call({k: payload.get(k) for k in ("tool_call_id", "tool_name", "args")})
+        if kind != "tool-output-denied":
+            self.result.tool_results.append(payload)
+            self._current_step().tool_results.append(payload)
+
+    def _finish(self, payload: dict[str, Any]) -> None:
+        result = self.result
+        result.finish_reason = payload.get("finish_reason")
+        result.usage = payload.get("usage") or {}
+        result.messages = payload.get("messages") or []
+        result.text = "".join(self._text)
+        step = self._step
+        if step is not None and (step.tool_calls or step.tool_results or step.text):
+            result.steps.append(step)
+            self._step = None
 
 
 def collect(chunks: Iterable[Chunk]) -> RunResult:

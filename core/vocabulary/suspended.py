@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,11 @@ class PendingToolCall:
     interrupted: bool = False
     expires_at: datetime | None = None
     approvals: list[str] = field(default_factory=list)  # towards an approver policy's quorum
+
+    @property
+    def kind(self) -> Literal["approval", "suspend"]:
+        """What the call waits for, as its pause chunk says: an approval, or ``suspend()`` data."""
+        return "approval" if self.requires_approval else "suspend"
 
 
 @dataclass(frozen=True)

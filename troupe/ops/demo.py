@@ -24,12 +24,13 @@ import signal
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from troupe.core.vocabulary.chunks import Chunk
+from troupe.core.vocabulary.chunks import Chunk, PauseEvent
 from troupe.core.vocabulary.errors import DecisionRejectedError, ResumeDataValidationError, TroupeError
 from troupe.core.vocabulary.results import RunResult
 from troupe.core.vocabulary.stream import AgentStream
+from troupe.core.vocabulary.suspended import PendingToolCall, SuspendedRun
 from troupe.ops.demo_agent import AGENT_ID, RecordsDB, build_agent, choose_model, json_or_none
 from troupe.storage.sqlite import SqliteStore
 from troupe.supervisor.agent import Agent
@@ -45,30 +46,8 @@ EXIT_INTERRUPTED = 130
 # ---- the terminal session ---------------------------------------------------------------------------
 
 
-@dataclass
-class Pause:
-    """A paused tool call as the terminal shows it (from a pause chunk or a stored suspended run)."""
-
-    kind: Literal["approval", "suspend"]
-    tool_call_id: str
-    tool_name: str
-    args: Any
-    fingerprint: str | None = None
-    suspend_payload: Any = None
-    resume_schema: dict[str, Any] | None = None
-
-    @classmethod
-    def from_chunk(cls, chunk: Chunk) -> Pause:
-        p = chunk.payload
-        return cls(
-            "approval" if chunk.type == "tool-call-approval" else "suspend",
-            p["tool_call_id"],
-            p["tool_name"],
-            p.get("args"),
-            p.get("fingerprint"),
-            p.get("suspend_payload"),
-            p.get("resume_schema"),
-        )
+# A paused call as the terminal shows it: announced by a pause chunk, or listed from the store.
+Pause = PauseEvent | PendingToolCall
 
 
 class EndOfInput(Exception):
@@ -142,8 +121,8 @@ class Session:
         elif chunk.type == "error":
             error = p.get("error") or {}
             self._line(f"  !! run failed: {error.get('message', error)}")
-        elif chunk.type in ("tool-call-approval", "tool-call-suspended"):
-            return Pause.from_chunk(chunk)
+        elif chunk.pause is not None:
+            return chunk.pause
         return None
 
     async def follow(self, stream: AgentStream) -> tuple[RunResult, list[Pause]]:
@@ -208,29 +187,9 @@ class Session:
 
     async def run(self) -> int:
         found = await self.agent.list_suspended_runs()
+        result: RunResult | None = None
         if found.runs:
-            waiting = found.runs[0]  # newest first
-            self.run_id, self.paused = waiting.run_id, True
-            print(
-                f"Resuming run {waiting.run_id}, left paused in this store"
-                + (f" ({found.total - 1} more paused)" if found.total > 1 else "")
-                + ".",
-                flush=True,
-            )
-            self.db.setup(seed=False)
-            pauses = [
-                Pause(
-                    "approval" if p.requires_approval else "suspend",
-                    p.tool_call_id,
-                    p.tool_name,
-                    p.args,
-                    p.fingerprint,
-                    p.suspend_payload,
-                    p.resume_schema,
-                )
-                for p in waiting.pending
-            ]
-            result: RunResult | None = None
+            pauses: list[Pause] = list(self._resume(found.runs[0], found.total))  # newest first
         else:
             self.db.setup(seed=True)
             print(f"Records: {', '.join(rid for rid, _ in self.db.records())}", flush=True)
@@ -247,6 +206,18 @@ class Session:
                 continue
             self.paused = False
             result, pauses = await self.follow(stream)
+        self._summary(result)
+        return EXIT_OK
+
+    def _resume(self, waiting: SuspendedRun, total: int) -> list[PendingToolCall]:
+        """Take up a run an earlier demo left paused in this store."""
+        self.run_id, self.paused = waiting.run_id, True
+        more = f" ({total - 1} more paused)" if total > 1 else ""
+        print(f"Resuming run {waiting.run_id}, left paused in this store{more}.", flush=True)
+        self.db.setup(seed=False)
+        return waiting.pending
+
+    def _summary(self, result: RunResult) -> None:
         final = result.steps[-1].text if result.steps and result.steps[-1].text else result.text
         left = [rid for rid, _ in self.db.records()]
         print(f"\nFinal answer: {final.strip()}")
@@ -255,7 +226,6 @@ class Session:
             f"{'; '.join(self.decisions) or 'no decisions'}; records left: {', '.join(left) or 'none'}.",
             flush=True,
         )
-        return EXIT_OK
 
     def left_paused_message(self, why: str) -> str:
         again = f"troupe demo --store {self.store_path}"

@@ -358,21 +358,7 @@ def _where(parser: Any) -> None:
 
 def add_commands(commands: Any) -> None:
     """Register ``runs`` (list, show), ``approve``, ``decline`` and ``resume`` on the CLI."""
-    runs = commands.add_parser("runs", help="list runs waiting for a decision, or show one run")
-    runs_commands = runs.add_subparsers(dest="runs_command", metavar="WHAT", required=True)
-    listing = runs_commands.add_parser("list", help="every paused call you may see, oldest first")
-    _where(listing)
-    listing.add_argument("--thread", help="only runs on this thread (needs --agent with --store)")
-    listing.add_argument("--resource", help="only runs of this resource (needs --agent with --store)")
-    listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    listing.add_argument(
-        "--limit", type=_positive, default=PAGE_SIZE, help="runs per page (default: %(default)s)"
-    )
-    listing.add_argument("--page", type=_positive, default=1, help="which page, from 1 (default: 1)")
-    show = runs_commands.add_parser("show", help="one run: where it stands, what waits, what was decided")
-    show.add_argument("run", metavar="RUN")
-    _where(show)
-
+    _add_runs(commands)
     for name, help_text in (
         ("approve", "approve a paused call and follow the run"),
         ("decline", "decline a paused call (the model is told why) and follow the run"),
@@ -398,6 +384,23 @@ def add_commands(commands: Any) -> None:
             command.add_argument("--reason", help="told to the model")
         if name == "resume":
             command.add_argument("--data", metavar="JSON", required=True, help="the answer, as JSON")
+
+
+def _add_runs(commands: Any) -> None:
+    runs = commands.add_parser("runs", help="list runs waiting for a decision, or show one run")
+    runs_commands = runs.add_subparsers(dest="runs_command", metavar="WHAT", required=True)
+    listing = runs_commands.add_parser("list", help="every paused call you may see, oldest first")
+    _where(listing)
+    listing.add_argument("--thread", help="only runs on this thread (needs --agent with --store)")
+    listing.add_argument("--resource", help="only runs of this resource (needs --agent with --store)")
+    listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    listing.add_argument(
+        "--limit", type=_positive, default=PAGE_SIZE, help="runs per page (default: %(default)s)"
+    )
+    listing.add_argument("--page", type=_positive, default=1, help="which page, from 1 (default: 1)")
+    show = runs_commands.add_parser("show", help="one run: where it stands, what waits, what was decided")
+    show.add_argument("run", metavar="RUN")
+    _where(show)
 
 
 __all__ = ["add_commands", "run_command"]
