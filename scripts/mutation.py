@@ -3,12 +3,13 @@ code at a time, run the tests that guard it, and put it back.
 
     python scripts/mutation.py                 # every mutant; writes scripts/mutation-report.md
     python scripts/mutation.py --only cas      # mutants whose name contains "cas" (report not written)
-    python scripts/mutation.py --list          # and whether each still fits the code
+    python scripts/mutation.py --list          # and whether each still fits the code (exit 1 if not)
 
 Each mutant is a file, the exact text it replaces (which must occur exactly once, so a mutant that no
 longer fits the code fails loudly instead of silently testing nothing) and the replacement. A mutant
-that every test survives must carry a written reason it is harmless, or the run fails. It runs by
-command, like the benchmarks, not in every CI run (a full run takes several minutes).
+that every test survives must carry a written reason it is harmless, or the run fails. The full run
+goes by command, like the benchmarks (it takes several minutes); CI runs ``--list``, so a change that
+leaves a mutant stale fails there.
 """
 
 from __future__ import annotations
@@ -287,6 +288,122 @@ MUTANTS = [
 ]
 
 
+# Notifications, decision links and the actor channel.
+MUTANTS += [
+    Mutant(
+        "outbox-written-after-the-pause",
+        "core/run/writes.py",
+        """        version = await self.store.save_run(
+            state, expected_version=expected_version, audit=audit, thread=thread, **extra
+        )""",
+        """        version = await self.store.save_run(
+            state, expected_version=expected_version, audit=audit, thread=thread
+        )
+        if outbox:  # a second write: a failure in between loses the notification
+            version = await self.store.save_run(state, expected_version=version, **extra)""",
+        ("tests/test_guarantees.py",),
+    ),
+    Mutant(
+        "link-holder-counted-anew",
+        "api/decision_links.py",
+        "        return Principal(LINK_PRINCIPAL, frozenset())",
+        "        return Principal(LINK_PRINCIPAL + __import__('uuid').uuid4().hex, frozenset())",
+        ("tests/test_decision_links.py",),
+    ),
+    Mutant(
+        "channel-client-ignores-reply-version",
+        "actors/channel.py",
+        "        if version != PROTOCOL_VERSION:\n            writer.close()",
+        "        if False:\n            writer.close()",
+        ("tests/test_actor_channel.py",),
+    ),
+]
+
+
+# Who may decide, and what a decision may carry (README: "Reaching the approver", "Over HTTP").
+POLICIES = ("tests/test_approver_policies.py",)
+MUTANTS += [
+    Mutant(
+        "tenancy-not-checked",
+        "api/auth.py",
+        "        return self.resources is None or "
+        "(resource_id is not None and resource_id in self.resources)",
+        "        return True",
+        ("tests/test_http_auth.py",),
+    ),
+    Mutant(
+        "policy-roles-not-checked",
+        "core/deciding/approvers.py",
+        "    if policy.roles is not None and not policy.roles.intersection(request.roles or ()):",
+        "    if False:",
+        POLICIES,
+    ),
+    Mutant(
+        "separation-of-duties-not-checked",
+        "core/deciding/approvers.py",
+        "    if policy.separation_of_duties and state.started_by == who:",
+        "    if False:",
+        POLICIES,
+    ),
+    Mutant(
+        "quorum-not-counted",
+        "core/deciding/decisions.py",
+        "        if needs_more(policy, target.pause, decision):",
+        "        if False:",
+        POLICIES,
+    ),
+    Mutant(
+        "link-signature-not-checked",
+        "core/notifying/links.py",
+        "            genuine = hmac.compare_digest(_unb64(mac), self._mac(payload))",
+        "            genuine = True",
+        ("tests/test_decision_links.py",),
+    ),
+    Mutant(
+        "link-expiry-not-checked",
+        "core/notifying/links.py",
+        "        if (time.time() if now is None else now) >= claim.expires_at:",
+        "        if False:",
+        ("tests/test_decision_links.py",),
+    ),
+    Mutant(
+        "edited-args-without-opt-in",
+        "core/deciding/decisions.py",
+        "    if not tool.allow_edited_args:",
+        "    if False:",
+        ("tests/test_approval.py",),
+    ),
+    Mutant(
+        "resume-data-not-validated",
+        "core/deciding/decisions.py",
+        "        return schema.model_validate_json(encoded, strict=strict).model_dump(mode=\"json\")",
+        "        return data",
+        ("tests/test_suspend.py",),
+    ),
+    Mutant(
+        "chat-answers-an-approval",
+        "core/run/auto_resume.py",
+        'if pause.kind == "suspend" and pause.resume_schema is not None:',
+        "if pause.resume_schema is not None:",
+        ("tests/test_threads.py", "tests/test_mastra_scenarios_g_to_k.py"),
+    ),
+    Mutant(
+        "model-args-depth-unbounded",
+        "core/run/model_output.py",
+        "        if depth > MAX_DEPTH:",
+        "        if False:",
+        ("tests/test_model_output.py",),
+    ),
+    Mutant(
+        "body-limit-trusts-nothing",
+        "api/guards.py",
+        "(not declared.strip().isdigit() or int(declared) > self.max_bytes)",
+        "False",
+        ("tests/test_operator_safety.py",),
+    ),
+]
+
+
 # Commands the README promises, each tested as written (tests/test_readme_commands.py).
 MUTANTS += [
     Mutant(
@@ -349,6 +466,10 @@ def run_tests(tests: tuple[str, ...]) -> tuple[bool, str]:
     return proc.returncode == 0, " ".join(lines[-1:] + [f"by {c}" for c in caught])
 
 
+def _fits(mutant: Mutant) -> bool:
+    return (ROOT / mutant.path).read_text().count(mutant.old) == 1
+
+
 def apply(mutant: Mutant) -> tuple[Path, str]:
     path = ROOT / mutant.path
     original = path.read_text()
@@ -365,10 +486,13 @@ def main() -> int:
     parser.add_argument("--list", action="store_true")
     args = parser.parse_args()
     chosen = [m for m in MUTANTS if args.only is None or args.only in m.name]
-    if args.list:  # also says whether each mutant still fits the code
+    if args.list:  # also says whether each mutant still fits the code; CI runs it (scripts/test.sh)
+        stale = [m.name for m in chosen if not _fits(m)]
         for m in chosen:
-            fits = (ROOT / m.path).read_text().count(m.old) == 1
-            print(f"{m.name:36} {m.path:26} {'fits' if fits else 'STALE'}  {' '.join(m.tests)}")
+            print(f"{m.name:36} {m.path:26} {'STALE' if m.name in stale else 'fits'}  {' '.join(m.tests)}")
+        if stale:
+            print(f"stale mutants (their text no longer occurs once): {', '.join(stale)}", file=sys.stderr)
+            return 1
         return 0
     rows = []
     for mutant in chosen:

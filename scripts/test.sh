@@ -7,6 +7,8 @@ bash scripts/setup.sh --system
 .venv/bin/ruff check .
 .venv/bin/python scripts/package_tree.py .build/package-tree >/dev/null
 .venv/bin/mypy
+# Every mutant of scripts/mutation.py still fits the code it breaks (the full run goes by command).
+.venv/bin/python scripts/mutation.py --list >/dev/null
 .venv/bin/python -m pytest "$@"
 # The Ray tests of approval, supervision and recovery once more with every actor call a plain Ray call
 # (the way calls between nodes go), so both transports are held to the same behaviour.

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 from typing import Any
 
+from troupe.core.vocabulary.errors import StorageUnavailableError
 from troupe.core.vocabulary.state import RunState
 from troupe.core.vocabulary.store import Store
 
@@ -25,6 +26,7 @@ class HookedStore:
         self._holds: dict[str, tuple[asyncio.Event, asyncio.Event]] = {}
         self._meet_save: dict[str, asyncio.Barrier] = {}
         self._stalls: dict[str, asyncio.Event] = {}
+        self._outage_after_pause = False
 
     def __getattr__(self, name: str) -> Any:
         reached = self._stalls.pop(name, None)
@@ -49,6 +51,11 @@ class HookedStore:
         reached = self._stalls[method] = asyncio.Event()
         return reached
 
+    def fail_after_pause(self) -> None:
+        """Once a write has stored a run as suspended, every later write raises the way a storage outage
+        does: what was durable when the pause was written is all there is."""
+        self._outage_after_pause = True
+
     def _stalled(self, reached: asyncio.Event) -> Any:
         async def stall(*args: Any, **kwargs: Any) -> None:
             reached.set()
@@ -63,6 +70,8 @@ class HookedStore:
         return version
 
     async def save_run(self, state: RunState, **kwargs: Any) -> int:
+        if self._outage_after_pause and "suspended" in self.durable.values():
+            raise StorageUnavailableError("storage is down (HookedStore.fail_after_pause)")
         hold = self._holds.pop(state.run_id, None)
         if hold is not None:
             hold[0].set()

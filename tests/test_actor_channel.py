@@ -125,6 +125,35 @@ async def test_the_handshake_carries_the_protocol_version(served):
     writer.close()
 
 
+async def test_a_client_refuses_a_server_that_answers_another_protocol_version(tmp_path):
+    """The client checks the version the server answers with: a server of another protocol (an actor of
+    another Troupe version on the same node) is never sent a call."""
+    from troupe.actors.channel import PROTOCOL_VERSION
+
+    heard: list[bytes] = []
+
+    async def other_version(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        size, _ = struct.unpack("!IQ", await reader.readexactly(12))
+        await reader.readexactly(size)
+        answer = struct.pack("!H", PROTOCOL_VERSION + 1)
+        writer.write(struct.pack("!IQ", len(answer), 0) + answer)
+        heard.append(await reader.read())  # whatever the client sends after the handshake
+        writer.close()
+
+    path = str(tmp_path / "s")
+    server = await asyncio.start_unix_server(other_version, path)
+    try:
+        with pytest.raises(ChannelClosed, match=f"speaks channel protocol {PROTOCOL_VERSION + 1}"):
+            await ChannelClient.connect(Endpoint("node-a", path, b"t" * 32))
+        async with asyncio.timeout(5):
+            while not heard:
+                await asyncio.sleep(0.01)
+        assert heard == [b""], "a call went to a server of another protocol"
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
 async def test_frames_over_the_cap_are_neither_sent_nor_taken(served, monkeypatch):
     import troupe.actors.channel as channel
     from troupe.actors.channel import FrameTooLarge

@@ -157,6 +157,22 @@ async def test_a_policy_needs_the_approvers_key_with_the_link(http_server, tmp_p
         await until_calls(calls, 1)
 
 
+async def test_a_links_holder_counts_once_towards_a_quorum(http_server, tmp_path, calls, receiver):
+    """Whoever holds a link is one approver, however often the link is used: two POSTs of it are not a
+    quorum of two."""
+    server = serve(http_server, tmp_path, calls, receiver, ApproverPolicy(tool="delete_record", quorum=2))
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+        run_id, links = await paused_with_links(client, receiver)
+
+        first = await client.post(links["approve"])
+        assert first.status_code == 200, first.text
+        again = await client.post(links["approve"])
+        assert again.status_code == 403 and "already approved" in again.text
+        shown = await client.get(links["approve"])  # the link's own page says who approved so far
+        assert run_id in shown.text and "<th>Approved so far</th><td><pre>decision-link</pre>" in shown.text
+    assert calls.count() == 0, "one holder of a link met a quorum of two"
+
+
 async def test_delivery_state_is_shown_and_redelivered_over_http(http_server, tmp_path, calls, receiver):
     server = serve(http_server, tmp_path, calls, receiver)
     async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:

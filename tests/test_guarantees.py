@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +18,12 @@ import pytest
 from blocking import wait_for, worker_agent
 from helpers import delete_tool, echo_model, weather_tool
 from store_hooks import HookedStore
+from test_notifications import SECRET
 from trees import two_levels
+from troupe.core.notifying.outbox import NotificationTarget
 from troupe.core.run.delegation import child_run_id
 from troupe.core.run.engine import RunEngine
+from troupe.core.vocabulary.errors import StorageUnavailableError
 from troupe.core.vocabulary.requests import StartRequest
 
 from troupe import Agent, Chunk, Runtime, SqliteStore
@@ -64,6 +68,27 @@ async def test_a_pause_chunk_is_emitted_only_after_its_suspended_checkpoint_retu
     assert [c.type for c in pauses] == ["tool-call-approval", "tool-call-suspended"]
     stored = await store.load_run(pauses[0].run_id)
     assert stored is not None and stored.state.status == "suspended"
+
+
+async def test_a_pause_and_its_notification_are_one_write(tmp_path, calls):
+    """The outbox entry announcing a pause is written by the very write that stores the run as paused:
+    storage going down right after that write can never leave a paused run nobody is told about."""
+    store = HookedStore(SqliteStore(tmp_path / "t.db"))
+    store.fail_after_pause()
+    hook = NotificationTarget("http://127.0.0.1:9/hook", SECRET, name="hook")  # nothing listens: kept
+    agent = Agent(
+        "ops", model=echo_model(tool_call("delete_record", {"id": "a"}, id="c1")), tools=[delete_tool(calls)]
+    )
+    runtime = Runtime([agent], storage=store, executor="local", notifications=[hook])
+    try:
+        with contextlib.suppress(StorageUnavailableError):
+            await agent.generate("go", run_id="r1")
+        stored = await store.inner.load_run("r1")
+        assert stored is not None and stored.state.status == "suspended"
+        kinds = [d.body["type"] for d in await store.inner.list_deliveries("r1")]
+        assert kinds == ["tool-call.paused"], "a paused run whose pause was never put in the outbox"
+    finally:
+        await runtime.shutdown()
 
 
 async def test_a_subagents_pause_is_announced_at_the_top_after_the_tops_checkpoint(tmp_path, calls):
