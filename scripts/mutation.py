@@ -376,7 +376,7 @@ MUTANTS += [
     Mutant(
         "resume-data-not-validated",
         "core/deciding/decisions.py",
-        "        return schema.model_validate_json(encoded, strict=strict).model_dump(mode=\"json\")",
+        '        return schema.model_validate_json(encoded, strict=strict).model_dump(mode="json")',
         "        return data",
         ("tests/test_suspend.py",),
     ),
