@@ -141,19 +141,20 @@ def _one(name: str, direct: str | None, from_memory: str | None) -> str | None:
 
 
 class ApproveBody(_Body):
-    """``POST /approve-tool-call`` and ``/approve-tool-call-generate``."""
+    """``POST /approve-tool-call`` and ``/approve-tool-call-generate``. Without ``toolCallId`` (which
+    Mastra's clients always send) the run's most recently paused call is decided, as in Python."""
 
     run_id: Id
-    tool_call_id: Id
+    tool_call_id: Id | None = None
     edited_args: dict[str, Any] | None = None
     fingerprint: Id | None = None
 
 
 class DeclineBody(_Body):
-    """``POST /decline-tool-call`` and ``/decline-tool-call-generate``."""
+    """``POST /decline-tool-call`` and ``/decline-tool-call-generate`` (``toolCallId`` as for approving)."""
 
     run_id: Id
-    tool_call_id: Id
+    tool_call_id: Id | None = None
     reason: Text | None = None
     fingerprint: Id | None = None
 

@@ -161,7 +161,7 @@ class AsyncAgentClient:
         self,
         *,
         run_id: str,
-        tool_call_id: str,
+        tool_call_id: str | None = None,
         edited_args: dict[str, Any] | None = None,
         fingerprint: str | None = None,
     ) -> AgentStream:
@@ -169,7 +169,12 @@ class AsyncAgentClient:
         return await self.client.open_stream(f"{self._base}/approve-tool-call", body)
 
     async def decline_tool_call(
-        self, *, run_id: str, tool_call_id: str, reason: str | None = None, fingerprint: str | None = None
+        self,
+        *,
+        run_id: str,
+        tool_call_id: str | None = None,
+        reason: str | None = None,
+        fingerprint: str | None = None,
     ) -> AgentStream:
         body = _body(runId=run_id, toolCallId=tool_call_id, reason=reason, fingerprint=fingerprint)
         return await self.client.open_stream(f"{self._base}/decline-tool-call", body)
@@ -178,7 +183,7 @@ class AsyncAgentClient:
         self,
         *,
         run_id: str,
-        tool_call_id: str,
+        tool_call_id: str | None = None,
         edited_args: dict[str, Any] | None = None,
         fingerprint: str | None = None,
     ) -> RunResult:
@@ -186,7 +191,12 @@ class AsyncAgentClient:
         return await self._result("approve-tool-call-generate", body)
 
     async def decline_tool_call_generate(
-        self, *, run_id: str, tool_call_id: str, reason: str | None = None, fingerprint: str | None = None
+        self,
+        *,
+        run_id: str,
+        tool_call_id: str | None = None,
+        reason: str | None = None,
+        fingerprint: str | None = None,
     ) -> RunResult:
         body = _body(runId=run_id, toolCallId=tool_call_id, reason=reason, fingerprint=fingerprint)
         return await self._result("decline-tool-call-generate", body)

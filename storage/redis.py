@@ -73,7 +73,14 @@ from troupe.core.vocabulary.store import (
     ThreadAppend,
 )
 from troupe.storage.redis_keys import CLUSTER_SHARDS, Keys, Layout
-from troupe.storage.redis_link import UNAVAILABLE, Link, cluster_unreachable, is_cluster, redacted
+from troupe.storage.redis_link import (
+    UNAVAILABLE,
+    Link,
+    check_url,
+    cluster_unreachable,
+    is_cluster,
+    redacted,
+)
 
 # Run homes remembered per store (they never change); forgotten all at once past this many.
 _HOMES_KEPT = 10_000
@@ -85,6 +92,7 @@ class RedisStore:
     def __init__(
         self, url: str, *, prefix: str = "troupe:", timeout: float = 5.0, shards: int | None = None
     ) -> None:
+        check_url(url)
         self.url = url
         self.prefix = prefix
         self.timeout = timeout
@@ -147,8 +155,10 @@ class RedisStore:
 
     def _unavailable(self, operation: str, exc: BaseException) -> StorageUnavailableError:
         shown = redacted(self.url)
+        # The operation is in the details, not the message: a person needs to know the store is down.
         return StorageUnavailableError(
-            f"Redis store at {shown} is unavailable ({operation}): {type(exc).__name__}: {exc}",
+            f"Redis store at {shown} is unavailable (is redis-server running there, and reachable?): "
+            f"{type(exc).__name__}: {exc}",
             url=shown,
             operation=operation,
         )

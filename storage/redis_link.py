@@ -80,6 +80,24 @@ def split_url(url: str) -> SplitResult:
     )
 
 
+URL_FORMS = (
+    "redis://[[user]:password@]host:6379/0 (rediss:// for TLS), unix:///path/redis.sock, "
+    "redis+cluster://host:7000, redis+sentinel://s1:26379,s2:26379/mymaster"
+)
+# One server (``unix`` for its socket), a Redis Cluster, or the master a set of Sentinels name.
+REDIS_SCHEMES = frozenset({"redis", "rediss", "unix", *_CLUSTER_SCHEMES, *_SENTINEL_SCHEMES})
+
+
+def check_url(url: str) -> None:
+    """Refuse at once what is no Redis URL (another scheme, or no scheme at all), naming the forms that
+    are: redis-py would only say so at the first command, in a message that omits the cluster and
+    Sentinel forms."""
+    parts = split_url(url) if isinstance(url, str) else None
+    where = parts.path if parts is not None and parts.scheme == "unix" else parts.netloc if parts else ""
+    if parts is None or parts.scheme not in REDIS_SCHEMES or not where:
+        raise ValueError(f"not a Redis URL: {redacted(str(url))!r}; expected one of {URL_FORMS}")
+
+
 def is_cluster(url: str) -> bool:
     return split_url(url).scheme.lower() in _CLUSTER_SCHEMES
 
@@ -298,4 +316,13 @@ def redacted(url: str) -> str:
     return shown.replace(f"?{parts.query}", f"?{query}", 1) if parts.query else shown
 
 
-__all__ = ["UNAVAILABLE", "Link", "cluster_unreachable", "is_cluster", "redacted"]
+__all__ = [
+    "REDIS_SCHEMES",
+    "UNAVAILABLE",
+    "URL_FORMS",
+    "Link",
+    "check_url",
+    "cluster_unreachable",
+    "is_cluster",
+    "redacted",
+]

@@ -21,7 +21,6 @@ import asyncio
 import functools
 import json
 import logging
-import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -42,6 +41,7 @@ from troupe.core.vocabulary.store import (
     expiry_timestamp,
     pause_timestamp,
 )
+from troupe.storage.private_file import create_private
 
 log = logging.getLogger(__name__)
 
@@ -102,23 +102,6 @@ CREATE TABLE IF NOT EXISTS owners (
     expires_at REAL NOT NULL
 );
 """
-
-
-def _create_private(path: Path) -> None:
-    """Create the database file readable by this user alone (it holds the arguments of paused calls).
-    SQLite gives the -wal and -shm files it makes beside it the database file's mode, so they are 0600
-    too. A file that already exists keeps its mode: a group may share it on purpose; say so if others can
-    read it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-    except FileExistsError:
-        if path.stat().st_mode & 0o007:
-            log.warning(
-                "SQLite store %s is readable by every user of this machine (mode %o)",
-                path,
-                path.stat().st_mode & 0o777,
-            )
 
 
 class SqliteStore:
@@ -212,7 +195,7 @@ class SqliteStore:
 
     def _open(self, busy_timeout_ms: int) -> sqlite3.Connection:
         if self.path != ":memory:":
-            _create_private(Path(self.path))
+            create_private(Path(self.path))
         conn = sqlite3.connect(
             self.path, isolation_level=None, check_same_thread=False, timeout=busy_timeout_ms / 1000
         )

@@ -221,8 +221,8 @@ def test_caller_mistakes_are_4xx_json_errors_before_any_stream(api):
         404,
         "AGENT_RESUME_NO_SNAPSHOT_FOUND",
     )
-    missing = error_of(api.post(approve, json={"runId": run_id}), 422, "INVALID_REQUEST")
-    assert missing["details"]["errors"][0]["loc"] == ["body", "toolCallId"]
+    missing = error_of(api.post(approve, json={"toolCallId": "call-1"}), 422, "INVALID_REQUEST")
+    assert missing["details"]["errors"][0]["loc"] == ["body", "runId"]
     refused = api.post(approve, json={"runId": run_id, "toolCallId": "call-1", "editedArgs": {"id": "z"}})
     error_of(refused, 422, "AGENT_DECISION_REJECTED")
     error_of(api.post(approve, content=b"{not json", headers=JSON), 422, "INVALID_REQUEST")

@@ -44,6 +44,23 @@ async def test_async_stream_until_approval_then_approve_and_read_the_final_text(
     assert calls.count("delete_record") == 1
 
 
+def test_a_decision_without_its_call_id_decides_the_latest_paused_call_as_in_process(server, calls):
+    """The Python API lets a decision omit ``tool_call_id`` (the run's latest paused call): so do both
+    HTTP clients, for every decision method."""
+    with TroupeClient(server.url, api_key="key-a") as client:
+        agent = client.get_agent("ops")
+        paused = agent.generate("delete it", resource_id="a1")
+        assert agent.approve_tool_call_generate(run_id=paused.run_id).finish_reason == "stop"
+        paused = agent.generate("delete it", resource_id="a1")
+        declined = agent.decline_tool_call_generate(run_id=paused.run_id, reason="not now")
+        assert declined.text == "call-1=not now"
+        paused = agent.generate("delete it", resource_id="a1")
+        assert agent.approve_tool_call(run_id=paused.run_id).result().finish_reason == "stop"
+        paused = agent.generate("delete it", resource_id="a1")
+        assert agent.decline_tool_call(run_id=paused.run_id).result().text.startswith("call-1=")
+    assert calls.count("delete_record") == 2
+
+
 async def test_async_generate_decline_list_and_send_tool_approval(server, calls):
     async with AsyncTroupeClient(server.url, api_key="key-a") as client:
         agent = client.get_agent("ops")

@@ -144,7 +144,14 @@ def test_expected_failures_are_one_clear_line(served, tmp_path):
         "pass --key KEY or set TROUPE_API_KEY": ["runs", "list", "--server", served.url],
         "refused the API key": ["runs", "list", "--server", served.url, "--key", "wrong"],
         "--app nosuchmodule:rt: cannot import 'nosuchmodule'": ["runs", "list", "--app", "nosuchmodule:rt"],
-        "run nope has no call waiting": ["approve", "nope", "--server", served.url, "--key", ADMIN_KEY],
+        "run nope is not waiting for a decision: it is unknown here": [
+            "approve",
+            "nope",
+            "--server",
+            served.url,
+            "--key",
+            ADMIN_KEY,
+        ],
         # Someone else's run reads exactly as an unknown one.
         f"snapshot not found for run {run_id}": [
             "approve", run_id, "call-delete", "--agent", AGENT, "--server", served.url, "--key", TENANT_KEY

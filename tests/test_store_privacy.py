@@ -37,6 +37,24 @@ async def test_a_new_sqlite_store_and_its_wal_files_are_readable_by_their_owner_
     assert files == {"troupe.db": 0o600, "troupe.db-wal": 0o600, "troupe.db-shm": 0o600}
 
 
+async def test_the_demos_database_is_private_though_its_records_are_written_first(tmp_path: Path, caplog):
+    """`troupe serve --demo` keeps the demo's records in its run store's file, and writes them before the
+    store opens it: the file is still made 0600, and the store does not warn about its own file."""
+    from troupe.cli import _demo_runtime
+
+    previous = os.umask(0o022)
+    path = tmp_path / "demo.db"
+    try:
+        runtime = _demo_runtime(str(path), "local", None)
+        paused = await runtime.get_agent("records-assistant").generate("Please delete record rec-001")
+        assert paused.finish_reason == "suspended"
+        await runtime.shutdown()
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert "readable by every user" not in caplog.text
+
+
 SECRET = "s3cret-in-query"
 OTHER_SECRET = "s3cret-in-userinfo"
 KEY_PASSPHRASE = ("rediss", "rediss+sentinel")

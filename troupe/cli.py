@@ -156,6 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "demo":
         from troupe.ops.demo import run
 
+        _check_store_folder(parser, args.store)
         return run(args.store, args.executor)
     if args.command == "serve":
         return _serve(parser, args)
@@ -211,6 +212,16 @@ def _check_serve_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
         parser.error("--max-body-bytes must be at least 1")
     if args.replicas is not None and args.replicas < 1:
         parser.error("--replicas must be at least 1")
+    if args.demo:
+        _check_store_folder(parser, args.store)
+
+
+def _check_store_folder(parser: argparse.ArgumentParser, store: str) -> None:
+    """The demo's SQLite file may be new, but not its folder: a mistyped path is an error, not a tree of
+    new folders."""
+    folder = os.path.dirname(os.path.abspath(os.path.expanduser(store)))
+    if not os.path.isdir(folder):
+        parser.error(f"--store {store}: the folder {folder} does not exist (create it first)")
 
 
 def _serve_files(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[Any, Any]:

@@ -32,7 +32,7 @@ from troupe.core.vocabulary.errors import (
 )
 from troupe.core.vocabulary.requests import DecideRequest
 from troupe.core.vocabulary.state import CallStatus, RunState
-from troupe.core.vocabulary.store import StaleSnapshotError, StoredRun, ThreadAppend
+from troupe.core.vocabulary.store import AuditEntry, StaleSnapshotError, StoredRun, ThreadAppend
 
 log = logging.getLogger(__name__)
 
@@ -215,27 +215,38 @@ class Claims:
         """The audit's say on the call ``request`` names, if it was decided before (a call that waits in
         ``state`` was not: it is on another pause now)."""
         waiting = {c.tool_call_id for c in state.paused_calls()} if state is not None else set()
-        if request.tool_call_id is not None and request.tool_call_id not in waiting:
-            for entry in await self.store.list_audit(request.run_id):
-                if (
-                    entry.tool_call_id == request.tool_call_id
-                    and entry.agent_id == self.agent_id
-                    and entry.kind != "approval-recorded"  # a quorum's count, not a decision
-                ):
-                    return already_decided(request.run_id, entry.tool_call_id, entry.kind, entry.decided_by)
-        return None
+        if request.tool_call_id is None or request.tool_call_id in waiting:
+            return None
+        return _decided_in(await self.store.list_audit(request.run_id), request, self.agent_id)
 
     async def _missing(self, request: DecideRequest, foreign: bool = False) -> TroupeError:
         """No snapshot (of this agent's): say whether the call was decided already, else why there is
-        nothing to resume."""
-        decided = None if foreign else await self._decided_before(request)
+        nothing to resume: the run finished (its decisions are on record), or it is unknown."""
+        audit = [] if foreign else await self.store.list_audit(request.run_id)
+        decided = _decided_in(audit, request, self.agent_id)
         if decided is not None:
             return decided
-        return SnapshotNotFoundError(
-            f"snapshot not found for run {request.run_id} of agent {self.agent_id!r}: the run is unknown, "
-            "has already finished, or was never checkpointed (is storage configured?)",
-            run_id=request.run_id,
-        )
+        if any(entry.agent_id == self.agent_id for entry in audit):
+            why = "the run has finished: nothing in it waits for a decision"
+        else:
+            why = (
+                "the run is unknown, has already finished, or was never checkpointed (is storage configured?)"
+            )
+        run = f"run {request.run_id} of agent {self.agent_id!r}"
+        return SnapshotNotFoundError(f"snapshot not found for {run}: {why}", run_id=request.run_id)
+
+
+def _decided_in(
+    audit: list[AuditEntry], request: DecideRequest, agent_id: str
+) -> DecisionConflictError | None:
+    for entry in audit:
+        if (
+            entry.tool_call_id == request.tool_call_id
+            and entry.agent_id == agent_id
+            and entry.kind != "approval-recorded"  # a quorum's count, not a decision
+        ):
+            return already_decided(request.run_id, entry.tool_call_id, entry.kind, entry.decided_by)
+    return None
 
 
 def _record(state: RunState, applied: Applied) -> None:

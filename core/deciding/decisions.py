@@ -217,7 +217,11 @@ def _pick_pause(run_id: str, call: ToolCallState, fingerprint: str | None) -> Pa
 # What each kind of decision needs the pause to be, and what to say when it is not. Resume data fits
 # both: an approval pause is answered with {approved, reason?} (see ``as_decision``).
 _FITS: dict[type, tuple[str, str]] = {
-    Approve: ("approval", "waits for resume data, not approval: use resume_stream/resume_generate"),
+    Approve: (
+        "approval",
+        "waits for an answer (resume data), not an approval: answer it with resume_stream or "
+        "resume_generate, POST .../resume-stream, or `troupe resume RUN CALL --data JSON`",
+    ),
 }
 
 

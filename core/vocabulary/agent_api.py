@@ -8,9 +8,9 @@ the protocol takes the three result types as parameters: ``AsyncAgentAPI`` is th
 CLI, a test story) takes an ``AsyncAgentAPI``; mypy checks that each implementation conforms
 (``troupe.api.conformance``).
 
-Where the implementations differ the protocol holds the narrower form: a decision names its
-``tool_call_id`` (in-process it may be omitted: the latest paused call), and only the in-process Agent
-takes ``decided_by``/``roles`` (over HTTP they come from the API key).
+Where the implementations differ the protocol holds the narrower form: only the in-process Agent takes
+``decided_by``/``roles`` (over HTTP they come from the API key). A decision without ``tool_call_id``
+decides the run's most recently paused call, in-process and over HTTP alike.
 """
 
 from __future__ import annotations
@@ -45,26 +45,36 @@ class AgentAPI(Protocol[StreamT, ResultT, ListingT]):
         self,
         *,
         run_id: str,
-        tool_call_id: str,
+        tool_call_id: str | None = None,
         edited_args: dict[str, Any] | None = None,
         fingerprint: str | None = None,
     ) -> StreamT: ...
 
     def decline_tool_call(
-        self, *, run_id: str, tool_call_id: str, reason: str | None = None, fingerprint: str | None = None
+        self,
+        *,
+        run_id: str,
+        tool_call_id: str | None = None,
+        reason: str | None = None,
+        fingerprint: str | None = None,
     ) -> StreamT: ...
 
     def approve_tool_call_generate(
         self,
         *,
         run_id: str,
-        tool_call_id: str,
+        tool_call_id: str | None = None,
         edited_args: dict[str, Any] | None = None,
         fingerprint: str | None = None,
     ) -> ResultT: ...
 
     def decline_tool_call_generate(
-        self, *, run_id: str, tool_call_id: str, reason: str | None = None, fingerprint: str | None = None
+        self,
+        *,
+        run_id: str,
+        tool_call_id: str | None = None,
+        reason: str | None = None,
+        fingerprint: str | None = None,
     ) -> ResultT: ...
 
     def resume_stream(

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from troupe.core.notifying.links import LinkSigner
 from troupe.core.notifying.outbox import Notifications
 from troupe.core.vocabulary.store import Store
+from troupe.storage.redis_link import REDIS_SCHEMES
 
 if TYPE_CHECKING:
     from troupe.supervisor import Runtime
@@ -47,18 +48,6 @@ async def load_runtime(spec: str, ray_address: str | None = None) -> Runtime:
     return made
 
 
-# URL schemes of a RedisStore: one server (``unix`` for its socket), a Redis Cluster, or Sentinel.
-REDIS_SCHEMES = (
-    "redis",
-    "rediss",
-    "unix",
-    "redis+cluster",
-    "rediss+cluster",
-    "redis+sentinel",
-    "rediss+sentinel",
-)
-
-
 def open_store(url: str, prefix: str = "troupe:") -> Store:
     """A Redis URL (``redis://``, ``rediss://``, ``redis+cluster://``, ...) is a RedisStore;
     ``sqlite:///path`` or a plain path is SQLite."""
@@ -69,7 +58,7 @@ def open_store(url: str, prefix: str = "troupe:") -> Store:
     return SqliteStore(url.removeprefix("sqlite://") if url.startswith("sqlite:///") else url)
 
 
-__all__ = ["REDIS_SCHEMES", "load_runtime", "open_store"]
+__all__ = ["load_runtime", "open_store"]
 
 
 def load_notifications(path: str) -> Notifications:

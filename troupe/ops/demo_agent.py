@@ -12,6 +12,7 @@ import os
 import re
 import sqlite3
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -19,6 +20,7 @@ from pydantic import BaseModel, Field
 from troupe.core.models.testing import FunctionModel, Turn, text, tool_call
 from troupe.core.vocabulary.model import Model
 from troupe.core.vocabulary.tools import Tool, ToolContext, create_tool
+from troupe.storage.private_file import create_private
 from troupe.supervisor.agent import Agent
 
 AGENT_ID = "records-assistant"
@@ -56,7 +58,9 @@ class RecordsDB:
             conn.close()
 
     def setup(self, *, seed: bool) -> None:
-        """Create the tables; ``seed`` puts back any sample record a previous demo deleted."""
+        """Create the tables; ``seed`` puts back any sample record a previous demo deleted. The file is
+        the demo's run store too, so it is made private first, as the store makes its own."""
+        create_private(Path(self.path))
         with self._connect() as conn:
             conn.execute("CREATE TABLE IF NOT EXISTS demo_records (id TEXT PRIMARY KEY, title TEXT NOT NULL)")
             conn.execute(

@@ -208,7 +208,8 @@ async def _target(source: Source, args: Any, out: TextIO) -> tuple[str, str]:
     runs = [r for r in await source.pending(args.agent, None, None, Progress()) if r.run_id == args.run]
     if not runs or not runs[0].pending:
         raise SnapshotNotFoundError(
-            f"run {safe(args.run)} has no call waiting for a decision; name the CALL to retry one",
+            f"run {safe(args.run)} is not waiting for a decision: it is unknown here, or it has finished "
+            f"(`troupe runs show {safe(args.run)}` says which; to retry a decision, name its CALL)",
             run_id=args.run,
         )
     latest = max(runs[0].pending, key=lambda p: p.paused_at)

@@ -15,9 +15,9 @@ from troupe.core.vocabulary.agent_api import AsyncAgentAPI
 from troupe.core.vocabulary.pause_shapes import suspended_run
 from troupe.core.vocabulary.store import Store, SuspendedRunQuery
 from troupe.core.vocabulary.suspended import SuspendedRun
-from troupe.ops.apps import REDIS_SCHEMES, load_runtime, open_store
+from troupe.ops.apps import load_runtime, open_store
 from troupe.ops.terminal import Progress, safe
-from troupe.storage.redis_link import redacted
+from troupe.storage.redis_link import REDIS_SCHEMES, redacted
 
 if TYPE_CHECKING:
     from troupe.api.client import AsyncTroupeClient

@@ -1,0 +1,85 @@
+"""What a newcomer mistypes or misreads gets one line that names what is wrong and what to do, and
+changes nothing (issue 33's list, each as a user would meet it)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from http_server import runtime_factory
+
+from troupe import RedisStore
+from troupe.cli import main
+from troupe.errors import StorageUnavailableError
+from troupe.testing import CallLog
+
+
+@pytest.mark.parametrize("url", ["postgres://x/y", "127.0.0.1:6379", "redis://", "unix://"])
+def test_what_is_no_redis_url_is_refused_at_once_naming_the_forms_that_are(url: str):
+    with pytest.raises(ValueError, match="not a Redis URL") as refused:
+        RedisStore.from_url(url)
+    for form in ("redis://", "rediss://", "unix://", "redis+cluster://", "redis+sentinel://"):
+        assert form in str(refused.value)
+
+
+def test_a_refused_url_keeps_its_password_to_itself():
+    with pytest.raises(ValueError, match="not a Redis URL") as refused:
+        RedisStore.from_url("postgres://admin:hunter2@db/x")
+    assert "hunter2" not in str(refused.value)
+
+
+async def test_an_unreachable_redis_says_so_without_naming_an_internal_operation():
+    store = RedisStore.from_url("redis://127.0.0.1:9/0?socket_connect_timeout=1")
+    with pytest.raises(StorageUnavailableError) as down:
+        await store.touch_owner("host", 10)
+    assert "is unavailable (is redis-server running there" in str(down.value)
+    assert "touch_owner" not in str(down.value)
+    await store.close()
+
+
+@pytest.mark.parametrize("command", [["demo"], ["serve", "--demo", "--open"]])
+def test_a_demo_store_in_a_missing_folder_is_one_line_and_creates_nothing(command, tmp_path, capsys):
+    missing = tmp_path / "no" / "such" / "folder"
+    with pytest.raises(SystemExit) as exited:
+        main([*command, "--store", str(missing / "x.db")])
+    assert exited.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert (
+        error
+        == f"troupe: error: --store {missing / 'x.db'}: the folder {missing} does not exist (create it first)"
+    )
+    assert not (tmp_path / "no").exists()
+
+
+@pytest.fixture
+def app_runtime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """An app (tests/operator_app.py) over a SQLite store with one run paused by suspend()."""
+    db, calls = tmp_path / "http.db", tmp_path / "calls.jsonl"
+    monkeypatch.setenv("TROUPE_TEST_STORE", str(db))
+    monkeypatch.setenv("TROUPE_TEST_CALLS", str(calls))
+    return {"db": str(db), "calls": str(calls), "tmp": str(tmp_path)}
+
+
+def _paused_planner(app_runtime: dict[str, str]) -> str:
+    async def pause() -> str:
+        runtime = runtime_factory(Path(app_runtime["tmp"]), CallLog(app_runtime["calls"]))()
+        run_id = (await runtime.get_agent("planner").generate("weather?", resource_id="a1")).run_id
+        await runtime.shutdown()
+        return run_id
+
+    return asyncio.run(pause())
+
+
+def test_approving_an_unknown_run_says_it_is_unknown_or_finished(app_runtime, capsys):
+    assert main(["approve", "no-such-run", "--app", "operator_app:runtime"]) == 1
+    error = capsys.readouterr().err
+    assert "run no-such-run is not waiting for a decision: it is unknown here, or it has finished" in error
+    assert "troupe runs show no-such-run" in error
+
+
+def test_approving_a_suspend_pause_names_troupe_resume(app_runtime, capsys):
+    run_id = _paused_planner(app_runtime)
+    assert main(["approve", run_id, "--app", "operator_app:runtime"]) == 1
+    error = capsys.readouterr().err
+    assert "waits for an answer (resume data), not an approval" in error and "troupe resume RUN CALL" in error
