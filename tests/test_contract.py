@@ -114,7 +114,9 @@ def test_imports_run_one_way_and_ray_stays_in_actors_and_supervisor(tmp_path):
     [
         "troupe.core.run.engine, troupe.core.run.loop, troupe.storage",
         "troupe, troupe.client, troupe.errors, troupe.testing",
+        "troupe; troupe.client.AsyncTroupeClient; troupe.errors.TroupeError; troupe.testing.ScriptedModel",
     ],
+    ids=["core", "face", "face-attributes"],
 )
 def test_the_ray_free_parts_import_without_ray(modules):
     code = (

@@ -79,6 +79,19 @@ def test_generic_names_stay_free_and_the_client_needs_no_ray(installed, outside)
     assert runtime.returncode == 0, runtime.stderr
 
 
+def test_from_a_checkouts_root_its_own_troupe_folder_imports_whole(installed, outside):
+    """The working directory comes first on sys.path, so from the repository's root ``import troupe``
+    finds the checkout's troupe/ folder before the installed package: it must still import whole."""
+    from installs import ROOT
+
+    _, venv = installed
+    _, env = outside
+    code = "import troupe, troupe.api.app, troupe.core.run.loop; print(troupe.__file__)"
+    done = _python(venv, code, ROOT, env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(ROOT / "troupe" / "__init__.py")
+
+
 def test_the_installed_demo_approves_and_finishes_in_a_terminal(installed, outside, terminals):
     _, venv = installed
     cwd, env = outside

@@ -2,16 +2,28 @@
 
 This package is the public face: it re-exports what users need and nothing inside the project imports it.
 Names load on first use (PEP 562), so ``import troupe``, ``troupe.client``, ``troupe.errors`` and
-``troupe.testing`` stay Ray-free; touching ``Runtime`` or ``Agent`` is what imports Ray.
+``troupe.testing`` (each also an attribute of ``troupe``) stay Ray-free; touching ``Runtime`` or
+``Agent`` is what imports Ray.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 from typing import TYPE_CHECKING, Any
 
+# Imported from a checkout of the repository (its root is the working directory, which comes first on
+# sys.path, so it shadows any installed Troupe): the layer folders (core/, api/, ...) sit beside this one,
+# so they are searched as this package's subpackages, which is what installing maps them to. An installed
+# or editable Troupe never takes this path.
+_CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if os.path.isfile(os.path.join(_CHECKOUT, "pyproject.toml")) and os.path.isdir(
+    os.path.join(_CHECKOUT, "core")
+):
+    __path__.append(_CHECKOUT)
+
 if TYPE_CHECKING:
-    from troupe import errors, testing
+    from troupe import client, errors, testing
     from troupe.core.deciding.approvers import ApproverPolicy
     from troupe.core.models.openai_model import OpenAIModel
     from troupe.core.notifying.links import LinkSigner
@@ -55,7 +67,7 @@ _EXPORTS: dict[str, str] = {
     "ToolContext": "troupe.core.vocabulary.tools",
     "create_tool": "troupe.core.vocabulary.tools",
 }
-_SUBMODULES = ("errors", "testing")
+_SUBMODULES = ("client", "errors", "testing")
 
 __all__ = [  # the names of _EXPORTS and _SUBMODULES, spelled out for type checkers and linters
     "Agent",
@@ -82,6 +94,7 @@ __all__ = [  # the names of _EXPORTS and _SUBMODULES, spelled out for type check
     "Tool",
     "ToolCallOverride",
     "ToolContext",
+    "client",
     "create_tool",
     "errors",
     "testing",
