@@ -12,6 +12,7 @@ sets one up from the standard environment (``OTEL_TRACES_EXPORTER=console|otlp``
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Iterator
@@ -22,8 +23,10 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 
+log = logging.getLogger(__name__)
 _tracer = trace.get_tracer("troupe")
 _configured = False
+_sdk_missing = False  # asked for, not installed: said once
 _lock = threading.Lock()
 
 Carrier = dict[str, str]
@@ -75,16 +78,24 @@ def configure() -> bool:
     """Install an SDK tracer provider from the environment, once per process. Returns whether one is
     (now) exporting. Does nothing if the application already set a provider, or if OpenTelemetry's SDK
     is not installed (``pip install 'troupe[tracing]'``)."""
-    global _configured
+    global _configured, _sdk_missing
     exporter_name = os.environ.get("OTEL_TRACES_EXPORTER", "").strip().lower()
     with _lock:
-        if _configured or exporter_name in ("", "none"):
+        if _configured or _sdk_missing or exporter_name in ("", "none"):
             return _configured
         try:
             from opentelemetry.sdk.resources import Resource
             from opentelemetry.sdk.trace import TracerProvider
             from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
-        except ImportError:
+        except ImportError as exc:
+            # Asked for spans but cannot export them: say so once, rather than exporting nothing quietly.
+            _sdk_missing = True
+            log.warning(
+                "OTEL_TRACES_EXPORTER=%s is set but OpenTelemetry's SDK is not installed (%s): no spans "
+                "are exported; pip install 'troupe[tracing]'",
+                exporter_name,
+                exc,
+            )
             return False
         exporter: SpanExporter
         if exporter_name == "console":

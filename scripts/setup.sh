@@ -17,14 +17,10 @@ for arg in "$@"; do
     esac
 done
 
-if [ ! -x .venv/bin/python ]; then
-    python3 -m venv .venv
-fi
-.venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e '.[dev]'
-
 if $system; then
     missing=()
+    # Debian and Ubuntu ship Python's venv module (ensurepip) in a package of its own.
+    python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
     command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
     command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)  # joins the test Redis Cluster
     command -v npm >/dev/null 2>&1 || missing+=(npm)
@@ -38,6 +34,17 @@ if $system; then
         $sudo env PATH="$apt_path" DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
     fi
 fi
+
+if [ ! -x .venv/bin/python ]; then
+    if ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
+        echo "scripts/setup.sh: this Python cannot make a virtualenv; install python3-venv first" \
+             "(sudo apt-get install python3-venv), or run: bash scripts/setup.sh --system" >&2
+        exit 1
+    fi
+    python3 -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet -e '.[dev]'
 
 if $js; then
     # npm ci installs exactly the lock file; the stamp skips it when nothing changed since.

@@ -263,3 +263,16 @@ def test_the_default_ray_executor_runs_the_demo(tmp_path, terminals):
     assert "Deleted record abc-123" in answer and "4 people" in answer
     assert records(tmp_path) == ["def-456", "ghi-789"]
     assert bookings(tmp_path) == [4]
+
+
+def test_a_model_server_that_cannot_be_reached_is_reported_once(tmp_path, terminals):
+    env = demo_env()
+    env.update(OPENAI_API_KEY="sk-test", OPENAI_BASE_URL="http://127.0.0.1:9/v1")  # nothing listens
+    term = Terminal(
+        [*troupe_command(), "demo", "--store", "demo.db", "--executor", "local"], tmp_path, 60, env
+    )
+    terminals.append(term)
+
+    assert term.wait() != 0
+    assert term.output.count("cannot reach the model server at http://127.0.0.1:9/v1") == 1, term.output
+    assert "sk-test" not in term.output

@@ -83,3 +83,26 @@ def test_approving_a_suspend_pause_names_troupe_resume(app_runtime, capsys):
     assert main(["approve", run_id, "--app", "operator_app:runtime"]) == 1
     error = capsys.readouterr().err
     assert "waits for an answer (resume data), not an approval" in error and "troupe resume RUN CALL" in error
+
+
+def test_the_demo_script_names_python3_venv_where_python_cannot_make_a_virtualenv(tmp_path: Path):
+    """Stock Debian's Python has no ensurepip until python3-venv is installed: the demo says so in one
+    line instead of failing in `python3 -m venv`. (A module named ensurepip that cannot be imported,
+    first on PYTHONPATH, is that Python as far as the script can tell.)"""
+    import shutil
+    import subprocess
+
+    from conftest import ROOT
+
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(ROOT / "scripts" / "demo.sh", tmp_path / "scripts" / "demo.sh")
+    shadow = tmp_path / "no-ensurepip" / "ensurepip"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('ensurepip is not available')\n")
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "PYTHONPATH": str(shadow.parent), "HOME": str(tmp_path)}
+    done = subprocess.run(
+        ["bash", "scripts/demo.sh"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "install python3-venv first (sudo apt-get install python3-venv)" in done.stderr
+    assert not (tmp_path / ".venv").exists()

@@ -210,3 +210,20 @@ def test_the_otlp_exporter_sends_the_runs_spans_to_the_collector(collector, tmp_
                 names.update(span.name for span in scope.spans)
     assert services == {"troupe-otlp-test"}
     assert {"troupe.run", "troupe.step", "troupe.model"} <= names
+
+
+def test_asking_for_spans_without_the_sdk_says_so_once(monkeypatch, caplog):
+    """OTEL_TRACES_EXPORTER set without the `tracing` extra: one warning naming the extra, not silence."""
+    import sys
+
+    import troupe.core.tracing as tracing
+
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "console")
+    monkeypatch.setattr(tracing, "_configured", False)
+    monkeypatch.setattr(tracing, "_sdk_missing", False)
+    monkeypatch.setitem(sys.modules, "opentelemetry.sdk.resources", None)  # as if not installed
+    with caplog.at_level("WARNING", logger="troupe.core.tracing"):
+        assert tracing.configure() is False
+        assert tracing.configure() is False
+    warnings = [r.getMessage() for r in caplog.records if r.name == "troupe.core.tracing"]
+    assert len(warnings) == 1 and "pip install 'troupe[tracing]'" in warnings[0], warnings

@@ -93,6 +93,8 @@ class Session:
     # True while the run is durably paused, waiting for the person at the terminal.
     paused: bool = False
     decisions: list[str] = field(default_factory=list)
+    # The run's error chunk was shown: its failure is not told a second time.
+    failure_shown: bool = False
     _at_line_start: bool = True
 
     # -- output --
@@ -121,6 +123,7 @@ class Session:
         elif chunk.type == "error":
             error = p.get("error") or {}
             self._line(f"  !! run failed: {error.get('message', error)}")
+            self.failure_shown = True
         elif chunk.pause is not None:
             return chunk.pause
         return None
@@ -260,7 +263,8 @@ async def run_demo(store_path: Path, executor: Executor, session_out: list[Sessi
         print("\n" + session.left_paused_message("Interrupted."), flush=True)
         return EXIT_INTERRUPTED
     except TroupeError as exc:
-        print(f"error: {exc.code}: {exc.message}", flush=True)
+        if not session.failure_shown:
+            print(f"error: {exc.code}: {exc.message}", flush=True)
         return EXIT_FAILED
     finally:
         await runtime.shutdown()
