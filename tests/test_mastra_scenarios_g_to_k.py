@@ -178,7 +178,7 @@ async def test_j_auto_resume_answers_a_suspend_but_never_an_approval(make_runtim
     turn2 = steps['j1.turn2.stream("She is 37 years old")']
     want = names(mastra_chunks(turn2))
     assert want[:4] == ["start", "step-start", "tool-call", "tool-result"]
-    done = await replay(agent.stream("She is 37 years old", **memory), turn2, ["start", *want[3:]])
+    done = await replay(agent.stream("She is 37 years old", **memory), turn2, same_text=False)
     # D5: the answer goes to the paused call-1 (Mastra's model re-issued it as call-2).
     assert (await done.result()).text == turn2["result"]["text"].replace("call-2", "call-1")
     memory = {"thread_id": "thread-j2", "resource_id": "user-j"}

@@ -156,6 +156,10 @@ class RunEngine:
         except (DecisionRejectedError, DecisionConflictError, ToolCallNotSuspendedError):
             return None  # not an answer after all (or answered meanwhile): a new run takes the message
         operation.start_note = {"auto_resumed": True}  # the caller asked for a stream: it opens as one
+        # As Mastra's does: a step, and the call the answer resumes, before that call's result.
+        step = Chunk("step-start", state.run_id, {"step": state.step})
+        args = {"tool_call_id": call.tool_call_id, "tool_name": call.tool_name, "args": call.effective_args}
+        operation.open_with(step, Chunk("tool-call", state.run_id, args))
         return operation
 
     def _storable_policy(self, request: StartRequest, policy: RunPolicy) -> Any:

@@ -7,6 +7,7 @@ both to the loop, streams chunks through ``emit`` and releases the run at the en
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from troupe.core.run.flow import ActiveRun, Plan, StepOutcome
@@ -46,6 +47,10 @@ class Operation:
         self.refusal: TroupeError | None = None
         # How the run's last step ended, once executed (None for an operation that drives nothing).
         self.outcome: StepOutcome | None = None
+
+    def open_with(self, *chunks: Chunk) -> None:
+        """Chunks the stream opens with (after its ``start``), before anything the plan does."""
+        self._plan = replace(self._plan, backlog=(*chunks, *self._plan.backlog))
 
     async def execute(self, emit: Callable[[Chunk], None]) -> None:
         """Drive the run; ``outcome`` then says how it ended."""
