@@ -125,3 +125,37 @@ def test_a_stored_run_that_cannot_be_rendered_is_listed_with_a_placeholder(api, 
         "/agents/deep/decline-tool-call-generate", json={"runId": "old-run", "toolCallId": "old-1"}
     )
     assert declined.status_code == 200, declined.text
+
+
+@pytest.mark.parametrize(
+    ("returned", "why"),
+    [(10**5000, "a number has too many digits"), (None, "nested deeper than 64 levels")],
+    ids=["huge-integer", "deep-nesting"],
+)
+async def test_a_result_that_cannot_be_stored_reaches_the_model_as_a_tool_error(tmp_path, returned, why):
+    """The approved tool ran: what it returned must not fail (and delete) the run after the fact. The
+    model is told the result could not be kept, and the run goes on."""
+    calls = CallLog(tmp_path / "calls.jsonl")
+    deep: Any = []
+    for _ in range(100_000):
+        deep = [deep]
+
+    def record(inp: RecordInput, ctx: Any) -> Any:
+        calls.record("record", id=inp.id)
+        return returned if returned is not None else deep
+
+    tool = create_tool("record", "Record something", RecordInput, record, require_approval=True)
+
+    def turn(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        told = [m["content"] for m in messages if m["role"] == "tool"]
+        return text("told: " + " | ".join(told)) if told else tool_call("record", {"id": "r1"}, id="h1")
+
+    agent = Agent("ops", model=FunctionModel(turn), tools=[tool])
+    runtime = Runtime([agent], storage=SqliteStore(tmp_path / "t.db"), executor="local")
+    try:
+        paused = await agent.generate("record r1")
+        done = await agent.approve_tool_call_generate(run_id=paused.run_id)
+    finally:
+        await runtime.shutdown()
+    assert done.finish_reason == "stop" and calls.count("record") == 1
+    assert "the tool ran, but its result cannot be kept" in done.text and why in done.text

@@ -99,6 +99,30 @@ async def test_arguments_that_are_not_a_json_object_come_back_as_the_raw_text(se
     assert part.args == raw
 
 
+@pytest.mark.parametrize(
+    "raw",
+    ['{"id": ' + "7" * 5000 + "}", '{"id": ' + "[" * 100_000 + "]" * 100_000 + "}"],
+    ids=["5000-digit-integer", "100000-deep"],
+)
+async def test_json_python_will_not_hold_is_refused_to_the_model_not_a_failed_run(
+    server, calls, tmp_path, raw
+):
+    """Valid JSON that Python's parser refuses (an integer of thousands of digits, nesting past the
+    recursion limit) comes back as the raw text, which the run refuses with a tool error the model
+    reads: the run goes on."""
+    server.play(reply(calls=[call("delete_record", raw, id="call_1")]), reply("I could not do that."))
+    agent = Agent("ops", model=model_for(server), tools=[delete_tool(calls)])
+    runtime = Runtime([agent], storage=SqliteStore(tmp_path / "t.db"), executor="local")
+    try:
+        result = await agent.generate("delete it")
+    finally:
+        await runtime.shutdown()
+    assert result.finish_reason == "stop" and result.text == "I could not do that."
+    assert result.tool_results[0]["tool_call_id"] == "call_1" and calls.count() == 0
+    told = server.requests[1]["messages"][-1]
+    assert told["role"] == "tool" and "not" in told["content"].lower()
+
+
 async def test_a_call_without_arguments_gets_an_empty_dict(server):
     server.play(reply(calls=[call("list_records", "", id="call_1")]))
 

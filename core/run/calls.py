@@ -15,7 +15,7 @@ from troupe.core.deciding.decisions import parse_resume_data
 from troupe.core.deciding.policy import requires_approval
 from troupe.core.run.delegation import Delegation
 from troupe.core.run.flow import ActiveRun, ChildFailed, ChildFinished, ChildOutcome, ChildPaused, Plan
-from troupe.core.run.model_output import RefusedArgs
+from troupe.core.run.model_output import RefusedArgs, result_problem
 from troupe.core.run.pauses import Pauses
 from troupe.core.tracing import span
 from troupe.core.vocabulary.agent import AgentSpec
@@ -173,6 +173,16 @@ class Calls:
             return
         except Exception as exc:
             done(run, call, {"error": f"{type(exc).__name__}: {exc}"}, is_error=True)
+            return
+        problem = result_problem(output)
+        if problem is not None:
+            # The tool ran (its effects stand); what it returned cannot be kept, so the model is told so.
+            done(
+                run,
+                call,
+                {"error": f"the tool ran, but its result cannot be kept ({problem})"},
+                is_error=True,
+            )
             return
         done(run, call, output)
         if hooks.after_tool_call is not None:

@@ -18,6 +18,11 @@ MAX_DEPTH = 64
 MAX_ARGS_CHARS = 1_000_000
 MAX_TEXT_CHARS = 1_000_000
 MAX_ID_CHARS = 256
+# A tool's result rides in the run's state until the model has read it.
+MAX_RESULT_CHARS = 4_000_000
+# Python will not turn an integer of more than 4,300 digits into text (nor read one back): JSON cannot
+# hold it here. About 3,000 digits is the most a stored value may have.
+_MAX_INT_BITS = 10_000
 
 
 class RefusedArgs(str):
@@ -41,42 +46,71 @@ def text_problem(text: Any, limit: int = MAX_TEXT_CHARS) -> str | None:
 
 def args_problem(args: Any) -> str | None:
     """Why tool-call arguments cannot be stored (too deep, too large, not JSON, invalid Unicode), or
-    None. Walked without recursion, so no depth can overflow the walk itself."""
-    if isinstance(args, str):
-        return text_problem(args, MAX_ARGS_CHARS)
+    None."""
+    return value_problem(args, MAX_ARGS_CHARS)
+
+
+def result_problem(result: Any) -> str | None:
+    """Why a tool's result cannot be stored with the run, or None: the same checks as arguments, since
+    it is stored the same way (a tool is someone's code, and what it returns may come from anywhere)."""
+    return value_problem(result, MAX_RESULT_CHARS)
+
+
+def value_problem(value: Any, limit: int) -> str | None:
+    """Why a JSON value cannot be stored (too deep, larger than ``limit`` characters, not JSON, invalid
+    Unicode, a number too long for text), or None. Walked without recursion, so no depth can overflow
+    the walk itself."""
+    if isinstance(value, str):
+        return text_problem(value, limit)
     size = 0
-    stack: list[tuple[Any, int]] = [(args, 1)]
+    stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
-        value, depth = stack.pop()
+        item, depth = stack.pop()
         if depth > MAX_DEPTH:
             return f"nested deeper than {MAX_DEPTH} levels"
-        if isinstance(value, dict):
-            for key, item in value.items():
-                if not isinstance(key, str) or text_problem(key) is not None:
-                    return "an object key is not valid text"
-                size += len(key) + 4
-                stack.append((item, depth + 1))
-        elif isinstance(value, list):
-            size += 2
-            stack.extend((item, depth + 1) for item in value)
-        elif isinstance(value, str):
-            problem = text_problem(value, MAX_ARGS_CHARS)
-            if problem is not None:
-                return f"a string is {problem}"
-            size += len(value) + 2
-        elif isinstance(value, float) and not math.isfinite(value):
-            return "a number is not finite"
-        elif value is None or isinstance(value, bool | int | float):
-            size += 8
-        else:
-            return f"holds a {type(value).__name__}, which is not JSON"
-        if size > MAX_ARGS_CHARS:
-            return f"larger than {MAX_ARGS_CHARS} characters"
+        problem, weight = _leaf_problem(item, depth, stack, limit)
+        if problem is not None:
+            return problem
+        size += weight
+        if size > limit:
+            return f"larger than {limit} characters"
     return None
+
+
+def _leaf_problem(value: Any, depth: int, stack: list[tuple[Any, int]], limit: int) -> tuple[str | None, int]:
+    """What is wrong with one value (its members go on ``stack``), and about how much text it takes."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str) or text_problem(key) is not None:
+                return "an object key is not valid text", 0
+            stack.append((item, depth + 1))
+        return None, sum(len(key) + 4 for key in value)
+    if isinstance(value, list):
+        stack.extend((item, depth + 1) for item in value)
+        return None, 2
+    if isinstance(value, str):
+        problem = text_problem(value, limit)
+        return (None if problem is None else f"a string is {problem}"), len(value) + 2
+    if isinstance(value, float) and not math.isfinite(value):
+        return "a number is not finite", 0
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > _MAX_INT_BITS:
+        return "a number has too many digits", 0
+    if value is None or isinstance(value, bool | int | float):
+        return None, 8
+    return f"holds a {type(value).__name__}, which is not JSON", 0
 
 
 def id_problem(value: Any) -> str | None:
     return text_problem(value, MAX_ID_CHARS) or (None if value else "empty")
 
 
-__all__ = ["MAX_DEPTH", "MAX_TEXT_CHARS", "RefusedArgs", "args_problem", "id_problem", "text_problem"]
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_TEXT_CHARS",
+    "RefusedArgs",
+    "args_problem",
+    "id_problem",
+    "result_problem",
+    "text_problem",
+    "value_problem",
+]
