@@ -27,6 +27,7 @@ from troupe.api.auth import Gate, KeyRing, keyring
 from troupe.api.errors import AuthenticationError, HttpError, InvalidRequestError, error_body
 from troupe.api.guards import DEFAULT_MAX_BODY_BYTES, BodyLimit, HostCheck, allowed_hosts
 from troupe.api.service import Service
+from troupe.api.streams import MIN_INTERVAL_S
 from troupe.core.vocabulary.errors import TroupeError
 from troupe.supervisor.runtime import Runtime
 
@@ -43,12 +44,14 @@ def create_app(
     open_mode: bool = False,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     hosts: Iterable[str] | None = None,
+    min_event_interval_s: float = MIN_INTERVAL_S,
 ) -> FastAPI:
     """The app serving ``runtime``. ``keys``: a ``KeyRing`` or ``{key: {"name", "resources": [...]} |
     {"admin": true}}``. Without ``open_mode`` a request without a valid key gets 401. A body over
     ``max_body_bytes`` gets 413 before anything else. In open mode only requests whose ``Host`` is a
-    loopback name (or one of ``hosts``) are answered."""
-    service = Service(runtime, Gate(keyring(keys), open_mode))
+    loopback name (or one of ``hosts``) are answered. An inbox event stream re-reads the store at most
+    every ``min_event_interval_s`` seconds, whatever interval it asks for."""
+    service = Service(runtime, Gate(keyring(keys), open_mode), min_event_interval_s=min_event_interval_s)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -107,7 +110,9 @@ async def _on_http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
     if exc.status_code == 400:  # FastAPI's own "error parsing the body" (e.g. bytes that are not UTF-8)
         return error_response(InvalidRequestError(f"invalid request: {exc.detail}"))
-    return error_response(HttpError(str(exc.detail), status=exc.status_code), exc.status_code)
+    response = error_response(HttpError(str(exc.detail), status=exc.status_code), exc.status_code)
+    response.headers.update(exc.headers or {})  # a 405's Allow: the methods the path does take
+    return response
 
 
 async def _on_unexpected(request: Request, exc: Exception) -> Response:

@@ -39,7 +39,7 @@ from troupe.api.wire import suspended_runs_json
 from troupe.core.vocabulary.errors import TroupeError
 from troupe.core.vocabulary.pause_shapes import suspended_run
 from troupe.core.vocabulary.state import RunState
-from troupe.core.vocabulary.store import SuspendedRunQuery
+from troupe.core.vocabulary.store import DEFAULT_PER_PAGE, SuspendedRunQuery
 from troupe.core.vocabulary.suspended import SuspendedRun, SuspendedRunList
 from troupe.supervisor.runtime import Runtime
 
@@ -66,7 +66,9 @@ PAGE_HEADERS = {
 async def list_inbox(
     service: ServiceDep,
     caller: CallerDep,
-    page: Annotated[int | None, Query(ge=0, le=1_000_000, description="0-based; needs perPage")] = None,
+    page: Annotated[
+        int | None, Query(ge=0, le=1_000_000, description="0-based; perPage per page, 100 if not given")
+    ] = None,
     per_page: Annotated[int | None, Query(alias="perPage", ge=1, le=1000)] = None,
 ) -> dict[str, Any]:
     """Every pause waiting for a human that the caller may decide, across all agents, oldest first,
@@ -81,28 +83,35 @@ async def inbox_events(
     request: Request,
     service: ServiceDep,
     caller: CallerDep,
-    interval: Annotated[float, Query(ge=0.05, le=60)] = 1.0,
+    interval: Annotated[float, Query(gt=0, le=60)] = 1.0,
 ) -> StreamingResponse:
     """The inbox listing pushed as server-sent events: one ``data:`` frame now and one whenever it
     changes (the page listens here instead of polling). A store that fails is reported in a frame
-    ``{"error": {...}}`` and tried again. Not in the OpenAPI document: the stream does not end."""
+    ``{"error": {...}}`` and tried again. A caller keeps a few streams open at most (429 beyond), each
+    re-reading at most once a second (or the server's ``min_event_interval_s``). Not in the OpenAPI
+    document: the stream does not end."""
+    close = service.streams.open(caller.name)
+    every = max(interval, service.min_event_interval_s)
 
     async def frames() -> AsyncIterator[str]:
         last, quiet = "", 0.0
-        while not await request.is_disconnected():
-            try:
-                body = await inbox_json(service.runtime, caller, None, None)
-            except TroupeError as exc:
-                body = {"error": exc.to_dict()}
-            frame = json.dumps(body, default=str, separators=(",", ":"))
-            if frame != last:
-                last, quiet = frame, 0.0
-                yield f"data: {frame}\n\n"
-            elif quiet >= KEEPALIVE_S:
-                quiet = 0.0
-                yield ": keep-alive\n\n"
-            await asyncio.sleep(interval)
-            quiet += interval
+        try:
+            while not await request.is_disconnected():
+                try:
+                    body = await inbox_json(service.runtime, caller, None, None)
+                except TroupeError as exc:
+                    body = {"error": exc.to_dict()}
+                frame = json.dumps(body, default=str, separators=(",", ":"))
+                if frame != last:
+                    last, quiet = frame, 0.0
+                    yield f"data: {frame}\n\n"
+                elif quiet >= KEEPALIVE_S:
+                    quiet = 0.0
+                    yield ": keep-alive\n\n"
+                await asyncio.sleep(every)
+                quiet += every
+        finally:
+            close()
 
     return StreamingResponse(frames(), media_type=MEDIA_TYPE, headers={"Cache-Control": "no-store"})
 
@@ -112,7 +121,8 @@ async def inbox_json(
 ) -> dict[str, Any]:
     states = await pending_states(runtime, caller)
     total = len(states)
-    if per_page is not None:
+    if page is not None or per_page is not None:
+        per_page = per_page or DEFAULT_PER_PAGE
         start = (page or 0) * per_page
         states = states[start : start + per_page]
     runs = [suspended_run(s) for s in states]

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 from fastapi.security import HTTPBearer
 from troupe.api.auth import Gate, Principal
+from troupe.api.streams import MIN_INTERVAL_S, OpenStreams
 from troupe.core.vocabulary.errors import SnapshotNotFoundError
 from troupe.supervisor.agent import Agent
 from troupe.supervisor.runtime import Runtime
@@ -22,6 +23,9 @@ from troupe.supervisor.runtime import Runtime
 class Service:
     runtime: Runtime
     gate: Gate
+    # The inbox's event streams: how many are open, and how often each may re-read the store.
+    streams: OpenStreams = field(default_factory=OpenStreams)
+    min_event_interval_s: float = MIN_INTERVAL_S
     _background: set[asyncio.Task[Any]] = field(default_factory=set)
 
     def agent(self, agent_id: str) -> Agent:

@@ -39,7 +39,9 @@ async def list_suspended_runs(
         datetime | None, Query(alias="fromDate", description="ISO 8601; UTC if naive")
     ] = None,
     to_date: Annotated[datetime | None, Query(alias="toDate", description="ISO 8601; UTC if naive")] = None,
-    page: Annotated[int | None, Query(ge=0, le=1_000_000, description="0-based; needs perPage")] = None,
+    page: Annotated[
+        int | None, Query(ge=0, le=1_000_000, description="0-based; perPage per page, 100 if not given")
+    ] = None,
     per_page: Annotated[int | None, Query(alias="perPage", ge=1, le=1000)] = None,
 ) -> dict[str, Any]:
     agent = service.agent(agentId)

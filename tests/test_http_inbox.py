@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import time
 
 import httpx
 import pytest
@@ -81,7 +83,7 @@ def test_every_agents_pauses_once_oldest_first_with_what_the_page_shows(api):
 
     assert inbox(api, ADMIN, perPage=2)[:2] == ([ops, planner], 3)
     assert inbox(api, ADMIN, perPage=2, page=1)[:2] == ([nested], 3)
-    assert error_code(api.get("/inbox", params={"page": 1}, headers=ADMIN)) == (422, "INVALID_PAGINATION")
+    assert inbox(api, ADMIN, page=1)[:2] == ([], 3), "a page without perPage has 100 runs"
     assert error_code(api.get("/inbox", params={"perPage": 0}, headers=ADMIN)) == (422, "INVALID_REQUEST")
 
     # Decided through the listed ids and fingerprint, the pause leaves the inbox.
@@ -159,3 +161,38 @@ def test_changes_are_pushed_as_server_sent_events(server, api):
         second = start(api, "planner", "lunch", "a2", A)
         pushed = json.loads(next(frames))
         assert [r["runId"] for r in pushed["runs"]] == [first, second], "appended, oldest first"
+
+
+def test_a_caller_keeps_a_few_event_streams_open_at_most(server, api):
+    """Each stream re-reads the caller's paused runs: a fifth one of the same key is refused (429),
+    another key is not held back, and a closed stream makes room again."""
+    start(api, "ops", "rec-1", "a1", A)
+    with contextlib.ExitStack() as open_streams:
+        readers = []  # kept: a reader let go of closes its stream
+        for _ in range(4):
+            stream = open_streams.enter_context(api.stream("GET", "/inbox/events", headers=A))
+            assert stream.status_code == 200
+            readers.append(stream.iter_lines())
+            assert next(readers[-1]).startswith("data: ")  # the first frame: the stream is counted
+        with api.stream("GET", "/inbox/events", headers=A) as refused:
+            assert refused.status_code == 429
+            refused.read()
+        assert error_code(refused) == (429, "TOO_MANY_STREAMS") and "close one first" in refused.text
+        with api.stream("GET", "/inbox/events", headers=B) as other:
+            assert other.status_code == 200
+    deadline = time.monotonic() + 20
+    while True:  # the server notices each closed stream at its next re-read
+        with api.stream("GET", "/inbox/events", headers=A) as again:
+            if again.status_code == 200:
+                break
+        assert time.monotonic() < deadline, "closed streams were never given back"
+
+
+def test_a_wrong_method_names_the_allowed_ones_and_a_page_needs_no_size(api):
+    wrong = api.put("/inbox", headers=A)
+    assert error_code(wrong) == (405, "HTTP_ERROR") and wrong.headers["allow"] == "GET"
+    start(api, "ops", "rec-1", "a1", A)
+    assert inbox(api, A, page=0)[:2] == (inbox(api, A)[0], 1)
+    assert inbox(api, A, page=1)[0] == []
+    listed = api.get("/agents/ops/suspended-runs", params={"page": 0}, headers=A)
+    assert listed.status_code == 200 and listed.json()["total"] == 1

@@ -96,7 +96,7 @@ class SuspendedRunFilters(TypedDict, total=False):
     resource_id: str | None
     from_date: datetime | None  # paused at or after
     to_date: datetime | None  # paused at or before
-    page: int | None  # 0-based; needs per_page
+    page: int | None  # 0-based; per_page runs a page (default 100)
     per_page: int | None
 
 

@@ -104,6 +104,10 @@ class OutboxEntry(BaseModel):
         return self.model_copy(update={"lease_owner": None, "lease_until": None})
 
 
+# A page asked for without its size has this many runs.
+DEFAULT_PER_PAGE = 100
+
+
 @dataclass(frozen=True)
 class SuspendedRunQuery:
     # None: every agent's suspended runs (an operator's view; thread/resource filters need an agent).
@@ -125,7 +129,7 @@ class SuspendedRunQuery:
         if page is not None and (not isinstance(page, int) or page < 0):
             raise InvalidPaginationError(f"page must be an integer >= 0, got {page!r}")
         if page is not None and per_page is None:
-            raise InvalidPaginationError("page needs per_page")
+            per_page = DEFAULT_PER_PAGE
         offset = (page or 0) * (per_page or 0)
         query = cls(agent_id=agent_id, offset=offset, limit=per_page, **filters)
         if agent_id is None and (query.thread_id is not None or query.resource_id is not None):
