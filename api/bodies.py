@@ -16,7 +16,9 @@ from pydantic.alias_generators import to_camel
 from troupe.api.errors import InvalidRequestError
 
 Id = Annotated[str, StringConstraints(min_length=1, max_length=256)]
-Text = Annotated[str, StringConstraints(max_length=100_000)]
+# The longest text a body carries (a message, a decline's reason).
+MAX_TEXT_CHARS = 100_000
+Text = Annotated[str, StringConstraints(max_length=MAX_TEXT_CHARS)]
 # Long enough for any human, short enough that a deadline stays a valid date.
 MAX_APPROVAL_TIMEOUT_S = 100 * 365 * 24 * 3600
 

@@ -12,22 +12,26 @@ from __future__ import annotations
 import html
 import json
 import logging
+import re
 from typing import Any
 from urllib.parse import parse_qs
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from troupe.api.auth import Principal
+from troupe.api.bodies import MAX_TEXT_CHARS
 from troupe.api.service import Service, ServiceDep
 from troupe.core.notifying.links import LinkClaim, LinkSigner
 from troupe.core.vocabulary.errors import (
     ApprovalPolicyError,
     DecisionConflictError,
     DecisionLinkError,
+    DecisionRejectedError,
     SnapshotNotFoundError,
     ToolCallNotSuspendedError,
     TroupeError,
 )
+from troupe.core.vocabulary.hidden_chars import marked
 from troupe.core.vocabulary.state import RunState
 
 router = APIRouter(include_in_schema=False)
@@ -64,7 +68,7 @@ async def confirm_page(token: str, service: ServiceDep) -> Response:
         "Started by": state.started_by or "-",
         "Approved so far": ", ".join(pause.approvals) or "-",
     }
-    table = "".join(f"<tr><th>{_e(k)}</th><td><pre>{_e(v)}</pre></td></tr>" for k, v in rows.items())
+    table = "".join(f"<tr><th>{_e(k)}</th><td><pre>{_shown(v)}</pre></td></tr>" for k, v in rows.items())
     reason = (
         '<p><label>Reason <textarea name="reason"></textarea></label></p>'
         if claim.action == "decline"
@@ -96,15 +100,25 @@ async def decide(token: str, request: Request, service: ServiceDep) -> Response:
         if claim.action == "approve":
             stream = await agent.approve_tool_call(**options)
         else:
-            stream = await agent.decline_tool_call(**options, reason=next(iter(form.get("reason", [])), None))
+            stream = await agent.decline_tool_call(**options, reason=_reason(form))
     except _REFUSED as error:
         status = 403 if isinstance(error, ApprovalPolicyError) else 409
         return _page("Not decided", f"This link was not used: {error}", status)
+    except DecisionRejectedError as error:  # the decision itself is wrong: the link still works
+        return _page("Not decided", f"This link was not used: {error}; the call still waits", 422)
     except TroupeError as error:
         return _page("This link cannot be used", str(error), error.http_status)
     service.spawn(stream.result())  # the run carries on without this page
     done = "Approved" if claim.action == "approve" else "Declined"
     return _page(done, f"{done} by {decider.name}; the run carries on.", 200)
+
+
+def _reason(form: dict[str, list[str]]) -> str | None:
+    """The decline's reason, held to the same bound as the API's (it is stored and sent to the model)."""
+    reason = next(iter(form.get("reason", [])), None)
+    if reason is not None and len(reason) > MAX_TEXT_CHARS:
+        raise DecisionRejectedError(f"the reason is longer than {MAX_TEXT_CHARS:,} characters")
+    return reason
 
 
 def _signer(service: Service) -> LinkSigner:
@@ -148,6 +162,24 @@ def _page(title: str, message: str, status: int, body: str = "") -> Response:
 
 def _e(value: Any) -> str:
     return html.escape(str(value), quote=True)
+
+
+def _shown(value: Any) -> str:
+    """A caller's or model's text, escaped, with each invisible or direction-changing character shown as
+    a mark naming it (as the inbox page shows them)."""
+    return "".join(
+        f'<span class="invisible" title="an invisible or direction-changing character">{_e(part)}</span>'
+        if part.startswith("\u27e6U+")
+        else _e(part)
+        for part in _MARKS.split(marked(str(value), _mark, keep="\n"))
+    )
+
+
+def _mark(char: str) -> str:
+    return f"\u27e6U+{ord(char):04X}\u27e7"
+
+
+_MARKS = re.compile("(\u27e6U\\+[0-9A-F]{4,6}\u27e7)")
 
 
 class RedactLinks(logging.Filter):

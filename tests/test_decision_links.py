@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import re
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -41,11 +42,18 @@ def receiver():
     hook.stop()
 
 
-def serve(http_server, tmp_path: Path, calls: CallLog, receiver: Receiver, *policies: ApproverPolicy):
+def serve(
+    http_server,
+    tmp_path: Path,
+    calls: CallLog,
+    receiver: Receiver,
+    *policies: ApproverPolicy,
+    record_id: str = "abc-123",
+):
     def build() -> Runtime:
         agent = Agent(
             "ops",
-            model=echo_model(tool_call("delete_record", {"id": "abc-123"}, id="call-1")),
+            model=echo_model(tool_call("delete_record", {"id": record_id}, id="call-1")),
             tools=[delete_tool(calls)],
         )
         target = NotificationTarget(receiver.url, SECRET, name="chat")
@@ -212,3 +220,24 @@ def test_access_logs_never_carry_a_links_token():
     )
     assert RedactLinks().filter(record)
     assert token not in record.getMessage() and "/decide/<token>" in record.getMessage()
+
+
+async def test_the_page_marks_hidden_characters_and_bounds_a_reason(http_server, tmp_path, calls, receiver):
+    """The call a link shows is what a person approves: a direction override or a zero-width space in its
+    arguments shows as a mark naming it, as in the inbox; a decline's reason is held to the API's bound."""
+    server = serve(http_server, tmp_path, calls, receiver, record_id="report\u202efdp.exe\u200b")
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+        _, links = await paused_with_links(client, receiver)
+
+        page = await client.get(links["decline"])
+        assert page.status_code == 200
+        marks = re.findall(r'<span class="invisible"[^>]*>(\u27e6U\+[0-9A-F]+\u27e7)</span>', page.text)
+        assert marks == ["\u27e6U+202E\u27e7", "\u27e6U+200B\u27e7"]
+        assert "\u202e" not in page.text and "\u200b" not in page.text
+
+        too_long = await client.post(links["decline"], data={"reason": "x" * 100_001})
+        assert too_long.status_code == 422 and "longer than 100,000 characters" in too_long.text
+        assert "the call still waits" in too_long.text
+        fine = await client.post(links["decline"], data={"reason": "not this one"})
+        assert fine.status_code == 200
+    assert calls.count() == 0

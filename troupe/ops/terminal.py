@@ -9,41 +9,21 @@ from __future__ import annotations
 
 import shutil
 import sys
-import unicodedata
 from datetime import datetime
 from typing import TextIO
 
-# Zero-width and bidirectional controls: invisible on screen, yet they change what a reader sees.
-_INVISIBLE = frozenset(
-    [
-        0x061C,
-        0x200B,
-        0x200C,
-        0x200D,
-        0x200E,
-        0x200F,
-        0x2060,
-        0xFEFF,
-        *range(0x202A, 0x202F),
-        *range(0x2066, 0x206A),
-    ]
-)
+from troupe.core.vocabulary.hidden_chars import marked
 
 
-def _visible(char: str) -> str:
+def _escape(char: str) -> str:
     code = ord(char)
-    if code in _INVISIBLE or unicodedata.category(char) in ("Cc", "Cs"):
-        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-    return char
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def safe(text: object, keep: str = "") -> str:
     """``text`` with control, invisible and bidi characters written as ``\\xNN`` / ``\\uNNNN``
     (except the characters in ``keep``, e.g. newlines in a model's answer)."""
-    shown = str(text)
-    if shown.isprintable() and not any(ord(c) in _INVISIBLE for c in shown):
-        return shown
-    return "".join(c if c in keep else _visible(c) for c in shown)
+    return marked(str(text), _escape, keep)
 
 
 class Progress:
