@@ -311,6 +311,20 @@ MUTANTS += [
         ("tests/test_decision_links.py",),
     ),
     Mutant(
+        "webhook-attempt-unbounded",
+        "actors/webhook_sender.py",
+        "            async with asyncio.timeout(timeout_s):",
+        "            if True:",
+        ("tests/test_webhook_sender.py",),
+    ),
+    Mutant(
+        "webhook-answer-body-read",
+        "actors/webhook_sender.py",
+        "                await response.aclose()  # the status is all that counts",
+        "                await response.aread()",
+        ("tests/test_webhook_sender.py",),
+    ),
+    Mutant(
         "channel-client-ignores-reply-version",
         "actors/channel.py",
         "        if version != PROTOCOL_VERSION:\n            writer.close()",
