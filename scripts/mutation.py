@@ -418,6 +418,18 @@ MUTANTS += [
 ]
 
 
+# Nothing reachable from another host without a credential (README "Security defaults").
+MUTANTS += [
+    Mutant(
+        "serve-replica-grpc-on-every-interface",
+        "troupe/front_door.py",
+        "        _replica_grpc_on_node_address()\n",
+        "",
+        ("tests/test_serve_front_door.py",),
+    ),
+]
+
+
 # Commands the README promises, each tested as written (tests/test_readme_commands.py).
 MUTANTS += [
     Mutant(

@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 import ray
-from listeners import tcp_listeners
+from listeners import listeners_of, process_tree, tcp_listeners
 from ray.serve._private.constants import SERVE_CONTROLLER_NAME, SERVE_NAMESPACE
 from troupe.api.auth import keyring
 
@@ -212,6 +212,8 @@ async def auth_stays_on(client: httpx.AsyncClient, port: int) -> None:
         admin=admin.status_code,
         replica_named=REPLICA_HEADER in admin.headers,
         listening=listening_on(port),
+        # Every TCP listener of this driver's processes (Ray's, Serve's proxy and replicas'): where each is.
+        listeners=listeners_of(process_tree(os.getpid())),
     )
 
 

@@ -5,8 +5,6 @@ decides a pause."""
 
 from __future__ import annotations
 
-import contextlib
-import ipaddress
 import os
 import stat
 import subprocess
@@ -18,7 +16,7 @@ from typing import Any
 
 import pytest
 from helpers import delete_tool, one_call
-from listeners import tcp_listeners
+from listeners import is_loopback, listeners_of, process_tree
 
 from troupe import Agent, Runtime, SqliteStore
 from troupe.testing import CallLog
@@ -82,56 +80,13 @@ def test_the_embedded_ray_keeps_token_auth_on_with_a_private_token(ray_session):
     assert private.stat().st_uid == os.getuid() and stat.S_IMODE(private.stat().st_mode) == 0o700
 
 
-def _tree(root: int) -> set[int]:
-    """``root`` and every process descended from it (Ray's daemons, agents and workers are)."""
-    parents: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        try:
-            # Field 4 of /proc/PID/stat, after the command's name (which may hold spaces) in parentheses.
-            parents[int(entry)] = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (ValueError, OSError, IndexError):
-            continue
-    found, grown = {root}, True
-    while grown:
-        more = {pid for pid, parent in parents.items() if parent in found} - found
-        found |= more
-        grown = bool(more)
-    return found
-
-
-def _listeners_of(pids: set[int]) -> list[tuple[str, str]]:
-    """(local address, command) of every TCP socket in LISTEN state that one of ``pids`` holds."""
-    owner: dict[str, int] = {}
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            for fd in os.listdir(f"/proc/{pid}/fd"):
-                with contextlib.suppress(OSError):
-                    target = os.readlink(f"/proc/{pid}/fd/{fd}")
-                    if target.startswith("socket:["):
-                        owner[target[len("socket:[") : -1]] = pid
-    return [
-        (
-            listener.address,
-            Path(f"/proc/{owner[listener.inode]}/cmdline").read_bytes().replace(b"\0", b" ").decode(),
-        )
-        for listener in tcp_listeners()
-        if listener.inode in owner
-    ]
-
-
-def _loopback(address: str) -> bool:
-    ip = ipaddress.ip_address(address)
-    mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None
-    return ip.is_loopback or (mapped is not None and mapped.is_loopback)
-
-
 def test_every_listener_of_the_embedded_ray_is_on_loopback(ray_session):
     """DESIGN: an embedded Ray is private, every listener on loopback. Ray turns the loopback address it
     is given into the machine's reachable one, and then its agents listen there and its gRPC and
     Prometheus servers on every interface (the metrics ones without a token)."""
-    listeners = _listeners_of(_tree(os.getpid()))
+    listeners = listeners_of(process_tree(os.getpid()))
     assert any("gcs_server" in command for _, command in listeners), listeners  # Ray's own are in it
-    assert [(a, c[:80]) for a, c in listeners if not _loopback(a)] == []
+    assert [(a, c[:80]) for a, c in listeners if not is_loopback(a)] == []
     assert ray_session.util.get_node_ip_address() == "127.0.0.1"
 
 

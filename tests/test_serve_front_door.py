@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from drivers import scenario_results
+from listeners import is_loopback
 from ray.serve import Application
 
 from troupe import Agent, Runtime, SqliteStore
@@ -42,6 +43,14 @@ def test_auth_stays_on_through_serves_proxy(observed):
     assert (auth["anonymous"], auth["wrong"], auth["admin"]) == (401, 401, 200)
     assert auth["replica_named"], "every response names the replica that answered"
     assert auth["listening"] == ["127.0.0.1"], "Serve's proxy listens on loopback only"
+
+
+def test_no_listener_of_the_ray_and_serve_troupe_starts_is_reachable_from_another_host(observed):
+    """Serve's replicas each run a gRPC server (calls between deployments, no token) that Serve binds to
+    every interface; with Ray's own listeners, the proxy's and the agents', all stay on loopback."""
+    listeners = [(address, command) for address, command in observed["auth"]["listeners"]]
+    assert sum("ServeReplica" in command for _, command in listeners) >= 2, listeners
+    assert [(a, c[:80]) for a, c in listeners if not is_loopback(a)] == []
 
 
 def test_a_run_streamed_through_one_replica_is_decided_through_the_other(observed):

@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import ray
 from ray import serve
 from ray.serve import Application
 
@@ -99,6 +100,28 @@ async def replica_runtime(source: RuntimeSource) -> Runtime:
     return runtime
 
 
+def _replica_grpc_on_node_address() -> None:
+    """Serve (2.60) starts a gRPC server in every replica, for calls between deployments, on every
+    interface ("[::]:0", which it does not let anyone configure): with no token on it. Here it binds the
+    node's own address instead, which is where Serve's proxy and other replicas reach it (loopback for
+    the Ray Troupe starts itself). Patched in this replica's process, before Serve starts that server
+    (after the constructor)."""
+    from ray.serve._private import replica as serve_replica
+
+    bind = serve_replica.add_port_to_grpc_server
+    if getattr(bind, "troupe_node_address", False):
+        return
+    node = ray.util.get_node_ip_address()
+
+    def on_node_address(server: Any, address: str) -> int:
+        if address.startswith("[::]:"):
+            address = f"{node}:{address.removeprefix('[::]:')}"
+        return int(bind(server, address))
+
+    on_node_address.troupe_node_address = True  # type: ignore[attr-defined]
+    serve_replica.add_port_to_grpc_server = on_node_address
+
+
 @serve.deployment(
     name=DEPLOYMENT, ray_actor_options={"num_cpus": 0}, max_ongoing_requests=MAX_ONGOING_REQUESTS
 )
@@ -108,6 +131,7 @@ class FrontDoor:
 
     # Serve awaits an async constructor (the runtime's hosts start here).
     async def __init__(self, source: RuntimeSource, settings: DoorSettings) -> None:  # type: ignore[misc]
+        _replica_grpc_on_node_address()
         self._settings = settings
         runtime = await replica_runtime(source)
         if settings.notifications is not None:
