@@ -107,3 +107,27 @@ def test_bash_scripts_demo_sh_runs_the_demo_in_a_terminal(tmp_path):
     finally:
         term.close()
     assert records(tmp_path) == ["def-456", "ghi-789"]
+
+
+def test_the_demos_resume_hint_runs_as_printed_from_the_shell_that_ran_the_script(tmp_path):
+    """Left paused, the demo says how to resume it; run as printed, from the same shell (nothing
+    activated, so `troupe` itself is on no PATH), it resumes the run."""
+    store = tmp_path / "demo.db"
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "OPENAI_API_KEY")}
+    env.update(TERM="dumb", PATH="/usr/local/bin:/usr/bin:/bin")
+    first = Terminal(["bash", "scripts/demo.sh", "--store", str(store), "--executor", "local"], ROOT, 60, env)
+    try:
+        first.expect(r"Approve\? \[y/n\] ")
+        first.press(b"\x04")  # Ctrl-D: end of input, the run stays paused
+        hint = first.expect(r"run `([^`]+)` to resume it")
+        first.wait()
+    finally:
+        first.close()
+    command = hint.group(1)
+    assert command.startswith(".venv/bin/troupe demo --store "), command
+    second = Terminal(["bash", "-c", command + " --executor local"], ROOT, 60, env)
+    try:
+        second.expect(r"Resuming run ")
+        second.expect(r"Approval needed: delete_record")
+    finally:
+        second.close()

@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import signal
 import sys
 from dataclasses import dataclass, field
@@ -231,13 +232,27 @@ class Session:
         )
 
     def left_paused_message(self, why: str) -> str:
-        again = f"troupe demo --store {self.store_path}"
+        again = f"{troupe_command()} demo --store {self.store_path}"
         if self.paused and self.run_id:
             return (
                 f"{why} Run {self.run_id} stays paused in the store {self.store_path}; "
                 f"run `{again}` to resume it."
             )
         return f"{why} Paused runs stay in the store {self.store_path}; run `{again}` to resume them."
+
+
+def troupe_command() -> str:
+    """How to run ``troupe`` again from the shell the demo was started in: ``troupe`` where that is this
+    very command on PATH, else the path it was started by (``bash scripts/demo.sh`` runs
+    ``.venv/bin/troupe``, which is on no PATH until the virtualenv is activated)."""
+    started = os.path.abspath(sys.argv[0])
+    found = shutil.which("troupe")
+    if found is not None and os.path.realpath(found) == os.path.realpath(started):
+        return "troupe"
+    if os.path.basename(started) != "troupe":
+        return f"{sys.executable} -m troupe.cli"
+    relative = os.path.relpath(started)
+    return started if relative.startswith("..") else relative
 
 
 async def run_demo(store_path: Path, executor: Executor, session_out: list[Session]) -> int:
