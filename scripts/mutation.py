@@ -74,6 +74,21 @@ MUTANTS = [
                 # Calls about to run""",
         ("tests/test_recovery.py",),
     ),
+    Mutant(
+        "tool-runs-before-its-running-mark-is-durable",
+        "core/run/loop.py",
+        "                await self.checkpoint(run)\n",
+        "                await self.checkpoint(run, ahead=True)\n",
+        ("tests/test_guarantees.py",),
+    ),
+    Mutant(
+        "failed-write-sent-ahead-ignored",
+        "core/run/flow.py",
+        "            self.version = await ahead\n",
+        "            try:\n                self.version = await ahead\n            except Exception:\n"
+        "                pass\n",
+        ("tests/test_guarantees.py",),
+    ),
     # ---- heartbeat takeover and recovery ----------------------------------------------------------------
     Mutant(
         "reconciler-no-takeover",
@@ -215,8 +230,8 @@ MUTANTS = [
     Mutant(
         "checkpoint-drops-pending-audit",
         "core/run/loop.py",
-        "run.state, expected_version=run.version, audit=audit, thread=thread",
-        "run.state, expected_version=run.version, audit=(), thread=thread",
+        "state, expected_version=run.version, audit=audit, thread=thread",
+        "state, expected_version=run.version, audit=(), thread=thread",
         ("tests/test_guarantees.py",),
     ),
     Mutant(

@@ -23,10 +23,11 @@ class HookedStore:
         self.durable: dict[str, str | None] = {}
         # (what, store name, run id) in the order the wrapped store answered, for asserting interleavings
         self.events: list[tuple[str, str, str]] = []
-        self._holds: dict[str, tuple[asyncio.Event, asyncio.Event]] = {}
+        self._holds: dict[str, list[tuple[asyncio.Event, asyncio.Event]]] = {}
         self._meet_save: dict[str, asyncio.Barrier] = {}
         self._stalls: dict[str, asyncio.Event] = {}
         self._outage_after_pause = False
+        self._failing: set[str] = set()
 
     def __getattr__(self, name: str) -> Any:
         reached = self._stalls.pop(name, None)
@@ -38,10 +39,11 @@ class HookedStore:
         self._meet_save[run_id] = barrier
 
     def hold_next_save(self, run_id: str) -> tuple[asyncio.Event, asyncio.Event]:
-        """The next save of ``run_id`` waits before it writes: returns (``reached``, set once it waits;
-        ``release``, to set to let it write). Holds a decision between two writes another one can see."""
+        """The next save of ``run_id`` not held yet waits before it writes: returns (``reached``, set once
+        it waits; ``release``, to set to let it write). Holds a decision between two writes another one
+        can see."""
         reached, release = asyncio.Event(), asyncio.Event()
-        self._holds[run_id] = (reached, release)
+        self._holds.setdefault(run_id, []).append((reached, release))
         return reached, release
 
     def stall_next(self, method: str) -> asyncio.Event:
@@ -50,6 +52,10 @@ class HookedStore:
         sends through ``asyncio.wait_for``). Returns an event set once it waits."""
         reached = self._stalls[method] = asyncio.Event()
         return reached
+
+    def fail_next_save(self, run_id: str) -> None:
+        """The next save of ``run_id`` raises as a storage outage would, writing nothing."""
+        self._failing.add(run_id)
 
     def fail_after_pause(self) -> None:
         """Once a write has stored a run as suspended, every later write raises the way a storage outage
@@ -70,9 +76,13 @@ class HookedStore:
         return version
 
     async def save_run(self, state: RunState, **kwargs: Any) -> int:
+        if state.run_id in self._failing:
+            self._failing.discard(state.run_id)
+            raise StorageUnavailableError("storage is down (HookedStore.fail_next_save)")
         if self._outage_after_pause and "suspended" in self.durable.values():
             raise StorageUnavailableError("storage is down (HookedStore.fail_after_pause)")
-        hold = self._holds.pop(state.run_id, None)
+        waiting = self._holds.get(state.run_id)
+        hold = waiting.pop(0) if waiting else None
         if hold is not None:
             hold[0].set()
             await hold[1].wait()

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from blocking import wait_for, worker_agent
 from helpers import delete_tool, echo_model, weather_tool
+from pydantic import BaseModel
 from store_hooks import HookedStore
 from test_notifications import SECRET
 from trees import two_levels
@@ -26,9 +27,9 @@ from troupe.core.run.engine import RunEngine
 from troupe.core.vocabulary.errors import StorageUnavailableError
 from troupe.core.vocabulary.requests import StartRequest
 
-from troupe import Agent, Chunk, Runtime, SqliteStore
+from troupe import Agent, Chunk, Runtime, SqliteStore, create_tool
 from troupe.errors import DecisionConflictError
-from troupe.testing import CallLog, tool_call
+from troupe.testing import CallLog, FunctionModel, text, tool_call
 
 PAUSES = ("tool-call-approval", "tool-call-suspended")
 
@@ -238,3 +239,79 @@ async def test_a_delegated_call_claimed_at_the_top_but_not_yet_accepted_below_is
         release.set()
         for runtime in runtimes:
             await runtime.shutdown()
+
+
+async def test_a_steps_checkpoint_goes_ahead_of_the_model_but_never_ahead_of_the_next_tool(tmp_path):
+    """durability="sync": the checkpoint after a step's tools is sent and the model's next turn does not
+    wait for it; the tool that turn asks for runs only once that checkpoint, and then the write marking
+    the tool's call running, are durable."""
+    store = HookedStore(SqliteStore(tmp_path / "t.db"))
+    ran: list[str] = []
+    holds: list[tuple[asyncio.Event, asyncio.Event]] = []
+    run_ids: list[str] = []
+
+    class Step(BaseModel):
+        n: int
+
+    def step(inp: Step, ctx: Any) -> dict[str, int]:
+        ran.append(f"tool-{inp.n}")
+        if inp.n == 1:  # the next write of this run: the checkpoint after this step
+            run_ids.append(ctx.run_id)
+            holds.append(store.hold_next_save(ctx.run_id))
+        return {"n": inp.n}
+
+    def turn(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        done = sum(1 for m in messages if m["role"] == "tool")
+        if done == 1:  # the next write, once the checkpoint is durable: the one marking s2 running
+            holds.append(store.hold_next_save(run_ids[0]))
+        return tool_call("step", {"n": done + 1}, id=f"s{done + 1}") if done < 2 else text("both done")
+
+    agent = Agent("ops", model=FunctionModel(turn), tools=[create_tool("step", "A step", Step, step)])
+    runtime = Runtime([agent], storage=store, executor="local")
+    try:
+        running = asyncio.create_task(agent.generate("two steps"))
+        await wait_for(lambda: len(holds) == 2, what="the model's second turn")
+        await wait_for(holds[0][0].is_set, what="the checkpoint after step 1, held")
+        assert ran == ["tool-1"]
+        holds[0][1].set()  # the checkpoint after step 1 becomes durable
+        await wait_for(holds[1][0].is_set, what="the write marking s2 running")
+        assert ran == ["tool-1"], "the second tool ran before the write marking its call running"
+        holds[1][1].set()
+        result = await running
+    finally:
+        for _, release in holds:
+            release.set()
+        await runtime.shutdown()
+    assert result.text == "both done" and ran == ["tool-1", "tool-2"], result
+
+
+async def test_a_checkpoint_sent_ahead_that_fails_fails_the_step_before_anything_else_runs(tmp_path):
+    """The model's next turn went on without it, but nothing after that turn happens: the next tool
+    never runs, the run fails with the storage error, and its last durable checkpoint is kept."""
+    store = HookedStore(SqliteStore(tmp_path / "t.db"))
+    ran: list[int] = []
+
+    class Step(BaseModel):
+        n: int
+
+    def step(inp: Step, ctx: Any) -> dict[str, int]:
+        ran.append(inp.n)
+        store.fail_next_save(ctx.run_id)  # the checkpoint after this step
+        return {"n": inp.n}
+
+    def turn(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        done = sum(1 for m in messages if m["role"] == "tool")
+        return tool_call("step", {"n": done + 1}, id=f"s{done + 1}") if done < 2 else text("both done")
+
+    agent = Agent("ops", model=FunctionModel(turn), tools=[create_tool("step", "A step", Step, step)])
+    runtime = Runtime([agent], storage=store, executor="local")
+    try:
+        stream = await agent.stream("two steps")
+        chunks = [chunk async for chunk in stream.full_stream]
+        stored = await store.inner.load_run(stream.run_id)
+    finally:
+        await runtime.shutdown()
+    assert ran == [1], "a tool ran after the checkpoint before it failed"
+    errors = [c.payload["error"]["code"] for c in chunks if c.type == "error"]
+    assert errors == ["STORAGE_UNAVAILABLE"] and chunks[-1].type == "finish"
+    assert stored is not None and stored.state.calls[0].status == "running", "kept for recovery"

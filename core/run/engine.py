@@ -11,7 +11,7 @@ honest.
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, Literal
 
 from troupe.core.deciding import decision_log
 from troupe.core.deciding.claim import Claims, ContinuedElsewhere, QuorumPending
@@ -76,13 +76,17 @@ class RunEngine:
         if memory is not None and options.thread_id is not None:
             history = trim_history(await self.store.load_messages(options.thread_id), memory.last_messages)
         state = self._new_state(request, options, history, messages)
+        run = ActiveRun(state, 0, options.require_tool_approval)
         release = await self.locks.acquire(state.run_id)
         try:
-            version = 0 if self._deferred(request, options) else await self.store.create_run(state)
+            first_write = self._first_write(request, options)
+            if first_write == "now":
+                run.version = await self.store.create_run(state)
+            elif first_write == "ahead":
+                run.send_ahead(self.store.create_run(state.model_copy(deep=True)))
         except BaseException:
             release()
             raise
-        run = ActiveRun(state, version, options.require_tool_approval)
         return Operation(self.loop, run, release, caller=request.trace)
 
     def _new_state(
@@ -109,16 +113,18 @@ class RunEngine:
             owner=self.owner,
         )
 
-    def _deferred(self, request: StartRequest, options: RunOptions) -> bool:
-        """Whether the run's first write waits. A run is stored when it starts, so that a crash during the
-        first model turn leaves a run to recover; except with durability="exit", where a run under an id
-        generated here is stored by its first checkpoint (before any tool runs, with its first pause, or
-        at its end): until then nothing outside has happened but model turns, and a crash loses only a
-        run its caller sees fail. An id the caller chose is always stored at once, so one already taken
-        is refused before anything runs; a subagent's run too, so its parent, recovering, can find it by
-        its id."""
+    def _first_write(self, request: StartRequest, options: RunOptions) -> Literal["now", "ahead", "later"]:
+        """When a new run is first stored. An id the caller chose is stored now, so one already taken is
+        refused before anything runs; a subagent's run too, so its parent, recovering, can find it by its
+        id. A run under an id generated here: with durability="sync", its write is sent ahead (the first
+        model turn does not wait for it; its first tool call does), so a crash during that turn leaves a
+        run to recover; with "exit", it is stored by its first checkpoint (before any tool runs, with its
+        first pause, or at its end): until then nothing outside has happened but model turns, and a
+        crash loses only a run its caller sees fail."""
         generated = (options.run_id is None or request.generated_run_id) and request.parent is None
-        return generated and self.loop.durability == "exit"
+        if not generated:
+            return "now"
+        return "ahead" if self.loop.durability == "sync" else "later"
 
     async def _check_thread(self, thread_id: str, resource_id: str | None) -> None:
         """A thread's history is read only by runs of the resource it belongs to."""

@@ -10,7 +10,8 @@ one of ``ChildOutcome``, which the loop turns into the call's result or pauses.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,9 +36,32 @@ class ActiveRun:
     # Subagent runs this operation has deleted once its checkpoint recorded them: the run's end need
     # not delete them again (it still deletes every other child, e.g. one a crash kept from going).
     deleted_children: set[str] = field(default_factory=set)
+    # A write sent ahead (``durability="sync"``: the start, and the checkpoint after a step's tools) that
+    # the model's turn does not wait for; whatever comes next that runs, announces or ends anything
+    # settles it first (``settle``). ``version`` is the run's version once it has.
+    ahead: asyncio.Future[int] | None = None
 
     def chunk(self, type_: Any, **payload: Any) -> None:
         self.emit(Chunk(type_, self.state.run_id, payload))
+
+    def send_ahead(self, write: Awaitable[int]) -> None:
+        """Send ``write`` (which returns the run's new version) without waiting for it."""
+        assert self.ahead is None, "one write ahead at a time: settle the last first"
+        self.ahead = asyncio.ensure_future(write)
+        # An operation that ends some other way (cancelled) never settles it: its error is not lost,
+        # the write was not acknowledged, and recovery reads what is durable.
+        self.ahead.add_done_callback(_seen)
+
+    async def settle(self) -> None:
+        """Wait until the write sent ahead is durable; a failed one raises here, once."""
+        ahead, self.ahead = self.ahead, None
+        if ahead is not None:
+            self.version = await ahead
+
+
+def _seen(write: asyncio.Future[int]) -> None:
+    if not write.cancelled():
+        write.exception()  # marks it retrieved; settle() still raises it
 
 
 @dataclass(frozen=True)

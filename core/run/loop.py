@@ -128,7 +128,8 @@ class RunLoop:
             return Finished("tool-calls")
         if self.durability == "sync" or plan.audit or consumed:
             # (Audit entries and consumed subagent records are never left waiting for a later write.)
-            await self.checkpoint(run, audit=plan.audit, consumed=consumed)
+            # Sent ahead: the model's next turn does not wait for it, whatever comes after it does.
+            await self.checkpoint(run, audit=plan.audit, consumed=consumed, ahead=True)
         return Continue()
 
     async def checkpoint(
@@ -139,15 +140,34 @@ class RunLoop:
         *,
         audit: tuple[AuditEntry, ...] = (),
         consumed: Sequence[str] = (),
+        ahead: bool = False,
     ) -> None:
-        """Write the run (with ``audit``), then delete the ``consumed`` subagent runs it now records."""
+        """Write the run (with ``audit``), then delete the ``consumed`` subagent runs it now records.
+        ``ahead``: send the write and go on without waiting for it (see ``ActiveRun.send_ahead``); the
+        state is copied as it is now, so the run can change meanwhile."""
+        await run.settle()
         run.state.updated_at = utcnow()
-        run.version = await self.writer.save(
-            run.state, expected_version=run.version, audit=audit, thread=thread, events=events
+        if ahead:
+            run.send_ahead(self._write(run, run.state.model_copy(deep=True), thread, events, audit, consumed))
+        else:
+            run.version = await self._write(run, run.state, thread, events, audit, consumed)
+
+    async def _write(
+        self,
+        run: ActiveRun,
+        state: RunState,
+        thread: ThreadAppend | None,
+        events: Sequence[Event],
+        audit: tuple[AuditEntry, ...],
+        consumed: Sequence[str],
+    ) -> int:
+        version = await self.writer.save(
+            state, expected_version=run.version, audit=audit, thread=thread, events=events
         )
         for child in consumed:
             await self.store.delete_run(child)
             run.deleted_children.add(child)
+        return version
 
     async def finish(self, run: ActiveRun, reason: str, audit: tuple[AuditEntry, ...] = ()) -> None:
         text = _final_text(run.state)
@@ -178,6 +198,7 @@ class RunLoop:
         subagent's run keeps a small finished record until its parent has checkpointed the outcome, so a
         parent recovering from a crash can still collect it. ``audit`` is written first."""
         state = run.state
+        await run.settle()
         # Every subagent record this run consumed goes first (also any a crash kept from being deleted),
         # but not one this operation deleted already: that would be a round trip to the store for nothing.
         for child in self._children_of(state):
