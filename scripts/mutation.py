@@ -132,10 +132,10 @@ MUTANTS = [
     Mutant(
         "recovery-forgets-delegation",
         "core/run/recovery.py",
-        """        if call.tool_name in delegations:
+        """        elif call.tool_name in delegations:
             reattach.add(call.tool_call_id)
 """,
-        """        if call.tool_name in delegations:
+        """        elif call.tool_name in delegations:
 """,
         ("tests/test_recovery.py",),
     ),
@@ -152,6 +152,27 @@ MUTANTS = [
         'stored.state.status != "running" or stored.state.owner != expected_owner:',
         'stored.state.status != "running":',
         ("tests/test_guarantees.py",),
+    ),
+    Mutant(
+        "late-result-not-recorded",
+        "core/run/loop.py",
+        "        if isinstance(error, StaleSnapshotError) and run.ran:\n",
+        "        if False:\n",
+        ("tests/test_late_results.py",),
+    ),
+    Mutant(
+        "recovery-ignores-late-result",
+        "core/run/recovery.py",
+        "        late = late_results.completed(audit, call)\n",
+        "        late = None\n",
+        ("tests/test_late_results.py",),
+    ),
+    Mutant(
+        "decision-reruns-a-late-completed-call",
+        "core/deciding/claim.py",
+        "        if applied.target.pause.interrupted:\n",
+        "        if False:\n",
+        ("tests/test_late_results.py",),
     ),
     # ---- fingerprint ------------------------------------------------------------------------------------
     Mutant(

@@ -148,6 +148,9 @@ class MemoryStore:
         due = sorted((at, run_id) for run_id, at in self._expiring[agent_id].items() if at <= before)
         return [run_id for _, run_id in due]
 
+    async def append_audit(self, entry: AuditEntry) -> None:
+        self._audit[entry.run_id].append(entry.model_dump_json())
+
     async def list_audit(self, run_id: str) -> list[AuditEntry]:
         return [AuditEntry.model_validate_json(raw) for raw in self._audit.get(run_id, [])]
 

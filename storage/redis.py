@@ -340,6 +340,11 @@ class RedisStore:
 
     # ---- audit --------------------------------------------------------------------------------------
 
+    async def append_audit(self, entry: AuditEntry) -> None:
+        async with self._session("append_audit") as link:
+            home = await self._home(link, entry.run_id)
+            await link.client.rpush(home.audit(entry.run_id), entry.model_dump_json())
+
     async def list_audit(self, run_id: str) -> list[AuditEntry]:
         async with self._session("list_audit") as link:
             home = await self._home(link, run_id)

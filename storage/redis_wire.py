@@ -314,6 +314,9 @@ class WireClient:
     async def lrange(self, key: str, start: int, end: int) -> list[str]:
         return await self.execute("LRANGE", key, start, end)
 
+    async def rpush(self, key: str, *values: str) -> int:
+        return int(await self.execute("RPUSH", key, *values))
+
     async def zrange(self, key: str, start: int, end: int) -> list[str]:
         return await self.execute("ZRANGE", key, start, end)
 

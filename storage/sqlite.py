@@ -335,6 +335,14 @@ class SqliteStore:
 
     # ---- audit and threads --------------------------------------------------------------------------
 
+    async def append_audit(self, entry: AuditEntry) -> None:
+        def insert(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO audit (run_id, body) VALUES (?, ?)", (entry.run_id, entry.model_dump_json())
+            )
+
+        await self._run(insert)
+
     async def list_audit(self, run_id: str) -> list[AuditEntry]:
         def select(conn: sqlite3.Connection) -> list[str]:
             return [

@@ -134,6 +134,23 @@ async def test_audit_entries_are_written_with_the_state_and_outlive_it(store: St
     assert [e.kind for e in await store.list_audit("r1")] == ["approved", "declined"]
 
 
+async def test_an_audit_entry_is_appended_on_its_own_whatever_the_run_says_now(store: Store):
+    """What a host learns after its run was taken over (a tool that finished late) goes to the run's
+    audit log without a compare-and-set: whichever host holds the run, even once it has ended. A run on
+    a thread lives in its thread's shard (Redis Cluster): its audit log is found there too."""
+    await store.create_run(running("r1", thread_id="t9"))
+    await store.save_run(running("r1", thread_id="t9"), expected_version=1, audit=(audit("r1"),))
+    late = audit("r1", "completed").model_copy(update={"result": {"paid": 10}, "is_error": False})
+    await store.append_audit(late)
+    await store.save_run(running("r1", thread_id="t9"), expected_version=2, audit=(audit("r1", "declined"),))
+    await store.delete_run("r1")
+    await store.append_audit(late.model_copy(update={"tool_call_id": "c2"}))
+
+    entries = await store.list_audit("r1")
+    assert [e.kind for e in entries] == ["approved", "completed", "declined", "completed"]
+    assert entries[1].result == {"paid": 10} and entries[1].is_error is False
+
+
 async def test_a_finished_runs_id_is_never_used_again(store: Store):
     await store.create_run(running("r1", resource_id="tenant-a"))
     await store.save_run(running("r1"), expected_version=1, audit=(audit("r1"),))
@@ -258,7 +275,9 @@ async def test_thread_messages_append_in_order(store: Store):
 
 def test_paging_arguments_are_checked():
     assert SuspendedRunQuery.paged("a", page=2, per_page=10).offset == 20
-    for page, per_page in ((-1, 10), (0, 0), (1, None), (0, -5)):
+    paged = SuspendedRunQuery.paged("a", page=1)
+    assert (paged.offset, paged.limit) == (100, 100), "a page without its size has 100 runs"
+    for page, per_page in ((-1, 10), (0, 0), (0, -5)):
         with pytest.raises(InvalidPaginationError):
             SuspendedRunQuery.paged("a", page=page, per_page=per_page)
 

@@ -19,6 +19,7 @@ from troupe.core.deciding import decision_log
 from troupe.core.deciding.approvers import ApproverPolicies
 from troupe.core.deciding.decisions import Applied, Counted, Ruling, already_decided, rule
 from troupe.core.deciding.policy import RunPolicy
+from troupe.core.run import late_results
 from troupe.core.run.calls import decline_chunk
 from troupe.core.run.flow import ActiveRun, Plan
 from troupe.core.run.loop import RunLoop
@@ -146,6 +147,8 @@ class Claims:
         """Write the applied decision: the run is in flight from here, owned by this host (a crash before
         the next checkpoint leaves it for recovery, not listed)."""
         state, entry, call = stored.state, applied.entry, applied.target.call
+        if applied.target.pause.interrupted:
+            await self._completed_meanwhile(stored, applied)
         state.status, state.owner = "running", self.owner
         # A delegated decision is audited once the subagent has accepted it (see _route).
         audit = () if applied.delegated else (entry,)
@@ -159,6 +162,22 @@ class Claims:
         if call.status is CallStatus.RUNNING:
             return run, Plan(calls=(call.tool_call_id,))
         return run, Plan(backlog=(decline_chunk(state.run_id, call),))
+
+    async def _completed_meanwhile(self, stored: StoredRun, applied: Applied) -> None:
+        """A call asked about again after a takeover may have completed after all, on the host that lost
+        the run (troupe.core.run.late_results): then it is not run again, whatever the decision; the run
+        goes on with the recorded result, and the decider hears so (``ContinuedElsewhere``)."""
+        call, state = applied.target.call, stored.state
+        late = late_results.completed(await self.store.list_audit(state.run_id), call)
+        if late is None:
+            return
+        outcome = late_results.take(state.run_id, call, late)
+        state.status, state.owner = "running", self.owner
+        version = await self.loop.writer.save(state, expected_version=stored.version)
+        run = ActiveRun(state, version, self._resumed_policy(state))
+        raise ContinuedElsewhere(
+            late_results.already_completed(state.run_id, late), run, Plan(backlog=(outcome,))
+        )
 
     async def _route(self, run: ActiveRun, applied: Applied, request: DecideRequest) -> Plan:
         """Hand a claimed decision down to the subagent that owns the call; the plan follows it there."""

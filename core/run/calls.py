@@ -173,7 +173,9 @@ class Calls:
             return
         except Exception as exc:
             done(run, call, {"error": f"{type(exc).__name__}: {exc}"}, is_error=True)
+            run.ran.append(call)
             return
+        run.ran.append(call)
         problem = result_problem(output)
         if problem is not None:
             # The tool ran (its effects stand); what it returned cannot be kept, so the model is told so.

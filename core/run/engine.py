@@ -252,8 +252,16 @@ class RunEngine:
             run = ActiveRun(state, stored.version, self._resumed_policy(state))
             running = [c.tool_call_id for c in state.calls if c.status is CallStatus.RUNNING]
             loop = self.loop
-            plan = prepare_recovery(state, loop.tools, loop.delegations, loop.pauses)
-            cut = [c for c in state.calls if c.tool_call_id in running and c.status is not CallStatus.RUNNING]
+            # Its last owner may have finished a tool after all, and recorded it (late_results).
+            audit = await self.store.list_audit(run_id) if running else []
+            plan = prepare_recovery(state, loop.tools, loop.delegations, loop.pauses, audit)
+            completed = {n.payload["tool_call_id"] for n in plan.backlog if "completed_at" in n.payload}
+            cut = [
+                c
+                for c in state.calls
+                if c.tool_call_id in running and c.status is not CallStatus.RUNNING
+                if c.tool_call_id not in completed
+            ]
             try:
                 run.version = await self.loop.writer.save(
                     state, expected_version=stored.version, events=[interrupted_event(state, c) for c in cut]
@@ -265,7 +273,7 @@ class RunEngine:
             release()
             raise
         interrupted = [c.tool_call_id for c in state.calls if c.pauses and c.pauses[0].interrupted]
-        interrupted += [n.payload["tool_call_id"] for n in plan.backlog]
+        interrupted += [n.payload["tool_call_id"] for n in plan.backlog if n.payload.get("interrupted")]
         decision_log.recovered(run_id, state.agent_id, interrupted, self.owner, expected_owner)
         start_note = {"recovered": True, "interrupted_tool_calls": interrupted}
         return Operation(self.loop, run, release, plan, start_note, kind="recovery")

@@ -18,7 +18,7 @@ from typing import Any
 from troupe.core.deciding.policy import RunPolicy
 from troupe.core.vocabulary.chunks import Chunk, PauseEvent
 from troupe.core.vocabulary.requests import ChunkBatches
-from troupe.core.vocabulary.state import ChildLink, RunState
+from troupe.core.vocabulary.state import ChildLink, RunState, ToolCallState
 from troupe.core.vocabulary.store import AuditEntry
 
 Emit = Callable[[Chunk], None]
@@ -40,6 +40,9 @@ class ActiveRun:
     # the model's turn does not wait for; whatever comes next that runs, announces or ends anything
     # settles it first (``settle``). ``version`` is the run's version once it has.
     ahead: asyncio.Future[int] | None = None
+    # Calls whose tools ran in this operation, until a write holding their results is durable: if the
+    # run turns out to be another host's by then, their outcome is recorded on its own (late_results).
+    ran: list[ToolCallState] = field(default_factory=list)
 
     def chunk(self, type_: Any, **payload: Any) -> None:
         self.emit(Chunk(type_, self.state.run_id, payload))

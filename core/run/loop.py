@@ -15,6 +15,7 @@ from typing import Any, assert_never
 
 from troupe.core.deciding.handoff import pending_delivery
 from troupe.core.notifying.outbox import Event, pause_event
+from troupe.core.run import late_results
 from troupe.core.run.calls import Calls
 from troupe.core.run.delegation import Delegation, child_run_id, delegation_tool
 from troupe.core.run.flow import ActiveRun, Continue, Failed, Finished, Paused, Plan, StepOutcome
@@ -26,7 +27,7 @@ from troupe.core.run.turn import model_turn
 from troupe.core.run.writes import RunWriter
 from troupe.core.tracing import span
 from troupe.core.vocabulary.agent import DELEGATION_PREFIX, AgentSpec
-from troupe.core.vocabulary.errors import DecisionPendingError, StorageError, TroupeError
+from troupe.core.vocabulary.errors import DecisionPendingError, RunTakenOverError, StorageError, TroupeError
 from troupe.core.vocabulary.messages import tool_message
 from troupe.core.vocabulary.model import Usage
 from troupe.core.vocabulary.requests import AgentPort
@@ -164,6 +165,7 @@ class RunLoop:
         version = await self.writer.save(
             state, expected_version=run.version, audit=audit, thread=thread, events=events
         )
+        run.ran.clear()  # their results are in the run now
         for child in consumed:
             await self.store.delete_run(child)
             run.deleted_children.add(child)
@@ -235,11 +237,13 @@ class RunLoop:
         the last durable checkpoint as it is, for recovery once storage is back.
         """
         error = pending_delivery(run.state, self.delegations, error)
+        if isinstance(error, StaleSnapshotError) and run.ran:
+            error = await self._taken_over(run, error)
         if isinstance(error, TroupeError):
             info = error.to_dict()
         else:
             info = {"code": "AGENT_RUN_FAILED", "message": f"{type(error).__name__}: {error}", "details": {}}
-        if not isinstance(error, StorageError | DecisionPendingError):
+        if not isinstance(error, StorageError | DecisionPendingError | RunTakenOverError):
             try:
                 await self._end(run, {"finish_reason": "error", "error": info}, audit)
             except StorageError:
@@ -248,6 +252,16 @@ class RunLoop:
                 log.warning("failed run %s was changed elsewhere; left as it is", run.state.run_id)
         run.chunk("error", error=info)
         run.chunk("finish", **self._ending(run.state, "error", ""))
+
+    async def _taken_over(self, run: ActiveRun, stale: StaleSnapshotError) -> TroupeError:
+        """The run was taken over while tools ran here: their outcome goes to its audit log."""
+        try:
+            return await late_results.record(self.store, run.state, run.ran)
+        except StorageError:
+            log.error("run %s: the outcome of tools that finished late was not recorded", run.state.run_id)
+            return stale
+        finally:
+            run.ran.clear()
 
     # ---- closing a step ------------------------------------------------------------------------------
 

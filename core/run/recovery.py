@@ -9,12 +9,14 @@ subagent's run, which recovers on its own terms.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 
+from troupe.core.run import late_results
 from troupe.core.run.flow import Plan
 from troupe.core.run.pauses import Pauses, open_pause_chunks
 from troupe.core.vocabulary.chunks import Chunk
 from troupe.core.vocabulary.state import CallStatus, RunState, ToolCallState
+from troupe.core.vocabulary.store import AuditEntry
 from troupe.core.vocabulary.tools import Tool
 
 INTERRUPTED = (
@@ -24,10 +26,15 @@ INTERRUPTED = (
 
 
 def prepare_recovery(
-    state: RunState, tools: Mapping[str, Tool], delegations: Collection[str], pauses: Pauses
+    state: RunState,
+    tools: Mapping[str, Tool],
+    delegations: Collection[str],
+    pauses: Pauses,
+    audit: Sequence[AuditEntry] = (),
 ) -> Plan:
     """Settle the interrupted calls of the run (mutates ``state``): the plan re-runs or re-attaches
-    what may be, and its backlog reports the calls cut short."""
+    what may be, and its backlog reports the calls cut short. A call whose tool did complete after all
+    (its host recorded the outcome in the run's ``audit`` log, see ``late_results``) takes that outcome."""
     calls: list[str] = []
     reattach: set[str] = set()
     notes: list[Chunk] = []
@@ -35,7 +42,10 @@ def prepare_recovery(
         if call.status is not CallStatus.RUNNING:
             continue
         tool = tools.get(call.tool_name)
-        if call.tool_name in delegations:
+        late = late_results.completed(audit, call)
+        if late is not None:
+            notes.append(late_results.take(state.run_id, call, late))
+        elif call.tool_name in delegations:
             reattach.add(call.tool_call_id)
             calls.append(call.tool_call_id)
         elif tool is not None and tool.idempotent:

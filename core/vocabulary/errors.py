@@ -4,7 +4,8 @@
      ├── SnapshotNotFoundError        AGENT_RESUME_NO_SNAPSHOT_FOUND
      ├── ToolCallNotSuspendedError    AGENT_RESUME_TOOL_CALL_NOT_SUSPENDED
      ├── DecisionConflictError        AGENT_DECISION_CONFLICT
-     │    └── PauseExpiredError           AGENT_DECISION_EXPIRED
+     │    ├── PauseExpiredError           AGENT_DECISION_EXPIRED
+     │    └── ToolCallCompletedError      AGENT_TOOL_CALL_COMPLETED
      ├── DecisionRejectedError        AGENT_DECISION_REJECTED
      │    └── ResumeDataValidationError   AGENT_RESUME_DATA_INVALID
      ├── AmbiguousSuspendedRunsError  AGENT_SUSPENDED_RUNS_AMBIGUOUS
@@ -19,6 +20,7 @@
      ├── AgentNotFoundError           AGENT_NOT_FOUND
      ├── AgentUnavailableError        AGENT_UNAVAILABLE
      │    └── DecisionPendingError    AGENT_DECISION_PENDING
+     ├── RunTakenOverError            AGENT_RUN_TAKEN_OVER
      ├── RayAuthError                 RAY_AUTH_FAILED
      ├── ModelError                   MODEL_ERROR
      ├── RunFailedError               AGENT_RUN_FAILED
@@ -160,6 +162,23 @@ class AgentUnavailableError(TroupeError):
     http_status = 503
 
 
+class RunTakenOverError(TroupeError):
+    """The run was taken over by another host (this one's lease ran out, say in a storage outage) while
+    a tool ran here. The tool's outcome is not lost: it is in the run's audit log (``outcomes`` says what
+    it was), and the host that holds the run now uses it instead of asking about the call again."""
+
+    code = "AGENT_RUN_TAKEN_OVER"
+    http_status = 409
+
+
+class ToolCallCompletedError(DecisionConflictError):
+    """The call this decision was for (asked again after a takeover) had completed after all: it is not
+    run again, and the run goes on with the result it had (``completed_at``, ``result``)."""
+
+    code = "AGENT_TOOL_CALL_COMPLETED"
+    http_status = 409
+
+
 class DecisionPendingError(AgentUnavailableError):
     """The decision was accepted and is durable, but the subagent it is for cannot be reached yet: it is
     delivered (once) when that agent is back; the run carries on then. Deciding again is a conflict."""
@@ -239,11 +258,13 @@ __all__ = [
     "RayAuthError",
     "ResumeDataValidationError",
     "RunFailedError",
+    "RunTakenOverError",
     "SnapshotNotFoundError",
     "SnapshotVersionError",
     "StorageError",
     "StorageUnavailableError",
     "ThreadAccessError",
+    "ToolCallCompletedError",
     "ToolCallNotSuspendedError",
     "TroupeError",
     "error_from_dict",

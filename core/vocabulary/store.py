@@ -49,7 +49,8 @@ class AuditEntry(BaseModel):
     tool_name: str
     args: dict[str, Any]
     fingerprint: str
-    kind: Literal["approved", "declined", "resumed", "expired", "approval-recorded"]
+    # "completed": a tool that finished after its run was taken over by another host (``result``).
+    kind: Literal["approved", "declined", "resumed", "expired", "approval-recorded", "completed"]
     reason: str | None = None
     edited_args: dict[str, Any] | None = None
     resume_data: Any = None
@@ -61,6 +62,9 @@ class AuditEntry(BaseModel):
     # A quorum's approvals so far (``kind="approval-recorded"``: one approver of several has approved).
     approvals: list[str] | None = None
     quorum: int | None = None
+    # What a completed tool returned, and whether that was an error (``kind="completed"``).
+    result: Any = None
+    is_error: bool | None = None
 
 
 class OutboxEntry(BaseModel):
@@ -211,6 +215,12 @@ class Store(Protocol):
         ...
 
     async def list_audit(self, run_id: str) -> list[AuditEntry]: ...
+
+    async def append_audit(self, entry: AuditEntry) -> None:
+        """Append to a run's audit log on its own, with no compare-and-set on the run: for what happened
+        after the run was taken over by another host (a tool that finished late), whatever the run's
+        state says now."""
+        ...
 
     async def claim_deliveries(self, owner: str, now: float, lease_s: float, limit: int) -> list[OutboxEntry]:
         """Up to ``limit`` pending outbox entries due at ``now`` (soonest first), leased to ``owner``

@@ -1,0 +1,102 @@
+"""Tool results that come back after their run was taken over.
+
+A host whose lease ran out (say, through a storage outage) can still be running an approved tool when
+another host takes its run over: that host sees the call interrupted and, if it is gated, asks its human
+again. When the tool then finishes, its outcome must not be lost: its host cannot write the run (the
+compare-and-set fails: the run is not its any more), so it appends a ``completed`` entry to the run's
+audit log, which needs no compare-and-set, and tells whoever waited on it so (``RunTakenOverError``).
+Whoever holds the run uses that entry instead of the call's interruption: recovery takes the result as
+the call's, and a decision on the call asked again is answered that it completed
+(``ToolCallCompletedError``), the run going on with the result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+
+from troupe.core.vocabulary.chunks import Chunk
+from troupe.core.vocabulary.errors import RunTakenOverError, ToolCallCompletedError
+from troupe.core.vocabulary.state import CallStatus, RunState, ToolCallState, fingerprint, utcnow
+from troupe.core.vocabulary.store import AuditEntry, Store
+
+
+def call_fingerprint(call: ToolCallState) -> str:
+    """The call as it ran: a completed entry belongs to the call with these id, tool and arguments."""
+    return fingerprint(call.tool_call_id, call.tool_name, call.effective_args)
+
+
+async def record(store: Store, state: RunState, calls: Sequence[ToolCallState]) -> RunTakenOverError:
+    """Append each call's outcome to the run's audit log; the error that tells the waiting caller."""
+    entries = [_entry(state, call, utcnow()) for call in calls]
+    for entry in entries:
+        await store.append_audit(entry)
+    said = "; ".join(
+        f"{e.tool_name!r} (call {e.tool_call_id}) completed at {e.decided_at.isoformat()}" for e in entries
+    )
+    return RunTakenOverError(
+        f"run {state.run_id} was taken over by another host while its tools ran here: {said}; the outcome "
+        "is recorded with the run, which goes on there with it",
+        run_id=state.run_id,
+        outcomes=[
+            {"tool_call_id": e.tool_call_id, "completed_at": e.decided_at.isoformat(), "result": e.result}
+            for e in entries
+        ],
+    )
+
+
+def _entry(state: RunState, call: ToolCallState, at: datetime) -> AuditEntry:
+    return AuditEntry(
+        run_id=state.run_id,
+        agent_id=state.agent_id,
+        tool_call_id=call.tool_call_id,
+        tool_name=call.tool_name,
+        args=call.effective_args,
+        fingerprint=call_fingerprint(call),
+        kind="completed",
+        result=call.output,
+        is_error=call.is_error,
+        decided_at=at,
+        decided_by=state.owner,
+        resource_id=state.resource_id,
+    )
+
+
+def completed(audit: Iterable[AuditEntry], call: ToolCallState) -> AuditEntry | None:
+    """The late outcome recorded for ``call``, if its tool did complete."""
+    mine = call_fingerprint(call)
+    return next((e for e in audit if e.kind == "completed" and e.fingerprint == mine), None)
+
+
+def take(run_id: str, call: ToolCallState, entry: AuditEntry) -> Chunk:
+    """The call's outcome is the recorded one (mutates ``call``); the chunk that reports it."""
+    call.status, call.output, call.is_error = CallStatus.DONE, entry.result, bool(entry.is_error)
+    call.pauses, call.decision = [], None
+    payload = {
+        "tool_call_id": call.tool_call_id,
+        "tool_name": call.tool_name,
+        "args": call.effective_args,
+        "result": entry.result,
+        "completed_at": entry.decided_at.isoformat(),
+    }
+    return Chunk("tool-error" if call.is_error else "tool-result", run_id, payload)
+
+
+def already_completed(run_id: str, entry: AuditEntry) -> ToolCallCompletedError:
+    return ToolCallCompletedError(
+        f"tool call {entry.tool_call_id!r} ({entry.tool_name!r}) of run {run_id} completed at "
+        f"{entry.decided_at.isoformat()} with result {_short(entry.result)}; it is not run again, and the "
+        "run goes on with that result",
+        run_id=run_id,
+        tool_call_id=entry.tool_call_id,
+        completed_at=entry.decided_at.isoformat(),
+        result=entry.result,
+    )
+
+
+def _short(value: object, limit: int = 200) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= limit else shown[: limit - 1] + "\u2026"
+
+
+__all__ = ["already_completed", "call_fingerprint", "completed", "record", "take"]

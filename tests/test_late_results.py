@@ -1,0 +1,113 @@
+"""A result is never lost to a takeover (issue 36): another host takes a run over while its first host
+still runs an approved tool. The tool finishes; its host cannot write the run any more, so it records the
+outcome in the run's audit log and tells the approver so; the host that holds the run uses it instead of
+the call's interruption, both when it recovers after the outcome came and when a person decides the call
+it asked about again. Two runtimes on one SQLite file, as two processes would; the takeover is made
+happen while the tool runs (a gate the test opens), not waited for."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from troupe import Agent, Runtime, SqliteStore, create_tool
+from troupe.errors import RunTakenOverError, ToolCallCompletedError
+from troupe.testing import CallLog, FunctionModel, text, tool_call
+
+
+class Payment(BaseModel):
+    to: str
+    amount: int
+
+
+def paying_agent(ledger: CallLog, gate: asyncio.Event | None) -> Agent:
+    async def pay(inp: Payment, ctx: Any) -> dict[str, Any]:
+        if gate is not None:
+            await gate.wait()  # the payment goes out while the test takes the run over
+        ledger.record("pay", to=inp.to, amount=inp.amount)
+        return {"paid": inp.amount, "to": inp.to}
+
+    def turn(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        told = [m["content"] for m in messages if m["role"] == "tool"]
+        return (
+            text("told: " + told[-1]) if told else tool_call("pay", {"to": "vendor", "amount": 10}, id="p1")
+        )
+
+    tool = create_tool("pay", "Pay someone", Payment, pay, require_approval=True)
+    return Agent("ops", model=FunctionModel(turn), tools=[tool])
+
+
+async def _take_over(second: Runtime, run_id: str, owner: str) -> None:
+    """What the second runtime's reconciler does once the first host's lease has run out."""
+    host = second.handle("ops").host  # type: ignore[attr-defined]
+    operation = await host.engine.begin_recovery(run_id, owner)
+    assert operation is not None, "the run was not taken over"
+    await operation.execute(lambda chunk: None)
+
+
+@pytest.mark.parametrize("order", ["tool-finishes-after-the-takeover", "recovered-after-it-finished"])
+async def test_a_tool_that_finishes_after_a_takeover_keeps_its_result(tmp_path: Path, order: str):
+    ledger, gate, db = CallLog(tmp_path / "ledger.jsonl"), asyncio.Event(), tmp_path / "t.db"
+    first = Runtime([paying_agent(ledger, gate)], storage=SqliteStore(db), executor="local")
+    second = Runtime([paying_agent(ledger, None)], storage=SqliteStore(db), executor="local")
+    try:
+        agent_a, agent_b = first.get_agent("ops"), second.get_agent("ops")
+        paused = await agent_a.generate("pay the vendor")
+        owner = first.handle("ops").host.owner  # type: ignore[attr-defined]
+        approving = asyncio.create_task(agent_a.approve_tool_call_generate(run_id=paused.run_id))
+        await asyncio.wait_for(_until(lambda: gate._waiters), 30)  # the tool is running on the first host
+
+        if order == "tool-finishes-after-the-takeover":
+            await _take_over(second, paused.run_id, owner)  # the call is asked about again
+            asked = await agent_b.list_suspended_runs()
+            assert [c.interrupted for r in asked.runs for c in r.pending] == [True]
+        else:  # a host took the run but died before it handled the call, which is still running
+            await _claim_ownership(SqliteStore(db), paused.run_id, owner="dead-host")
+        gate.set()
+        with pytest.raises(RunTakenOverError) as told:
+            await approving
+        assert told.value.details["outcomes"][0]["result"] == {"paid": 10, "to": "vendor"}
+        assert "completed at" in told.value.message
+
+        if order == "tool-finishes-after-the-takeover":
+            with pytest.raises(ToolCallCompletedError) as answered:
+                await agent_b.approve_tool_call_generate(run_id=paused.run_id)
+            assert answered.value.details["result"] == {"paid": 10, "to": "vendor"}
+        else:
+            await _take_over(second, paused.run_id, "dead-host")  # recovery takes the recorded outcome
+        finished = await _finished(second, paused.run_id)
+    finally:
+        gate.set()
+        await first.shutdown()
+        await second.shutdown()
+    assert ledger.count("pay") == 1, "the payment went out twice"
+    assert finished == [{"paid": 10, "to": "vendor"}], "the model was not told the payment happened"
+
+
+async def _claim_ownership(store: SqliteStore, run_id: str, owner: str) -> None:
+    stored = await store.load_run(run_id)
+    assert stored is not None and stored.state.calls[0].status == "running"
+    stored.state.owner = owner
+    await store.save_run(stored.state, expected_version=stored.version)
+    await store.close()
+
+
+async def _until(predicate: Any) -> None:
+    while not predicate():
+        await asyncio.sleep(0.01)
+
+
+async def _finished(runtime: Runtime, run_id: str) -> list[Any]:
+    """The tool results the run's model was given, once the run has finished."""
+    store = runtime.store()
+    async with asyncio.timeout(30):
+        while (await store.load_run(run_id)) is not None:
+            await asyncio.sleep(0.02)
+    kinds = [e.kind for e in await store.list_audit(run_id)]
+    assert "completed" in kinds, kinds
+    told = [e for e in await store.list_audit(run_id) if e.kind == "completed"]
+    return [e.result for e in told]
