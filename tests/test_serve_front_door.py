@@ -110,3 +110,40 @@ def test_the_serve_run_builder_names_what_is_missing(tmp_path):
     keys = tmp_path / "keys.json"
     keys.write_text(json.dumps({"k": {"admin": True}}))
     assert isinstance(app({"app": "serve_app:runtime", "keys": str(keys), "replicas": "2"}), Application)
+
+
+def test_troupe_serve_replicas_stops_cleanly_on_sigterm(tmp_path):
+    """`troupe serve --replicas 2`, as an operator runs it: up, SIGTERM, down with exit code 0, without
+    a traceback or Ray's failed-task warnings on its terminal."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from redis_server import free_port
+
+    port = free_port()
+    troupe = Path(sys.executable).with_name("troupe")
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "OPENAI_API_KEY")}
+    env["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="rsg")
+    command = [str(troupe), "serve", "--demo", "--open", "--replicas", "2", "--port", str(port)]
+    log = tmp_path / "serve.log"
+    with log.open("wb") as out:
+        server = subprocess.Popen(
+            [*command, "--store", str(tmp_path / "d.db")], env=env, stdout=out, stderr=subprocess.STDOUT
+        )
+    try:
+        deadline = time.monotonic() + 180
+        while "approval inbox at" not in log.read_text(errors="replace"):
+            assert server.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")
+            time.sleep(0.2)
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=90) == 0
+    finally:
+        if server.poll() is None:
+            server.kill()
+        shutil.rmtree(env["RAY_TMPDIR"], ignore_errors=True)
+    said = log.read_text(errors="replace")
+    assert "Traceback" not in said and "failed" not in said.lower(), said

@@ -200,11 +200,13 @@ def _why_replicas_failed() -> str:
 
 
 def stop(embedded: bool) -> None:
-    """Remove the front door: all of Serve with a Ray this process started, only our app on a cluster."""
+    """Remove the front door: its application (each replica shuts its runtime down), and with a Ray this
+    process started, that Ray, Serve's controller and proxy with it. (``serve.shutdown()`` first would
+    have the raylet print a failed-task warning: it kills the controller while its own shutdown task is
+    still queued for a retry.)"""
+    serve.delete(APP_NAME)
     if embedded:
-        serve.shutdown()
-    else:
-        serve.delete(APP_NAME)
+        ray.shutdown()
 
 
 def run(
