@@ -15,17 +15,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Iterable, Mapping
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Route
 from troupe.api import catalog, decision_links, deliveries, inbox, runs, suspended
 from troupe.api.auth import Gate, KeyRing, keyring
 from troupe.api.errors import AuthenticationError, HttpError, InvalidRequestError, error_body
 from troupe.api.guards import DEFAULT_MAX_BODY_BYTES, BodyLimit, HostCheck, allowed_hosts
+from troupe.api.mcp_http import mcp_endpoint
 from troupe.api.service import Service
 from troupe.core.vocabulary.errors import TroupeError
 from troupe.supervisor.runtime import Runtime
@@ -49,11 +51,14 @@ def create_app(
     ``max_body_bytes`` gets 413 before anything else. In open mode only requests whose ``Host`` is a
     loopback name (or one of ``hosts``) are answered."""
     service = Service(runtime, Gate(keyring(keys), open_mode))
+    # /mcp: the agents as MCP tools, behind the same keys (troupe.api.mcp_http).
+    mcp = mcp_endpoint(service, allowed_hosts("127.0.0.1", hosts or ()))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        yield
-        await service.drain()
+        async with mcp.running() if mcp is not None else nullcontext():
+            yield
+            await service.drain()
 
     app = FastAPI(title="Troupe", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
     app.state.troupe = service
@@ -61,6 +66,8 @@ def create_app(
         app.include_router(module.router, prefix="/api")
     app.include_router(inbox.page_router)  # GET /inbox: the approval inbox page
     app.include_router(decision_links.router)  # GET/POST /decide/{token}: decision links
+    if mcp is not None:
+        app.router.routes.append(Route("/mcp", mcp, methods=["GET", "POST", "DELETE"]))
     access = logging.getLogger("uvicorn.access")
     if not any(isinstance(f, decision_links.RedactLinks) for f in access.filters):
         access.addFilter(decision_links.RedactLinks())
