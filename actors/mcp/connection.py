@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from troupe.actors.mcp.calls import CallKey, Ended, InFlightCall
+from troupe.actors.mcp.results import MCPToolError
 from troupe.core.vocabulary.errors import MCPServerError, ToolNameConflictError
 from troupe.core.vocabulary.json_schemas import schema_problem
 from troupe.core.vocabulary.mcp_servers import MCPHttp, MCPServer, MCPStdio
@@ -182,7 +183,7 @@ class MCPConnection:
             call.end(Ended(error=MCPServerError(f"the call to {name!r} was cut short")))
             raise
         except Exception as exc:
-            call.end(Ended(error=exc))
+            call.end(Ended(error=MCPToolError(f"the call to {name!r} failed: {_told(exc)}")))
         finally:
             self.calls.pop(call.key, None)
 
@@ -226,6 +227,14 @@ async def _http_transport(server: MCPHttp) -> AsyncIterator[Any]:
     async with create_mcp_http_client(headers=dict(server.headers), timeout=timeout) as http:
         async with streamable_http_client(server.url, http_client=http) as streams:
             yield streams
+
+
+def _told(exc: BaseException) -> str:
+    """An error from the server's side as the model is told it: its text, bounded."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    text = str(exc) or type(exc).__name__
+    return text if len(text) <= 2000 else text[:2000] + "..."
 
 
 def _reason(exc: BaseException) -> str:
