@@ -85,3 +85,31 @@ async def test_invalid_arguments_are_refused_before_anything_pauses(make_runtime
     assert "tool-call-approval" not in types_of(chunks)
     error = next(c for c in chunks if c.type == "tool-error")
     assert "invalid arguments for tool 'write_file'" in error.payload["result"]["error"]
+
+
+def test_the_inbox_shows_the_server_and_the_tools_annotations(http_server, tmp_path):
+    import httpx
+
+    from troupe import Runtime, SqliteStore
+
+    target = tmp_path / "inbox.txt"
+    call = tool_call("write_file", {"path": str(target), "content": "x"}, id="w1")
+
+    def build() -> Runtime:
+        agent = files_agent(tmp_path, call)
+        return Runtime([agent], storage=SqliteStore(tmp_path / "inbox.db"), executor="local")
+
+    server = http_server(build, open_mode=True)
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        started = client.post("/api/agents/files/generate", json={"messages": "write"}).json()
+        assert started["finishReason"] == "suspended"
+        pending = client.get("/api/inbox").json()["runs"][0]["toolCalls"][0]
+    origin = pending["toolOrigin"]
+    assert origin["mcp_server"] == "files" and origin["tool"] == "write_file"
+    assert origin["annotations"] == {
+        "readOnlyHint": False,
+        "destructiveHint": True,
+        "idempotentHint": True,
+        "openWorldHint": False,
+    }
+    assert "overwrite an existing file" in pending["context"]["toolDescription"]  # the server's own description of the tool
