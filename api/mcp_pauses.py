@@ -81,7 +81,9 @@ class PausedCall:
         if content.get("approved") is True:
             return await agent.approve_tool_call_generate(**options)
         reason = content.get("reason")
-        return await agent.decline_tool_call_generate(reason=reason if isinstance(reason, str) else None, **options)
+        return await agent.decline_tool_call_generate(
+            reason=reason if isinstance(reason, str) else None, **options
+        )
 
     def where_to_decide(self, base_url: str | None, links: LinkSigner | None) -> dict[str, Any]:
         """Every other way to decide this call: the inbox, decision links, HTTP, the CLI."""
@@ -132,7 +134,9 @@ class Questions:
         state = {"agent_id": call.agent_id, "run_id": call.run_id, "payload": _kept(call.payload)}
         body = base64.urlsafe_b64encode(json.dumps(state, separators=(",", ":")).encode()).decode()
         request = ElicitRequest(params=ElicitRequestFormParams(message=message, requested_schema=schema))
-        return InputRequiredResult(input_requests={self.KEY: request}, request_state=f"{body}.{self._mac(body)}")
+        return InputRequiredResult(
+            input_requests={self.KEY: request}, request_state=f"{body}.{self._mac(body)}"
+        )
 
     def answer(self, params: Any) -> tuple[PausedCall, str, Any]:
         """The call a client's retry answers, and its answer (action, content)."""
@@ -147,7 +151,11 @@ class Questions:
         action = getattr(response, "action", "cancel")
         if params.name != state["agent_id"]:
             raise InvalidRequestError("requestState belongs to a call of another tool")
-        return PausedCall(state["agent_id"], state["run_id"], state["payload"]), action, response.content if response else None
+        return (
+            PausedCall(state["agent_id"], state["run_id"], state["payload"]),
+            action,
+            response.content if response else None,
+        )
 
 
 def _kept(payload: dict[str, Any]) -> dict[str, Any]:
@@ -182,7 +190,11 @@ def paused_result(call: PausedCall, ways: dict[str, Any], note: str | None = Non
 
 def finished_result(result: RunResult) -> dict[str, Any]:
     structured = {"status": result.finish_reason or "stop", "runId": result.run_id, "text": result.text}
-    return {"content": [{"type": "text", "text": result.text}], "structuredContent": structured, "isError": False}
+    return {
+        "content": [{"type": "text", "text": result.text}],
+        "structuredContent": structured,
+        "isError": False,
+    }
 
 
 __all__ = ["APPROVAL_QUESTION", "PausedCall", "Questions", "finished_result", "paused_result"]

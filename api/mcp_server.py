@@ -145,12 +145,19 @@ class AgentsOverMCP:
         result = await self._decide(caller, agent, call, action, content)
         return await self._settle(ctx, caller, agent, result)
 
-    async def _decide(self, caller: Principal, agent: Agent, call: PausedCall, action: str, content: Any) -> RunResult:
+    async def _decide(
+        self, caller: Principal, agent: Agent, call: PausedCall, action: str, content: Any
+    ) -> RunResult:
         await self.service.check_run(caller, agent, call.run_id)
         return await call.decide(agent, caller, action, content)
 
     def _paused(
-        self, ctx: Any, agent_id: str, result: RunResult | None, note: str | None, call: PausedCall | None = None
+        self,
+        ctx: Any,
+        agent_id: str,
+        result: RunResult | None,
+        note: str | None,
+        call: PausedCall | None = None,
     ) -> dict[str, Any]:
         if call is None:
             assert result is not None

@@ -17,14 +17,19 @@ Answer = Callable[[str, dict[str, Any]], types.ElicitResult]
 
 @contextlib.asynccontextmanager
 async def _transport(url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
-    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=None)) as http:
-        async with streamable_http_client(url, http_client=http) as streams:
-            yield streams
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=None)) as http,
+        streamable_http_client(url, http_client=http) as streams,
+    ):
+        yield streams
 
 
 @contextlib.asynccontextmanager
 async def mcp_client(
-    base_url: str, key: str | None, person: Answer | None, asked: list[tuple[str, dict[str, Any]]] | None = None
+    base_url: str,
+    key: str | None,
+    person: Answer | None,
+    asked: list[tuple[str, dict[str, Any]]] | None = None,
 ) -> AsyncIterator[Client]:
     """A client of ``base_url``/mcp; ``person`` answers elicitations (None: the client cannot be asked)."""
     headers = {"Authorization": f"Bearer {key}"} if key else {}

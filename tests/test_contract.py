@@ -26,6 +26,8 @@ def test_the_public_surface_is_pinned():
         "Chunk",
         "Hooks",
         "LinkSigner",
+        "MCPHttp",
+        "MCPStdio",
         "Memory",
         "MemoryStore",
         "Model",
@@ -45,6 +47,7 @@ def test_the_public_surface_is_pinned():
         "ToolCallOverride",
         "ToolContext",
         "create_tool",
+        "client",
         "errors",
         "testing",
     }
@@ -139,6 +142,19 @@ def test_every_logger_lives_under_troupe():
         "names = [n for n in logging.root.manager.loggerDict "
         "if n.split('.')[0] in {'core', 'storage', 'actors', 'supervisor', 'api'}]; "
         "assert not names, names"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+
+
+def test_mcp_is_imported_only_once_a_session_opens_or_mcp_is_served():
+    """``mcp`` is an extra: importing Troupe, defining MCP servers, an agent host and the HTTP app's
+    module never import it (the sessions and /mcp do, when they are made)."""
+    code = (
+        "import sys, troupe; from troupe import MCPStdio, Agent, Runtime; "
+        "import troupe.actors.host, troupe.actors.mcp.sources, troupe.api.app, troupe.cli; "
+        "MCPStdio('s', 'cmd'); "
+        "assert 'mcp' not in sys.modules, sorted(m for m in sys.modules if m.startswith('mcp'))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr

@@ -60,7 +60,11 @@ async def test_a_declined_elicitation_is_declined_at_the_server(make_runtime):
 
 async def test_a_supervisor_sees_the_elicitation_bubble_up_and_answers_it(make_runtime):
     asker = asking_agent()
-    boss = Agent("boss", model=echo_model(tool_call("agent-asker", {"prompt": "ask"}, id="d1")), agents={"asker": asker})
+    boss = Agent(
+        "boss",
+        model=echo_model(tool_call("agent-asker", {"prompt": "ask"}, id="d1")),
+        agents={"asker": asker},
+    )
     runtime = make_runtime([boss])
     top = runtime.get_agent("boss")
     stream = await top.stream("go")

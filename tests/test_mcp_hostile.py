@@ -38,9 +38,13 @@ async def test_tools_with_bad_schemas_or_names_are_left_out_and_the_rest_work(ma
         assert "'bad name!': tool name" in refused
 
 
-@pytest.mark.parametrize(("tool", "why"), [("deep", "nested deeper than 64"), ("huge", "longer than 1000000")])
+@pytest.mark.parametrize(
+    ("tool", "why"), [("deep", "nested deeper than 64"), ("huge", "longer than 1000000")]
+)
 async def test_a_result_too_deep_or_too_large_is_refused_and_the_run_goes_on(make_runtime, tool, why):
-    runtime = make_runtime([Agent("h", model=echo_model(tool_call(tool, {}, id="t1")), mcp_servers=[hostile()])])
+    runtime = make_runtime(
+        [Agent("h", model=echo_model(tool_call(tool, {}, id="t1")), mcp_servers=[hostile()])]
+    )
     stream = await runtime.get_agent("h").stream("go")
     chunks = await chunks_of(stream)
     error = next(c for c in chunks if c.type == "tool-error")
@@ -50,12 +54,17 @@ async def test_a_result_too_deep_or_too_large_is_refused_and_the_run_goes_on(mak
 
 @pytest.mark.parametrize(
     ("tool", "why"),
-    [("ask_string", "the call to 'ask_string' failed"), ("ask_bad", "elicitation refused: not a valid JSON schema")],
+    [
+        ("ask_string", "the call to 'ask_string' failed"),
+        ("ask_bad", "elicitation refused: not a valid JSON schema"),
+    ],
 )
 async def test_an_elicitation_schema_that_is_no_object_schema_is_refused(make_runtime, tool, why):
     """A schema that is not an object is refused by the MCP SDK before it reaches Troupe; an object schema
     that is no valid JSON schema, by Troupe before anything pauses. Either way the call fails clearly."""
-    runtime = make_runtime([Agent("h", model=echo_model(tool_call(tool, {}, id="a1")), mcp_servers=[hostile()])])
+    runtime = make_runtime(
+        [Agent("h", model=echo_model(tool_call(tool, {}, id="a1")), mcp_servers=[hostile()])]
+    )
     stream = await runtime.get_agent("h").stream("go")
     chunks = await chunks_of(stream)
     assert "tool-call-suspended" not in [c.type for c in chunks]
@@ -72,7 +81,12 @@ async def test_two_sources_offering_one_tool_name_is_a_clear_error(make_runtime,
         pass
 
     own = create_tool("read_text_file", "mine", NoInput, lambda inp, ctx: "mine")
-    agent = Agent("h", model=echo_model(tool_call("read_text_file", {}, id="r1")), tools=[own], mcp_servers=[filesystem(tmp_path)])
+    agent = Agent(
+        "h",
+        model=echo_model(tool_call("read_text_file", {}, id="r1")),
+        tools=[own],
+        mcp_servers=[filesystem(tmp_path)],
+    )
     runtime = make_runtime([agent])
     with pytest.raises(ToolNameConflictError, match="'read_text_file' is offered by MCP server 'files'"):
         await runtime.get_agent("h").generate("go")

@@ -62,7 +62,9 @@ async def test_the_server_runs_under_the_agents_actor_and_ends_with_its_shutdown
     await wait_for(lambda: gone(tree), what=f"the MCP server processes {listing} to end")
 
 
-async def test_every_replica_has_its_own_server_and_a_lost_replica_takes_its_server_along(tmp_path, ray_session):
+async def test_every_replica_has_its_own_server_and_a_lost_replica_takes_its_server_along(
+    tmp_path, ray_session
+):
     import ray
 
     runtime = Runtime(
@@ -113,7 +115,9 @@ async def test_a_crash_during_an_mcp_call_brings_the_gated_call_back_interrupted
         assert pause.type == "tool-call-approval" and pause.payload["interrupted"] is True
         assert (tmp_path / "to.txt").read_text() == "payload"  # it did run once
         await wait_for(lambda: gone(first_tree), what="the dead actor's MCP server to end")
-        declined = await files.decline_tool_call(run_id=stream.run_id, tool_call_id="m1", reason="ran already")
+        declined = await files.decline_tool_call(
+            run_id=stream.run_id, tool_call_id="m1", reason="ran already"
+        )
         assert (await declined.result()).finish_reason == "stop"
         assert (tmp_path / "to.txt").exists() and not (tmp_path / "from.txt").exists()
     finally:

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from http_server import A, KEYS, runtime_factory
+from http_server import KEYS, A, runtime_factory
 from mcp_clients import accept, action, mcp_client
 
 from troupe import SqliteStore
+
+PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
 
 
 @pytest.fixture
@@ -74,7 +76,10 @@ async def test_without_elicitation_the_result_says_where_to_decide_and_http_deci
     assert calls.count("delete_record") == 0
 
     body = {"runId": run_id, "toolCallId": call_id}
-    response = httpx.post(f"{server.url}/api/agents/ops/approve-tool-call-generate", json=body, headers=A)
+    async with httpx.AsyncClient() as http:
+        response = await http.post(
+            f"{server.url}/api/agents/ops/approve-tool-call-generate", json=body, headers=A
+        )
     assert response.status_code == 200, response.text
     assert calls.count("delete_record") == 1
 
@@ -88,10 +93,11 @@ async def test_cancel_leaves_the_run_paused(server, calls):
 
 async def test_a_wrong_key_is_refused_and_a_key_stays_in_its_resources(server):
     for headers in ({}, {"Authorization": "Bearer nope"}):
-        response = httpx.post(f"{server.url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, headers=headers)
+        async with httpx.AsyncClient() as http:
+            response = await http.post(f"{server.url}/mcp", json=PING, headers=headers)
         assert response.status_code == 401
         assert response.json()["code"] == "UNAUTHENTICATED"
-    with pytest.raises(Exception):  # noqa: B017, PT011 - the SDK wraps the 401 in its own errors
+    with pytest.raises(Exception):  # noqa: B017 - the SDK wraps the 401 in its own errors
         async with mcp_client(server.url, "nope", None) as client:
             await client.list_tools()
     async with mcp_client(server.url, "key-a", None) as client:
@@ -101,5 +107,6 @@ async def test_a_wrong_key_is_refused_and_a_key_stays_in_its_resources(server):
 
 async def test_a_browser_origin_of_another_site_is_refused(server):
     headers = {**A, "Origin": "http://evil.example", "Content-Type": "application/json"}
-    response = httpx.post(f"{server.url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, headers=headers)
+    async with httpx.AsyncClient() as http:
+        response = await http.post(f"{server.url}/mcp", json=PING, headers=headers)
     assert response.status_code == 403

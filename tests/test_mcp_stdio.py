@@ -36,7 +36,9 @@ async def approve(context: Any, params: Any) -> types.ElicitResult:
 
 
 async def test_troupe_mcp_over_stdio_asks_and_approves_as_the_named_principal(tmp_path):
-    async with Client(troupe_mcp(tmp_path, "--as", "alice"), elicitation_callback=approve, cache=None) as client:
+    async with Client(
+        troupe_mcp(tmp_path, "--as", "alice"), elicitation_callback=approve, cache=None
+    ) as client:
         assert {t.name for t in (await client.list_tools()).tools} == {"ops", "planner"}
         result = await client.call_tool("ops", {"prompt": "delete abc-123"})
     assert result.structured_content["status"] == "stop"
@@ -58,6 +60,6 @@ async def test_troupe_mcp_without_elicitation_returns_the_paused_run(tmp_path):
 async def test_troupe_mcp_refuses_a_key_that_is_not_in_the_keys_file(tmp_path):
     keys = tmp_path / "keys.json"
     keys.write_text(json.dumps({"key-a": {"name": "tenant-a", "resources": ["a1"]}}))
-    with pytest.raises(Exception):  # noqa: B017, PT011 - the process exits before the handshake
+    with pytest.raises(Exception):  # noqa: B017 - the process exits before the handshake
         async with Client(troupe_mcp(tmp_path, "--keys", str(keys), "--key", "nope"), cache=None) as client:
             await client.list_tools()

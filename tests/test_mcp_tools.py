@@ -112,4 +112,5 @@ def test_the_inbox_shows_the_server_and_the_tools_annotations(http_server, tmp_p
         "idempotentHint": True,
         "openWorldHint": False,
     }
-    assert "overwrite an existing file" in pending["context"]["toolDescription"]  # the server's own description of the tool
+    # the server's own description of the tool:
+    assert "overwrite an existing file" in pending["context"]["toolDescription"]

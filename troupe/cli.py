@@ -4,7 +4,7 @@ troupe demo [--store PATH] [--executor ray|local]
 troupe serve (--app MODULE:ATTR | --demo) [--host H] [--port P] [--ray-address A] (--keys FILE | --open)
              [--replicas N]   (N front door replicas on Ray Serve instead of one uvicorn process)
 troupe runs list|show, troupe approve|decline|resume RUN [CALL]   (--server URL | --app M:A | --store URL)
-troupe mcp (--app MODULE:ATTR | --demo) [--keys FILE --key KEY | --as NAME] [--public-url URL]   (MCP on stdio)
+troupe mcp (--app MODULE:ATTR | --demo) [--keys FILE --key KEY | --as NAME] [--public-url URL]   (stdio)
 """
 
 from __future__ import annotations

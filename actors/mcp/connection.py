@@ -74,7 +74,8 @@ class MCPConnection:
         except Exception as exc:
             await self.close()
             raise MCPServerError(
-                f"MCP server {self.server.name!r} could not be opened: {_reason(exc)}", server=self.server.name
+                f"MCP server {self.server.name!r} could not be opened: {_reason(exc)}",
+                server=self.server.name,
             ) from None
 
     async def _serve(self, ready: asyncio.Future[None]) -> None:
@@ -118,8 +119,8 @@ class MCPConnection:
 
     async def close(self) -> None:
         self._closing.set()
-        for task in list(self._background):
-            task.cancel()
+        for refresh in list(self._background):
+            refresh.cancel()
         task, self._task = self._task, None
         if task is not None and not task.done():
             with contextlib.suppress(BaseException):
@@ -214,7 +215,6 @@ class MCPConnection:
             return ElicitResult(action="cancel")
 
 
-
 @contextlib.asynccontextmanager
 async def _http_transport(server: MCPHttp) -> AsyncIterator[Any]:
     """Streamable HTTP with the server's headers. No read timeout: a call's response stream stays open
@@ -224,9 +224,11 @@ async def _http_transport(server: MCPHttp) -> AsyncIterator[Any]:
     from mcp.shared._httpx_utils import create_mcp_http_client
 
     timeout = httpx2.Timeout(30.0, read=None)
-    async with create_mcp_http_client(headers=dict(server.headers), timeout=timeout) as http:
-        async with streamable_http_client(server.url, http_client=http) as streams:
-            yield streams
+    async with (
+        create_mcp_http_client(headers=dict(server.headers), timeout=timeout) as http,
+        streamable_http_client(server.url, http_client=http) as streams,
+    ):
+        yield streams
 
 
 def _told(exc: BaseException) -> str:

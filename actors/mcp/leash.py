@@ -17,7 +17,7 @@ import sys
 _PR_SET_PDEATHSIG = 1
 
 
-def _end_group(signum, frame):  # type: ignore[no-untyped-def]
+def _end_group(signum: int, frame: object) -> None:
     os.killpg(os.getpgid(0), signal.SIGKILL)
 
 

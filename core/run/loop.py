@@ -99,7 +99,9 @@ class RunLoop:
             return "the agent's own tools"
         if name in self.delegations:
             return "a subagent"
-        return next((other for other, names in self.sourced.items() if other != source and name in names), None)
+        return next(
+            (other for other, names in self.sourced.items() if other != source and name in names), None
+        )
 
     # ---- the loop ------------------------------------------------------------------------------------
 
