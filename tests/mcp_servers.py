@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -32,3 +35,36 @@ def everything(**options: Any) -> MCPStdio:
     """``@modelcontextprotocol/server-everything`` over stdio."""
     need_node_packages()
     return MCPStdio("everything", str(NODE), [str(EVERYTHING), "stdio"], **options)
+
+
+class EverythingOverHttp:
+    """``server-everything`` on its streamable HTTP transport, on a free loopback port."""
+
+    def __init__(self) -> None:
+        need_node_packages()
+        self.process: subprocess.Popen[str] | None = None
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    def start(self) -> EverythingOverHttp:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        args = [str(NODE), "--require", str(MCP_JS / "loopback_only.cjs"), str(EVERYTHING), "streamableHttp"]
+        env = {"PATH": os.environ.get("PATH", ""), "PORT": str(self.port)}
+        self.process = subprocess.Popen(
+            args, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
+        )
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            if "listening on port" in line:
+                return self
+        raise RuntimeError(f"server-everything did not start (exit {self.process.wait()})")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()

@@ -6,8 +6,9 @@ server is started on a leash (``leash.py``): it ends with this process however t
 
 Elicitations come as requests from the server with nothing tying them to the call they belong to (MCP
 over stdio has no such field), so one is matched to the one call of this session that is in flight and
-not already waiting on an answer; if there are several, the request is refused with an error rather than
-guessed at (another run's person could otherwise answer it).
+not already waiting on an answer, once the others have ended (up to ``ASKER_WAIT_S``); if several stay
+in flight, the request is refused with an error rather than guessed at (another run's person could
+otherwise answer it).
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ log = logging.getLogger(__name__)
 LEASH = Path(__file__).with_name("leash.py")
 # How long a server may take to start and answer its first listing.
 OPEN_TIMEOUT_S = 30.0
+# How long an elicitation waits for the other calls in flight on its session to end, so it can tell
+# which call it is for.
+ASKER_WAIT_S = 5.0
 
 OnTools = Callable[["MCPConnection", list[dict[str, Any]]], None]
 
@@ -52,6 +56,7 @@ class MCPConnection:
         self.waiting: dict[CallKey, InFlightCall] = {}
         self._task: asyncio.Task[None] | None = None
         self._closing = asyncio.Event()
+        self._call_ended = asyncio.Event()
         self._background: set[asyncio.Task[Any]] = set()
 
     @property
@@ -126,6 +131,21 @@ class MCPConnection:
             with contextlib.suppress(BaseException):
                 await task
 
+    async def _asker(self) -> InFlightCall | None:
+        """The call an elicitation belongs to: the one in flight that is not waiting on an answer
+        already. While there are several (calls of one step run at once), wait a little for the others
+        to end; None if they do not (or there is none)."""
+        try:
+            async with asyncio.timeout(ASKER_WAIT_S):
+                while True:
+                    candidates = [c for c in self.calls.values() if c.asking is None]
+                    if len(candidates) <= 1:
+                        return candidates[0] if candidates else None
+                    self._call_ended.clear()
+                    await self._call_ended.wait()
+        except TimeoutError:
+            return None
+
     def _drop_calls(self) -> None:
         """The session is gone: every call on it ends, and no answer can reach a waiting one now."""
         for call in [*self.calls.values(), *self.waiting.values()]:
@@ -187,6 +207,7 @@ class MCPConnection:
             call.end(Ended(error=MCPToolError(f"the call to {name!r} failed: {_told(exc)}")))
         finally:
             self.calls.pop(call.key, None)
+            self._call_ended.set()
 
     async def _elicit(self, context: Any, params: Any) -> Any:
         """The server asks for input during a call: the call's tool pauses the run; this waits for the
@@ -201,14 +222,14 @@ class MCPConnection:
         if problem is not None:
             log.warning("MCP server %r asked for input with a bad schema: %s", self.server.name, problem)
             return ErrorData(code=INVALID_PARAMS, message=f"elicitation refused: {problem}")
-        candidates = [c for c in self.calls.values() if c.asking is None]
-        if len(candidates) != 1:
+        asker = await self._asker()
+        if asker is None:
             return ErrorData(
                 code=INVALID_PARAMS,
                 message="elicitation refused: several calls are in flight on this session and the request "
                 "does not say which one it is for",
             )
-        ask = candidates[0].ask(str(asked.get("message", "")), schema)
+        ask = asker.ask(str(asked.get("message", "")), schema)
         try:
             return ElicitResult(**await ask.answer)
         except asyncio.CancelledError:
