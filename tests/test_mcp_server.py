@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from http_server import KEYS, A, runtime_factory
+from http_server import KEYS, A, B, runtime_factory
 from mcp_clients import accept, action, mcp_client
 
 from troupe import SqliteStore
@@ -110,3 +110,21 @@ async def test_a_browser_origin_of_another_site_is_refused(server):
     async with httpx.AsyncClient() as http:
         response = await http.post(f"{server.url}/mcp", json=PING, headers=headers)
     assert response.status_code == 403
+
+
+async def test_an_mcp_session_answers_only_the_key_that_opened_it(server):
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
+    accept = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    async with httpx.AsyncClient(base_url=server.url) as http:
+        opened = await http.post("/mcp", json=initialize, headers={**A, **accept})
+        assert opened.status_code == 200, opened.text
+        session = {"Mcp-Session-Id": opened.headers["mcp-session-id"], "Mcp-Protocol-Version": "2025-11-25"}
+        mine = await http.post("/mcp", json=PING, headers={**A, **accept, **session})
+        theirs = await http.post("/mcp", json=PING, headers={**B, **accept, **session})
+    assert mine.status_code == 200
+    assert theirs.status_code == 404  # as if the session did not exist
