@@ -121,19 +121,23 @@ def test_imports_run_one_way_and_ray_stays_in_actors_and_supervisor(tmp_path):
     ],
     ids=["core", "face", "face-attributes"],
 )
+def _python_passes(code: str) -> None:
+    """Run ``code`` in a fresh interpreter (a clean ``sys.modules``); it must exit 0."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+
+
 def test_the_ray_free_parts_import_without_ray(modules):
     code = (
         f"import sys; import {modules}; "
         "assert 'ray' not in sys.modules, sorted(m for m in sys.modules if m.startswith('ray'))"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr
+    _python_passes(code)
 
 
 def test_using_the_runtime_is_what_imports_ray():
     code = "import sys, troupe; troupe.Runtime; assert 'ray' in sys.modules"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr
+    _python_passes(code)
 
 
 def test_every_logger_lives_under_troupe():
@@ -143,8 +147,7 @@ def test_every_logger_lives_under_troupe():
         "if n.split('.')[0] in {'core', 'storage', 'actors', 'supervisor', 'api'}]; "
         "assert not names, names"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr
+    _python_passes(code)
 
 
 def test_mcp_is_imported_only_once_a_session_opens_or_mcp_is_served():
@@ -156,5 +159,4 @@ def test_mcp_is_imported_only_once_a_session_opens_or_mcp_is_served():
         "MCPStdio('s', 'cmd'); "
         "assert 'mcp' not in sys.modules, sorted(m for m in sys.modules if m.startswith('mcp'))"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr
+    _python_passes(code)
