@@ -92,7 +92,9 @@ async def measure(executor: str, cycles: int, warmup: int) -> dict[str, list[flo
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--cycles", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--executor", choices=("local", "ray"), default="local")

@@ -481,7 +481,7 @@ MUTANTS += [
         "actors/mcp/connection.py",
         '                    command=sys.executable,\n                    args=["-I", "-S", str(LEASH), server.command, *server.args],\n',
         "                    command=server.command,\n                    args=list(server.args),\n",
-        ("tests/test_mcp_ray.py",),
+        ("tests/test_mcp_ray.py::test_a_server_that_outlives_its_stdin_ends_with_a_crashed_local_driver",),
     ),
     Mutant(
         "mcp-elicitation-answer-unchecked",
@@ -549,7 +549,7 @@ MUTANTS += [
     Mutant(
         "mcp-served-origin-unchecked",
         "api/mcp_http.py",
-        "        if not self._origin_allowed(_header(scope, b\"origin\")):\n",
+        '        if not self._origin_allowed(_header(scope, b"origin")):\n',
         "        if False:\n",
         MCP_SERVER,
     ),

@@ -2,10 +2,13 @@
 
 It lists a good tool beside a tool whose input schema is no JSON schema, one whose name no model can
 call, and tools that answer with a result nested 100 deep, one of 2 MB, and an elicitation whose
-requested schema is not an object. Written with the Python MCP SDK's low-level server."""
+requested schema is not an object; with ``--stubborn`` it outlives its stdin. Written with the Python
+MCP SDK's low-level server."""
 
 from __future__ import annotations
 
+import sys
+import threading
 from typing import Any
 
 import anyio
@@ -66,7 +69,15 @@ async def call_tool(ctx: Any, params: Any) -> Any:
     return types.CallToolResult.model_validate({"content": [{"type": "text", "text": "?"}], "isError": True})
 
 
+def stay_after_stdin_ends() -> None:
+    """``--stubborn``: keep the process alive after the session ends (a non-daemon thread that never
+    returns), as servers with work of their own do: only a signal ends it."""
+    threading.Thread(target=threading.Event().wait, name="stubborn").start()
+
+
 async def main() -> None:
+    if "--stubborn" in sys.argv:
+        stay_after_stdin_ends()
     server = Server("hostile", on_list_tools=list_tools, on_call_tool=call_tool)
     async with stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options())

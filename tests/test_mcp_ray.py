@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +16,11 @@ from blocking import wait_for
 from helpers import chunks_of, echo_model
 from mcp_servers import filesystem
 
-from troupe import Agent, Hooks, Runtime, SqliteStore
+from troupe import Agent, Hooks, MCPStdio, Runtime, SqliteStore
 from troupe.testing import tool_call
 
 pytestmark = pytest.mark.ray
+HOSTILE = Path(__file__).resolve().parent / "hostile_mcp_server.py"
 
 
 def server_processes(actor_pid: int) -> list[psutil.Process]:
@@ -55,7 +57,6 @@ async def test_the_server_runs_under_the_agents_actor_and_ends_with_its_shutdown
         pid = await actor_pid(runtime, "files")
         tree = server_processes(pid)
         listing = describe(tree)
-        assert any("leash.py" in line for line in listing), listing
         assert any("server-filesystem" in line for line in listing), listing
     finally:
         await runtime.shutdown()
@@ -82,6 +83,53 @@ async def test_every_replica_has_its_own_server_and_a_lost_replica_takes_its_ser
         assert not gone(trees[0])  # the other replica's session is its own
     finally:
         await runtime.shutdown()
+
+
+async def test_a_server_that_outlives_its_stdin_still_ends_with_its_actor(tmp_path, ray_session):
+    """A server that would keep running after its session's pipes close (a thread of its own) is still
+    ended when its actor is killed without any chance to close it (ray.kill, as a node's loss does):
+    the leash takes its process group down."""
+    import ray
+
+    server = MCPStdio("stubborn", sys.executable, [str(HOSTILE), "--stubborn"])
+    agent = Agent("h", model=echo_model(tool_call("good", {}, id="g1")), mcp_servers=[server])
+    runtime = Runtime([agent], storage=SqliteStore(tmp_path / "t.db"), executor="ray")
+    try:
+        assert (await runtime.get_agent("h").generate("go")).text == "g1=fine"
+        handle: Any = runtime.handle("h")
+        tree = server_processes(await actor_pid(runtime, "h"))
+        assert any("hostile_mcp_server.py" in " ".join(p.cmdline()) for p in tree), describe(tree)
+        ray.kill(handle.replicas[0].handle, no_restart=True)
+        await wait_for(lambda: gone(tree), what=f"the stubborn server {describe(tree)} to end")
+    finally:
+        await runtime.shutdown()
+
+
+async def test_a_server_that_outlives_its_stdin_ends_with_a_crashed_local_driver(tmp_path):
+    """executor="local": the server is a child of the driver, which crashes (SIGKILL) with nobody to end
+    its children; the leash does (the driver's death reaches it, and it ends the server's group)."""
+    import json
+    import subprocess
+
+    from conftest import ROOT, TESTS
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(ROOT)])}
+    driver = subprocess.Popen(
+        [sys.executable, str(TESTS / "mcp_crash_driver.py"), str(tmp_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert driver.stdout is not None
+        report = json.loads(driver.stdout.readline())
+        assert report["text"] == "g1=fine"
+        tree = [psutil.Process(pid) for pid in report["pids"]]
+        assert any("--stubborn" in " ".join(p.cmdline()) for p in tree)
+    finally:
+        driver.send_signal(signal.SIGKILL)
+        driver.wait()
+    await wait_for(lambda: gone(tree), what=f"the crashed driver's server {describe(tree)} to end")
 
 
 async def test_a_crash_during_an_mcp_call_brings_the_gated_call_back_interrupted(tmp_path, ray_session):

@@ -117,7 +117,11 @@ async def test_an_mcp_session_answers_only_the_key_that_opened_it(server):
         "jsonrpc": "2.0",
         "id": 1,
         "method": "initialize",
-        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
     }
     accept = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
     async with httpx.AsyncClient(base_url=server.url) as http:
