@@ -66,7 +66,7 @@ def agents(folder: Path) -> list[Agent]:
 async def cycle(agent: Agent, name: str) -> float:
     began = time.perf_counter()
     stream = await agent.stream(name)
-    async for chunk in stream.full_stream:
+    async for _chunk in stream.full_stream:
         pass
     approved = await agent.approve_tool_call(run_id=stream.run_id, tool_call_id="w1")
     result = await approved.result()

@@ -479,7 +479,8 @@ MUTANTS += [
     Mutant(
         "mcp-no-leash",
         "actors/mcp/connection.py",
-        '                    command=sys.executable,\n                    args=["-I", "-S", str(LEASH), server.command, *server.args],\n',
+        "                    command=sys.executable,\n"
+        '                    args=["-I", "-S", str(LEASH), server.command, *server.args],\n',
         "                    command=server.command,\n                    args=list(server.args),\n",
         ("tests/test_mcp_ray.py::test_a_server_that_outlives_its_stdin_ends_with_a_crashed_local_driver",),
     ),
@@ -494,7 +495,8 @@ MUTANTS += [
         "mcp-lost-elicitation-reruns-the-call",
         "actors/mcp/tools.py",
         "            if call is None:\n                raise ToolInterrupted(INTERRUPTED_ELICITATION)\n",
-        "            if call is None:\n                call = self.connection.start_call(self.name, {}, key)\n",
+        "            if call is None:\n"
+        "                call = self.connection.start_call(self.name, {}, key)\n",
         MCP_ELICIT,
     ),
     Mutant(
