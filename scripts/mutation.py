@@ -537,7 +537,8 @@ MUTANTS += [
     Mutant(
         "mcp-served-tenancy-unchecked",
         "api/mcp_server.py",
-        '    options: dict[str, Any] = {"resource_id": caller.own_resource(_text(arguments, "resourceId"))}\n',
+        "    options: dict[str, Any] = "
+        '{"resource_id": caller.own_resource(_text(arguments, "resourceId"))}\n',
         '    options: dict[str, Any] = {"resource_id": _text(arguments, "resourceId")}\n',
         MCP_SERVER,
     ),
@@ -558,7 +559,8 @@ MUTANTS += [
     Mutant(
         "mcp-served-wrong-key-let-in",
         "api/mcp_http.py",
-        "        except AuthenticationError as exc:\n            await _refuse(send, exc)\n            return\n",
+        "        except AuthenticationError as exc:\n"
+        "            await _refuse(send, exc)\n            return\n",
         "        except AuthenticationError:\n            principal = ANONYMOUS\n",
         MCP_SERVER,
     ),

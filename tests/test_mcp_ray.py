@@ -114,7 +114,7 @@ async def test_a_server_that_outlives_its_stdin_ends_with_a_crashed_local_driver
     from conftest import ROOT, TESTS
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(ROOT)])}
-    driver = subprocess.Popen(
+    driver = subprocess.Popen(  # noqa: ASYNC220 - started once; it is only read and killed
         [sys.executable, str(TESTS / "mcp_crash_driver.py"), str(tmp_path)],
         stdout=subprocess.PIPE,
         text=True,
