@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import httpx
 import pytest
+from blocking import wait_for
 from http_server import KEYS, A, B, runtime_factory
 from mcp_clients import accept, action, mcp_client
 
@@ -132,3 +133,28 @@ async def test_an_mcp_session_answers_only_the_key_that_opened_it(server):
         theirs = await http.post("/mcp", json=PING, headers={**B, **accept, **session})
     assert mine.status_code == 200
     assert theirs.status_code == 404  # as if the session did not exist
+
+
+async def test_the_paused_result_carries_decision_links_that_decide_the_call(http_server, tmp_path, calls):
+    import base64
+
+    from http_server import ops_agents
+
+    from troupe import LinkSigner, Notifications, Runtime
+
+    secret = "whsec_" + base64.b64encode(b"links are signed with this key!!").decode()
+
+    def build() -> Runtime:
+        links = Notifications(links=LinkSigner("https://troupe.test", secret))
+        store = SqliteStore(tmp_path / "links.db")
+        return Runtime(ops_agents(calls), storage=store, executor="local", notifications=links)  # type: ignore[arg-type]
+
+    server = http_server(build, keys=KEYS)
+    async with mcp_client(server.url, "key-a", None) as client:
+        result = await client.call_tool("ops", {"prompt": "delete", "resourceId": "a1"})
+    links = result.structured_content["decide"]["links"]
+    assert links["approve"].startswith("https://troupe.test/decide/")
+    async with httpx.AsyncClient() as http:
+        done = await http.post(links["approve"].replace("https://troupe.test", server.url))
+    assert done.status_code == 200, done.text
+    await wait_for(lambda: calls.count("delete_record") == 1, what="the linked approval to run the tool")
