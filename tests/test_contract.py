@@ -112,6 +112,12 @@ def test_imports_run_one_way_and_ray_stays_in_actors_and_supervisor(tmp_path):
     assert "2 kept, 0 broken" in done.stdout
 
 
+def _python_passes(code: str) -> None:
+    """Run ``code`` in a fresh interpreter (a clean ``sys.modules``); it must exit 0."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+
+
 @pytest.mark.parametrize(
     "modules",
     [
@@ -121,12 +127,6 @@ def test_imports_run_one_way_and_ray_stays_in_actors_and_supervisor(tmp_path):
     ],
     ids=["core", "face", "face-attributes"],
 )
-def _python_passes(code: str) -> None:
-    """Run ``code`` in a fresh interpreter (a clean ``sys.modules``); it must exit 0."""
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr
-
-
 def test_the_ray_free_parts_import_without_ray(modules):
     code = (
         f"import sys; import {modules}; "
