@@ -500,6 +500,13 @@ MUTANTS += [
         MCP_ELICIT,
     ),
     Mutant(
+        "mcp-expiry-not-a-cancel",
+        "actors/mcp/calls.py",
+        '    return {"action": "cancel" if expired else "decline"}\n',
+        '    return {"action": "decline"}\n',
+        MCP_ELICIT,
+    ),
+    Mutant(
         "mcp-decline-not-told-to-the-server",
         "actors/mcp/tools.py",
         "        resume_on_decline=True,\n",

@@ -91,3 +91,17 @@ async def test_an_answer_after_the_session_is_gone_comes_back_interrupted(execut
     assert error.payload["interrupted"] is True
     assert "was not run again" in error.payload["result"]["error"]
     assert (await resumed.result()).finish_reason == "stop"
+
+
+async def test_an_elicitation_nobody_answers_in_time_is_cancelled_at_the_server(make_runtime, tmp_path):
+    from clocks import FileClock
+
+    clock = FileClock(tmp_path / "now")
+    runtime = make_runtime([asking_agent()], clock=clock)
+    asker = runtime.get_agent("asker")
+    stream = await asker.stream("ask me", approval_timeout=30)
+    await chunks_of(stream)
+    clock.advance(31)
+    assert await runtime.expire_due() == {"asker": [stream.run_id]}
+    result = await (await asker.observe_stream(run_id=stream.run_id)).result()
+    assert "User cancelled the elicitation dialog" in result.text  # the server heard "cancel"
