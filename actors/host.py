@@ -16,8 +16,9 @@ import logging
 import os
 import time
 import uuid
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
+from troupe.actors.mcp.sources import MCPSources
 from troupe.actors.remote import current_actor_id, current_node_id
 from troupe.actors.webhook_sender import HttpSender
 from troupe.core.cancellation import stop_if_cancelled
@@ -141,6 +142,8 @@ class AgentHost:
         self._tasks: set[asyncio.Task[None]] = set()
         self._ids = itertools.count(1)
         self._lease: asyncio.Task[None] | None = None
+        # The agent's MCP servers: sessions of this host's own, opened before it runs anything.
+        self.mcp = MCPSources(spec.mcp_servers, self.engine.loop) if spec.mcp_servers else None
 
     # ---- operations ---------------------------------------------------------------------------------
 
@@ -291,7 +294,7 @@ class AgentHost:
     def active_operations(self) -> int:
         return len(self._tasks)
 
-    async def stats(self) -> dict[str, int | str]:
+    async def stats(self) -> dict[str, Any]:
         """What this host holds right now (for operators and benchmarks)."""
         loop = asyncio.get_running_loop()
         return {
@@ -308,6 +311,7 @@ class AgentHost:
             "paused_states_kept": len(self.engine.loop.paused),
             # Objects the collector no longer traces (an actor's heap once built; troupe.actors.remote).
             "gc_frozen": gc.get_freeze_count(),
+            **({"mcp_servers": self.mcp.stats()} if self.mcp is not None else {}),
         }
 
     # ---- following a run -----------------------------------------------------------------------------
@@ -322,6 +326,8 @@ class AgentHost:
     async def _startup(self) -> None:
         """Once per event loop: start renewing this host's lease and, with notification targets, sending."""
         loop = asyncio.get_running_loop()
+        if self.mcp is not None:
+            await self.mcp.ensure_open()  # before any run or decision can need one of their tools
         if self._lease is not None and not self._lease.done() and self._lease.get_loop() is loop:
             return
         configure_tracing()  # export this process's spans too, if the environment asks for it
@@ -354,6 +360,8 @@ class AgentHost:
             self._sending = None
         if self.dispatcher is not None:
             await self.dispatcher.close()
+        if self.mcp is not None:
+            await self.mcp.close()
         self.threads.close()
 
     # ---- plumbing -----------------------------------------------------------------------------------

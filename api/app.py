@@ -15,17 +15,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Iterable, Mapping
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Route
 from troupe.api import catalog, decision_links, deliveries, inbox, runs, suspended
 from troupe.api.auth import Gate, KeyRing, keyring
 from troupe.api.errors import AuthenticationError, HttpError, InvalidRequestError, error_body
 from troupe.api.guards import DEFAULT_MAX_BODY_BYTES, BodyLimit, HostCheck, allowed_hosts
+from troupe.api.mcp_http import mcp_endpoint
 from troupe.api.service import Service
 from troupe.api.streams import MIN_INTERVAL_S
 from troupe.core.vocabulary.errors import TroupeError
@@ -52,11 +54,14 @@ def create_app(
     loopback name (or one of ``hosts``) are answered. An inbox event stream re-reads the store at most
     every ``min_event_interval_s`` seconds, whatever interval it asks for."""
     service = Service(runtime, Gate(keyring(keys), open_mode), min_event_interval_s=min_event_interval_s)
+    # /mcp: the agents as MCP tools, behind the same keys (troupe.api.mcp_http).
+    mcp = mcp_endpoint(service, allowed_hosts("127.0.0.1", hosts or ()))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        yield
-        await service.drain()
+        async with mcp.running() if mcp is not None else nullcontext():
+            yield
+            await service.drain()
 
     app = FastAPI(title="Troupe", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
     app.state.troupe = service
@@ -64,6 +69,8 @@ def create_app(
         app.include_router(module.router, prefix="/api")
     app.include_router(inbox.page_router)  # GET /inbox: the approval inbox page
     app.include_router(decision_links.router)  # GET/POST /decide/{token}: decision links
+    if mcp is not None:
+        app.router.routes.append(Route("/mcp", mcp, methods=["GET", "POST", "DELETE"]))
     access = logging.getLogger("uvicorn.access")
     if not any(isinstance(f, decision_links.RedactLinks) for f in access.filters):
         access.addFilter(decision_links.RedactLinks())

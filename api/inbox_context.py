@@ -11,7 +11,7 @@ from typing import Any
 
 from troupe.core.run.model_output import text_problem
 from troupe.core.vocabulary.errors import TroupeError
-from troupe.core.vocabulary.state import RunState
+from troupe.core.vocabulary.state import Pause, RunState
 from troupe.supervisor.runtime import Runtime
 
 MAX_CHARS = 2000
@@ -46,14 +46,16 @@ def _said_before(state: RunState, tool_call_id: str) -> str | None:
     return None
 
 
-def _description(runtime: Runtime, agent_path: list[str], tool_name: str) -> str | None:
-    """The description of the tool that paused, on the agent at the end of the path."""
+def _description(runtime: Runtime, pause: Pause) -> str | None:
+    """The description of the tool that paused, on the agent at the end of the path (or as the tool's
+    source gave it: an MCP server's tools are found by the agent's host, not defined here)."""
+    origin = pause.tool_origin or {}
     try:
-        agent = runtime.get_agent(agent_path[-1])
+        agent = runtime.get_agent(pause.agent_path[-1])
     except (IndexError, TroupeError):  # no path, or an agent this server no longer serves
-        return None
-    tool = agent.tools.get(tool_name)
-    return _clip(tool.description) if tool is not None else None
+        return _clip(origin.get("description"))
+    tool = agent.tools.get(pause.tool_name)
+    return _clip(tool.description) if tool is not None else _clip(origin.get("description"))
 
 
 def call_context(runtime: Runtime, state: RunState) -> dict[str, dict[str, Any]]:
@@ -63,7 +65,7 @@ def call_context(runtime: Runtime, state: RunState) -> dict[str, dict[str, Any]]
         call.tool_call_id: {
             "request": request,
             "modelText": _said_before(state, call.tool_call_id),
-            "toolDescription": _description(runtime, pause.agent_path, pause.tool_name),
+            "toolDescription": _description(runtime, pause),
         }
         for call, pause in state.open_pauses()
     }

@@ -141,6 +141,7 @@ def _run_json(run: SuspendedRun) -> dict[str, Any]:
                 "pausedAt": _iso(p.paused_at),
                 "expiresAt": _iso(p.expires_at),
                 "interrupted": p.interrupted,
+                "toolOrigin": shown(p.tool_origin),
             }
             for p in run.pending
         ],
@@ -168,6 +169,7 @@ def suspended_runs_from_json(data: dict[str, Any]) -> SuspendedRunList:
                     paused_at=_date(p.get("pausedAt")) or datetime.min,
                     interrupted=bool(p.get("interrupted")),
                     expires_at=_date(p.get("expiresAt")),
+                    tool_origin=p.get("toolOrigin"),
                 )
                 for p in r.get("toolCalls") or []
             ],

@@ -512,6 +512,129 @@ MUTANTS += [
     ),
 ]
 
+# ---- MCP: tools from outside, Troupe served over MCP -------------------------------------------------------
+MCP_TOOLS = ("tests/test_mcp_tools.py",)
+MCP_ELICIT = ("tests/test_mcp_elicitation.py",)
+MCP_SERVER = ("tests/test_mcp_server.py",)
+MUTANTS += [
+    Mutant(
+        "mcp-annotations-ignored",
+        "actors/mcp/tools.py",
+        '    return annotations.get("readOnlyHint") is not True\n',
+        "    return False\n",
+        MCP_TOOLS,
+    ),
+    Mutant(
+        "mcp-never-rule-ignored",
+        "actors/mcp/tools.py",
+        '        if name in rule.get("never", ()):\n            return False\n',
+        "",
+        MCP_TOOLS,
+    ),
+    Mutant(
+        "mcp-arguments-unchecked",
+        "core/vocabulary/json_schemas.py",
+        "        errors = instance_errors(cls.SCHEMA, data)\n",
+        "        errors: list[str] = []\n",
+        MCP_TOOLS,
+    ),
+    Mutant(
+        "mcp-no-leash",
+        "actors/mcp/connection.py",
+        "                    command=sys.executable,\n"
+        '                    args=["-I", "-S", str(LEASH), server.command, *server.args],\n',
+        "                    command=server.command,\n                    args=list(server.args),\n",
+        ("tests/test_mcp_ray.py::test_a_server_that_outlives_its_stdin_ends_with_a_crashed_local_driver",),
+    ),
+    Mutant(
+        "mcp-elicitation-answer-unchecked",
+        "core/deciding/decisions.py",
+        "    errors = instance_errors(target.pause.resume_schema, data)\n",
+        "    errors: list[str] = []\n",
+        MCP_ELICIT,
+    ),
+    Mutant(
+        "mcp-lost-elicitation-reruns-the-call",
+        "actors/mcp/tools.py",
+        "            if call is None:\n                raise ToolInterrupted(INTERRUPTED_ELICITATION)\n",
+        "            if call is None:\n"
+        "                call = self.connection.start_call(self.name, {}, key)\n",
+        MCP_ELICIT,
+    ),
+    Mutant(
+        "mcp-expiry-not-a-cancel",
+        "actors/mcp/calls.py",
+        '    return {"action": "cancel" if expired else "decline"}\n',
+        '    return {"action": "decline"}\n',
+        MCP_ELICIT,
+    ),
+    Mutant(
+        "mcp-decline-not-told-to-the-server",
+        "actors/mcp/tools.py",
+        "        resume_on_decline=True,\n",
+        "        resume_on_decline=False,\n",
+        MCP_ELICIT,
+    ),
+    Mutant(
+        "mcp-result-unbounded",
+        "actors/mcp/results.py",
+        "    problem = args_problem(output)\n",
+        "    problem = None\n",
+        ("tests/test_mcp_hostile.py",),
+    ),
+    Mutant(
+        "mcp-tool-schema-unchecked",
+        "actors/mcp/tools.py",
+        "            else schema_problem(schema)\n",
+        "            else None\n",
+        ("tests/test_mcp_hostile.py",),
+    ),
+    Mutant(
+        "mcp-tool-name-clash-unchecked",
+        "core/run/loop.py",
+        "            if owner is not None:\n                raise ToolNameConflictError(",
+        "            if False:\n                raise ToolNameConflictError(",
+        ("tests/test_mcp_hostile.py",),
+    ),
+    Mutant(
+        "mcp-served-decision-without-principal",
+        "api/mcp_pauses.py",
+        "            **caller.decider(),\n",
+        "",
+        MCP_SERVER,
+    ),
+    Mutant(
+        "mcp-served-tenancy-unchecked",
+        "api/mcp_server.py",
+        "    options: dict[str, Any] = "
+        '{"resource_id": caller.own_resource(_text(arguments, "resourceId"))}\n',
+        '    options: dict[str, Any] = {"resource_id": _text(arguments, "resourceId")}\n',
+        MCP_SERVER,
+    ),
+    Mutant(
+        "mcp-served-session-not-bound-to-key",
+        "api/mcp_http.py",
+        '        scope["user"] = _session_owner(principal.name, authorization)\n',
+        "",
+        MCP_SERVER,
+    ),
+    Mutant(
+        "mcp-served-origin-unchecked",
+        "api/mcp_http.py",
+        '        if not self._origin_allowed(_header(scope, b"origin")):\n',
+        "        if False:\n",
+        MCP_SERVER,
+    ),
+    Mutant(
+        "mcp-served-wrong-key-let-in",
+        "api/mcp_http.py",
+        "        except AuthenticationError as exc:\n"
+        "            await _refuse(send, exc)\n            return\n",
+        "        except AuthenticationError:\n            principal = ANONYMOUS\n",
+        MCP_SERVER,
+    ),
+]
+
 
 def run_tests(tests: tuple[str, ...]) -> tuple[bool, str]:
     """True if the tests all passed (the mutant survived); the last lines of pytest's output."""

@@ -2,7 +2,8 @@
 # Set up a fresh machine for Troupe: a virtualenv in .venv with Troupe and its dev tools, and (with
 # --system) the system packages the test suite needs (redis-server, npm, chromium for the inbox page's
 # browser tests, driven by Playwright without `playwright install`) plus the Node packages of the
-# Mastra-client test (tests/js: Node 22 and @mastra/client-js from the lock file; --js does only that).
+# Mastra-client test (tests/js: Node 22 and @mastra/client-js from the lock file) and of the MCP tests
+# (tests/mcp_js: Node 22, two MCP servers and the MCP TypeScript SDK); --js does only those.
 # Safe to run again; it only adds what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -47,10 +48,13 @@ fi
 .venv/bin/python -m pip install --quiet -e '.[dev]'
 
 if $js; then
-    # npm ci installs exactly the lock file; the stamp skips it when nothing changed since.
-    stamp=tests/js/node_modules/.troupe-installed-lock
-    if ! cmp -s tests/js/package-lock.json "$stamp" 2>/dev/null; then
-        (cd tests/js && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
-        cp tests/js/package-lock.json "$stamp"
-    fi
+    # npm ci installs exactly each lock file; a stamp skips it when nothing changed since. tests/js holds
+    # Mastra's client, tests/mcp_js the MCP servers and the MCP TypeScript SDK the MCP tests run.
+    for folder in tests/js tests/mcp_js; do
+        stamp=$folder/node_modules/.troupe-installed-lock
+        if ! cmp -s $folder/package-lock.json "$stamp" 2>/dev/null; then
+            (cd $folder && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+            cp $folder/package-lock.json "$stamp"
+        fi
+    done
 fi

@@ -26,6 +26,8 @@ def test_the_public_surface_is_pinned():
         "Chunk",
         "Hooks",
         "LinkSigner",
+        "MCPHttp",
+        "MCPStdio",
         "Memory",
         "MemoryStore",
         "Model",
@@ -45,6 +47,7 @@ def test_the_public_surface_is_pinned():
         "ToolCallOverride",
         "ToolContext",
         "create_tool",
+        "client",
         "errors",
         "testing",
     }
@@ -109,6 +112,12 @@ def test_imports_run_one_way_and_ray_stays_in_actors_and_supervisor(tmp_path):
     assert "2 kept, 0 broken" in done.stdout
 
 
+def _python_passes(code: str) -> None:
+    """Run ``code`` in a fresh interpreter (a clean ``sys.modules``); it must exit 0."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+
+
 @pytest.mark.parametrize(
     "modules",
     [
@@ -123,14 +132,12 @@ def test_the_ray_free_parts_import_without_ray(modules):
         f"import sys; import {modules}; "
         "assert 'ray' not in sys.modules, sorted(m for m in sys.modules if m.startswith('ray'))"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr
+    _python_passes(code)
 
 
 def test_using_the_runtime_is_what_imports_ray():
     code = "import sys, troupe; troupe.Runtime; assert 'ray' in sys.modules"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr
+    _python_passes(code)
 
 
 def test_every_logger_lives_under_troupe():
@@ -140,5 +147,16 @@ def test_every_logger_lives_under_troupe():
         "if n.split('.')[0] in {'core', 'storage', 'actors', 'supervisor', 'api'}]; "
         "assert not names, names"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr
+    _python_passes(code)
+
+
+def test_mcp_is_imported_only_once_a_session_opens_or_mcp_is_served():
+    """``mcp`` is an extra: importing Troupe, defining MCP servers, an agent host and the HTTP app's
+    module never import it (the sessions and /mcp do, when they are made)."""
+    code = (
+        "import sys, troupe; from troupe import MCPStdio, Agent, Runtime; "
+        "import troupe.actors.host, troupe.actors.mcp.sources, troupe.api.app, troupe.cli; "
+        "MCPStdio('s', 'cmd'); "
+        "assert 'mcp' not in sys.modules, sorted(m for m in sys.modules if m.startswith('mcp'))"
+    )
+    _python_passes(code)

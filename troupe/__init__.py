@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from troupe.core.run.memory import Memory
     from troupe.core.vocabulary.chunks import Chunk
     from troupe.core.vocabulary.hooks import Hooks, ToolCallOverride
+    from troupe.core.vocabulary.mcp_servers import MCPHttp, MCPStdio
     from troupe.core.vocabulary.model import Model
     from troupe.core.vocabulary.results import RunResult, StepResult
     from troupe.core.vocabulary.stream import AgentStream
@@ -47,6 +48,8 @@ _EXPORTS: dict[str, str] = {
     "Chunk": "troupe.core.vocabulary.chunks",
     "Hooks": "troupe.core.vocabulary.hooks",
     "LinkSigner": "troupe.core.notifying.links",
+    "MCPHttp": "troupe.core.vocabulary.mcp_servers",
+    "MCPStdio": "troupe.core.vocabulary.mcp_servers",
     "Memory": "troupe.core.run.memory",
     "MemoryStore": "troupe.storage",
     "Model": "troupe.core.vocabulary.model",
@@ -76,6 +79,8 @@ __all__ = [  # the names of _EXPORTS and _SUBMODULES, spelled out for type check
     "Chunk",
     "Hooks",
     "LinkSigner",
+    "MCPHttp",
+    "MCPStdio",
     "Memory",
     "MemoryStore",
     "Model",

@@ -4,6 +4,7 @@ troupe demo [--store PATH] [--executor ray|local]
 troupe serve (--app MODULE:ATTR | --demo) [--host H] [--port P] [--ray-address A] (--keys FILE | --open)
              [--replicas N]   (N front door replicas on Ray Serve instead of one uvicorn process)
 troupe runs list|show, troupe approve|decline|resume RUN [CALL]   (--server URL | --app M:A | --store URL)
+troupe mcp (--app MODULE:ATTR | --demo) [--keys FILE --key KEY | --as NAME] [--public-url URL]   (stdio)
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the agent in a Ray actor (default; starts Ray locally) or in this process",
     )
     _add_serve(commands)
+    _add_mcp(commands)
     from troupe.ops.operator import add_commands
 
     add_commands(commands)
@@ -69,6 +71,56 @@ def _add_serve(commands: Any) -> None:
     serve.add_argument(
         "--log-level", default="info", choices=("critical", "error", "warning", "info", "debug")
     )
+
+
+def _add_mcp(commands: Any) -> None:
+    mcp = commands.add_parser(
+        "mcp",
+        help="serve a runtime's agents to an MCP client over stdin/stdout (each agent is a tool)",
+        description="Serve a Runtime's agents as MCP tools on this process's stdin and stdout, for the "
+        "MCP client that started it. A pause reaches the client as an elicitation; a client that cannot "
+        "answer one gets the run id and where to decide it. Needs troupe[mcp].",
+    )
+    _add_serve_source(mcp)
+    mcp.add_argument("--keys", metavar="FILE", help="API keys file: the caller is --key's principal")
+    mcp.add_argument("--key", metavar="KEY", help="the caller's key (default: $TROUPE_API_KEY)")
+    mcp.add_argument(
+        "--as",
+        dest="as_name",
+        default=os.environ.get("USER") or "mcp-stdio",
+        metavar="NAME",
+        help="without --keys: the admin the caller acts as, in the audit log (default: $USER)",
+    )
+    mcp.add_argument(
+        "--public-url",
+        metavar="URL",
+        help="where people reach this runtime's HTTP front door (named in results of paused runs)",
+    )
+    mcp.add_argument("--ray-address", metavar="ADDRESS", help="join this Ray cluster instead of starting one")
+
+
+def _mcp(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from troupe.api.auth import KeyRing
+    from troupe.ops.apps import load_runtime
+    from troupe.ops.mcp_stdio import principal_for, run
+
+    try:
+        keys = KeyRing.load(args.keys) if args.keys else None
+    except (OSError, ValueError) as exc:
+        parser.error(f"--keys {args.keys}: {exc}")
+    principal = principal_for(keys, args.key or os.environ.get("TROUPE_API_KEY"), args.as_name)
+    if args.demo:
+        _check_store_folder(parser, args.store)
+
+        async def source() -> Any:
+            return _demo_runtime(args.store, args.executor, args.ray_address)
+
+    else:
+
+        async def source() -> Any:
+            return await load_runtime(args.app, args.ray_address)
+
+    return run(source, principal, args.public_url)
 
 
 def _add_serve_source(serve: argparse.ArgumentParser) -> None:
@@ -160,6 +212,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run(args.store, args.executor)
     if args.command == "serve":
         return _serve(parser, args)
+    if args.command == "mcp":
+        return _mcp(parser, args)
     if args.command in ("runs", "approve", "decline", "resume"):
         from troupe.ops.operator import run_command
 

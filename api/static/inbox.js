@@ -336,8 +336,18 @@
         row("Request", "context-request", c.request),
         row("The model said", "context-model-text", c.modelText),
         row("The tool", "context-tool", c.toolDescription),
+        ...(call.toolOrigin ? row("Comes from", "context-origin", originText(call.toolOrigin)) : []),
       ),
     );
+  }
+
+  // Where a tool comes from, e.g. an MCP server, and what it says of itself (MCP's annotations).
+  function originText(origin) {
+    const hints = Object.entries(origin.annotations || {})
+      .filter(([, value]) => typeof value === "boolean")
+      .map(([name, value]) => `${name}: ${value}`);
+    const server = origin.mcp_server ? `MCP server ${origin.mcp_server}` : "another source";
+    return hints.length ? `${server} (${hints.join(", ")})` : server;
   }
 
   // ---- one pause ------------------------------------------------------------------------------------

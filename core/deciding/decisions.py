@@ -24,6 +24,7 @@ from troupe.core.vocabulary.errors import (
     ResumeDataValidationError,
     ToolCallNotSuspendedError,
 )
+from troupe.core.vocabulary.json_schemas import instance_errors
 from troupe.core.vocabulary.pause_shapes import audit_entry
 from troupe.core.vocabulary.requests import Approve, DecideRequest, DecisionInput, Decline, Resume
 from troupe.core.vocabulary.state import CallStatus, Decision, Pause, RunState, ToolCallState
@@ -257,19 +258,23 @@ def merged_args(tool: Tool, call: ToolCallState, edited: dict[str, Any]) -> dict
     return merged
 
 
-def validated_resume_data(tool: Tool, call: ToolCallState, data: Any) -> Any:
+def validated_resume_data(tool: Tool, target: Target, data: Any) -> Any:
     """Resume data checked against the tool's schema as JSON, strictly (``true`` is not 1, ``"5"`` is
-    not 5) unless the schema's own config sets ``strict=False``."""
+    not 5) unless the schema's own config sets ``strict=False``; for a tool without one, against the
+    JSON schema its ``suspend()`` gave for this pause, if any."""
+    call = target.call
     schema = tool.resume_schema
-    if schema is None:
+    if schema is None and target.pause.resume_schema is None:
         return data
-    strict = schema.model_config.get("strict") is not False
     try:
         encoded = json.dumps(data, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise ResumeDataValidationError(
             f"resume data for tool {call.tool_name!r} is not JSON: {exc}", tool_call_id=call.tool_call_id
         ) from exc
+    if schema is None:
+        return _fits_pause_schema(target, data)
+    strict = schema.model_config.get("strict") is not False
     try:
         return schema.model_validate_json(encoded, strict=strict).model_dump(mode="json")
     except ValidationError as exc:
@@ -277,6 +282,18 @@ def validated_resume_data(tool: Tool, call: ToolCallState, data: Any) -> Any:
             f"resume data for tool {call.tool_name!r} does not match its resume_schema: {_errors(exc)}",
             tool_call_id=call.tool_call_id,
         ) from exc
+
+
+def _fits_pause_schema(target: Target, data: Any) -> Any:
+    assert target.pause.resume_schema is not None
+    errors = instance_errors(target.pause.resume_schema, data)
+    if errors:
+        raise ResumeDataValidationError(
+            f"resume data for tool {target.call.tool_name!r} does not match the schema it asked for: "
+            + "; ".join(errors),
+            tool_call_id=target.call.tool_call_id,
+        )
+    return data
 
 
 def parse_resume_data(tool: Tool, data: Any) -> Any:
@@ -315,7 +332,7 @@ def apply(
         inner_tool_call_id=pause.inner_tool_call_id,
         inner_fingerprint=pause.inner_fingerprint,
     )
-    _settle(call, record, decision, tool)
+    _settle(target, record, decision, tool)
     call.decision = record
     call.pauses = []
     return audit_entry(
@@ -331,9 +348,10 @@ def apply(
     )
 
 
-def _settle(call: ToolCallState, record: Decision, decision: DecisionInput, tool: Tool | None) -> None:
-    """What the decision makes of the call: running (approved, resumed, or a delegated decline the
-    subagent reports), or done as declined."""
+def _settle(target: Target, record: Decision, decision: DecisionInput, tool: Tool | None) -> None:
+    """What the decision makes of the call: running (approved, resumed, a delegated decline the
+    subagent reports, or a decline its tool hears), or done as declined."""
+    call = target.call
     match decision:
         case Approve(edited_args=edited):
             if edited is not None and tool is not None:
@@ -343,7 +361,7 @@ def _settle(call: ToolCallState, record: Decision, decision: DecisionInput, tool
         case Decline(reason=reason):
             record.kind = "declined"
             record.reason = reason or DEFAULT_DECLINE_REASON
-            if tool is None:
+            if tool is None or (tool.resume_on_decline and target.pause.kind == "suspend"):
                 call.status = CallStatus.RUNNING
             else:
                 call.status = CallStatus.DONE
@@ -351,7 +369,7 @@ def _settle(call: ToolCallState, record: Decision, decision: DecisionInput, tool
                 call.output = record.reason
         case Resume(resume_data=data):
             record.kind = "resumed"
-            record.resume_data = validated_resume_data(tool, call, data) if tool is not None else data
+            record.resume_data = validated_resume_data(tool, target, data) if tool is not None else data
             call.status = CallStatus.RUNNING
         case _:
             assert_never(decision)

@@ -23,7 +23,14 @@ from troupe.core.vocabulary.chunks import Chunk
 from troupe.core.vocabulary.hooks import ToolCallOverride
 from troupe.core.vocabulary.model import ToolCallPart
 from troupe.core.vocabulary.state import CallStatus, RunState, ToolCallState
-from troupe.core.vocabulary.tools import AgentContext, SuspendSignal, Tool, ToolContext, ToolThreads
+from troupe.core.vocabulary.tools import (
+    AgentContext,
+    SuspendSignal,
+    Tool,
+    ToolContext,
+    ToolInterrupted,
+    ToolThreads,
+)
 
 log = logging.getLogger(__name__)
 
@@ -155,8 +162,7 @@ class Calls:
     async def _execute_tool(self, run: ActiveRun, call: ToolCallState) -> None:
         tool = self.tools[call.tool_name]
         ctx = self.context(run.state, call, tool)
-        if call.decision is not None and call.decision.kind == "resumed":
-            ctx.agent.resume_data = parse_resume_data(tool, call.decision.resume_data)
+        _answer(ctx, tool, call)
         hooks = self.spec.hooks
         try:
             if hooks.before_tool_call is not None:
@@ -169,7 +175,11 @@ class Calls:
             output = await tool.run(call.effective_args, ctx, self.threads)
         except SuspendSignal as signal:
             call.status = CallStatus.SUSPENDED
-            call.pauses = [self.pauses.own(run.state, call, tool, "suspend", signal.payload)]
+            pause = self.pauses.own(run.state, call, tool, "suspend", signal.payload, signal.resume_schema)
+            call.pauses = [pause]
+            return
+        except ToolInterrupted as exc:
+            done(run, call, {"error": f"interrupted: {exc}"}, is_error=True, interrupted=True)
             return
         except Exception as exc:
             done(run, call, {"error": f"{type(exc).__name__}: {exc}"}, is_error=True)
@@ -192,6 +202,18 @@ class Calls:
                 await _maybe_await(hooks.after_tool_call(call.tool_name, call.effective_args, output, ctx))
             except Exception:
                 log.warning("after_tool_call hook failed for %s", call.tool_call_id, exc_info=True)
+
+
+def _answer(ctx: ToolContext, tool: Tool, call: ToolCallState) -> None:
+    """What the call's decision gives the tool: resume data, or (for a tool that hears it) a decline."""
+    decision = call.decision
+    if decision is None:
+        return
+    if decision.kind == "resumed":
+        ctx.agent.resume_data = parse_resume_data(tool, decision.resume_data)
+    elif decision.kind in ("declined", "expired"):  # a resume_on_decline tool's suspend() pause
+        ctx.agent.decline_reason = decision.reason
+        ctx.agent.expired = decision.kind == "expired"
 
 
 def done(run: ActiveRun, call: ToolCallState, output: Any, *, is_error: bool = False, **extra: Any) -> None:

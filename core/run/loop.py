@@ -27,7 +27,13 @@ from troupe.core.run.turn import model_turn
 from troupe.core.run.writes import RunWriter
 from troupe.core.tracing import span
 from troupe.core.vocabulary.agent import DELEGATION_PREFIX, AgentSpec
-from troupe.core.vocabulary.errors import DecisionPendingError, RunTakenOverError, StorageError, TroupeError
+from troupe.core.vocabulary.errors import (
+    DecisionPendingError,
+    RunTakenOverError,
+    StorageError,
+    ToolNameConflictError,
+    TroupeError,
+)
 from troupe.core.vocabulary.messages import tool_message
 from troupe.core.vocabulary.model import Usage
 from troupe.core.vocabulary.requests import AgentPort
@@ -65,9 +71,39 @@ class RunLoop:
         self.tools: dict[str, Tool] = {**spec.tools}
         for name, delegation in self.delegations.items():
             self.tools[name] = delegation_tool(delegation)
+        # Tools a host found for this agent elsewhere (an MCP server's), by source: see use_tools.
+        self.sourced: dict[str, frozenset[str]] = {}
         self.tool_specs = [tool.spec(name) for name, tool in self.tools.items()]
         self.pauses = Pauses(spec.id, clock)
         self.calls = Calls(spec, self.tools, self.delegations, self.pauses, threads or ToolThreads())
+
+    def use_tools(self, source: str, tools: dict[str, Tool]) -> None:
+        """Offer ``tools`` from ``source`` (say, ``mcp:files``) from the next model turn on, in place of
+        what that source offered before; a name another source offers is refused, and nothing changes.
+        The table is shared with ``Calls``, so a call made by name finds the tool wherever it came from."""
+        for name in tools:
+            owner = self._owner_of(name, source)
+            if owner is not None:
+                raise ToolNameConflictError(
+                    f"agent {self.spec.id!r}: tool name {name!r} is offered by {source} and by {owner}; "
+                    "give one of them a prefix",
+                    agent_id=self.spec.id,
+                    tool_name=name,
+                )
+        for name in self.sourced.get(source, ()):
+            del self.tools[name]
+        self.tools.update(tools)
+        self.sourced[source] = frozenset(tools)
+        self.tool_specs = [tool.spec(name) for name, tool in self.tools.items()]
+
+    def _owner_of(self, name: str, source: str) -> str | None:
+        if name in self.spec.tools:
+            return "the agent's own tools"
+        if name in self.delegations:
+            return "a subagent"
+        return next(
+            (other for other, names in self.sourced.items() if other != source and name in names), None
+        )
 
     # ---- the loop ------------------------------------------------------------------------------------
 

@@ -33,19 +33,25 @@ class Pauses:
         tool: Tool,
         kind: Literal["approval", "suspend"],
         payload: Any = None,
+        resume_schema: dict[str, Any] | None = None,
     ) -> Pause:
-        """A pause of one of this agent's own tools."""
+        """A pause of one of this agent's own tools (``resume_schema``: the one its ``suspend()`` gave)."""
+        if kind == "approval":
+            resume_schema = APPROVAL_RESUME_SCHEMA
+        elif tool.resume_schema is not None or resume_schema is None:
+            resume_schema = tool.resume_json_schema()
         return Pause(
             kind=kind,
             tool_name=call.tool_name,
             args=call.effective_args,
             suspend_payload=payload,
             # An approval is answered with {approved, reason?} (resume_stream), as in Mastra.
-            resume_schema=APPROVAL_RESUME_SCHEMA if kind == "approval" else tool.resume_json_schema(),
+            resume_schema=resume_schema,
             agent_path=[self.agent_id],
             fingerprint=fingerprint(call.tool_call_id, call.tool_name, call.effective_args),
             seq=next_seq(state),
             expires_at=self.deadline(state),
+            tool_origin=tool.origin,
         )
 
     def lift(self, state: RunState, call: ToolCallState, inner: PauseEvent) -> Pause:
@@ -63,6 +69,7 @@ class Pauses:
             seq=next_seq(state),
             interrupted=inner.interrupted,
             expires_at=self.deadline(state, inner.expires_at),
+            tool_origin=inner.tool_origin,
         )
 
     def deadline(self, state: RunState, inherited: datetime | None = None) -> datetime | None:

@@ -8,6 +8,7 @@ from typing import Any
 from troupe.core.models.openai_model import OpenAIModel
 from troupe.core.run.memory import Memory
 from troupe.core.vocabulary.hooks import Hooks
+from troupe.core.vocabulary.mcp_servers import MCPServer, check_mcp_servers
 from troupe.core.vocabulary.model import Model
 from troupe.core.vocabulary.options import check_option_names
 from troupe.core.vocabulary.tools import Tool
@@ -31,6 +32,7 @@ class AgentSpec:
         memory: Memory | None = None,
         default_options: dict[str, Any] | None = None,
         hooks: Hooks | None = None,
+        mcp_servers: Sequence[MCPServer] | None = None,
     ) -> None:
         if not id or not isinstance(id, str):
             raise ValueError("an agent needs a non-empty string id")
@@ -51,6 +53,8 @@ class AgentSpec:
         self.default_options = dict(default_options or {})
         check_option_names(self.default_options, f"default_options of agent {id!r}")
         self.hooks = hooks or Hooks()
+        # Tool sources each host opens for itself (troupe.actors.mcp): their tools join ``tools`` there.
+        self.mcp_servers = check_mcp_servers(id, mcp_servers)
 
     def tree(self) -> dict[str, AgentSpec]:
         """This agent and every agent below it, by id (each definition once)."""

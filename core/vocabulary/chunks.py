@@ -73,6 +73,7 @@ class PauseEvent:
     suspend_payload: Any = None
     interrupted: bool = False
     expires_at: datetime | None = None
+    tool_origin: dict[str, Any] | None = None
 
     def payload(self) -> dict[str, Any]:
         """The pause chunk's payload (Python's snake_case form; ``to_wire`` camelizes it)."""
@@ -90,6 +91,8 @@ class PauseEvent:
             out["expires_at"] = self.expires_at.isoformat()
         if self.kind == "suspend":
             out["suspend_payload"] = self.suspend_payload
+        if self.tool_origin is not None:
+            out["tool_origin"] = self.tool_origin
         return out
 
 
@@ -150,6 +153,7 @@ _OPAQUE_KEYS = frozenset(
         "resume_data",
         "usage_raw",
         "messages",
+        "tool_origin",
     }
 )
 

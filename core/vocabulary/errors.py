@@ -22,6 +22,8 @@
      │    └── DecisionPendingError    AGENT_DECISION_PENDING
      ├── RunTakenOverError            AGENT_RUN_TAKEN_OVER
      ├── RayAuthError                 RAY_AUTH_FAILED
+     ├── MCPServerError               MCP_SERVER_UNAVAILABLE         (an agent's MCP server did not start)
+     ├── ToolNameConflictError        AGENT_TOOL_NAME_CONFLICT       (two tool sources offer one name)
      ├── ModelError                   MODEL_ERROR
      ├── RunFailedError               AGENT_RUN_FAILED
      └── StorageError                 STORAGE_ERROR
@@ -194,6 +196,20 @@ class RayAuthError(TroupeError):
     http_status = 503
 
 
+class MCPServerError(TroupeError):
+    """An MCP server an agent takes tools from could not be started or reached; nothing of any run was
+    changed, and the next operation tries again."""
+
+    code = "MCP_SERVER_UNAVAILABLE"
+    http_status = 503
+
+
+class ToolNameConflictError(TroupeError):
+    """Two of an agent's tool sources (its own tools, subagents, MCP servers) offer the same tool name."""
+
+    code = "AGENT_TOOL_NAME_CONFLICT"
+
+
 class ModelError(TroupeError):
     """The model failed or answered something the loop cannot use."""
 
@@ -252,6 +268,7 @@ __all__ = [
     "DuplicateRunError",
     "InvalidOptionError",
     "InvalidPaginationError",
+    "MCPServerError",
     "ModelError",
     "NoSuspendedRunError",
     "PauseExpiredError",
@@ -266,6 +283,7 @@ __all__ = [
     "ThreadAccessError",
     "ToolCallCompletedError",
     "ToolCallNotSuspendedError",
+    "ToolNameConflictError",
     "TroupeError",
     "error_from_dict",
 ]

@@ -84,6 +84,8 @@ class Pause(_Model):
     expires_at: datetime | None = None
     # Principals that have approved so far, while an approver policy's quorum is not yet reached.
     approvals: list[str] = Field(default_factory=list)
+    # Where the leaf tool comes from (``Tool.origin``: e.g. its MCP server and annotations).
+    tool_origin: dict[str, Any] | None = None
 
 
 class ChildLink(_Model):

@@ -30,6 +30,7 @@ class PendingToolCall:
     interrupted: bool = False
     expires_at: datetime | None = None
     approvals: list[str] = field(default_factory=list)  # towards an approver policy's quorum
+    tool_origin: dict[str, Any] | None = None  # where the tool comes from (e.g. its MCP server)
 
     @property
     def kind(self) -> Literal["approval", "suspend"]:

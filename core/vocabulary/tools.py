@@ -27,9 +27,15 @@ class SuspendSignal(BaseException):
     """Raised by ``ctx.agent.suspend``; derives from BaseException so a tool's ``except Exception``
     cannot swallow the pause."""
 
-    def __init__(self, payload: Any) -> None:
+    def __init__(self, payload: Any, resume_schema: dict[str, Any] | None = None) -> None:
         super().__init__("tool suspended")
         self.payload = payload
+        self.resume_schema = resume_schema
+
+
+class ToolInterrupted(Exception):
+    """Raised by a tool whose call was cut short by something outside it (the process that held its
+    other end is gone): the call is reported to the model as interrupted, and not run again."""
 
 
 # asyncio's own default for its executor, which is what the peers' sync tools end up running on.
@@ -73,19 +79,26 @@ def is_async(fn: Callable[..., Any]) -> bool:
 
 @dataclass
 class AgentContext:
-    """``ctx.agent``: how a tool pauses itself and what it is resumed with."""
+    """``ctx.agent``: how a tool pauses itself and what it is resumed with.
+
+    ``decline_reason`` is set when a person declined the tool's ``suspend()`` pause (only for a tool
+    with ``resume_on_decline``; ``expired`` too when nobody answered in time)."""
 
     resume_data: Any = None
     suspend_schema: type[BaseModel] | None = None
+    decline_reason: str | None = None
+    expired: bool = False
 
-    async def suspend(self, payload: Any = None) -> NoReturn:
+    async def suspend(self, payload: Any = None, *, resume_schema: dict[str, Any] | None = None) -> NoReturn:
+        """Pause the run; ``resume_schema`` (a JSON schema) is what the answer must fit, for this pause
+        only, when the tool has no ``resume_schema`` model of its own."""
         if self.suspend_schema is not None:
             try:
                 model = self.suspend_schema.model_validate(payload)
             except ValidationError as exc:
                 raise ValueError(f"suspend payload does not match suspend_schema: {exc}") from exc
             payload = model.model_dump(mode="json")
-        raise SuspendSignal(payload)
+        raise SuspendSignal(payload, resume_schema)
 
 
 @dataclass
@@ -111,6 +124,12 @@ class Tool:
     require_approval: ApprovalRule = False
     allow_edited_args: bool = False
     idempotent: bool = False
+    # A decline of this tool's suspend() pause calls it again with ctx.agent.decline_reason set (instead
+    # of ending the call unrun), for a tool whose other end must hear the answer (an MCP elicitation).
+    resume_on_decline: bool = False
+    # Where the tool comes from, as people deciding its calls see it (JSON; e.g. an MCP server's name and
+    # the tool's annotations). Carried on its pauses.
+    origin: dict[str, Any] | None = None
 
     def spec(self, name: str) -> dict[str, Any]:
         """The OpenAI function spec the model sees, under the name the agent gives this tool."""
@@ -197,6 +216,7 @@ __all__ = [
     "SuspendSignal",
     "Tool",
     "ToolContext",
+    "ToolInterrupted",
     "ToolThreads",
     "create_tool",
     "is_async",

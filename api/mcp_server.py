@@ -1,0 +1,203 @@
+"""Troupe served over MCP: each agent of the runtime is a tool (``prompt``, and optionally ``resourceId``
+and ``threadId``) that runs the agent to its end.
+
+When the run pauses, a client that can be asked (it declared elicitation) gets an elicitation for each
+pause in turn (``troupe.api.mcp_pauses``) and its answers decide the calls; a client that cannot, or a
+person who cancels, gets a result saying the run is paused, with its run id and where to decide it. The
+caller is a ``Principal``: over HTTP the API key of the request (``troupe.api.mcp_http``), over stdio the
+one ``troupe mcp`` was started as. It starts runs and decides them exactly as over the HTTP routes
+(``Service``): only in its own resources, and through the agents' own decision methods.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from troupe.api.auth import Principal
+from troupe.api.mcp_pauses import PausedCall, Questions, finished_result, paused_result
+from troupe.api.service import Service
+from troupe.core.notifying.links import LinkSigner
+from troupe.core.vocabulary.errors import TroupeError
+from troupe.core.vocabulary.results import RunResult
+from troupe.supervisor.agent import Agent
+
+log = logging.getLogger(__name__)
+
+# A run paused again and again is handed back after this many questions rather than asking forever.
+MAX_QUESTIONS = 20
+PRINCIPAL_KEY = "troupe.principal"
+
+INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "prompt": {"type": "string", "description": "The task for the agent"},
+        "resourceId": {"type": "string", "description": "The resource the run belongs to (your key's own)"},
+        "threadId": {"type": "string", "description": "A conversation thread, for agents with memory"},
+    },
+    "required": ["prompt"],
+    "additionalProperties": False,
+}
+
+
+class AgentsOverMCP:
+    """The MCP tools of ``service``'s runtime. ``principal`` is the caller where the transport has no
+    key of its own (stdio); ``base_url`` is where people reach the HTTP front door (for the paused
+    result)."""
+
+    def __init__(self, service: Service, principal: Principal | None = None, base_url: str | None = None):
+        self.service = service
+        self.principal = principal
+        self.base_url = base_url
+        self.questions = Questions()
+
+    def server(self) -> Any:
+        from mcp.server.lowlevel import Server
+
+        return Server(
+            "troupe",
+            version="0.1.0",
+            instructions="Each tool runs one Troupe agent; a tool call that needs a person asks you.",
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+        )
+
+    def _tools(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "name": agent.id,
+                "description": agent.description or f"Run the {agent.name} agent",
+                "inputSchema": INPUT_SCHEMA,
+                "annotations": {"readOnlyHint": False, "destructiveHint": True, "openWorldHint": True},
+            }
+            for agent in sorted(self.service.runtime.list_agents(), key=lambda a: a.id)
+        ]
+
+    async def _list_tools(self, ctx: Any, params: Any) -> Any:
+        from mcp_types import ListToolsResult
+
+        return ListToolsResult.model_validate({"tools": self._tools()})
+
+    async def _call_tool(self, ctx: Any, params: Any) -> Any:
+        from mcp_types import CallToolResult, InputRequiredResult
+
+        try:
+            if params.request_state is not None:
+                answer = await self.answered(ctx, params)
+            else:
+                answer = await self.call(ctx, params.name, params.arguments or {})
+        except TroupeError as exc:
+            answer = _error(f"{exc.code}: {exc.message}")
+        if isinstance(answer, InputRequiredResult):
+            return answer
+        return CallToolResult.model_validate(answer)
+
+    def caller(self, ctx: Any) -> Principal:
+        request = getattr(ctx, "request", None)
+        scope = getattr(request, "scope", None)
+        found = scope.get(PRINCIPAL_KEY) if isinstance(scope, dict) else None
+        principal = found or self.principal
+        if principal is None:
+            raise TroupeError("no caller: this MCP transport carries no credential")
+        return principal
+
+    async def call(self, ctx: Any, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Run agent ``name`` for the caller, then ask about each pause while the client can be asked."""
+        caller = self.caller(ctx)
+        prompt = arguments.get("prompt")
+        if not isinstance(prompt, str) or not prompt:
+            return _error("'prompt' must be a non-empty string")
+        agent = self.service.agent(name)
+        options = _options(caller, arguments)
+        result = await agent.generate(prompt, started_by=caller.name, **options)
+        return await self._settle(ctx, caller, agent, result)
+
+    async def _settle(self, ctx: Any, caller: Principal, agent: Agent, result: RunResult) -> Any:
+        """Ask about each pause in turn, while the client can be asked; the result, or the question for
+        a client that answers by calling again (MCP 2026's input-required results)."""
+        note = None
+        for _ in range(MAX_QUESTIONS):
+            if result.finish_reason != "suspended" or result.suspend_payload is None:
+                return finished_result(result)
+            call = PausedCall(agent.id, result.run_id, result.suspend_payload)
+            if not _can_elicit(ctx):
+                break
+            if not ctx.session.can_send_request:
+                return self.questions.ask(call)
+            message, schema = call.question()
+            answer = await ctx.session.elicit_form(message, schema, related_request_id=ctx.request_id)
+            if answer.action == "cancel":
+                break
+            try:
+                result = await self._decide(caller, agent, call, answer.action, answer.content)
+            except TroupeError as exc:
+                note = f"The answer was not taken ({exc.code}): {exc.message}"
+                break
+        return self._paused(ctx, agent.id, result, note)
+
+    async def answered(self, ctx: Any, params: Any) -> Any:
+        """A client's call again with its answer to the question an input-required result asked."""
+        caller = self.caller(ctx)
+        call, action, content = self.questions.answer(params)
+        agent = self.service.agent(call.agent_id)
+        if action == "cancel":
+            return self._paused(ctx, agent.id, None, None, call)
+        result = await self._decide(caller, agent, call, action, content)
+        return await self._settle(ctx, caller, agent, result)
+
+    async def _decide(
+        self, caller: Principal, agent: Agent, call: PausedCall, action: str, content: Any
+    ) -> RunResult:
+        await self.service.check_run(caller, agent, call.run_id)
+        return await call.decide(agent, caller, action, content)
+
+    def _paused(
+        self,
+        ctx: Any,
+        agent_id: str,
+        result: RunResult | None,
+        note: str | None,
+        call: PausedCall | None = None,
+    ) -> dict[str, Any]:
+        if call is None:
+            assert result is not None
+            call = PausedCall(agent_id, result.run_id, result.suspend_payload or {})
+        return paused_result(call, call.where_to_decide(_base_url(ctx, self.base_url), self._links()), note)
+
+    def _links(self) -> LinkSigner | None:
+        notifications = self.service.runtime.notifications
+        return notifications.links if notifications is not None else None
+
+
+def _options(caller: Principal, arguments: dict[str, Any]) -> dict[str, Any]:
+    options: dict[str, Any] = {"resource_id": caller.own_resource(_text(arguments, "resourceId"))}
+    thread = _text(arguments, "threadId")
+    if thread is not None:
+        options["thread_id"] = thread
+    return options
+
+
+def _text(arguments: dict[str, Any], key: str) -> str | None:
+    value = arguments.get(key)
+    return value if isinstance(value, str) and value else None
+
+
+def _base_url(ctx: Any, configured: str | None) -> str | None:
+    """Where people reach this server: as configured, else as the HTTP request that asked reached it."""
+    if configured:
+        return configured
+    request = getattr(ctx, "request", None)
+    base = getattr(request, "base_url", None)
+    return str(base).rstrip("/") if base is not None else None
+
+
+def _can_elicit(ctx: Any) -> bool:
+    capabilities = ctx.session.client_capabilities
+    return capabilities is not None and capabilities.elicitation is not None
+
+
+def _error(message: str) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": message}], "isError": True}
+
+
+__all__ = ["INPUT_SCHEMA", "PRINCIPAL_KEY", "AgentsOverMCP"]

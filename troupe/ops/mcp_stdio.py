@@ -1,0 +1,57 @@
+"""``troupe mcp``: a runtime's agents served to one MCP client over this process's stdin and stdout.
+
+The client (an IDE, a desktop assistant) starts the process and is its only caller. Who that caller is
+comes from the command line, as for the operator commands: a key of a keys file (``--keys FILE --key
+KEY`` or ``TROUPE_API_KEY``), limited to its resources and carrying its roles for approver policies; or,
+without a keys file, the admin named by ``--as`` (whoever can start this process can open its store
+anyway). Runs are started and decided as over HTTP (``troupe.api.mcp_server``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from troupe.api.auth import Gate, KeyRing, Principal
+from troupe.api.mcp_server import AgentsOverMCP
+from troupe.api.service import Service
+
+
+def run(source: Callable[[], Awaitable[Any]], principal: Principal, public_url: str | None) -> int:
+    asyncio.run(_serve(source, principal, public_url))
+    return 0
+
+
+async def _serve(source: Callable[[], Awaitable[Any]], principal: Principal, public_url: str | None) -> None:
+    from mcp.server.stdio import stdio_server
+
+    # Inside the stdio server, anything printed goes to stderr: starting the runtime (Ray, say) can
+    # never write on the protocol's channel.
+    async with stdio_server() as (read, write):
+        runtime = await source()
+        try:
+            service = Service(runtime, Gate(KeyRing()))
+            server = AgentsOverMCP(service, principal, public_url).server()
+            await server.run(read, write, server.create_initialization_options())
+        finally:
+            with contextlib.suppress(Exception):
+                await service.drain()
+            await runtime.shutdown()
+
+
+def principal_for(keys: KeyRing | None, key: str | None, name: str) -> Principal:
+    """The caller: the key's principal when a keys file is given (SystemExit naming what is wrong),
+    else an admin called ``name``."""
+    if keys is None:
+        return Principal(name, None)
+    if not key:
+        raise SystemExit("troupe mcp --keys needs the caller's key: --key KEY or TROUPE_API_KEY")
+    found = keys.find(key)
+    if found is None:
+        raise SystemExit("troupe mcp: the key is not in the keys file")
+    return found
+
+
+__all__ = ["principal_for", "run"]
