@@ -4,15 +4,8 @@
 # Sets up .venv with Troupe itself (no test tooling) on first use.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ ! -x .venv/bin/python ]; then
-    # Debian and Ubuntu ship Python's venv module in a package of its own.
-    if ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
-        echo "scripts/demo.sh: this Python cannot make a virtualenv; install python3-venv first" \
-             "(sudo apt-get install python3-venv), or run: bash scripts/setup.sh --system" >&2
-        exit 1
-    fi
-    python3 -m venv .venv
-fi
+. scripts/venv.sh
+make_venv
 # Install only when .venv does not already hold Troupe from this checkout: a re-run starts at once and
 # needs no network.
 if ! .venv/bin/python -c 'import sys, troupe.core as c; sys.exit(not c.__file__.startswith(sys.argv[1]))' \

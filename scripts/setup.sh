@@ -36,14 +36,8 @@ if $system; then
     fi
 fi
 
-if [ ! -x .venv/bin/python ]; then
-    if ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
-        echo "scripts/setup.sh: this Python cannot make a virtualenv; install python3-venv first" \
-             "(sudo apt-get install python3-venv), or run: bash scripts/setup.sh --system" >&2
-        exit 1
-    fi
-    python3 -m venv .venv
-fi
+. scripts/venv.sh
+make_venv
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -e '.[dev]'
 

@@ -95,7 +95,8 @@ def test_the_demo_script_names_python3_venv_where_python_cannot_make_a_virtualen
     from conftest import ROOT
 
     (tmp_path / "scripts").mkdir()
-    shutil.copy(ROOT / "scripts" / "demo.sh", tmp_path / "scripts" / "demo.sh")
+    for script in ("demo.sh", "venv.sh"):
+        shutil.copy(ROOT / "scripts" / script, tmp_path / "scripts" / script)
     shadow = tmp_path / "no-ensurepip" / "ensurepip"
     shadow.mkdir(parents=True)
     (shadow / "__init__.py").write_text("raise ImportError('ensurepip is not available')\n")

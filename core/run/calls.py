@@ -218,17 +218,20 @@ def _answer(ctx: ToolContext, tool: Tool, call: ToolCallState) -> None:
 
 def done(run: ActiveRun, call: ToolCallState, output: Any, *, is_error: bool = False, **extra: Any) -> None:
     """Record the call's output and tell the stream."""
-    call.status = CallStatus.DONE
-    call.output = output
-    call.is_error = is_error
-    run.chunk(
-        "tool-error" if is_error else "tool-result",
-        tool_call_id=call.tool_call_id,
-        tool_name=call.tool_name,
-        args=call.effective_args,
-        result=output,
+    run.emit(settle(run.state.run_id, call, output, is_error, **extra))
+
+
+def settle(run_id: str, call: ToolCallState, output: Any, is_error: bool = False, **extra: Any) -> Chunk:
+    """Record the call's output (mutates ``call``); the chunk that reports it (``extra`` in its payload)."""
+    call.status, call.output, call.is_error = CallStatus.DONE, output, is_error
+    payload = {
+        "tool_call_id": call.tool_call_id,
+        "tool_name": call.tool_name,
+        "args": call.effective_args,
+        "result": output,
         **extra,
-    )
+    }
+    return Chunk("tool-error" if is_error else "tool-result", run_id, payload)
 
 
 def decline_chunk(run_id: str, call: ToolCallState) -> Chunk:
@@ -251,4 +254,4 @@ async def _maybe_await(value: Any) -> Any:
     return value
 
 
-__all__ = ["Calls", "decline_chunk", "done"]
+__all__ = ["Calls", "decline_chunk", "done", "settle"]

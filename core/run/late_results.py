@@ -15,9 +15,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
+from troupe.core.run.calls import settle
 from troupe.core.vocabulary.chunks import Chunk
 from troupe.core.vocabulary.errors import RunTakenOverError, ToolCallCompletedError
-from troupe.core.vocabulary.state import CallStatus, RunState, ToolCallState, fingerprint, utcnow
+from troupe.core.vocabulary.state import RunState, ToolCallState, fingerprint, utcnow
 from troupe.core.vocabulary.store import AuditEntry, Store
 
 
@@ -70,16 +71,8 @@ def completed(audit: Iterable[AuditEntry], call: ToolCallState) -> AuditEntry | 
 
 def take(run_id: str, call: ToolCallState, entry: AuditEntry) -> Chunk:
     """The call's outcome is the recorded one (mutates ``call``); the chunk that reports it."""
-    call.status, call.output, call.is_error = CallStatus.DONE, entry.result, bool(entry.is_error)
     call.pauses, call.decision = [], None
-    payload = {
-        "tool_call_id": call.tool_call_id,
-        "tool_name": call.tool_name,
-        "args": call.effective_args,
-        "result": entry.result,
-        "completed_at": entry.decided_at.isoformat(),
-    }
-    return Chunk("tool-error" if call.is_error else "tool-result", run_id, payload)
+    return settle(run_id, call, entry.result, bool(entry.is_error), completed_at=entry.decided_at.isoformat())
 
 
 def already_completed(run_id: str, entry: AuditEntry) -> ToolCallCompletedError:

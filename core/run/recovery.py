@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 
 from troupe.core.run import late_results
+from troupe.core.run.calls import settle
 from troupe.core.run.flow import Plan
 from troupe.core.run.pauses import Pauses, open_pause_chunks
 from troupe.core.vocabulary.chunks import Chunk
@@ -63,17 +64,7 @@ def prepare_recovery(
 
 def _cut_short(run_id: str, call: ToolCallState) -> Chunk:
     """Record the call as interrupted (the model is told so); the chunk that reports it."""
-    call.status = CallStatus.DONE
-    call.output = {"error": INTERRUPTED}
-    call.is_error = True
-    payload = {
-        "tool_call_id": call.tool_call_id,
-        "tool_name": call.tool_name,
-        "args": call.effective_args,
-        "result": call.output,
-        "interrupted": True,
-    }
-    return Chunk("tool-error", run_id, payload)
+    return settle(run_id, call, {"error": INTERRUPTED}, True, interrupted=True)
 
 
 def replay(agent_id: str, state: RunState) -> list[Chunk]:
