@@ -36,6 +36,10 @@ _ACTOR_OPTIONS: dict[str, Any] = {"num_cpus": 0, "max_restarts": 5, "max_task_re
 _CHANNELS = os.environ.get("TROUPE_ACTOR_CHANNEL", "1") != "0"
 # Ray's switch for a loopback-only node (see _loopback_node), as its processes read it.
 _CLUSTER_VAR = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+# No idle workers started ahead, neither when the first driver connects (one per CPU by default, about
+# 45 MiB each) nor for queued tasks: Troupe runs actors, and each gets a worker of its own when it is
+# created. Raylet settings (RayConfig) of the node Troupe starts; a cluster it joins keeps its own.
+_LEAN_SYSTEM_CONFIG = {"prestart_worker_first_driver": False, "enable_worker_prestart": False}
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +48,9 @@ def ensure_ray(address: str | None = None) -> None:
     """Start (or connect to) Ray once per process, with the settings every Troupe process shares.
 
     A Ray started here is private: token auth stays on, with a 0600 token that Troupe's own processes
-    inherit (see troupe.actors.ray_auth). Joining ``address`` presents that cluster's token, checked up
-    front so a missing or wrong one is a clear error at once."""
+    inherit (see troupe.actors.ray_auth). It runs only the processes Troupe uses (see _lean_node).
+    Joining ``address`` presents that cluster's token, checked up front so a missing or wrong one is a
+    clear error at once, and takes the cluster as it is."""
     if ray.is_initialized():
         return
     # Ray's unix sockets need a short temp path, and one that no other user could have made first.
@@ -64,13 +69,14 @@ def ensure_ray(address: str | None = None) -> None:
     # Processes started from here (Troupe's own, Ray's workers) that join this Ray by its address must
     # not swap its loopback address for another either (see _loopback_node).
     os.environ[_CLUSTER_VAR] = "0"
-    with _loopback_node():
+    with _loopback_node(), _lean_node():
         ray.init(
             include_dashboard=False,
             log_to_driver=False,
             configure_logging=False,
             _temp_dir=os.environ["RAY_TMPDIR"],
             _node_ip_address="127.0.0.1",
+            _system_config=_LEAN_SYSTEM_CONFIG,
         )
 
 
@@ -94,6 +100,42 @@ def _loopback_node() -> Iterator[None]:
         yield
     finally:
         ray_constants.ENABLE_RAY_CLUSTER = before
+
+
+@contextlib.contextmanager
+def _lean_node() -> Iterator[None]:
+    """While Troupe's own Ray starts, its node runs what Troupe uses: the GCS, the raylet, the raylet's
+    two agents and, later, the agents' actors. Left to ``ray.init`` it also runs an autoscaler monitor
+    (nothing to scale here), a log monitor (it forwards workers' output to drivers, which Troupe turns
+    off with ``log_to_driver=False``) and Ray's API server, about 170 MiB and a second or more of start
+    together (bench/embedded_ray.py).
+
+    The monitors go by Ray's own node options, ``no_monitor`` and ``include_log_monitor`` (``ray start
+    --no-monitor --include-log-monitor=false``), which ``ray.init`` does not take: they are set on the
+    parameters it builds for the node. The API server has no option: with ``include_dashboard=False``
+    Ray 2.60 still starts it, to run its usage-statistics module alone (usage statistics are off for a
+    ``ray.init`` cluster), and a node whose API server fails to start carries on without it; here it
+    is not started. The raylet's two agents stay: it refuses to start without their commands and exits
+    when either of them exits (the dashboard agent serves the metrics every Ray process reports to, the
+    runtime-env agent sets up the environments of workers)."""
+    from ray._private import node, parameter
+
+    class LeanParams(parameter.RayParams):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **{**kwargs, "no_monitor": True, "include_log_monitor": False})
+
+    def no_api_server(self: Any, *, include_dashboard: bool | None, raise_on_failure: bool) -> None:
+        """In place of Node.start_api_server: the node's dashboard URL stays None, as when it fails."""
+
+    lean = [(parameter, "RayParams", LeanParams), (node.Node, "start_api_server", no_api_server)]
+    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in lean]
+    for owner, name, value in lean:
+        setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        for owner, name, value in saved:
+            setattr(owner, name, value)
 
 
 def current_actor_id() -> str | None:

@@ -13,6 +13,19 @@ of several milliseconds for every run of the process every few dozen approval cy
 checkpoint stays on as a backstop at ``BACKSTOP_PAGES``: while writes keep coming, a passive checkpoint
 from another connection never gets to the end of the log, so the log starts again from its beginning
 only after a checkpoint inside a commit, which by then has only the last few pages left to copy.
+
+Group commit, leader and followers: the first write of a turn of the event loop (the leader) is
+committed at once, alone, as before group commit (no timer, nothing added to a lone write). The writes
+asked for after it in the same turn (the followers: other runs that reach a write at the same moment,
+or the leader's task writing again) go into one transaction, committed at the start of the next turn
+(``call_soon``), so they share one commit and, with ``synchronous=FULL``, one fsync. A follower waits a
+turn of the loop, and the tasks that run meanwhile get to their writes and join it: with runs in flight
+the writes gather into a few commits per turn whatever their number. Each write of a shared
+transaction runs inside a SAVEPOINT of its own: a failed compare-and-set (or any write that raises) is
+rolled back to its savepoint and fails its caller alone; the others commit. Nobody is answered before
+the COMMIT has returned (a commit that fails fails every write in it). A transaction runs in one go on
+the loop, so it is never open while other code runs: reads on the same connection see only what is
+committed, and the write lock is held no longer than the statements and the commit take.
 """
 
 from __future__ import annotations
@@ -23,11 +36,11 @@ import json
 import logging
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import suppress
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 from troupe.core.vocabulary.errors import DuplicateRunError, StorageUnavailableError
 from troupe.core.vocabulary.state import RunState
@@ -104,7 +117,24 @@ CREATE TABLE IF NOT EXISTS owners (
 """
 
 
+# A write's outcome within its batch: (True, what it returned) or (False, what it raised).
+_Outcome = tuple[bool, Any]
+
+
+class _Batch:
+    """The followers of one turn of an event loop (see above), waiting for their shared commit."""
+
+    __slots__ = ("loop", "writes")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.writes: list[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]] = []
+
+
 class SqliteStore:
+    """``commits`` and ``writes`` count the transactions this store committed and the writes in them
+    (for tests and benchmarks: ``writes / commits`` is the group commit's batch size)."""
+
     shared_across_processes = True
 
     def __init__(self, path: str | Path, *, synchronous: Synchronous = "NORMAL") -> None:
@@ -124,6 +154,10 @@ class SqliteStore:
         # The checkpoint queued or running on the worker thread, and the changes counted when it began.
         self._checkpointing: Future[None] | None = None
         self._checkpointed_at = 0
+        self._batch: _Batch | None = None  # the writes waiting for the next commit
+        self._led: asyncio.AbstractEventLoop | None = None  # its current turn has had its leader
+        self.commits = 0
+        self.writes = 0
 
     def __reduce__(self) -> Any:
         # Each process opens its own connection to the same file.
@@ -132,8 +166,9 @@ class SqliteStore:
     # ---- plumbing -----------------------------------------------------------------------------------
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``fn`` on the loop's connection; if the database is busy (every statement here starts by
-        taking its lock, so nothing has been done yet), wait for it on the worker thread instead."""
+        """Read: run ``fn`` on the loop's connection; if the database is busy (rare in WAL mode, and then
+        before anything was read), wait for it on the worker thread instead. Writes go through
+        ``_write``."""
         try:
             if self._fast is None:
                 self._fast = self._open(busy_timeout_ms=0)
@@ -151,6 +186,146 @@ class SqliteStore:
         result = await asyncio.get_running_loop().run_in_executor(self._worker(), self._wait_and_call, fn)
         self._checkpoint_if_due()
         return result
+
+    async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` in a transaction: at once and alone if it is the first write of this turn of the
+        loop, else in the shared commit at the start of the next turn (see above)."""
+        loop = asyncio.get_running_loop()
+        batch = self._batch
+        if batch is None or batch.loop is not loop:
+            if self._led is not loop:  # the first write of this turn of the loop
+                self._led = loop
+                loop.call_soon(self._next_turn, loop)
+                return await self._commit_alone(fn)
+            batch = self._batch = _Batch(loop)
+            loop.call_soon(self._commit_batch, batch)
+        future: asyncio.Future[T] = loop.create_future()
+        batch.writes.append((fn, future))
+        return await future
+
+    def _next_turn(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self._led is loop:
+            self._led = None
+
+    async def _commit_alone(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        try:
+            outcomes = self._commit_on_loop([fn])
+        except sqlite3.OperationalError:  # busy: another process holds the write lock
+            outcomes = await asyncio.get_running_loop().run_in_executor(
+                self._worker(), self._wait_and_call, functools.partial(self._transaction, fns=[fn])
+            )
+        self._count(outcomes)
+        ok, value = outcomes[0]
+        if not ok:
+            raise value
+        return cast(T, value)
+
+    def _commit_batch(self, batch: _Batch) -> None:
+        """On the loop, one turn after the batch's first write: all of its writes in one transaction."""
+        if self._batch is batch:
+            self._batch = None
+        # A write whose caller was cancelled before its turn is not made: the caller was told it failed.
+        writes = [(fn, future) for fn, future in batch.writes if not future.cancelled()]
+        if not writes:
+            return
+        fns = [fn for fn, _ in writes]
+        futures = [future for _, future in writes]
+        try:
+            outcomes = self._commit_on_loop(fns)
+        except sqlite3.OperationalError:
+            # Busy: the batch waits for the write lock on the worker thread. Writes asked for meanwhile
+            # form the next batch.
+            waited = batch.loop.run_in_executor(
+                self._worker(), self._wait_and_call, functools.partial(self._transaction, fns=fns)
+            )
+            waited.add_done_callback(functools.partial(self._answer_waited, futures))
+            return
+        except Exception as exc:  # the database is broken, or could not be opened
+            _fail(futures, exc)
+            return
+        self._answer(futures, outcomes)
+
+    def _commit_on_loop(self, fns: list[Callable[[sqlite3.Connection], Any]]) -> list[_Outcome]:
+        """``fns`` in one transaction on the loop's connection. Raises sqlite3's OperationalError if the
+        database is busy (nothing has been done then: the caller waits for it on the worker thread),
+        StorageUnavailableError if it is broken."""
+        try:
+            if self._fast is None:
+                self._fast = self._open(busy_timeout_ms=0)
+            return self._transaction(self._fast, fns)
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode == sqlite3.SQLITE_BUSY and self.path != ":memory:":
+                raise
+            raise self._unavailable(exc) from exc
+        except sqlite3.DatabaseError as exc:
+            raise self._unavailable(exc) from exc
+
+    def _transaction(
+        self, conn: sqlite3.Connection, fns: list[Callable[[sqlite3.Connection], Any]]
+    ) -> list[_Outcome]:
+        """``fns`` in one transaction, then one COMMIT; several each in a savepoint of its own. What a
+        write raises is its outcome (and its changes are undone); what fails the transaction is raised,
+        with nothing of it done."""
+        conn.execute("BEGIN IMMEDIATE")  # takes the write lock first: a busy database fails here
+        try:
+            if len(fns) == 1:  # alone: undone with its transaction if it fails, no savepoint needed
+                outcomes = [self._outcome(conn, fns[0])]
+                conn.execute("COMMIT" if outcomes[0][0] else "ROLLBACK")
+            else:
+                outcomes = [self._in_savepoint(conn, fn) for fn in fns]
+                conn.execute("COMMIT")
+        except BaseException:
+            # A failed COMMIT may have rolled back already (SQLite says: roll back to be sure).
+            if conn.in_transaction:
+                with suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+            raise
+        return outcomes
+
+    def _in_savepoint(self, conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], Any]) -> _Outcome:
+        conn.execute("SAVEPOINT write")
+        outcome = self._outcome(conn, fn)
+        if not outcome[0]:
+            conn.execute("ROLLBACK TO write")  # undo this write alone: the others still commit
+        conn.execute("RELEASE write")
+        return outcome
+
+    def _outcome(self, conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], Any]) -> _Outcome:
+        try:
+            return True, fn(conn)
+        except Exception as exc:
+            # As ``_run`` raises them: a broken database as unavailable, a constraint as itself.
+            broken = isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.IntegrityError)
+            return False, self._unavailable(exc) if broken else exc
+
+    def _count(self, outcomes: list[_Outcome]) -> None:
+        """Once a transaction has ended: ``commits`` and ``writes`` (a lone write that failed was rolled
+        back, not committed), and a checkpoint if one is due."""
+        made = sum(ok for ok, _ in outcomes)
+        self.commits += int(len(outcomes) > 1 or made > 0)
+        self.writes += made
+        self._checkpoint_if_due()
+
+    def _answer(self, futures: list[asyncio.Future[Any]], outcomes: list[_Outcome]) -> None:
+        """After the commit returned: each write's caller gets its own outcome."""
+        self._count(outcomes)
+        for future, (ok, value) in zip(futures, outcomes, strict=True):
+            if future.done():  # cancelled while its batch waited for the lock: it was written all the same
+                continue
+            if ok:
+                future.set_result(value)
+            else:
+                future.set_exception(value)
+
+    def _answer_waited(
+        self, futures: list[asyncio.Future[Any]], waited: asyncio.Future[list[_Outcome]]
+    ) -> None:
+        if waited.cancelled():
+            _fail(futures, self._unavailable(RuntimeError("the write was cancelled")))
+        elif (exc := waited.exception()) is not None:
+            _fail(futures, exc)
+        else:
+            self._answer(futures, waited.result())
 
     def _worker(self) -> ThreadPoolExecutor:
         if self._executor is None:
@@ -191,7 +366,9 @@ class SqliteStore:
             log.warning("SQLite store %s: WAL checkpoint failed: %s", self.path, exc)
 
     def _unavailable(self, exc: Exception) -> StorageUnavailableError:
-        return StorageUnavailableError(f"SQLite store {self.path} failed: {exc}", path=self.path)
+        error = StorageUnavailableError(f"SQLite store {self.path} failed: {exc}", path=self.path)
+        error.__cause__ = exc  # also where it is handed to a future rather than raised
+        return error
 
     def _open(self, busy_timeout_ms: int) -> sqlite3.Connection:
         if self.path != ":memory:":
@@ -237,50 +414,46 @@ class SqliteStore:
         entries = [(a.run_id, a.model_dump_json()) for a in audit]
 
         def update(conn: sqlite3.Connection) -> int:
-            with _transaction(conn):
-                if expected_version == 0:
-                    _insert_run(conn, state.run_id, row)
-                else:
-                    cursor = conn.execute(
-                        "UPDATE runs SET agent_id=?, status=?, thread_id=?, resource_id=?, suspended_at=?, "
-                        "version=?, body=?, expires_at=? WHERE run_id=? AND version=?",
-                        (*row[1:], state.run_id, expected_version),
+            if expected_version == 0:
+                _insert_run(conn, state.run_id, row)
+            else:
+                cursor = conn.execute(
+                    "UPDATE runs SET agent_id=?, status=?, thread_id=?, resource_id=?, suspended_at=?, "
+                    "version=?, body=?, expires_at=? WHERE run_id=? AND version=?",
+                    (*row[1:], state.run_id, expected_version),
+                )
+                if cursor.rowcount != 1:
+                    raise StaleSnapshotError(
+                        f"run {state.run_id} is not at version {expected_version}", run_id=state.run_id
                     )
-                    if cursor.rowcount != 1:
-                        raise StaleSnapshotError(
-                            f"run {state.run_id} is not at version {expected_version}", run_id=state.run_id
-                        )
-                # Each statement costs its preparation even with nothing to insert: most writes have none.
-                if entries:
-                    conn.executemany("INSERT INTO audit (run_id, body) VALUES (?, ?)", entries)
-                _insert_thread(conn, thread)
-                if outbox:
-                    conn.executemany(
-                        "INSERT OR IGNORE INTO outbox (id, run_id, status, due, lease_owner, body) "
-                        "VALUES (?, ?, ?, ?, ?, ?)",
-                        [_outbox_row(e) for e in outbox],
-                    )
+            # Each statement costs its preparation even with nothing to insert: most writes have none.
+            if entries:
+                conn.executemany("INSERT INTO audit (run_id, body) VALUES (?, ?)", entries)
+            _insert_thread(conn, thread)
+            if outbox:
+                conn.executemany(
+                    "INSERT OR IGNORE INTO outbox (id, run_id, status, due, lease_owner, body) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    [_outbox_row(e) for e in outbox],
+                )
             return version
 
-        return await self._run(update)
+        return await self._write(update)
 
     async def delete_run(
         self, run_id: str, *, expected_version: int | None = None, thread: ThreadAppend | None = None
     ) -> None:
         def delete(conn: sqlite3.Connection) -> None:
-            with _transaction(conn):
-                found = conn.execute("SELECT version FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-                if found is None:
-                    return  # already gone, and with it whatever its deletion appended
-                if expected_version is not None and found[0] != expected_version:
-                    raise StaleSnapshotError(
-                        f"run {run_id} is not at version {expected_version}", run_id=run_id
-                    )
-                conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
-                conn.execute("INSERT OR IGNORE INTO finished_runs (run_id) VALUES (?)", (run_id,))
-                _insert_thread(conn, thread)
+            found = conn.execute("SELECT version FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+            if found is None:
+                return  # already gone, and with it whatever its deletion appended
+            if expected_version is not None and found[0] != expected_version:
+                raise StaleSnapshotError(f"run {run_id} is not at version {expected_version}", run_id=run_id)
+            conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
+            conn.execute("INSERT OR IGNORE INTO finished_runs (run_id) VALUES (?)", (run_id,))
+            _insert_thread(conn, thread)
 
-        await self._run(delete)
+        await self._write(delete)
 
     async def list_suspended_runs(self, query: SuspendedRunQuery) -> tuple[list[RunState], int]:
         where = ["status = 'suspended'", "suspended_at IS NOT NULL"]
@@ -341,7 +514,7 @@ class SqliteStore:
                 "INSERT INTO audit (run_id, body) VALUES (?, ?)", (entry.run_id, entry.model_dump_json())
             )
 
-        await self._run(insert)
+        await self._write(insert)
 
     async def list_audit(self, run_id: str) -> list[AuditEntry]:
         def select(conn: sqlite3.Connection) -> list[str]:
@@ -355,28 +528,26 @@ class SqliteStore:
 
     async def claim_deliveries(self, owner: str, now: float, lease_s: float, limit: int) -> list[OutboxEntry]:
         def claim(conn: sqlite3.Connection) -> list[OutboxEntry]:
-            with _transaction(conn):
-                rows = conn.execute(
-                    "SELECT body FROM outbox WHERE status = 'pending' AND due <= ? ORDER BY due LIMIT ?",
-                    (now, limit),
-                ).fetchall()
-                claimed = [OutboxEntry.model_validate_json(r[0]).leased(owner, now + lease_s) for r in rows]
-                for entry in claimed:
-                    _write_outbox(conn, entry)
+            rows = conn.execute(
+                "SELECT body FROM outbox WHERE status = 'pending' AND due <= ? ORDER BY due LIMIT ?",
+                (now, limit),
+            ).fetchall()
+            claimed = [OutboxEntry.model_validate_json(r[0]).leased(owner, now + lease_s) for r in rows]
+            for entry in claimed:
+                _write_outbox(conn, entry)
             return claimed
 
-        return await self._run(claim)
+        return await self._write(claim)
 
     async def settle_delivery(self, entry: OutboxEntry) -> bool:
         def settle(conn: sqlite3.Connection) -> bool:
-            with _transaction(conn):
-                found = conn.execute("SELECT lease_owner FROM outbox WHERE id = ?", (entry.id,)).fetchone()
-                if found is None or found[0] != entry.lease_owner:
-                    return False
-                _write_outbox(conn, entry.released())
+            found = conn.execute("SELECT lease_owner FROM outbox WHERE id = ?", (entry.id,)).fetchone()
+            if found is None or found[0] != entry.lease_owner:
+                return False
+            _write_outbox(conn, entry.released())
             return True
 
-        return await self._run(settle)
+        return await self._write(settle)
 
     async def list_deliveries(self, run_id: str) -> list[OutboxEntry]:
         def select(conn: sqlite3.Connection) -> list[str]:
@@ -388,29 +559,27 @@ class SqliteStore:
 
     async def redeliver(self, delivery_id: str, now: float) -> OutboxEntry | None:
         def requeue(conn: sqlite3.Connection) -> OutboxEntry | None:
-            with _transaction(conn):
-                found = conn.execute("SELECT body FROM outbox WHERE id = ?", (delivery_id,)).fetchone()
-                if found is None:
-                    return None
-                again = OutboxEntry.model_validate_json(found[0]).requeued(now)
-                _write_outbox(conn, again)
+            found = conn.execute("SELECT body FROM outbox WHERE id = ?", (delivery_id,)).fetchone()
+            if found is None:
+                return None
+            again = OutboxEntry.model_validate_json(found[0]).requeued(now)
+            _write_outbox(conn, again)
             return again
 
-        return await self._run(requeue)
+        return await self._write(requeue)
 
     async def prune_deliveries(self, now: float, keep_s: float, limit: int) -> int:
         oldest = "SELECT seq FROM outbox WHERE status = 'delivered' AND due <= ? {} ORDER BY due LIMIT ?"
 
         def prune(conn: sqlite3.Connection) -> int:
-            with _transaction(conn):
-                # Entries of finished runs go; those of runs still alive are looked at again later.
-                finished = oldest.format("AND run_id NOT IN (SELECT run_id FROM runs)")
-                deleted = conn.execute(f"DELETE FROM outbox WHERE seq IN ({finished})", (now - keep_s, limit))
-                alive = oldest.format("AND run_id IN (SELECT run_id FROM runs)")
-                conn.execute(f"UPDATE outbox SET due = ? WHERE seq IN ({alive})", (now, now - keep_s, limit))
-                return deleted.rowcount
+            # Entries of finished runs go; those of runs still alive are looked at again later.
+            finished = oldest.format("AND run_id NOT IN (SELECT run_id FROM runs)")
+            deleted = conn.execute(f"DELETE FROM outbox WHERE seq IN ({finished})", (now - keep_s, limit))
+            alive = oldest.format("AND run_id IN (SELECT run_id FROM runs)")
+            conn.execute(f"UPDATE outbox SET due = ? WHERE seq IN ({alive})", (now, now - keep_s, limit))
+            return deleted.rowcount
 
-        return await self._run(prune)
+        return await self._write(prune)
 
     async def touch_owner(self, owner: str, ttl_s: float) -> None:
         def upsert(conn: sqlite3.Connection) -> None:
@@ -420,24 +589,23 @@ class SqliteStore:
                 (owner, time.time() + ttl_s),
             )
 
-        await self._run(upsert)
+        await self._write(upsert)
 
     async def live_owners(self) -> set[str]:
-        def select(conn: sqlite3.Connection) -> set[str]:
+        def forget_expired(conn: sqlite3.Connection) -> set[str]:
             now = time.time()
             conn.execute("DELETE FROM owners WHERE expires_at <= ?", (now,))
             return {r[0] for r in conn.execute("SELECT owner FROM owners")}
 
-        return await self._run(select)
+        return await self._write(forget_expired)
 
     async def append_messages(
         self, thread_id: str, resource_id: str | None, messages: list[dict[str, Any]]
     ) -> None:
         def insert(conn: sqlite3.Connection) -> None:
-            with _transaction(conn):
-                _insert_thread(conn, ThreadAppend(thread_id, resource_id, messages))
+            _insert_thread(conn, ThreadAppend(thread_id, resource_id, messages))
 
-        await self._run(insert)
+        await self._write(insert)
 
     async def load_messages(self, thread_id: str) -> list[dict[str, Any]]:
         def select(conn: sqlite3.Connection) -> list[str]:
@@ -461,6 +629,8 @@ class SqliteStore:
         return await self._run(select)
 
     async def close(self) -> None:
+        if self._batch is not None and self._batch.loop is asyncio.get_running_loop():
+            self._commit_batch(self._batch)  # writes still waiting for their commit get it first
         if self._checkpointing is not None:
             # Before the worker's connection closes: it is the one checkpointing.
             await asyncio.wrap_future(self._checkpointing)
@@ -477,17 +647,10 @@ class SqliteStore:
             executor.shutdown(wait=False)
 
 
-@contextmanager
-def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
-    """One write transaction. BEGIN IMMEDIATE takes the write lock first, so a busy database fails
-    before anything is done (and the call can be retried elsewhere)."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
+def _fail(futures: list[asyncio.Future[Any]], exc: BaseException) -> None:
+    for future in futures:
+        if not future.done():
+            future.set_exception(exc)
 
 
 def _insert_run(conn: sqlite3.Connection, run_id: str, row: tuple[Any, ...]) -> None:

@@ -120,20 +120,26 @@ class Reconciler:
         runtime's own hosts hold idle are driven on. Returns how many runs are left to hosts of other
         processes whose leases still run."""
         store = self._store()
+        # The runs in flight first, the live leases after. A host takes its lease before it writes a
+        # run, so the owner of every run found here is in the leases read next unless it has died.
+        # Read the other way round, a host that started between the two reads would look dead, and
+        # its run would be taken over while it still drives it.
+        in_flight = await asyncio.gather(*(_in_flight(store, agent_id) for agent_id in handles))
         live = await store.live_owners()
         waiting = await asyncio.gather(
-            *(self._reconcile_agent(store, live, agent_id, h) for agent_id, h in handles.items())
+            *(
+                self._reconcile_agent(live, agent_id, h, runs)
+                for (agent_id, h), runs in zip(handles.items(), in_flight, strict=True)
+            )
         )
         return sum(waiting)
 
-    async def _reconcile_agent(self, store: Store, live: set[str], agent_id: str, handle: AgentHandle) -> int:
+    async def _reconcile_agent(
+        self, live: set[str], agent_id: str, handle: AgentHandle, runs: list[OwnedRun]
+    ) -> int:
         orphans: list[OwnedRun] = []
         held: list[OwnedRun] = []
-        for run_id in await store.list_running_runs(agent_id):
-            stored = await store.load_run(run_id)
-            if stored is None or stored.state.status != "running":
-                continue  # finished or paused since it was listed
-            owner = stored.state.owner
+        for run_id, owner in runs:
             (held if owner in live else orphans).append((run_id, owner))
         owners, adopted = await handle.supervise(held)
         taken = adopted + (await handle.take_over(orphans) if orphans else [])
@@ -161,6 +167,17 @@ class Reconciler:
         while await self.reconcile(handles) and time.monotonic() < deadline:  # noqa: ASYNC110 - polls the store
             await asyncio.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
         return _per_agent(handles, self._taken[first:])
+
+
+async def _in_flight(store: Store, agent_id: str) -> list[OwnedRun]:
+    """The agent's runs in flight, each with the owner whose lease it is under."""
+    runs: list[OwnedRun] = []
+    for run_id in await store.list_running_runs(agent_id):
+        stored = await store.load_run(run_id)
+        if stored is None or stored.state.status != "running":
+            continue  # finished or paused since it was listed
+        runs.append((run_id, stored.state.owner))
+    return runs
 
 
 def _per_agent(agent_ids: Iterable[str], taken: list[tuple[str, str]]) -> dict[str, list[str]]:

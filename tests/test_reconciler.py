@@ -111,3 +111,52 @@ def test_a_runtime_used_again_from_a_new_event_loop_is_supervised_there(tmp_path
 
     asyncio.run(later())
     assert turns == ["ops"] * 3, "both runs, and the orphan taken over on the second loop"
+
+
+class HostStartsMidRound:
+    """The store, with a host of another process starting while a round reads it: once armed, right
+    after the next read of the leases or of the runs in flight answers, that host takes its lease and
+    then writes its run, as a host does."""
+
+    def __init__(self, inner: SqliteStore) -> None:
+        self.inner = inner
+        self.armed = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def live_owners(self) -> set[str]:
+        found = await self.inner.live_owners()
+        await self._a_host_starts()
+        return found
+
+    async def list_running_runs(self, agent_id: str) -> list[str]:
+        found = await self.inner.list_running_runs(agent_id)
+        await self._a_host_starts()
+        return found
+
+    async def _a_host_starts(self) -> None:
+        if self.armed:
+            self.armed = False
+            await self.inner.touch_owner("a-host-just-started", 60)
+            await self.inner.create_run(orphan("new", "a-host-just-started"))
+
+
+async def test_a_host_that_starts_during_a_round_is_not_taken_for_dead(tmp_path: Path):
+    """Whichever of its reads a round makes first, a run whose host started in between is left to it:
+    its lease was written before its run, and the round reads the leases after the runs."""
+    turns: list[str] = []
+    store = HostStartsMidRound(SqliteStore(tmp_path / "t.db"))
+    runtime = Runtime([answering(turns)], storage=store, executor="local")  # type: ignore[arg-type]
+    try:
+        handle = runtime.handle("ops")
+        await handle.host.ping()  # type: ignore[attr-defined]
+        await runtime.reconciler.close()  # no round of its own: the one below is the round that reads
+        store.armed = True
+        await runtime.reconciler.reconcile({"ops": handle})
+        assert not store.armed, "the host started during the round"
+        stored = await store.load_run("new")
+        assert stored is not None and stored.state.owner == "a-host-just-started", "taken from a live host"
+        assert turns == []
+    finally:
+        await runtime.shutdown()

@@ -85,12 +85,14 @@ class CountingRedisStore(RedisStore):
 
 
 class CountingSqliteStore(SqliteStore):
-    """A SqliteStore that notes the statements its connections run, grouped into transactions (a
-    statement outside BEGIN ... COMMIT is a transaction of its own)."""
+    """A SqliteStore that notes the statements its connections run, one entry per write: the BEGIN of
+    its transaction, then its statements (alone in a transaction, or in its savepoint of one it shares:
+    group commit). A statement outside BEGIN ... COMMIT is an entry of its own."""
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)
         self.transactions: list[list[str]] = []
+        self._begin: str | None = None
         self._open_txn: list[str] | None = None
 
     def _open(self, busy_timeout_ms: int) -> sqlite3.Connection:
@@ -100,11 +102,18 @@ class CountingSqliteStore(SqliteStore):
 
     def _trace(self, statement: str) -> None:
         if statement.startswith("BEGIN"):
-            self._open_txn = [statement]
+            self._begin, self._open_txn = statement, None
+        elif statement.startswith("SAVEPOINT"):  # a write of a shared transaction begins
+            self._open_txn = [str(self._begin)]
             self.transactions.append(self._open_txn)
+        elif statement.startswith(("RELEASE", "ROLLBACK TO")):
+            pass
         elif statement in ("COMMIT", "ROLLBACK"):
-            self._open_txn = None
-        elif self._open_txn is not None:
+            self._begin = self._open_txn = None
+        elif self._begin is not None:
+            if self._open_txn is None:  # a write alone in its transaction (no savepoint)
+                self._open_txn = [self._begin]
+                self.transactions.append(self._open_txn)
             self._open_txn.append(statement)
         else:
             self.transactions.append([statement])
