@@ -33,6 +33,7 @@ from troupe.api.auth import Principal
 from troupe.api.deliveries import delivery_json
 from troupe.api.errors import ERRORS
 from troupe.api.inbox_context import call_context
+from troupe.api.routing import TroupeRoute
 from troupe.api.service import CallerDep, ServiceDep
 from troupe.api.sse import MEDIA_TYPE
 from troupe.api.wire import suspended_runs_json
@@ -43,8 +44,8 @@ from troupe.core.vocabulary.store import SuspendedRunQuery
 from troupe.core.vocabulary.suspended import SuspendedRun, SuspendedRunList
 from troupe.supervisor.runtime import Runtime
 
-router = APIRouter(tags=["inbox"])
-page_router = APIRouter(include_in_schema=False)
+router = APIRouter(tags=["inbox"], route_class=TroupeRoute)
+page_router = APIRouter(include_in_schema=False, route_class=TroupeRoute)
 
 _EPOCH = datetime.min.replace(tzinfo=UTC)
 KEEPALIVE_S = 15.0
@@ -148,7 +149,7 @@ async def pending_states(runtime: Runtime, caller: Principal) -> list[RunState]:
     if caller.admin:
         queries = [SuspendedRunQuery(agent_id=None)]
     else:
-        mine = sorted(caller.resources or ())
+        mine = sorted(caller.resources)
         queries = [SuspendedRunQuery(agent_id=a, resource_id=r) for a in served for r in mine]
     store = runtime.store()
     found = await asyncio.gather(*(store.list_suspended_runs(q) for q in queries))

@@ -66,7 +66,9 @@ class RunLoop:
             self.tools[name] = delegation_tool(delegation)
         self.tool_specs = [tool.spec(name) for name, tool in self.tools.items()]
         self.pauses = Pauses(spec.id, clock)
-        self.calls = Calls(spec, self.tools, self.delegations, self.pauses, threads or ToolThreads())
+        self.calls = Calls(
+            spec, self.tools, self.delegations, self.pauses, threads or ToolThreads(), settings.policies
+        )
 
     # ---- the loop ------------------------------------------------------------------------------------
 
