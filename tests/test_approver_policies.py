@@ -403,7 +403,9 @@ async def test_an_edit_starts_its_own_count_towards_the_quorum(tmp_path: Path, c
 
     carol = await agent.approve_tool_call_generate(run_id=paused.run_id, decided_by="carol")
     assert carol.finish_reason == "stop"
-    assert calls.entries("pay") == [{"name": "pay", "to": "vendor", "amount": 10}], "run with the args two approved"
+    assert calls.entries("pay") == [{"name": "pay", "to": "vendor", "amount": 10}], (
+        "run with the args two approved"
+    )
     audit = await rt.store().list_audit(paused.run_id)
     assert [(e.kind, e.decided_by, e.edited_args) for e in audit] == [
         ("approval-recorded", "alice", None),
@@ -426,7 +428,9 @@ async def test_an_edit_first_is_never_dropped_nor_carried_by_a_plain_approval(tm
         run_id=paused.run_id, decided_by="carol", edited_args={"amount": 999999, "to": "mallory"}
     )
     assert done.finish_reason == "stop"
-    assert calls.entries("pay") == [{"name": "pay", **MALLORY}], "the edit ran only once two approved exactly it"
+    assert calls.entries("pay") == [{"name": "pay", **MALLORY}], (
+        "the edit ran only once two approved exactly it"
+    )
     await rt.shutdown()
 
 

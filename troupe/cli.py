@@ -4,12 +4,14 @@ troupe demo [--store PATH] [--executor ray|local]
 troupe serve (--app MODULE:ATTR | --demo) [--host H] [--port P] [--ray-address A] (--keys FILE | --open)
              [--replicas N]   (N front door replicas on Ray Serve instead of one uvicorn process)
 troupe runs list|show, troupe approve|decline|resume RUN [CALL]   (--server URL | --app M:A | --store URL)
+troupe keys new --file FILE --subject S [...], troupe keys convert FILE   (API keys stored as digests)
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import json
 import os
 import sys
 from collections.abc import Sequence
@@ -43,9 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the agent in a Ray actor (default; starts Ray locally) or in this process",
     )
     _add_serve(commands)
+    from troupe.ops.keys import add_keys_command
     from troupe.ops.operator import add_commands
 
     add_commands(commands)
+    add_keys_command(commands)
     return parser
 
 
@@ -121,8 +125,10 @@ def _add_serve_access(serve: argparse.ArgumentParser) -> None:
     serve.add_argument(
         "--keys",
         metavar="FILE",
-        help='JSON API keys: {"<key>": {"name": "acme", "resources": ["acme"]}, "<key2>": {"admin": true}}',
+        help="JSON file of API key digests, each with a subject, resources and roles (make one with "
+        "`troupe keys new`; a file of plain keys is refused: `troupe keys convert FILE`)",
     )
+    _add_serve_oidc(serve)
     serve.add_argument(
         "--open",
         action="store_true",
@@ -150,6 +156,53 @@ def _add_serve_access(serve: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_serve_oidc(serve: argparse.ArgumentParser) -> None:
+    """Bearer tokens of an identity provider (OIDC / JWT), checked with PyJWT (troupe.api.tokens)."""
+    oidc = serve.add_argument_group("identity provider (OIDC bearer tokens)")
+    oidc.add_argument("--oidc-issuer", metavar="URL", help="the tokens' iss, e.g. https://login.example.com")
+    oidc.add_argument("--oidc-audience", metavar="AUD", action="append", help="an accepted aud (repeatable)")
+    oidc.add_argument(
+        "--oidc-jwks-url", metavar="URL", help="the issuer's JWKS (cached; refetched for a new kid)"
+    )
+    oidc.add_argument("--oidc-jwks-file", metavar="FILE", help="or a JWKS file (read again when it changes)")
+    oidc.add_argument(
+        "--oidc-algorithm", metavar="ALG", action="append", help="an allowed algorithm (default RS256, ES256)"
+    )
+    oidc.add_argument("--oidc-roles-claim", metavar="PATH", help="claim with roles (default: roles)")
+    oidc.add_argument(
+        "--oidc-resources-claim", metavar="PATH", help="claim with resources (default: troupe_resources)"
+    )
+    oidc.add_argument("--oidc-admin-role", metavar="ROLE", help="a role that makes its holder an admin")
+    oidc.add_argument(
+        "--oidc-config", metavar="FILE", help='or all of these from a JSON file: {"oidc": {...}}'
+    )
+
+
+def _oidc(args: argparse.Namespace) -> Any:
+    """The identity provider's settings from the flags or the config file; None without either."""
+    from troupe.api.tokens import OidcSettings
+
+    if args.oidc_config:
+        with open(args.oidc_config, encoding="utf-8") as f:
+            data = json.load(f)
+        if not isinstance(data, dict) or not isinstance(data.get("oidc"), dict):
+            raise ValueError('expected {"oidc": {"issuer", "audience", "jwks_url" or "jwks_file", ...}}')
+        return OidcSettings.from_mapping(data["oidc"])
+    if not (args.oidc_issuer or args.oidc_audience):
+        return None
+    given = {
+        "issuer": args.oidc_issuer or "",
+        "audience": tuple(args.oidc_audience or ()),
+        "jwks_url": args.oidc_jwks_url,
+        "jwks_file": args.oidc_jwks_file,
+        "algorithms": tuple(args.oidc_algorithm) if args.oidc_algorithm else None,
+        "roles_claim": args.oidc_roles_claim,
+        "resources_claim": args.oidc_resources_claim,
+        "admin_role": args.oidc_admin_role,
+    }
+    return OidcSettings.from_mapping({k: v for k, v in given.items() if v is not None})
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -160,6 +213,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run(args.store, args.executor)
     if args.command == "serve":
         return _serve(parser, args)
+    if args.command == "keys":
+        from troupe.ops.keys import run_keys
+
+        return run_keys(args)
     if args.command in ("runs", "approve", "decline", "resume"):
         from troupe.ops.operator import run_command
 
@@ -172,9 +229,9 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from troupe.ops.apps import load_runtime
 
     _check_serve_args(parser, args)
-    keys, notifications = _serve_files(parser, args)
+    keys, notifications, oidc = _serve_files(parser, args)
     if args.replicas is not None:
-        return _serve_on_ray(args, keys, notifications)
+        return _serve_on_ray(args, keys, notifications, oidc)
     if args.demo:
         source = lambda: _demo_runtime(args.store, args.executor, args.ray_address)  # noqa: E731
     else:
@@ -189,6 +246,7 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         notifications=notifications,
         max_body_bytes=args.max_body_bytes,
         hosts=[args.host, *args.allowed_host],
+        oidc=oidc,
     )
 
 
@@ -196,8 +254,11 @@ def _check_serve_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
     """Refuse what would leave the server open to anyone, or make no sense (exits with the reason)."""
     from troupe.api.guards import is_loopback
 
-    if not args.keys and not args.open:
-        parser.error("serve needs --keys FILE, or --open for local use without keys")
+    if not args.keys and not args.open and not (args.oidc_issuer or args.oidc_audience or args.oidc_config):
+        parser.error(
+            "serve needs --keys FILE and/or an identity provider (--oidc-issuer ... --oidc-audience ...), "
+            "or --open for local use without keys"
+        )
     if args.open and not is_loopback(args.host):
         if not args.allow_remote_open:
             parser.error(
@@ -224,8 +285,9 @@ def _check_store_folder(parser: argparse.ArgumentParser, store: str) -> None:
         parser.error(f"--store {store}: the folder {folder} does not exist (create it first)")
 
 
-def _serve_files(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[Any, Any]:
-    """The API keys and notification targets the server reads from files (exits naming a bad one)."""
+def _serve_files(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[Any, Any, Any]:
+    """The API keys, notification targets and identity provider the server reads from files and flags
+    (exits naming a bad one)."""
     from troupe.api.auth import KeyRing
     from troupe.ops.apps import load_notifications
 
@@ -237,10 +299,14 @@ def _serve_files(parser: argparse.ArgumentParser, args: argparse.Namespace) -> t
         notifications = load_notifications(args.notify) if args.notify else None
     except (OSError, ValueError) as exc:
         parser.error(f"--notify {args.notify}: {exc}")
-    return keys, notifications
+    try:
+        oidc = _oidc(args)
+    except (OSError, ValueError) as exc:
+        parser.error(f"--oidc-*: {exc}")
+    return keys, notifications, oidc
 
 
-def _serve_on_ray(args: argparse.Namespace, keys: Any, notifications: Any) -> int:
+def _serve_on_ray(args: argparse.Namespace, keys: Any, notifications: Any, oidc: Any) -> int:
     try:
         from troupe import front_door
     except ImportError as exc:
@@ -249,6 +315,7 @@ def _serve_on_ray(args: argparse.Namespace, keys: Any, notifications: Any) -> in
     settings = front_door.DoorSettings(
         keys=keys,
         open_mode=args.open,
+        oidc=oidc,
         max_body_bytes=args.max_body_bytes,
         hosts=(args.host, *args.allowed_host),
         notifications=notifications,

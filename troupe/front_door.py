@@ -34,6 +34,7 @@ from troupe.api.app import create_app
 from troupe.api.auth import KeyRing
 from troupe.api.guards import DEFAULT_MAX_BODY_BYTES
 from troupe.api.serve import runtime_from
+from troupe.api.tokens import OidcSettings
 from troupe.core.notifying.outbox import Notifications
 from troupe.ops.apps import load_notifications, load_runtime
 from troupe.supervisor.runtime import Runtime
@@ -56,6 +57,7 @@ class DoorSettings:
 
     keys: KeyRing | None = None
     open_mode: bool = False
+    oidc: OidcSettings | None = None
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     hosts: tuple[str, ...] = ()
     notifications: Notifications | None = None
@@ -123,6 +125,7 @@ class FrontDoor:
             self._runtime,
             keys=s.keys,
             open_mode=s.open_mode,
+            oidc=s.oidc,
             max_body_bytes=s.max_body_bytes,
             hosts=s.hosts,
         )
