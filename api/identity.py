@@ -8,11 +8,13 @@ Troupe's ``Principal`` for the request (or None: then Troupe's own keys and toke
     app.include_router(troupe_router(runtime, identity=troupe_user), prefix="/troupe")
 
 The dependency is solved by FastAPI with the app's own dependencies (sessions, cookies, its
-middleware's state) once per request, for every route of Troupe's router. Where it refuses (an
-``HTTPException`` 401/403, or it returns None) the routes that need a caller ask Troupe's gate next
-(``Authorization: Bearer`` with an API key or token), and 401 if that has nothing either; a decision
-link's page, which may be used without signing in, goes on without a caller. A plain async function of
-the request (``async def who(request)``) is a dependency too.
+middleware's state) once per request, for every route of Troupe's router, so the app's login guards
+Troupe's routes as it guards its own: where one of its sub-dependencies refuses (``current_user`` raising
+401), that refusal is the answer. Where the dependency itself returns None (or raises a 401/403), the
+routes that need a caller ask Troupe's gate next (``Authorization: Bearer`` with an API key or token),
+and answer 401 if that has nothing either; a decision link goes on without a caller (its anonymous
+holder decides only calls no approver policy governs). A plain async function of the request
+(``async def who(request)``) is a dependency too.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Any
 
 from fastapi import Depends, HTTPException, Request
 from starlette.concurrency import run_in_threadpool
@@ -49,7 +51,8 @@ def binder(service: Any, identity: HostIdentity | None) -> Callable[..., Any]:
         return bind
     host = _tolerant(identity)
 
-    async def bind_host(request: Request, found: Annotated[Principal | None, Depends(host)]) -> None:
+    # ``host`` is local: a default, not an annotation, so FastAPI sees it without evaluating a string.
+    async def bind_host(request: Request, found: Any = Depends(host)) -> None:
         request.state.troupe = Binding(service, found)
 
     return bind_host

@@ -7,7 +7,8 @@ as server-sent events whenever it changes (what the page listens to).
 with its ``agentId``). Only top-level runs are listed: a pause from a subagent is decided at the top (its
 own run is the parent's business), so it shows once, with its ``agentPath``. Each call carries its
 ``context``: the request that started the run, the model's text before the call, the tool's
-description. A key that is not an admin sees only runs of its own resources; ``page``/``perPage`` page
+description. Each run says who started it (``startedBy``, and ``starter``: subject and issuer), and each
+call who has approved it so far (``approvals`` by name, ``approvedBy`` with subjects and any edits). A key that is not an admin sees only runs of its own resources; ``page``/``perPage`` page
 the list as elsewhere.
 
 The page itself (``api/static/inbox.html`` with its script and style, package data, no build step) holds
@@ -38,6 +39,7 @@ from troupe.api.service import CallerDep, ServiceDep
 from troupe.api.sse import MEDIA_TYPE
 from troupe.api.wire import suspended_runs_json
 from troupe.core.vocabulary.errors import TroupeError
+from troupe.core.vocabulary.identity import Identity
 from troupe.core.vocabulary.pause_shapes import suspended_run
 from troupe.core.vocabulary.state import RunState
 from troupe.core.vocabulary.store import SuspendedRunQuery
@@ -120,10 +122,28 @@ async def inbox_json(
     body = suspended_runs_json(SuspendedRunList(runs, total))
     for state, run in zip(states, body["runs"], strict=True):
         context = call_context(runtime, state)
+        _add_people(state, run)
         for call in run["toolCalls"]:
             call["context"] = context.get(call["toolCallId"])
     await asyncio.gather(*(_add_reach(runtime, r, j) for r, j in zip(runs, body["runs"], strict=True)))
     return body
+
+
+def _add_people(state: RunState, shown: dict[str, Any]) -> None:
+    """Who started the run and who has approved each call so far (for a quorum), as people and as
+    subjects: what a person applying separation of duties by eye needs."""
+    starter = state.starter or (Identity.legacy(state.started_by) if state.started_by else None)
+    shown["startedBy"] = starter.display if starter is not None else None
+    shown["starter"] = _person(starter) if starter is not None else None
+    pauses = {(c.tool_call_id, p.fingerprint): p for c, p in state.open_pauses()}
+    for call in shown["toolCalls"]:
+        pause = pauses.get((call["toolCallId"], call["fingerprint"]))
+        approvals = pause.approvals if pause is not None else []
+        call["approvedBy"] = [{**_person(a), "editedArgs": a.edited_args} for a in approvals]
+
+
+def _person(who: Identity) -> dict[str, Any]:
+    return {"name": who.display, "subject": who.subject, "issuer": who.issuer, "surface": who.surface or None}
 
 
 async def _add_reach(runtime: Runtime, run: SuspendedRun, shown: dict[str, Any]) -> None:

@@ -120,7 +120,7 @@
         headers,
         body: body === undefined ? undefined : JSON.stringify(body),
         cache: "no-store",
-        credentials: "omit",
+        credentials: "same-origin", // a host app's session cookie, when Troupe is mounted in one
         signal,
       });
     } catch (err) {
