@@ -8,14 +8,17 @@ with its ``agentId``). Only top-level runs are listed: a pause from a subagent i
 own run is the parent's business), so it shows once, with its ``agentPath``. Each call carries its
 ``context``: the request that started the run, the model's text before the call, the tool's
 description. Each run says who started it (``startedBy``, and ``starter``: subject and issuer), and each
-call who has approved it so far (``approvals`` by name, ``approvedBy`` with subjects and any edits). A key that is not an admin sees only runs of its own resources; ``page``/``perPage`` page
-the list as elsewhere.
+call who has approved it so far (``approvals`` by name, ``approvedBy`` with subjects and any edits). A
+caller that is not an admin sees only runs of its own resources; ``page``/``perPage`` page the list as
+elsewhere.
 
 The page itself (``api/static/inbox.html`` with its script and style, package data, no build step) holds
 no data and needs no key to load: it asks the API for everything, sending the key the person types in
-(kept in ``sessionStorage``) as ``Authorization: Bearer``; in open mode it needs none. Decisions use the
-existing routes (``approve-tool-call``, ``decline-tool-call``, ``resume-stream``, with the pause's
-``fingerprint``), so they are checked exactly as any other caller's.
+(kept in ``sessionStorage``) as ``Authorization: Bearer`` (an API key or a token), or the host app's
+session cookie when Troupe is mounted in one; in open mode it needs none. Decisions use the existing
+routes (``approve-tool-call``, ``decline-tool-call``, ``resume-stream``, with the pause's
+``fingerprint``, marked ``X-Troupe-Surface: inbox`` for the audit), so they are checked exactly as any
+other caller's.
 """
 
 from __future__ import annotations
