@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 from inbox_agents import inbox_runtime
+from troupe.api.keys import digested
 
 from troupe.testing import CallLog
 
@@ -73,7 +74,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     keys = workdir / "keys.json"
     keys.write_text(
         json.dumps(
-            {ADMIN_KEY: {"name": "ops", "admin": True}, TENANT_KEY: {"name": "t", "resources": ["t1"]}}
+            digested(
+                {ADMIN_KEY: {"name": "ops", "admin": True}, TENANT_KEY: {"name": "t", "resources": ["t1"]}}
+            )
         )
     )
     port = free_port()

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from drivers import scenario_results
 from ray.serve import Application
+from troupe.api.keys import digested
 
 from troupe import Agent, Runtime, SqliteStore
 from troupe.cli import main
@@ -99,5 +100,5 @@ def test_the_serve_run_builder_names_what_is_missing(tmp_path):
     with pytest.raises(ValueError, match=r"unknown troupe\.front_door argument"):
         app({"app": "serve_app:runtime", "open": "true", "host": "0.0.0.0"})
     keys = tmp_path / "keys.json"
-    keys.write_text(json.dumps({"k": {"admin": True}}))
+    keys.write_text(json.dumps(digested({"k": {"admin": True}})))
     assert isinstance(app({"app": "serve_app:runtime", "keys": str(keys), "replicas": "2"}), Application)

@@ -177,10 +177,11 @@ async def decide(args: Any, out: TextIO) -> int:
     """approve / decline / resume one call, then follow the run until it finishes or pauses again."""
     source = await open_source(args)
     try:
+        who = _operator(source, args)
         agent_id, call = await _target(source, args, out)
         agent = source.agent(agent_id)
         try:
-            stream = await _send(agent, args, call, _operator(source, args))
+            stream = await _send(agent, args, call, who)
         except DecisionConflictError as exc:
             if exc.details.get("decision") != _DONE[args.command]:
                 raise
