@@ -35,8 +35,24 @@ def subject_id(issuer: str, subject: str) -> str:
     return f"{issuer}#{subject}"
 
 
+class _Known:
+    """What a principal and its record share: the subject id, and the name people see."""
+
+    issuer: str
+    subject: str
+    name: str
+
+    @property
+    def id(self) -> str:
+        return subject_id(self.issuer, self.subject)
+
+    @property
+    def display(self) -> str:
+        return self.name or self.subject
+
+
 @dataclass(frozen=True)
-class Principal:
+class Principal(_Known):
     """Troupe's principal: a stable subject (``issuer`` + ``subject``), a display ``name``, the
     ``resources`` whose runs it may see and decide (all of them when ``admin``), and its ``roles``
     (what approver policies check)."""
@@ -57,14 +73,6 @@ class Principal:
             raise ValueError(f"an issuer cannot contain '#': {self.issuer!r}")
         object.__setattr__(self, "resources", _names("resources", self.resources))
         object.__setattr__(self, "roles", _names("roles", self.roles))
-
-    @property
-    def id(self) -> str:
-        return subject_id(self.issuer, self.subject)
-
-    @property
-    def display(self) -> str:
-        return self.name or self.subject
 
     def may(self, resource_id: str | None) -> bool:
         """Whether this principal may see and act on a run of ``resource_id``."""
@@ -93,7 +101,7 @@ def _names(label: str, values: Any) -> frozenset[str]:
     return frozenset(values)
 
 
-class Identity(BaseModel):
+class Identity(BaseModel, _Known):
     """A principal as the run state and the audit keep it: its subject id, the name people see, and
     the surface it acted through."""
 
@@ -103,14 +111,6 @@ class Identity(BaseModel):
     subject: str
     name: str = ""
     surface: str = ""
-
-    @property
-    def id(self) -> str:
-        return subject_id(self.issuer, self.subject)
-
-    @property
-    def display(self) -> str:
-        return self.name or self.subject
 
     @classmethod
     def legacy(cls, name: str) -> Identity:
