@@ -78,6 +78,15 @@ class OidcSettings:
                 values[name] = tuple(values[name])
         return cls(**values)
 
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> OidcSettings:
+        """A settings file: ``{"oidc": {"issuer", "audience", "jwks_url" or "jwks_file", ...}}``."""
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        if not isinstance(data, dict) or not isinstance(data.get("oidc"), dict):
+            raise ValueError('expected {"oidc": {"issuer", "audience", "jwks_url" or "jwks_file", ...}}')
+        return cls.from_mapping(data["oidc"])
+
 
 class _KeySource:
     """The issuer's signing keys by key id, from a JWKS URL (PyJWT's client, in a worker thread: it

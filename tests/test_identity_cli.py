@@ -61,6 +61,24 @@ def test_a_file_of_plain_keys_is_refused_until_converted(tmp_path: Path, capsys)
     assert main(["keys", "convert", str(file)]) == 0 and "nothing to do" in capsys.readouterr().out
 
 
+def test_serve_reads_an_identity_provider_and_refuses_an_unsafe_one(tmp_path: Path, capsys):
+    config = tmp_path / "oidc.json"
+    unsafe = {"issuer": "https://login.example.com", "audience": "troupe", "jwks_file": "k.json"}
+    config.write_text(json.dumps({"oidc": {**unsafe, "algorithms": ["HS256"]}}))
+    demo = ["serve", "--demo", "--store", str(tmp_path / "d.db")]
+    with pytest.raises(SystemExit):
+        main([*demo, "--oidc-config", str(config)])
+    assert "not allowed" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main([*demo, "--oidc-issuer", "https://login.example.com", "--oidc-audience", "troupe"])
+    assert "exactly one of jwks_url and jwks_file" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(demo)
+    assert "an identity provider (--oidc-issuer" in capsys.readouterr().err
+    config.write_text(json.dumps({"oidc": unsafe}))
+    assert OidcSettings.load(config).algorithms == ("RS256", "ES256")
+
+
 @pytest.fixture
 def governed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """A run paused under identity_app.POLICY (separation of duties, quorum 2), started by alice."""

@@ -144,8 +144,8 @@ def test_expected_failures_are_one_clear_line(served, tmp_path):
     run_id = served.start_run()
     cases = {
         "cannot reach the server at http://127.0.0.1:1": ["runs", "list", "--server", "http://127.0.0.1:1"],
-        "pass --key KEY or set TROUPE_API_KEY": ["runs", "list", "--server", served.url],
-        "refused the API key": ["runs", "list", "--server", served.url, "--key", "wrong"],
+        "pass --key KEY or --token TOKEN (or set TROUPE_API_KEY)": ["runs", "list", "--server", served.url],
+        "refused the credential": ["runs", "list", "--server", served.url, "--key", "wrong"],
         "--app nosuchmodule:rt: cannot import 'nosuchmodule'": ["runs", "list", "--app", "nosuchmodule:rt"],
         "run nope is not waiting for a decision: it is unknown here": [
             "approve",

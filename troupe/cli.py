@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import os
 import sys
 from collections.abc import Sequence
@@ -183,11 +182,7 @@ def _oidc(args: argparse.Namespace) -> Any:
     from troupe.api.tokens import OidcSettings
 
     if args.oidc_config:
-        with open(args.oidc_config, encoding="utf-8") as f:
-            data = json.load(f)
-        if not isinstance(data, dict) or not isinstance(data.get("oidc"), dict):
-            raise ValueError('expected {"oidc": {"issuer", "audience", "jwks_url" or "jwks_file", ...}}')
-        return OidcSettings.from_mapping(data["oidc"])
+        return OidcSettings.load(args.oidc_config)
     if not (args.oidc_issuer or args.oidc_audience):
         return None
     given = {
