@@ -494,6 +494,13 @@ MUTANTS += [
         ("tests/test_identity_host_app.py",),
     ),
     Mutant(
+        "identity-callable-not-a-dependency",
+        "api/identity.py",
+        "        params = [params[0].replace(annotation=Request)]",
+        "        pass",
+        ("tests/test_identity_host_app.py",),
+    ),
+    Mutant(
         "token-issuer-not-checked",
         "api/tokens.py",
         "                issuer=s.issuer,\n",

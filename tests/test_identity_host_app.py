@@ -151,3 +151,30 @@ def test_a_decision_link_under_the_app_decides_as_the_signed_in_user(server, cal
 def _token(run_id: str) -> str:
     fp = fingerprint("call-1", "delete_record", {"id": "abc-123"})
     return SIGNER.sign(LinkClaim("approve", "ops", run_id, "call-1", fp, time.time() + 600))
+
+
+def test_an_async_callable_on_the_request_names_the_principal_or_leaves_it_to_keys(
+    http_server, tmp_path, calls: CallLog
+):
+    """``create_app(runtime, identity=who)`` with a plain ``async def who(request)``: a principal where
+    it knows the caller, None (then Troupe's own keys answer, and 401 without one) where it does not."""
+    from troupe.api.app import create_app
+
+    async def who(request):
+        user = request.headers.get("x-forwarded-user")  # set by the proxy in front, in this story
+        return Principal(user, IDP, resources=frozenset({"acme"})) if user else None
+
+    def build() -> Runtime:
+        return Runtime(ops_agents(calls)[:1], storage=SqliteStore(tmp_path / "who.db"), executor="local")
+
+    keys = {"key-bot": {"subject": "bot", "resources": ["acme"]}}
+    server = http_server(build, make_app=lambda rt: create_app(rt, identity=who, keys=keys))
+    body = {"messages": "go", "resourceId": "acme"}
+    with httpx.Client(base_url=server.url + "/api/agents/ops", timeout=30) as api:
+        by_proxy = api.post("/generate", json=body, headers={"x-forwarded-user": "u9"})
+        assert by_proxy.status_code == 200, by_proxy.text
+        by_key = api.post("/generate", json=body, headers={"Authorization": "Bearer key-bot"})
+        assert by_key.status_code == 200
+        nobody = api.post("/generate", json=body)
+        assert nobody.status_code == 401 and nobody.json()["code"] == "UNAUTHENTICATED"
+    assert calls.count() == 0
