@@ -501,6 +501,13 @@ MUTANTS += [
         ("tests/test_identity_host_app.py",),
     ),
     Mutant(
+        "jwks-file-not-read-again",
+        "api/tokens.py",
+        "        if self._file is None or self._file[0] != stamp:",
+        "        if self._file is None:",
+        IDENTITY,
+    ),
+    Mutant(
         "token-issuer-not-checked",
         "api/tokens.py",
         "                issuer=s.issuer,\n",

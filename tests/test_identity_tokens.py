@@ -6,6 +6,7 @@ one subject reached by key, token, link and CLI is one person for separation of 
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -253,3 +254,21 @@ def test_streams_show_the_pause_to_a_token_holder(http_server, tmp_path, calls, 
         )
         frames = [f for f in sse_frames(streamed.text) if f != "[DONE]"]
         assert frames[-1]["type"] == "tool-call-approval"
+
+
+async def test_keys_from_a_jwks_file_are_read_again_when_it_changes(tmp_path: Path, issuer):
+    from troupe.api.errors import AuthenticationError
+    from troupe.api.tokens import TokenVerifier
+
+    jwks = tmp_path / "jwks.json"
+    jwks.write_text(json.dumps({"keys": [issuer.keys["ec-1"].jwk()]}))
+    verifier = TokenVerifier(OidcSettings(issuer=issuer.url, audience=AUDIENCE, jwks_file=str(jwks)))
+    assert (await verifier.principal(issuer.token("u-1", kid="ec-1"))).subject == "u-1"
+    fresh = issuer.rotate()
+    with pytest.raises(AuthenticationError, match="unknown kid"):
+        await verifier.principal(issuer.token("u-1", kid=fresh.kid))
+    jwks.write_text(json.dumps({"keys": [fresh.jwk()]}))
+    os.utime(jwks, ns=(time.time_ns(), time.time_ns() + 1_000_000))  # a new mtime, however fast the disk
+    assert (await verifier.principal(issuer.token("u-2", kid=fresh.kid))).subject == "u-2"
+    with pytest.raises(AuthenticationError, match="unknown kid"):
+        await verifier.principal(issuer.token("u-1", kid="ec-1"))
