@@ -9,6 +9,9 @@
 Every error is JSON ``{"error": "<message>", "code", "details"}`` with the error's ``http_status``: a
 caller's mistake is a 4xx (a body that does not validate, or is not JSON, is 422), never a 500. The app
 does not own the runtime: whoever created the runtime shuts it down (``troupe serve`` does).
+
+``troupe_router(runtime, identity=...)`` gives the same routes as an ``APIRouter`` to mount in your own
+FastAPI app, under your prefix, dependencies and sessions.
 """
 
 from __future__ import annotations
@@ -18,18 +21,20 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager, nullcontext
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
 from troupe.api import catalog, decision_links, deliveries, inbox, runs, suspended
 from troupe.api.auth import Gate, KeyRing, keyring
-from troupe.api.errors import AuthenticationError, HttpError, InvalidRequestError, error_body
 from troupe.api.guards import DEFAULT_MAX_BODY_BYTES, BodyLimit, HostCheck, allowed_hosts
+from troupe.api.identity import HostIdentity, binder
 from troupe.api.mcp_http import mcp_endpoint
+from troupe.api.routing import error_response, http_error, invalid_request
 from troupe.api.service import Service
 from troupe.api.streams import MIN_INTERVAL_S
+from troupe.api.tokens import OidcSettings, TokenVerifier
 from troupe.core.vocabulary.errors import TroupeError
 from troupe.supervisor.runtime import Runtime
 
@@ -39,6 +44,39 @@ DESCRIPTION = """Troupe's HTTP front door: Mastra-compatible agent routes (strea
 decline tool calls, resume, list suspended runs), server-sent events, API keys per resource."""
 
 
+def troupe_router(
+    runtime: Runtime,
+    *,
+    identity: HostIdentity | None = None,
+    keys: KeyRing | Mapping[str, Any] | None = None,
+    oidc: OidcSettings | None = None,
+    open_mode: bool = False,
+    min_event_interval_s: float = MIN_INTERVAL_S,
+) -> APIRouter:
+    """Troupe's routes for ``runtime``, to include in your own FastAPI app under your prefix and
+    dependencies (``app.include_router(troupe_router(runtime, identity=...), prefix="/troupe")``):
+    ``/api/...`` (Mastra's routes and the inbox listing), ``/inbox`` (the page) and ``/decide/{token}``
+    (decision links). ``identity``: your dependency returning Troupe's ``Principal`` (see
+    ``troupe.api.identity``); ``keys`` and ``oidc``: Troupe's own API keys and bearer tokens, asked when
+    ``identity`` names nobody. The routes answer their own errors (``troupe.api.routing``); the service
+    behind them is ``router.troupe_service`` (``await router.troupe_service.drain()`` at shutdown lets
+    work a route left running finish). An inbox event stream re-reads the store at most every
+    ``min_event_interval_s`` seconds, whatever interval it asks for."""
+    tokens = TokenVerifier(oidc) if oidc is not None else None
+    gate = Gate(keyring(keys), open_mode, tokens)
+    service = Service(runtime, gate, min_event_interval_s=min_event_interval_s)
+    router = APIRouter(dependencies=[Depends(binder(service, identity))])
+    for module in (catalog, runs, suspended, inbox, deliveries):
+        router.include_router(module.router, prefix="/api")
+    router.include_router(inbox.page_router)  # GET /inbox: the approval inbox page
+    router.include_router(decision_links.router)  # GET/POST /decide/{token}: decision links
+    router.troupe_service = service  # type: ignore[attr-defined]
+    access = logging.getLogger("uvicorn.access")
+    if not any(isinstance(f, decision_links.RedactLinks) for f in access.filters):
+        access.addFilter(decision_links.RedactLinks())
+    return router
+
+
 def create_app(
     runtime: Runtime,
     *,
@@ -46,15 +84,26 @@ def create_app(
     open_mode: bool = False,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     hosts: Iterable[str] | None = None,
+    identity: HostIdentity | None = None,
+    oidc: OidcSettings | None = None,
     min_event_interval_s: float = MIN_INTERVAL_S,
 ) -> FastAPI:
-    """The app serving ``runtime``. ``keys``: a ``KeyRing`` or ``{key: {"name", "resources": [...]} |
-    {"admin": true}}``. Without ``open_mode`` a request without a valid key gets 401. A body over
-    ``max_body_bytes`` gets 413 before anything else. In open mode only requests whose ``Host`` is a
-    loopback name (or one of ``hosts``) are answered. An inbox event stream re-reads the store at most
-    every ``min_event_interval_s`` seconds, whatever interval it asks for."""
-    service = Service(runtime, Gate(keyring(keys), open_mode), min_event_interval_s=min_event_interval_s)
-    # /mcp: the agents as MCP tools, behind the same keys (troupe.api.mcp_http).
+    """The app serving ``runtime``. ``keys``: a ``KeyRing`` or a mapping (see ``troupe.api.keys``);
+    ``oidc``: bearer tokens of an identity provider (``troupe.api.tokens``); ``identity``: a FastAPI
+    dependency returning the ``Principal`` of a request (``troupe.api.identity``). Without ``open_mode`` a
+    request without a valid credential gets 401. A body over ``max_body_bytes`` gets 413 before anything
+    else. In open mode only requests whose ``Host`` is a loopback name (or one of ``hosts``) are
+    answered. ``/mcp`` serves the agents to MCP clients, behind the same credentials
+    (``troupe.api.mcp_http``)."""
+    router = troupe_router(
+        runtime,
+        identity=identity,
+        keys=keys,
+        oidc=oidc,
+        open_mode=open_mode,
+        min_event_interval_s=min_event_interval_s,
+    )
+    service: Service = router.troupe_service  # type: ignore[attr-defined]
     mcp = mcp_endpoint(service, allowed_hosts("127.0.0.1", hosts or ()))
 
     @asynccontextmanager
@@ -65,15 +114,9 @@ def create_app(
 
     app = FastAPI(title="Troupe", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
     app.state.troupe = service
-    for module in (catalog, runs, suspended, inbox, deliveries):
-        app.include_router(module.router, prefix="/api")
-    app.include_router(inbox.page_router)  # GET /inbox: the approval inbox page
-    app.include_router(decision_links.router)  # GET/POST /decide/{token}: decision links
+    app.include_router(router)
     if mcp is not None:
         app.router.routes.append(Route("/mcp", mcp, methods=["GET", "POST", "DELETE"]))
-    access = logging.getLogger("uvicorn.access")
-    if not any(isinstance(f, decision_links.RedactLinks) for f in access.filters):
-        access.addFilter(decision_links.RedactLinks())
     app.add_exception_handler(TroupeError, _on_troupe_error)
     app.add_exception_handler(RequestValidationError, _on_invalid_request)
     app.add_exception_handler(StarletteHTTPException, _on_http_error)
@@ -84,16 +127,6 @@ def create_app(
     return app
 
 
-def error_response(error: TroupeError, status: int | None = None) -> Response:
-    headers = {"WWW-Authenticate": "Bearer"} if isinstance(error, AuthenticationError) else None
-    return Response(
-        error_body(error),
-        status_code=status or error.http_status,
-        media_type="application/json",
-        headers=headers,
-    )
-
-
 async def _on_troupe_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, TroupeError)
     return error_response(exc)
@@ -101,25 +134,12 @@ async def _on_troupe_error(request: Request, exc: Exception) -> Response:
 
 async def _on_invalid_request(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
-    errors = [
-        {
-            "loc": [str(part) for part in e.get("loc", ())],
-            "msg": str(e.get("msg", "")),
-            "type": str(e.get("type")),
-        }
-        for e in exc.errors()
-    ]
-    summary = "; ".join(f"{'.'.join(e['loc'])}: {e['msg']}" for e in errors[:3])
-    return error_response(InvalidRequestError(f"invalid request: {summary}", errors=errors))
+    return invalid_request(exc)
 
 
 async def _on_http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
-    if exc.status_code == 400:  # FastAPI's own "error parsing the body" (e.g. bytes that are not UTF-8)
-        return error_response(InvalidRequestError(f"invalid request: {exc.detail}"))
-    response = error_response(HttpError(str(exc.detail), status=exc.status_code), exc.status_code)
-    response.headers.update(exc.headers or {})  # a 405's Allow: the methods the path does take
-    return response
+    return http_error(exc)
 
 
 async def _on_unexpected(request: Request, exc: Exception) -> Response:
@@ -127,4 +147,4 @@ async def _on_unexpected(request: Request, exc: Exception) -> Response:
     return error_response(TroupeError("internal server error", type=type(exc).__name__), 500)
 
 
-__all__ = ["create_app", "error_response"]
+__all__ = ["create_app", "error_response", "troupe_router"]

@@ -1,142 +1,83 @@
-"""Who is calling: API keys sent as ``Authorization: Bearer <key>``, each mapped to the resources it may
-see and decide, or to everything (admin).
+"""Who is calling: ``Authorization: Bearer <credential>``, an API key (``troupe.api.keys``) or, when
+an identity provider is configured, an OIDC/JWT token (``troupe.api.tokens``); or whatever the host
+app's own dependency says (``troupe.api.identity``). Each way ends in one ``Principal``
+(``troupe.core.vocabulary.identity``): a stable subject, the resources it may see, its roles.
 
-A keys file is JSON: ``{"<key>": {"name": "acme", "resources": ["acme-1", "acme-2"]}, "<key2>":
-{"name": "ops", "admin": true}}``; a key may also carry ``"roles": ["dba", ...]``, which approver
-policies check (a key without roles has none; files without them work as before). Keys are kept only
-as SHA-256 digests, so a lookup does not compare secrets character by character. In open mode (local
-use) a request without a key acts as an admin named ``anonymous``; a key that is sent must still be
+In open mode (local use) a request without a credential acts as an anonymous admin: it sees
+everything, but decides only calls no approver policy governs. A credential that is sent must still be
 valid.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from troupe.api.errors import AuthenticationError, InvalidRequestError, PermissionDeniedError
+from troupe.api.keys import KeyRing
+from troupe.api.tokens import TokenVerifier
+from troupe.core.vocabulary.identity import LOCAL_ISSUER, Principal
+
+ANONYMOUS = Principal("anonymous", LOCAL_ISSUER, "anonymous", admin=True, anonymous=True)
 
 
-@dataclass(frozen=True)
-class Principal:
-    name: str
-    # None: an admin, who may see every resource (and runs that have none).
-    resources: frozenset[str] | None
-    # What approver policies check (``troupe.core.deciding.approvers``); ``name`` is the principal they
-    # record.
-    roles: frozenset[str] = frozenset()
-
-    @property
-    def admin(self) -> bool:
-        return self.resources is None
-
-    def may(self, resource_id: str | None) -> bool:
-        return self.resources is None or (resource_id is not None and resource_id in self.resources)
-
-    def check(self, resource_id: str | None, what: str = "run") -> None:
-        """Raise ``PermissionDeniedError`` unless this caller may act on ``resource_id``."""
-        if not self.may(resource_id):
-            raise PermissionDeniedError(
-                f"key {self.name!r} may not access this {what}: it belongs to another resource",
-                resource_id=resource_id,
-            )
-
-    def decider(self) -> dict[str, Any]:
-        """Who decides, as the decision methods take it."""
-        return {"decided_by": self.name, "roles": self.roles}
-
-    def own_resource(self, resource_id: str | None) -> str | None:
-        """The resource a new run of this caller belongs to: an admin may name any (or none); any other
-        key must name one of its own."""
-        if self.admin:
-            return resource_id
-        if resource_id is None:
-            raise InvalidRequestError(
-                f"key {self.name!r} must name one of its resources (resourceId or memory.resource)",
-                resources=sorted(self.resources or ()),
-            )
-        self.check(resource_id, "resource")
-        return resource_id
-
-
-ANONYMOUS = Principal("anonymous", None)
-
-
-def _digest(key: str) -> str:
-    return hashlib.sha256(key.encode()).hexdigest()
-
-
-class KeyRing:
-    """API keys and what each may see."""
-
-    def __init__(self, principals: Mapping[str, Principal] | None = None) -> None:
-        self._by_digest = {_digest(key): p for key, p in (principals or {}).items()}
-
-    @classmethod
-    def from_mapping(cls, data: Mapping[str, Any]) -> KeyRing:
-        """Build from the keys-file shape (``{key: {"name", "resources": [...]} | {"admin": true}}``);
-        ``Principal`` values are taken as they are."""
-        principals: dict[str, Principal] = {}
-        for key, spec in data.items():
-            if not isinstance(key, str) or not key:
-                raise ValueError("API keys must be non-empty strings")
-            principals[key] = spec if isinstance(spec, Principal) else _principal(key, spec)
-        return cls(principals)
-
-    @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> KeyRing:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-        if not isinstance(data, dict):
-            raise ValueError(f"{os.fspath(path)}: expected a JSON object mapping each key to its grants")
-        return cls.from_mapping(data)
-
-    def __len__(self) -> int:
-        return len(self._by_digest)
-
-    def find(self, key: str) -> Principal | None:
-        return self._by_digest.get(_digest(key))
-
-
-def _principal(key: str, spec: Any) -> Principal:
-    label = f"key ending {key[-4:]!r}" if len(key) > 8 else "a key"
-    if not isinstance(spec, dict):
-        raise ValueError(f"{label}: expected {{'name', 'resources': [...]}} or {{'admin': true}}")
-    name = str(spec.get("name") or label)
-    roles = spec.get("roles", [])
-    if not isinstance(roles, list) or not all(isinstance(r, str) and r for r in roles):
-        raise ValueError(f"{label} ({name}): 'roles' must be a list of role names")
-    if spec.get("admin") is True:
-        return Principal(name, None, frozenset(roles))
-    resources = spec.get("resources")
-    if not isinstance(resources, list) or not all(isinstance(r, str) and r for r in resources):
-        raise ValueError(
-            f"{label} ({name}): 'resources' must be a list of resource ids, or set 'admin': true"
+def check_resource(caller: Principal, resource_id: str | None, what: str = "run") -> None:
+    """Raise ``PermissionDeniedError`` unless ``caller`` may act on ``resource_id``."""
+    if not caller.may(resource_id):
+        raise PermissionDeniedError(
+            f"{caller.display!r} may not access this {what}: it belongs to another resource",
+            resource_id=resource_id,
         )
-    return Principal(name, frozenset(resources), frozenset(roles))
+
+
+def own_resource(caller: Principal, resource_id: str | None) -> str | None:
+    """The resource a new run of ``caller`` belongs to: an admin may name any (or none); anyone else
+    must name one of their own."""
+    if caller.admin:
+        return resource_id
+    if resource_id is None:
+        raise InvalidRequestError(
+            f"{caller.display!r} must name one of its resources (resourceId or memory.resource)",
+            resources=sorted(caller.resources),
+        )
+    check_resource(caller, resource_id, "resource")
+    return resource_id
 
 
 @dataclass(frozen=True)
 class Gate:
-    """The app's authentication policy: its keys, and whether anonymous callers are let in (open mode)."""
+    """Troupe's own authentication: API keys, bearer tokens of one identity provider, and whether
+    callers without a credential are let in (open mode)."""
 
     keys: KeyRing
     open_mode: bool = False
+    tokens: TokenVerifier | None = None
 
-    def authenticate(self, authorization: str | None) -> Principal:
+    async def authenticate(self, authorization: str | None) -> Principal:
         if not authorization:
             if self.open_mode:
                 return ANONYMOUS
-            raise AuthenticationError("an API key is required: send 'Authorization: Bearer <key>'")
-        scheme, _, token = authorization.partition(" ")
-        principal = self.keys.find(token.strip()) if scheme.lower() == "bearer" else None
+            raise AuthenticationError(
+                "a credential is required: send 'Authorization: Bearer <API key or token>'"
+            )
+        return await self.credential(_bearer(authorization))
+
+    async def credential(self, credential: str) -> Principal:
+        """The principal of an API key or a bearer token (given alone, e.g. in a link's form)."""
+        if self.tokens is not None and TokenVerifier.looks_like_token(credential):
+            return await self.tokens.principal(credential)
+        principal = self.keys.find(credential) if credential else None
         if principal is None:
             raise AuthenticationError("unknown API key")
         return principal
+
+
+def _bearer(authorization: str) -> str:
+    scheme, _, credential = authorization.partition(" ")
+    if scheme.lower() != "bearer":
+        raise AuthenticationError("unknown API key: send 'Authorization: Bearer <API key or token>'")
+    return credential.strip()
 
 
 def keyring(keys: KeyRing | Mapping[str, Any] | None) -> KeyRing:
@@ -146,7 +87,7 @@ def keyring(keys: KeyRing | Mapping[str, Any] | None) -> KeyRing:
         return keys
     if isinstance(keys, Mapping):
         return KeyRing.from_mapping(keys)
-    raise TypeError("keys must be a KeyRing or a mapping {key: {'name', 'resources'} | {'admin': true}}")
+    raise TypeError("keys must be a KeyRing or a mapping (see troupe.api.keys)")
 
 
-__all__ = ["ANONYMOUS", "Gate", "KeyRing", "Principal", "keyring"]
+__all__ = ["ANONYMOUS", "Gate", "KeyRing", "Principal", "check_resource", "keyring", "own_resource"]

@@ -11,12 +11,13 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from pydantic import BaseModel
 from troupe.api.errors import ERRORS
+from troupe.api.routing import TroupeRoute
 from troupe.api.service import CallerDep, ServiceDep
 from troupe.core.vocabulary.chunks import camelize
 from troupe.core.vocabulary.tools import Tool
 from troupe.supervisor.agent import Agent
 
-router = APIRouter(tags=["agents"])
+router = APIRouter(tags=["agents"], route_class=TroupeRoute)
 
 
 @router.get("/agents", operation_id="listAgents", responses=ERRORS)

@@ -2,9 +2,11 @@
 
 GET never decides (mail and chat link scanners open links), it only shows a confirmation page with the
 call's context. POST decides once through the ordinary decision path: the link's fingerprint binds it to
-the call as it was shown, and a call already decided refuses it. Whoever holds the link decides as
-``decision-link``; a form field may carry an API key instead, whose principal and roles then decide
-(what an approver policy needs). Pages are plain HTML with no script; every value is escaped.
+the call as it was shown, and a call already decided refuses it. Whoever uses the link decides as who they
+say they are: an API key or token typed into the page, an ``Authorization`` header, or the host app's
+session; a link issued to one named approver decides only as them. Nobody said: the link's anonymous
+holder, ``decision-link``, who decides only calls no approver policy governs. Pages are plain HTML with
+no script; every value is escaped.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from troupe.api.auth import Principal
 from troupe.api.bodies import MAX_TEXT_CHARS
+from troupe.api.identity import optional_caller
+from troupe.api.routing import TroupeRoute
 from troupe.api.service import Service, ServiceDep
 from troupe.core.notifying.links import LinkClaim, LinkSigner
 from troupe.core.vocabulary.errors import (
@@ -32,11 +36,14 @@ from troupe.core.vocabulary.errors import (
     TroupeError,
 )
 from troupe.core.vocabulary.hidden_chars import marked
-from troupe.core.vocabulary.state import RunState
+from troupe.core.vocabulary.state import Pause, RunState
 
-router = APIRouter(include_in_schema=False)
+router = APIRouter(include_in_schema=False, route_class=TroupeRoute)
 
 LINK_PRINCIPAL = "decision-link"
+# Whoever holds a link and says nothing more: one anonymous principal, so it counts once and never meets
+# an approver policy (which needs someone who says who they are).
+LINK_HOLDER = Principal(LINK_PRINCIPAL, "troupe:link", LINK_PRINCIPAL, anonymous=True)
 HEADERS = {
     "Content-Security-Policy": "default-src 'none'; form-action 'self'; base-uri 'none'; "
     "frame-ancestors 'none'",
@@ -66,7 +73,7 @@ async def confirm_page(token: str, service: ServiceDep) -> Response:
         "Resource": state.resource_id or "-",
         "Thread": state.thread_id or "-",
         "Started by": state.started_by or "-",
-        "Approved so far": ", ".join(pause.approvals) or "-",
+        "Approved so far": ", ".join(a.display for a in pause.approvals) or "-",
     }
     table = "".join(f"<tr><th>{_e(k)}</th><td><pre>{_shown(v)}</pre></td></tr>" for k, v in rows.items())
     reason = (
@@ -74,12 +81,23 @@ async def confirm_page(token: str, service: ServiceDep) -> Response:
         if claim.action == "decline"
         else ""
     )
-    form = (
-        f'<form method="post">{reason}<p><label>API key (only if your team requires one) '
-        '<input type="password" name="key" autocomplete="off"></label></p>'
-        f'<button type="submit">{_e(claim.action.capitalize())}</button></form>'
-    )
+    button = f'<button type="submit">{_e(claim.action.capitalize())}</button>'
+    form = f'<form method="post">{reason}{_who_form(service, claim, pause)}{button}</form>'
     return _page(f"{claim.action.capitalize()} this tool call?", "", 200, f"<table>{table}</table>{form}")
+
+
+def _who_form(service: Service, claim: LinkClaim, pause: Pause) -> str:
+    """What the page says about who decides, and the field to say it with."""
+    named = claim.approver_principal
+    if named is not None:
+        return f"<p>This link was issued to {_e(named.display)} and decides as them only.</p>"
+    policies = service.runtime.approver_policies
+    must = policies is not None and policies.for_pause(pause) is not None
+    return (
+        f"<p>{'This call is decided only by someone who says who they are: ' if must else ''}"
+        "sign in, or give your API key or token.</p>"
+        '<p><label>API key or token <input type="password" name="key" autocomplete="off"></label></p>'
+    )
 
 
 @router.post("/decide/{token}")
@@ -88,14 +106,14 @@ async def decide(token: str, request: Request, service: ServiceDep) -> Response:
     form = parse_qs((await request.body()).decode("utf-8", "replace"))
     try:
         claim = _signer(service).verify(token)
-        decider = await _decider(service, claim, (form.get("key") or [""])[0].strip())
+        decider = await _decider(service, claim, request, (form.get("key") or [""])[0].strip())
         agent = service.agent(claim.agent_id)
         options: dict[str, Any] = {
             "run_id": claim.run_id,
             "tool_call_id": claim.tool_call_id,
             "fingerprint": claim.fingerprint,
-            "decided_by": decider.name,
-            "roles": decider.roles,
+            "decided_by": decider,
+            "surface": "link",
         }
         if claim.action == "approve":
             stream = await agent.approve_tool_call(**options)
@@ -110,7 +128,7 @@ async def decide(token: str, request: Request, service: ServiceDep) -> Response:
         return _page("This link cannot be used", str(error), error.http_status)
     service.spawn(stream.result())  # the run carries on without this page
     done = "Approved" if claim.action == "approve" else "Declined"
-    return _page(done, f"{done} by {decider.name}; the run carries on.", 200)
+    return _page(done, f"{done} by {decider.display}; the run carries on.", 200)
 
 
 def _reason(form: dict[str, list[str]]) -> str | None:
@@ -142,13 +160,24 @@ async def _paused_state(service: Service, claim: LinkClaim) -> RunState:
     return stored.state
 
 
-async def _decider(service: Service, claim: LinkClaim, key: str) -> Principal:
-    """The link's holder, or the person whose API key came with the form (checked like any caller)."""
-    if not key:
-        return Principal(LINK_PRINCIPAL, frozenset())
-    caller = service.gate.authenticate(f"Bearer {key}")
-    await service.check_run(caller, service.agent(claim.agent_id), claim.run_id)
-    return caller
+async def _decider(service: Service, claim: LinkClaim, request: Request, credential: str) -> Principal:
+    """Who the link decides as. Someone who says who they are (a key or token in the form or the
+    Authorization header, or the host app's session) decides as themselves, checked like any caller; a
+    link issued to one approver decides only as them; anyone else is the link's anonymous holder, who
+    decides only calls no approver policy governs (the core refuses the rest)."""
+    named = claim.approver_principal
+    who = await service.gate.credential(credential) if credential else await optional_caller(request)
+    if named is not None:
+        if who is not None and who.id != named.id:
+            raise ApprovalPolicyError(
+                f"this link was issued to {named.display!r}; {who.display!r} cannot use it",
+                run_id=claim.run_id,
+            )
+        return named
+    if who is None:
+        return LINK_HOLDER
+    await service.check_run(who, service.agent(claim.agent_id), claim.run_id)
+    return who
 
 
 def _page(title: str, message: str, status: int, body: str = "") -> Response:
@@ -196,4 +225,4 @@ def _redact(text: str) -> str:
     return f"{head}/decide/<token>" if found else text
 
 
-__all__ = ["LINK_PRINCIPAL", "RedactLinks", "router"]
+__all__ = ["LINK_HOLDER", "LINK_PRINCIPAL", "RedactLinks", "router"]

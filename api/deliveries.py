@@ -11,10 +11,11 @@ from typing import Any
 
 from fastapi import APIRouter
 from troupe.api.errors import ERRORS, PermissionDeniedError
+from troupe.api.routing import TroupeRoute
 from troupe.api.service import CallerDep, ServiceDep
 from troupe.core.vocabulary.store import OutboxEntry
 
-router = APIRouter(tags=["notifications"])
+router = APIRouter(tags=["notifications"], route_class=TroupeRoute)
 
 
 @router.get("/agents/{agentId}/runs/{runId}/deliveries", operation_id="listDeliveries", responses=ERRORS)
@@ -26,7 +27,7 @@ async def list_deliveries(agentId: str, runId: str, service: ServiceDep, caller:
 @router.post("/deliveries/{deliveryId}/redeliver", operation_id="redeliver", responses=ERRORS)
 async def redeliver(deliveryId: str, service: ServiceDep, caller: CallerDep) -> dict[str, Any]:
     if not caller.admin:
-        raise PermissionDeniedError(f"key {caller.name!r} may not redeliver notifications (admins only)")
+        raise PermissionDeniedError(f"{caller.display!r} may not redeliver notifications (admins only)")
     return delivery_json(await service.runtime.redeliver(deliveryId))
 
 

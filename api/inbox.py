@@ -7,14 +7,18 @@ as server-sent events whenever it changes (what the page listens to).
 with its ``agentId``). Only top-level runs are listed: a pause from a subagent is decided at the top (its
 own run is the parent's business), so it shows once, with its ``agentPath``. Each call carries its
 ``context``: the request that started the run, the model's text before the call, the tool's
-description. A key that is not an admin sees only runs of its own resources; ``page``/``perPage`` page
-the list as elsewhere.
+description. Each run says who started it (``startedBy``, and ``starter``: subject and issuer), and each
+call who has approved it so far (``approvals`` by name, ``approvedBy`` with subjects and any edits). A
+caller that is not an admin sees only runs of its own resources; ``page``/``perPage`` page the list as
+elsewhere.
 
 The page itself (``api/static/inbox.html`` with its script and style, package data, no build step) holds
 no data and needs no key to load: it asks the API for everything, sending the key the person types in
-(kept in ``sessionStorage``) as ``Authorization: Bearer``; in open mode it needs none. Decisions use the
-existing routes (``approve-tool-call``, ``decline-tool-call``, ``resume-stream``, with the pause's
-``fingerprint``), so they are checked exactly as any other caller's.
+(kept in ``sessionStorage``) as ``Authorization: Bearer`` (an API key or a token), or the host app's
+session cookie when Troupe is mounted in one; in open mode it needs none. Decisions use the existing
+routes (``approve-tool-call``, ``decline-tool-call``, ``resume-stream``, with the pause's
+``fingerprint``, marked ``X-Troupe-Surface: inbox`` for the audit), so they are checked exactly as any
+other caller's.
 """
 
 from __future__ import annotations
@@ -33,18 +37,20 @@ from troupe.api.auth import Principal
 from troupe.api.deliveries import delivery_json
 from troupe.api.errors import ERRORS
 from troupe.api.inbox_context import call_context
+from troupe.api.routing import TroupeRoute
 from troupe.api.service import CallerDep, ServiceDep
 from troupe.api.sse import MEDIA_TYPE
 from troupe.api.wire import suspended_runs_json
 from troupe.core.vocabulary.errors import TroupeError
+from troupe.core.vocabulary.identity import Identity
 from troupe.core.vocabulary.pause_shapes import suspended_run
 from troupe.core.vocabulary.state import RunState
 from troupe.core.vocabulary.store import DEFAULT_PER_PAGE, SuspendedRunQuery
 from troupe.core.vocabulary.suspended import SuspendedRun, SuspendedRunList
 from troupe.supervisor.runtime import Runtime
 
-router = APIRouter(tags=["inbox"])
-page_router = APIRouter(include_in_schema=False)
+router = APIRouter(tags=["inbox"], route_class=TroupeRoute)
+page_router = APIRouter(include_in_schema=False, route_class=TroupeRoute)
 
 _EPOCH = datetime.min.replace(tzinfo=UTC)
 KEEPALIVE_S = 15.0
@@ -129,10 +135,28 @@ async def inbox_json(
     body = suspended_runs_json(SuspendedRunList(runs, total))
     for state, run in zip(states, body["runs"], strict=True):
         context = call_context(runtime, state)
+        _add_people(state, run)
         for call in run["toolCalls"]:
             call["context"] = context.get(call["toolCallId"])
     await asyncio.gather(*(_add_reach(runtime, r, j) for r, j in zip(runs, body["runs"], strict=True)))
     return body
+
+
+def _add_people(state: RunState, shown: dict[str, Any]) -> None:
+    """Who started the run and who has approved each call so far (for a quorum), as people and as
+    subjects: what a person applying separation of duties by eye needs."""
+    starter = state.starter or (Identity.legacy(state.started_by) if state.started_by else None)
+    shown["startedBy"] = starter.display if starter is not None else None
+    shown["starter"] = _person(starter) if starter is not None else None
+    pauses = {(c.tool_call_id, p.fingerprint): p for c, p in state.open_pauses()}
+    for call in shown["toolCalls"]:
+        pause = pauses.get((call["toolCallId"], call["fingerprint"]))
+        approvals = pause.approvals if pause is not None else []
+        call["approvedBy"] = [{**_person(a), "editedArgs": a.edited_args} for a in approvals]
+
+
+def _person(who: Identity) -> dict[str, Any]:
+    return {"name": who.display, "subject": who.subject, "issuer": who.issuer, "surface": who.surface or None}
 
 
 async def _add_reach(runtime: Runtime, run: SuspendedRun, shown: dict[str, Any]) -> None:
@@ -158,7 +182,7 @@ async def pending_states(runtime: Runtime, caller: Principal) -> list[RunState]:
     if caller.admin:
         queries = [SuspendedRunQuery(agent_id=None)]
     else:
-        mine = sorted(caller.resources or ())
+        mine = sorted(caller.resources)
         queries = [SuspendedRunQuery(agent_id=a, resource_id=r) for a in served for r in mine]
     store = runtime.store()
     found = await asyncio.gather(*(store.list_suspended_runs(q) for q in queries))

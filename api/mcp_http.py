@@ -52,12 +52,12 @@ class MCPEndpoint:
             return
         authorization = _header(scope, b"authorization")
         try:
-            principal = self.service.gate.authenticate(authorization)
+            principal = await self.service.gate.authenticate(authorization)
         except AuthenticationError as exc:
             await _refuse(send, exc)
             return
         scope[PRINCIPAL_KEY] = principal
-        scope["user"] = _session_owner(principal.name, authorization)
+        scope["user"] = _session_owner(principal.id, authorization)
         await self.manager.handle_request(scope, receive, send)
 
 

@@ -71,7 +71,8 @@ class PausedCall:
             "run_id": self.run_id,
             "tool_call_id": self.tool_call_id,
             "fingerprint": self.payload.get("fingerprint"),
-            **caller.decider(),
+            "decided_by": caller,
+            "surface": "mcp",
         }
         if action == "decline":
             return await agent.decline_tool_call_generate(**options)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from troupe.api.auth import Principal
+from troupe.api.auth import Principal, own_resource
 from troupe.api.mcp_pauses import PausedCall, Questions, finished_result, paused_result
 from troupe.api.service import Service
 from troupe.core.notifying.links import LinkSigner
@@ -170,7 +170,7 @@ class AgentsOverMCP:
 
 
 def _options(caller: Principal, arguments: dict[str, Any]) -> dict[str, Any]:
-    options: dict[str, Any] = {"resource_id": caller.own_resource(_text(arguments, "resourceId"))}
+    options: dict[str, Any] = {"resource_id": own_resource(caller, _text(arguments, "resourceId"))}
     thread = _text(arguments, "threadId")
     if thread is not None:
         options["thread_id"] = thread

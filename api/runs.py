@@ -12,13 +12,15 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
+from troupe.api.auth import own_resource
 from troupe.api.bodies import ApproveBody, DeclineBody, ResumeBody, RunBody, ToolApprovalBody
 from troupe.api.errors import ERRORS
-from troupe.api.service import CallerDep, ServiceDep
+from troupe.api.routing import TroupeRoute
+from troupe.api.service import CallerDep, DeciderDep, ServiceDep
 from troupe.api.sse import MEDIA_TYPE, sse_response
 from troupe.api.wire import run_result_json
 
-router = APIRouter(tags=["runs"])
+router = APIRouter(tags=["runs"], route_class=TroupeRoute)
 
 STREAM = {
     **ERRORS,
@@ -38,19 +40,13 @@ JSON_ROUTE: dict[str, Any] = {"responses": ERRORS}
 @router.post("/agents/{agentId}/stream", operation_id="stream", **STREAM_ROUTE)
 async def stream(agentId: str, body: RunBody, service: ServiceDep, caller: CallerDep) -> StreamingResponse:
     """Start a run and stream its chunks until it ends or pauses for a human."""
-    agent = service.agent(agentId)
-    resource_id = caller.own_resource(body.resource())
-    options = body.options(resource_id)
-    return sse_response(await agent.stream(body.python_messages(), **options, started_by=caller.name))
+    return sse_response(await service.start(agentId, body, caller, "stream"))
 
 
 @router.post("/agents/{agentId}/generate", operation_id="generate", **JSON_ROUTE)
 async def generate(agentId: str, body: RunBody, service: ServiceDep, caller: CallerDep) -> dict[str, Any]:
     """Run to the end or to the first pause (``finishReason: "suspended"``, ``suspendPayload`` set)."""
-    agent = service.agent(agentId)
-    resource_id = caller.own_resource(body.resource())
-    options = body.options(resource_id)
-    return run_result_json(await agent.generate(body.python_messages(), **options, started_by=caller.name))
+    return run_result_json(await service.start(agentId, body, caller, "generate"))
 
 
 # ---- deciding -----------------------------------------------------------------------------------------
@@ -62,10 +58,11 @@ async def approve_tool_call(
     body: ApproveBody,
     service: ServiceDep,
     caller: CallerDep,
+    decider: DeciderDep,
 ) -> StreamingResponse:
     """Approve a paused call: the tool runs (once) and the run carries on."""
     agent = await service.run_agent(caller, agentId, body.run_id)
-    stream = await agent.approve_tool_call(**_approval(body), **caller.decider())
+    stream = await agent.approve_tool_call(**_approval(body), **decider)
     return sse_response(stream)
 
 
@@ -75,10 +72,11 @@ async def decline_tool_call(
     body: DeclineBody,
     service: ServiceDep,
     caller: CallerDep,
+    decider: DeciderDep,
 ) -> StreamingResponse:
     """Decline a paused call: the tool never runs; the model is told ``reason``."""
     agent = await service.run_agent(caller, agentId, body.run_id)
-    stream = await agent.decline_tool_call(**_refusal(body), **caller.decider())
+    stream = await agent.decline_tool_call(**_refusal(body), **decider)
     return sse_response(stream)
 
 
@@ -90,9 +88,10 @@ async def approve_tool_call_generate(
     body: ApproveBody,
     service: ServiceDep,
     caller: CallerDep,
+    decider: DeciderDep,
 ) -> dict[str, Any]:
     agent = await service.run_agent(caller, agentId, body.run_id)
-    result = await agent.approve_tool_call_generate(**_approval(body), **caller.decider())
+    result = await agent.approve_tool_call_generate(**_approval(body), **decider)
     return run_result_json(result)
 
 
@@ -104,9 +103,10 @@ async def decline_tool_call_generate(
     body: DeclineBody,
     service: ServiceDep,
     caller: CallerDep,
+    decider: DeciderDep,
 ) -> dict[str, Any]:
     agent = await service.run_agent(caller, agentId, body.run_id)
-    result = await agent.decline_tool_call_generate(**_refusal(body), **caller.decider())
+    result = await agent.decline_tool_call_generate(**_refusal(body), **decider)
     return run_result_json(result)
 
 
@@ -116,11 +116,12 @@ async def resume_stream(
     body: ResumeBody,
     service: ServiceDep,
     caller: CallerDep,
+    decider: DeciderDep,
 ) -> StreamingResponse:
     """Answer a paused call with ``resumeData``, validated against its ``resumeSchema``: a ``suspend()``'s
     answer, or ``{approved, reason?}`` for an approval (decided exactly as approve/decline)."""
     agent = await service.run_agent(caller, agentId, body.run_id)
-    stream = await agent.resume_stream(body.resume_data, **_resumption(body), **caller.decider())
+    stream = await agent.resume_stream(body.resume_data, **_resumption(body), **decider)
     return sse_response(stream)
 
 
@@ -130,10 +131,11 @@ async def resume_generate(
     body: ResumeBody,
     service: ServiceDep,
     caller: CallerDep,
+    decider: DeciderDep,
 ) -> dict[str, Any]:
     """Troupe's addition: ``resume-stream`` answered with the folded result."""
     agent = await service.run_agent(caller, agentId, body.run_id)
-    result = await agent.resume_generate(body.resume_data, **_resumption(body), **caller.decider())
+    result = await agent.resume_generate(body.resume_data, **_resumption(body), **decider)
     return run_result_json(result)
 
 
@@ -148,6 +150,7 @@ async def send_tool_approval(
     request: Request,
     service: ServiceDep,
     caller: CallerDep,
+    decider: DeciderDep,
 ) -> Any:
     """Decide the paused call of the run suspended on a thread, without knowing its run id.
 
@@ -155,7 +158,7 @@ async def send_tool_approval(
     ``Accept: text/event-stream`` it streams the run's chunks instead.
     """
     agent = service.agent(agentId)
-    resource_id = caller.own_resource(body.resource_id)
+    resource_id = own_resource(caller, body.resource_id)
     stream = await agent.send_tool_approval(
         thread_id=body.thread_id,
         resource_id=resource_id,
@@ -163,7 +166,7 @@ async def send_tool_approval(
         tool_call_id=body.tool_call_id,
         reason=body.reason,
         resume_data=body.resume_data,
-        **caller.decider(),
+        **decider,
     )
     if MEDIA_TYPE in request.headers.get("accept", ""):
         return sse_response(stream)

@@ -12,7 +12,9 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPBearer
-from troupe.api.auth import Gate, Principal
+from troupe.api.auth import Gate, Principal, own_resource
+from troupe.api.bodies import RunBody
+from troupe.api.identity import binding, caller_of
 from troupe.api.streams import MIN_INTERVAL_S, OpenStreams
 from troupe.core.vocabulary.errors import SnapshotNotFoundError
 from troupe.supervisor.agent import Agent
@@ -50,6 +52,16 @@ class Service:
                 run_id=run_id,
             )
 
+    async def start(self, agent_id: str, body: RunBody, caller: Principal, how: str) -> Any:
+        """Start a run for ``caller`` from an HTTP body: a run of one of its resources, started by it,
+        with options that may turn approval on but never off (an HTTP caller is not trusted)."""
+        agent = self.agent(agent_id)
+        options: Any = {**body.options(own_resource(caller, body.resource())), "started_by": caller}
+        request = Agent.start_request(body.python_messages(), options, remote=True)
+        if how == "stream":
+            return await self.runtime.stream(agent.id, request)
+        return await self.runtime.generate(agent.id, request)
+
     def spawn(self, work: Awaitable[Any]) -> None:
         """Run ``work`` to its end in the background (its errors are the run's own, reported in it)."""
 
@@ -69,20 +81,33 @@ class Service:
 
 
 # The security scheme shows in the OpenAPI document; the header itself is read by ``Gate``, which also
-# handles open mode and malformed headers.
-bearer = HTTPBearer(auto_error=False, description="An API key: 'Authorization: Bearer <key>'")
+# handles open mode and malformed headers (or the host app's identity answers first: troupe.api.identity).
+bearer = HTTPBearer(
+    auto_error=False, description="An API key or an OIDC token: 'Authorization: Bearer <credential>'"
+)
 
 
 def service(request: Request) -> Service:
-    found: Service = request.app.state.troupe
+    found: Service = binding(request).service
     return found
 
 
-def caller(request: Request, _: Annotated[Any, Depends(bearer)]) -> Principal:
-    return service(request).gate.authenticate(request.headers.get("authorization"))
+async def caller(request: Request, _: Annotated[Any, Depends(bearer)]) -> Principal:
+    return await caller_of(request)
+
+
+def surface(request: Request) -> str:
+    """Where a decision over HTTP came from, for the audit: the inbox page says so, else plain HTTP."""
+    return "inbox" if request.headers.get("x-troupe-surface") == "inbox" else "http"
+
+
+async def decider(request: Request, principal: Annotated[Principal, Depends(caller)]) -> dict[str, Any]:
+    """Who decides, as the decision methods take it: the caller, through this surface."""
+    return {"decided_by": principal, "surface": surface(request)}
 
 
 ServiceDep = Annotated[Service, Depends(service)]
 CallerDep = Annotated[Principal, Depends(caller)]
+DeciderDep = Annotated[dict[str, Any], Depends(decider)]
 
-__all__ = ["CallerDep", "Service", "ServiceDep", "bearer", "caller", "service"]
+__all__ = ["CallerDep", "DeciderDep", "Service", "ServiceDep", "bearer", "caller", "service", "surface"]

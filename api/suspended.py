@@ -15,14 +15,16 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 from pydantic import StringConstraints
+from troupe.api.auth import check_resource
 from troupe.api.errors import ERRORS, PermissionDeniedError
+from troupe.api.routing import TroupeRoute
 from troupe.api.service import CallerDep, ServiceDep
 from troupe.api.wire import suspended_runs_json
 from troupe.core.vocabulary.store import SuspendedRunQuery
 from troupe.core.vocabulary.suspended import SuspendedRunList
 from troupe.supervisor.agent import Agent
 
-router = APIRouter(tags=["runs"])
+router = APIRouter(tags=["runs"], route_class=TroupeRoute)
 
 Id = Annotated[str, StringConstraints(min_length=1, max_length=256)]
 _EPOCH = datetime.min.replace(tzinfo=UTC)
@@ -52,12 +54,12 @@ async def list_suspended_runs(
         )
     filters: dict[str, Any] = {"thread_id": thread_id, "from_date": _utc(from_date), "to_date": _utc(to_date)}
     if caller.admin or resource_id is not None:
-        caller.check(resource_id, "resource")
+        check_resource(caller, resource_id, "resource")
         found = await agent.list_suspended_runs(
             resource_id=resource_id, page=page, per_page=per_page, **filters
         )
     else:
-        found = await _merged(agent, sorted(caller.resources or ()), page, per_page, filters)
+        found = await _merged(agent, sorted(caller.resources), page, per_page, filters)
     return suspended_runs_json(found)
 
 
@@ -65,7 +67,8 @@ async def _merged(
     agent: Agent, resources: list[str], page: int | None, per_page: int | None, filters: dict[str, Any]
 ) -> SuspendedRunList:
     """One listing over several resources: the first ``(page + 1) * perPage`` of each, merged."""
-    SuspendedRunQuery.paged(agent.id, page=page, per_page=per_page)  # the same paging rules, same errors
+    query = SuspendedRunQuery.paged(agent.id, page=page, per_page=per_page)  # the same rules and errors
+    per_page = query.limit  # a page asked for without its size has the default size
     want = None if per_page is None else ((page or 0) + 1) * per_page
     parts = await asyncio.gather(
         *(

@@ -208,8 +208,8 @@ MUTANTS = [
     Mutant(
         "cli-drops-fingerprint",
         "troupe/ops/operator.py",
-        'target = {"run_id": args.run, "tool_call_id": call, "fingerprint": args.fingerprint}',
-        'target = {"run_id": args.run, "tool_call_id": call, "fingerprint": None}',
+        '        "fingerprint": args.fingerprint,\n        **who,',
+        '        "fingerprint": None,\n        **who,',
         ("tests/test_guarantees_http.py",),
     ),
     Mutant(
@@ -342,8 +342,8 @@ MUTANTS += [
     Mutant(
         "link-holder-counted-anew",
         "api/decision_links.py",
-        "        return Principal(LINK_PRINCIPAL, frozenset())",
-        "        return Principal(LINK_PRINCIPAL + __import__('uuid').uuid4().hex, frozenset())",
+        "        return LINK_HOLDER",
+        "        return Principal(LINK_PRINCIPAL + __import__('uuid').uuid4().hex, 'troupe:link')",
         ("tests/test_decision_links.py",),
     ),
     Mutant(
@@ -375,23 +375,22 @@ POLICIES = ("tests/test_approver_policies.py",)
 MUTANTS += [
     Mutant(
         "tenancy-not-checked",
-        "api/auth.py",
-        "        return self.resources is None or "
-        "(resource_id is not None and resource_id in self.resources)",
+        "core/vocabulary/identity.py",
+        "        return self.admin or (resource_id is not None and resource_id in self.resources)",
         "        return True",
         ("tests/test_http_auth.py",),
     ),
     Mutant(
         "policy-roles-not-checked",
         "core/deciding/approvers.py",
-        "    if policy.roles is not None and not policy.roles.intersection(request.roles or ()):",
+        "    if policy.roles is not None and not policy.roles.intersection(who.roles):",
         "    if False:",
         POLICIES,
     ),
     Mutant(
         "separation-of-duties-not-checked",
         "core/deciding/approvers.py",
-        "    if policy.separation_of_duties and state.started_by == who:",
+        "    if policy.separation_of_duties and state.starter_id == who.id:",
         "    if False:",
         POLICIES,
     ),
@@ -462,6 +461,134 @@ MUTANTS += [
         "        _replica_grpc_on_node_address()\n",
         "",
         ("tests/test_serve_front_door.py",),
+    ),
+]
+
+
+# Identity (README: "Security defaults", "Connecting an identity provider"): people are compared by subject
+# id (issuer + subject) on every surface; a governed call always pauses and needs someone who says who
+# they are; every approval of a quorum is for the same args; tokens are checked before anything changes.
+IDENTITY = ("tests/test_identity_tokens.py",)
+MUTANTS += [
+    Mutant(
+        "separation-of-duties-by-name",
+        "core/deciding/approvers.py",
+        "    if policy.separation_of_duties and state.starter_id == who.id:",
+        "    if policy.separation_of_duties and state.started_by == who.display:",
+        POLICIES,
+    ),
+    Mutant(
+        "quorum-counts-names",
+        "core/deciding/approvers.py",
+        "any(a.id == who.id for a in pause.approvals)",
+        "any(a.display == who.display for a in pause.approvals)",
+        POLICIES,
+    ),
+    Mutant(
+        "anonymous-decides-a-governed-call",
+        "core/deciding/approvers.py",
+        "    if who is None or who.anonymous:",
+        "    if who is None:",
+        ("tests/test_decision_links.py",),
+    ),
+    Mutant(
+        "quorum-ignores-edits",
+        "core/deciding/approvers.py",
+        "    return len(agreeing(pause, approved_args(pause, decision.edited_args))) + 1 < policy.quorum",
+        "    return len(pause.approvals) + 1 < policy.quorum",
+        POLICIES,
+    ),
+    Mutant(
+        "governed-call-not-gated",
+        "core/deciding/policy.py",
+        "    if under_policy or run_policy is True or tool.require_approval is True:",
+        "    if run_policy is True or tool.require_approval is True:",
+        POLICIES,
+    ),
+    Mutant(
+        "remote-options-switch-gating-off",
+        "core/run/engine.py",
+        '    if request.remote and given.get("require_tool_approval") is not True:',
+        "    if False:",
+        POLICIES,
+    ),
+    Mutant(
+        "python-decides-by-name",
+        "supervisor/agent.py",
+        "            decider = Principal.named(who, roles) if who is not None else None",
+        "            decider = Principal.named(getattr(who, 'display', who), roles) "
+        "if who is not None else None",
+        POLICIES,
+    ),
+    Mutant(
+        "http-decides-by-name",
+        "api/service.py",
+        '    return {"decided_by": principal, "surface": surface(request)}',
+        '    return {"decided_by": principal.display, "surface": surface(request)}',
+        IDENTITY,
+    ),
+    Mutant(
+        "link-decides-by-name",
+        "api/decision_links.py",
+        '            "decided_by": decider,',
+        '            "decided_by": decider.display,',
+        ("tests/test_decision_links.py",),
+    ),
+    Mutant(
+        "cli-drops-the-issuer",
+        "troupe/ops/operator.py",
+        "Principal(who, args.issuer or LOCAL_ISSUER, who,",
+        "Principal(who, LOCAL_ISSUER, who,",
+        IDENTITY,
+    ),
+    Mutant(
+        "inbox-surface-not-recorded",
+        "api/service.py",
+        '    return "inbox" if request.headers.get("x-troupe-surface") == "inbox" else "http"',
+        '    return "http"',
+        ("tests/test_inbox_browser.py",),
+    ),
+    Mutant(
+        "host-identity-ignored",
+        "api/identity.py",
+        "        request.state.troupe = Binding(service, found)",
+        "        request.state.troupe = Binding(service, None)",
+        ("tests/test_identity_host_app.py",),
+    ),
+    Mutant(
+        "identity-callable-not-a-dependency",
+        "api/identity.py",
+        "        params = [params[0].replace(annotation=Request)]",
+        "        pass",
+        ("tests/test_identity_host_app.py",),
+    ),
+    Mutant(
+        "jwks-file-not-read-again",
+        "api/tokens.py",
+        "        if self._file is None or self._file[0] != stamp:",
+        "        if self._file is None:",
+        IDENTITY,
+    ),
+    Mutant(
+        "token-issuer-not-checked",
+        "api/tokens.py",
+        "                issuer=s.issuer,\n",
+        "",
+        IDENTITY,
+    ),
+    Mutant(
+        "token-expiry-not-checked",
+        "api/tokens.py",
+        '                options={"require": ["exp", "iss", "aud"]},',
+        '                options={"require": ["iss", "aud"], "verify_exp": False, "verify_nbf": False},',
+        IDENTITY,
+    ),
+    Mutant(
+        "link-claim-types-not-checked",
+        "core/notifying/links.py",
+        "            claim = _claim(json.loads(_unb64(payload))) if genuine else None",
+        "            claim = LinkClaim(**json.loads(_unb64(payload))) if genuine else None",
+        ("tests/test_decision_links.py",),
     ),
 ]
 

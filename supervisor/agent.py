@@ -14,6 +14,7 @@ from troupe.core.tracing import carrier
 from troupe.core.vocabulary.agent import AgentSpec
 from troupe.core.vocabulary.agent_api import Messages
 from troupe.core.vocabulary.errors import DecisionRejectedError
+from troupe.core.vocabulary.identity import SURFACES, Principal
 from troupe.core.vocabulary.options import DecisionOptions, StreamOptions, SuspendedRunFilters
 from troupe.core.vocabulary.requests import (
     Approve,
@@ -72,26 +73,42 @@ class Agent(AgentSpec):
 
     async def stream(self, messages: Messages, **options: Unpack[StreamOptions]) -> AgentStream:
         """Start a run and stream it. Omitted options come from ``default_options``."""
-        return await self.runtime.stream(self.id, self._start(messages, options))
+        return await self.runtime.stream(self.id, self.start_request(messages, options))
 
     async def generate(self, messages: Messages, **options: Unpack[StreamOptions]) -> RunResult:
         """Run to the end or to the first pause (``finish_reason == "suspended"``)."""
-        return await self.runtime.generate(self.id, self._start(messages, options))
+        return await self.runtime.generate(self.id, self.start_request(messages, options))
 
     @staticmethod
-    def _start(messages: Messages, options: StreamOptions) -> StartRequest:
+    def start_request(messages: Messages, options: StreamOptions, *, remote: bool = False) -> StartRequest:
+        """What starting a run asks of the agent's host. ``remote``: the options come from a caller the
+        runtime does not trust (an HTTP body), which may turn approval on but never off."""
         given: dict[str, Any] = {k: v for k, v in options.items() if v is not None}
         # Known here too, so that a lost reply can be followed up.
         generated = "run_id" not in given
         given.setdefault("run_id", str(uuid.uuid4()))
-        return StartRequest(messages, given, trace=carrier(), generated_run_id=generated)
+        return StartRequest(messages, given, trace=carrier(), generated_run_id=generated, remote=remote)
 
     # ---- deciding -----------------------------------------------------------------------------------
 
     def _decision(self, run_id: str, decision: DecisionInput, options: DecisionOptions) -> DecideRequest:
-        if options.get("roles") is not None:
-            options = {**options, "roles": frozenset(options["roles"] or ())}
-        return DecideRequest(run_id=run_id, decision=decision, trace=carrier(), **options)
+        who, roles = options.get("decided_by"), options.get("roles")
+        surface = options.get("surface") or "python"
+        if surface not in SURFACES:
+            raise DecisionRejectedError(f"surface must be one of {sorted(SURFACES)}, got {surface!r}")
+        try:
+            decider = Principal.named(who, roles) if who is not None else None
+        except ValueError as exc:
+            raise DecisionRejectedError(str(exc)) from None
+        return DecideRequest(
+            run_id=run_id,
+            decision=decision,
+            tool_call_id=options.get("tool_call_id"),
+            fingerprint=options.get("fingerprint"),
+            decider=decider,
+            surface=surface,
+            trace=carrier(),
+        )
 
     async def approve_tool_call(
         self, *, run_id: str, edited_args: dict[str, Any] | None = None, **options: Unpack[DecisionOptions]
@@ -146,8 +163,9 @@ class Agent(AgentSpec):
         tool_call_id: str | None = None,
         reason: str | None = None,
         resume_data: Any = None,
-        decided_by: str | None = None,
+        decided_by: str | Principal | None = None,
         roles: frozenset[str] | None = None,
+        surface: str | None = None,
     ) -> AgentStream:
         """Decide the paused call of the run suspended on a thread, without knowing its run id.
 
@@ -167,7 +185,9 @@ class Agent(AgentSpec):
         else:
             decision = Approve() if approved else Decline(reason)
         request = self._decision(
-            run_id, decision, {"tool_call_id": tool_call_id, "decided_by": decided_by, "roles": roles}
+            run_id,
+            decision,
+            {"tool_call_id": tool_call_id, "decided_by": decided_by, "roles": roles, "surface": surface},
         )
         return await self.runtime.decide(self.id, request)
 

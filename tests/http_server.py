@@ -34,9 +34,16 @@ ADMIN = {"Authorization": "Bearer key-admin"}
 
 class LiveServer:
     def __init__(
-        self, build: Callable[[], Runtime], *, keys: Any = None, open_mode: bool = False, **app_options: Any
+        self,
+        build: Callable[[], Runtime],
+        *,
+        keys: Any = None,
+        open_mode: bool = False,
+        make_app: Callable[[Runtime], Any] | None = None,
+        **app_options: Any,
     ) -> None:
         self._build = build
+        self._make_app = make_app  # an app of the test's own around the runtime, instead of create_app
         self._keys = keys
         self._open = open_mode
         self._app_options = app_options  # more of create_app's options (max_body_bytes, hosts)
@@ -67,7 +74,10 @@ class LiveServer:
         runtime: Runtime | None = None
         try:
             runtime = self._build()
-            app = create_app(runtime, keys=self._keys, open_mode=self._open, **self._app_options)
+            if self._make_app is not None:
+                app = self._make_app(runtime)
+            else:
+                app = create_app(runtime, keys=self._keys, open_mode=self._open, **self._app_options)
             config = uvicorn.Config(
                 app, host="127.0.0.1", port=0, log_level="warning", timeout_graceful_shutdown=2
             )

@@ -100,8 +100,10 @@ def inbox_agents(calls: CallLog) -> list[Agent]:
     ]
 
 
-def inbox_runtime(tmp_path: Path, calls: CallLog) -> Callable[[], Runtime]:
+def inbox_runtime(tmp_path: Path, calls: CallLog, **options: Any) -> Callable[[], Runtime]:
     def build() -> Runtime:
-        return Runtime(inbox_agents(calls), storage=SqliteStore(tmp_path / "inbox.db"), executor="local")
+        return Runtime(
+            inbox_agents(calls), storage=SqliteStore(tmp_path / "inbox.db"), executor="local", **options
+        )
 
     return build

@@ -9,12 +9,18 @@ from typing import Any
 
 import httpx
 import pytest
-from helpers import delete_tool, echo_model
+from helpers import delete_tool, echo_model, pay_tool
 from http_server import sse_frames
 from troupe.core.deciding.approvers import ApproverPolicy
+from troupe.core.vocabulary.identity import Principal
 
 from troupe import Agent, RedisStore, Runtime, SqliteStore
-from troupe.errors import ApprovalPolicyError, DecisionConflictError, ToolCallNotSuspendedError
+from troupe.errors import (
+    ApprovalPolicyError,
+    DecisionConflictError,
+    DecisionRejectedError,
+    ToolCallNotSuspendedError,
+)
 from troupe.testing import CallLog, tool_call
 
 DBA_ONLY = ApproverPolicy(tool="delete_record", roles=frozenset({"dba"}))
@@ -292,4 +298,192 @@ async def test_resume_data_answering_an_approval_is_held_to_the_same_policy(tmp_
         await agent.resume_generate({"approved": True}, run_id=paused.run_id, decided_by="alice")
     done = await agent.resume_generate({"approved": True}, run_id=paused.run_id, decided_by="bob")
     assert done.finish_reason == "stop" and calls.count() == 1
+    await rt.shutdown()
+
+
+# ---- a governed call always pauses (HIGH: "requireToolApproval": false turned gating off) ---------------
+
+
+def gated_agents(calls: CallLog) -> list[Agent]:
+    """``ops``: its tool is gated by the agent's default_options only; ``pay``: its tool is gated by
+    nothing but an approver policy."""
+    return [
+        Agent(
+            "ops",
+            model=echo_model(tool_call("delete_record", {"id": "abc-123"}, id="call-1")),
+            tools=[delete_tool(calls, require_approval=False)],
+            default_options={"require_tool_approval": True},
+        ),
+        Agent(
+            "payer",
+            model=echo_model(tool_call("pay", {"to": "vendor", "amount": 10}, id="p1")),
+            tools=[pay_tool(calls)],
+        ),
+    ]
+
+
+def test_an_http_caller_cannot_switch_gating_off(http_server, tmp_path: Path, calls: CallLog):
+    policy = ApproverPolicy(agent="payer", tool="pay", quorum=2)
+    server = http_server(
+        lambda: Runtime(
+            gated_agents(calls),
+            storage=SqliteStore(tmp_path / "g.db"),
+            executor="local",
+            approver_policies=[policy],
+        ),
+        keys=KEYS,
+    )
+    with httpx.Client(base_url=server.url + "/api/agents", timeout=30) as api:
+        for agent in ("ops", "payer"):
+            body = {"messages": "go", "resourceId": "acme", "requireToolApproval": False}
+            done = api.post(f"/{agent}/generate", json=body, headers=bearer("key-dev"))
+            assert done.status_code == 200 and done.json()["finishReason"] == "suspended", agent
+            streamed = api.post(f"/{agent}/stream", json=body, headers=bearer("key-dev"))
+            frames = [f for f in sse_frames(streamed.text) if f != "[DONE]"]
+            assert frames[-1]["type"] == "tool-call-approval", agent
+    assert calls.count() == 0, "no tool ran without its approval"
+
+
+async def test_a_governed_call_pauses_whatever_the_run_options_say(tmp_path: Path, calls: CallLog):
+    policy = ApproverPolicy(agent="payer", tool="pay")
+    rt = Runtime(
+        gated_agents(calls),
+        storage=SqliteStore(tmp_path / "g.db"),
+        executor="local",
+        approver_policies=[policy],
+    )
+    paused = await rt.get_agent("payer").generate("pay", require_tool_approval=False)
+    assert paused.finish_reason == "suspended" and calls.count() == 0
+    # The trusted Python caller may still switch off what only the agent's defaults ask for.
+    ran = await rt.get_agent("ops").generate("go", require_tool_approval=False)
+    assert ran.finish_reason == "stop" and calls.count("delete_record") == 1
+    await rt.shutdown()
+
+
+async def test_a_subagents_call_governed_from_the_top_pauses_in_the_subagent(tmp_path: Path, calls: CallLog):
+    payer = gated_agents(calls)[1]
+    sup = Agent(
+        "sup", model=echo_model(tool_call("agent-payer", {"prompt": "pay"}, id="d1")), agents={"payer": payer}
+    )
+    policy = ApproverPolicy(agent="sup", tool="pay")  # names the top agent, not the one that owns the tool
+    rt = Runtime([sup], storage=SqliteStore(tmp_path / "g.db"), executor="local", approver_policies=[policy])
+    paused = await rt.get_agent("sup").generate("go", started_by="alice")
+    assert paused.finish_reason == "suspended" and paused.suspend_payload["tool_name"] == "pay"
+    assert calls.count() == 0
+    await rt.shutdown()
+
+
+# ---- every approval of a quorum is for the same args (HIGH: an edit rode on another's approval) ----------
+
+
+def editable_payer(tmp_path: Path, calls: CallLog) -> Runtime:
+    payer = Agent(
+        "payer",
+        model=echo_model(tool_call("pay", {"to": "vendor", "amount": 10}, id="p1")),
+        tools=[pay_tool(calls, require_approval=True, allow_edited_args=True)],
+    )
+    policy = ApproverPolicy(tool="pay", quorum=2)
+    return Runtime(
+        [payer], storage=SqliteStore(tmp_path / "q.db"), executor="local", approver_policies=[policy]
+    )
+
+
+MALLORY = {"to": "mallory", "amount": 999999}
+
+
+async def test_an_edit_starts_its_own_count_towards_the_quorum(tmp_path: Path, calls: CallLog):
+    rt = editable_payer(tmp_path, calls)
+    agent = rt.get_agent("payer")
+    paused = await agent.generate("pay the vendor")
+
+    alice = await agent.approve_tool_call_generate(run_id=paused.run_id, decided_by="alice")
+    bob = await agent.approve_tool_call_generate(run_id=paused.run_id, decided_by="bob", edited_args=MALLORY)
+    assert alice.finish_reason == bob.finish_reason == "suspended"
+    assert calls.count() == 0, "two approvals of different args are no quorum"
+
+    carol = await agent.approve_tool_call_generate(run_id=paused.run_id, decided_by="carol")
+    assert carol.finish_reason == "stop"
+    assert calls.entries("pay") == [{"name": "pay", "to": "vendor", "amount": 10}], (
+        "run with the args two approved"
+    )
+    audit = await rt.store().list_audit(paused.run_id)
+    assert [(e.kind, e.decided_by, e.edited_args) for e in audit] == [
+        ("approval-recorded", "alice", None),
+        ("approval-recorded", "bob", MALLORY),
+        ("approved", "carol", None),
+    ]
+    assert audit[-1].approvals == ["alice", "carol"]
+    await rt.shutdown()
+
+
+async def test_an_edit_first_is_never_dropped_nor_carried_by_a_plain_approval(tmp_path: Path, calls: CallLog):
+    rt = editable_payer(tmp_path, calls)
+    agent = rt.get_agent("payer")
+    paused = await agent.generate("pay the vendor")
+
+    await agent.approve_tool_call_generate(run_id=paused.run_id, decided_by="bob", edited_args=MALLORY)
+    plain = await agent.approve_tool_call_generate(run_id=paused.run_id, decided_by="alice")
+    assert plain.finish_reason == "suspended" and calls.count() == 0
+    done = await agent.approve_tool_call_generate(
+        run_id=paused.run_id, decided_by="carol", edited_args={"amount": 999999, "to": "mallory"}
+    )
+    assert done.finish_reason == "stop"
+    assert calls.entries("pay") == [{"name": "pay", **MALLORY}], (
+        "the edit ran only once two approved exactly it"
+    )
+    await rt.shutdown()
+
+
+async def test_an_edit_the_tool_refuses_is_refused_before_it_counts(tmp_path: Path, calls: CallLog):
+    rt = runtime(tmp_path, calls, QUORUM_2)  # delete_record does not allow edited args
+    agent = rt.get_agent("ops")
+    paused = await agent.generate("delete it")
+    with pytest.raises(DecisionRejectedError, match="does not accept edited args"):
+        await agent.approve_tool_call_generate(
+            run_id=paused.run_id, decided_by="bob", edited_args={"id": "x"}
+        )
+    assert await rt.store().list_audit(paused.run_id) == []
+    await rt.shutdown()
+
+
+# ---- subjects, not names -------------------------------------------------------------------------------
+
+
+async def test_one_subject_is_one_approver_and_issuers_tell_namesakes_apart(tmp_path: Path, calls: CallLog):
+    rt = runtime(tmp_path, calls, ApproverPolicy(agent="ops", separation_of_duties=True, quorum=2))
+    agent = rt.get_agent("ops")
+    idp = "https://login.example.com"
+    alice = Principal("u-alice", idp, "Alice")
+    paused = await agent.generate("delete it", started_by=alice)
+
+    with pytest.raises(ApprovalPolicyError, match="separation of duties"):
+        await agent.approve_tool_call_generate(
+            run_id=paused.run_id, decided_by=Principal("u-alice", idp, "A. Other")
+        )
+    # Another issuer's "u-alice" is someone else; so is the local name "Alice".
+    await agent.approve_tool_call_generate(
+        run_id=paused.run_id, decided_by=Principal("u-alice", "https://other.example")
+    )
+    with pytest.raises(ApprovalPolicyError, match="already approved"):
+        await agent.approve_tool_call_generate(
+            run_id=paused.run_id, decided_by=Principal("u-alice", "https://other.example", "renamed")
+        )
+    done = await agent.approve_tool_call_generate(run_id=paused.run_id, decided_by="Alice", surface="cli")
+    assert done.finish_reason == "stop" and calls.count() == 1
+    audit = await rt.store().list_audit(paused.run_id)
+    assert [(e.subject, e.issuer, e.surface) for e in audit] == [
+        ("u-alice", "https://other.example", "python"),
+        ("Alice", "troupe", "cli"),
+    ]
+    await rt.shutdown()
+
+
+async def test_a_governed_call_needs_someone_who_says_who_they_are(tmp_path: Path, calls: CallLog):
+    rt = runtime(tmp_path, calls, FOUR_EYES)
+    agent = rt.get_agent("ops")
+    paused = await agent.generate("delete it", started_by="alice")
+    for nobody in (None, Principal("x", anonymous=True)):
+        with pytest.raises(ApprovalPolicyError, match="says who they are"):
+            await agent.decline_tool_call_generate(run_id=paused.run_id, decided_by=nobody)
+    assert await still_paused(rt, paused.run_id)
     await rt.shutdown()

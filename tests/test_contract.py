@@ -35,6 +35,7 @@ def test_the_public_surface_is_pinned():
         "Notifications",
         "OpenAIModel",
         "PendingToolCall",
+        "Principal",
         "RedisStore",
         "RetrySchedule",
         "Runtime",

@@ -31,6 +31,9 @@ SIGNER = LinkSigner(PUBLIC, LINK_SECRET)
 KEYS = {
     "key-admin": {"name": "ops", "admin": True},
     "key-dba": {"name": "dana", "resources": ["acme"], "roles": ["dba"]},
+    "key-alice": {"name": "alice", "resources": ["acme"]},
+    "key-bob": {"name": "bob", "resources": ["acme"]},
+    "key-other": {"name": "olga", "resources": ["other"]},
 }
 ADMIN = {"Authorization": "Bearer key-admin"}
 
@@ -74,9 +77,11 @@ def local(link: str) -> str:
     return urlsplit(link).path
 
 
-async def paused_with_links(client: httpx.AsyncClient, receiver: Receiver) -> tuple[str, dict[str, str]]:
+async def paused_with_links(
+    client: httpx.AsyncClient, receiver: Receiver, starter: dict[str, str] = ADMIN
+) -> tuple[str, dict[str, str]]:
     body = {"messages": "delete abc-123", "resourceId": "acme"}
-    started = await client.post("/api/agents/ops/generate", json=body, headers=ADMIN)
+    started = await client.post("/api/agents/ops/generate", json=body, headers=starter)
     assert started.status_code == 200, started.text
     (event,) = await receiver.arrived(1)
     links = event.json["data"]["links"]
@@ -158,27 +163,154 @@ async def test_a_policy_needs_the_approvers_key_with_the_link(http_server, tmp_p
         _, links = await paused_with_links(client, receiver)
 
         anonymous = await client.post(links["approve"])
-        assert anonymous.status_code == 403 and "needs one of the roles" in anonymous.text
+        assert anonymous.status_code == 403 and "says who they are" in anonymous.text
+        wrong = await client.post(links["approve"], data={"key": "key-alice"})
+        assert wrong.status_code == 403 and "needs one of the roles" in wrong.text
         assert calls.count() == 0
         with_key = await client.post(links["approve"], data={"key": "key-dba"})
         assert with_key.status_code == 200 and "Approved by dana" in with_key.text
         await until_calls(calls, 1)
 
 
-async def test_a_links_holder_counts_once_towards_a_quorum(http_server, tmp_path, calls, receiver):
-    """Whoever holds a link is one approver, however often the link is used: two POSTs of it are not a
-    quorum of two."""
-    server = serve(http_server, tmp_path, calls, receiver, ApproverPolicy(tool="delete_record", quorum=2))
+async def test_an_anonymous_link_never_decides_a_governed_call(http_server, tmp_path, calls, receiver):
+    """Separation of duties with no roles: the starter POSTing the link with no credential was accepted
+    (it decided as a shared ``decision-link``); now a governed call needs someone who says who they are,
+    and the starter saying so is refused like anywhere else."""
+    policy = ApproverPolicy(agent="ops", tool="delete_record", separation_of_duties=True)
+    server = serve(http_server, tmp_path, calls, receiver, policy)
+    alice = {"Authorization": "Bearer key-alice"}
     async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
-        run_id, links = await paused_with_links(client, receiver)
+        run_id, links = await paused_with_links(client, receiver, starter=alice)
 
-        first = await client.post(links["approve"])
+        anonymous = await client.post(links["approve"])
+        assert anonymous.status_code == 403 and "says who they are" in anonymous.text
+        declined = await client.post(links["decline"])
+        assert declined.status_code == 403, "an anonymous decline of a governed call is refused too"
+        by_header = await client.post(links["approve"], headers=alice)
+        assert by_header.status_code == 403 and "separation of duties" in by_header.text
+        by_form = await client.post(links["approve"], data={"key": "key-alice"})
+        assert by_form.status_code == 403 and "separation of duties" in by_form.text
+        elsewhere = await client.post(links["approve"], data={"key": "key-other"})
+        assert elsewhere.status_code == 409 and "snapshot not found" in elsewhere.text, "another tenant"
+        assert calls.count() == 0
+        assert (await store_audit(tmp_path, run_id)) == []
+
+        bob = await client.post(links["approve"], data={"key": "key-bob"})
+        assert bob.status_code == 200 and "Approved by bob" in bob.text
+        await until_calls(calls, 1)
+    (entry,) = await store_audit(tmp_path, run_id)
+    assert (entry.decided_by, entry.subject, entry.issuer, entry.surface) == ("bob", "bob", "troupe", "link")
+
+
+async def test_the_requester_via_link_and_http_is_one_approver_of_a_quorum(
+    http_server, tmp_path, calls, receiver
+):
+    """A quorum of two: the person who clicked the link and then approved over HTTP is one approver."""
+    server = serve(http_server, tmp_path, calls, receiver, ApproverPolicy(tool="delete_record", quorum=2))
+    alice = {"Authorization": "Bearer key-alice"}
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+        run_id, links = await paused_with_links(client, receiver, starter=alice)
+
+        assert (await client.post(links["approve"])).status_code == 403, "anonymous: not an approver"
+        first = await client.post(links["approve"], data={"key": "key-alice"})
         assert first.status_code == 200, first.text
-        again = await client.post(links["approve"])
-        assert again.status_code == 403 and "already approved" in again.text
+        decide = {"runId": run_id, "toolCallId": "call-1"}
+        again = await client.post("/api/agents/ops/approve-tool-call", json=decide, headers=alice)
+        assert again.status_code == 403 and "already approved" in again.json()["error"]
         shown = await client.get(links["approve"])  # the link's own page says who approved so far
-        assert run_id in shown.text and "<th>Approved so far</th><td><pre>decision-link</pre>" in shown.text
-    assert calls.count() == 0, "one holder of a link met a quorum of two"
+        assert "<th>Approved so far</th><td><pre>alice</pre>" in shown.text
+        assert calls.count() == 0, "one person met a quorum of two"
+
+        second = await client.post("/api/agents/ops/approve-tool-call", json=decide, headers=bob_key())
+        assert second.status_code == 200
+        await until_calls(calls, 1)
+    audit = await store_audit(tmp_path, run_id)
+    assert [(e.kind, e.decided_by, e.surface) for e in audit] == [
+        ("approval-recorded", "alice", "link"),
+        ("approved", "bob", "http"),
+    ]
+
+
+def bob_key() -> dict[str, str]:
+    return {"Authorization": "Bearer key-bob"}
+
+
+async def store_audit(tmp_path: Path, run_id: str) -> list:
+    store = SqliteStore(tmp_path / "l.db")
+    try:
+        return await store.list_audit(run_id)
+    finally:
+        await store.close()
+
+
+async def test_a_link_issued_to_one_approver_decides_only_as_them(http_server, tmp_path, calls, receiver):
+    from troupe.core.vocabulary.identity import Principal
+
+    policy = ApproverPolicy(tool="delete_record", roles=frozenset({"dba"}), separation_of_duties=True)
+    server = serve(http_server, tmp_path, calls, receiver, policy)
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+        run_id, _ = await paused_with_links(client, receiver, starter={"Authorization": "Bearer key-alice"})
+        fp = fingerprint("call-1", "delete_record", {"id": "abc-123"})
+        data = {
+            "kind": "approval",
+            "agentId": "ops",
+            "runId": run_id,
+            "toolCallId": "call-1",
+            "fingerprint": fp,
+        }
+        to_alice = local(
+            SIGNER.links_for(data, approver=Principal("alice", roles=frozenset({"dba"})))["approve"]
+        )
+        to_dana = local(
+            SIGNER.links_for(data, approver=Principal("dana", name="dana", roles={"dba"}))["approve"]
+        )
+
+        page = await client.get(to_dana)
+        assert "issued to dana" in page.text and 'name="key"' not in page.text
+        assert (await client.post(to_alice)).status_code == 403, "issued to the starter: separation of duties"
+        other = await client.post(to_dana, data={"key": "key-bob"})
+        assert other.status_code == 403 and "issued to &#x27;dana&#x27;" in other.text
+        assert calls.count() == 0
+        done = await client.post(to_dana)
+        assert done.status_code == 200 and "Approved by dana" in done.text
+        await until_calls(calls, 1)
+    (entry,) = await store_audit(tmp_path, run_id)
+    assert (entry.subject, entry.surface) == ("dana", "link")
+
+
+async def test_a_signed_link_with_a_malformed_claim_is_a_4xx(http_server, tmp_path, calls, receiver):
+    """Signed with the server's own secret but carrying the wrong types: refused, never a 500."""
+    import json
+
+    server = serve(http_server, tmp_path, calls, receiver)
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+        run_id, _ = await paused_with_links(client, receiver)
+        good = {
+            "action": "approve",
+            "agent_id": "ops",
+            "run_id": run_id,
+            "tool_call_id": "call-1",
+            "fingerprint": "f",
+            "expires_at": time.time() + 60,
+        }
+        for bad in (
+            {**good, "expires_at": "tomorrow"},
+            {**good, "expires_at": None},
+            {**good, "expires_at": True},
+            {**good, "expires_at": float("inf")},
+            {**good, "run_id": 7},
+            {**good, "action": ["approve"]},
+            {**good, "approver": "alice"},
+            {**good, "approver": {"issuer": "a#b", "subject": "x"}},
+            {**good, "extra": 1},
+            [good],
+        ):
+            payload = base64.urlsafe_b64encode(json.dumps(bad).encode()).rstrip(b"=").decode()
+            token = f"{payload}.{base64.urlsafe_b64encode(SIGNER._mac(payload)).rstrip(b'=').decode()}"
+            for method in ("GET", "POST"):
+                refused = await client.request(method, f"/decide/{token}")
+                assert refused.status_code == 403 and "not valid" in refused.text, (bad, method)
+    assert calls.count() == 0
 
 
 async def test_delivery_state_is_shown_and_redelivered_over_http(http_server, tmp_path, calls, receiver):

@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 from conftest import ROOT
+from troupe.api.keys import digested
 
 
 def free_port() -> int:
@@ -71,7 +72,7 @@ class Served:
 
 def test_serve_answers_stops_on_sigterm_and_keeps_paused_runs(tmp_path):
     keys = tmp_path / "keys.json"
-    keys.write_text(json.dumps({"k-acme": {"name": "acme", "resources": ["acme"]}}))
+    keys.write_text(json.dumps(digested({"k-acme": {"name": "acme", "resources": ["acme"]}})))
     args = ("--demo", "--store", str(tmp_path / "demo.db"), "--executor", "local", "--keys", str(keys))
     acme = {"Authorization": "Bearer k-acme"}
 

@@ -368,6 +368,46 @@ def test_with_an_api_key_a_tenant_sees_and_decides_only_its_own_pauses(http_serv
         assert pending(api, B) == {other}, "the other tenant's pause is untouched"
 
 
+def test_a_card_shows_who_started_the_run_and_who_approved_so_far(http_server, tmp_path, calls, tabs):
+    """Separation of duties by eye: the card names the run's starter and the quorum's approvers, and an
+    approval from the page is audited as the inbox's, under the key's subject."""
+    from troupe.core.deciding.approvers import ApproverPolicy
+
+    keys = {
+        **KEYS,
+        "key-bob": {"subject": "u-bob", "name": "Bob", "resources": ["a1"]},
+        "key-carol": {"subject": "u-carol", "name": "Carol", "resources": ["a1"]},
+    }
+    policy = ApproverPolicy(agent="ops", separation_of_duties=True, quorum=2)
+    server = http_server(inbox_runtime(tmp_path, calls, approver_policies=[policy]), keys=keys)
+    with httpx.Client(base_url=server.url + "/api", timeout=30) as api:
+        run = start(api, "ops", "rec-q", A, resourceId="a1")
+        decide = {"runId": run, "toolCallId": "call-1"}
+        counted = api.post(
+            "/agents/ops/approve-tool-call", json=decide, headers={"Authorization": "Bearer key-bob"}
+        )
+        assert counted.status_code == 200
+
+        inbox = tabs(server.url)
+        inbox.allow(401)
+        inbox.page.locator("#api-key").fill("key-carol")
+        inbox.page.locator("#api-key").press("Enter")
+        card = inbox.card(run)
+        expect(card.get_by_test_id("started-by")).to_have_text("tenant-a")
+        expect(card.get_by_test_id("approvals")).to_have_text("1 of 2 (Bob), 1 more needed")
+        assert card.get_by_test_id("approvals").get_attribute("title") == "u-bob at troupe"
+        inbox.screenshot("inbox-quorum.png")
+
+        card.get_by_test_id("approve").click()
+        expect(card.get_by_test_id("final-text")).to_have_text('call-1={"deleted": "rec-q"}')
+    decisions, _ = audit(tmp_path, run)
+    assert [(d.kind, d.subject, d.surface) for d in decisions] == [
+        ("approval-recorded", "u-bob", "http"),
+        ("approved", "u-carol", "inbox"),
+    ]
+    assert decisions[-1].approvals == ["Bob", "Carol"]
+
+
 def test_a_card_shows_its_context_and_marks_invisible_characters(http_server, tmp_path, calls, tabs):
     """What a person needs to judge a call is on its card, and a right-to-left override in model-written
     arguments is shown as a mark instead of silently reversing what the person reads."""

@@ -25,7 +25,7 @@ try:
 except ImportError:  # pragma: no cover - reported by the fixture below
     sync_playwright = None  # type: ignore[assignment]
 
-KEYS = {"key-alice": {"name": "alice", "admin": True}}
+KEYS = {"key-alice": {"name": "alice", "admin": True}, "key-bob": {"name": "bob", "admin": True}}
 # The failing receiver is retried slowly here, so its attempt count is stable while the page is looked at.
 RETRY = RetrySchedule(delays=(30.0,) * 5, timeout_s=2.0, lease_s=5.0, poll_s=0.05)
 
@@ -88,7 +88,11 @@ def test_the_inbox_shows_quorum_progress_and_delivery_state(
         listed = api.get("/inbox").json()["runs"][0]
         assert listed["toolCalls"][0]["approvals"] == ["alice"] and listed["toolCalls"][0]["quorum"] == 2
 
-    tab = Inbox(browser, server.url).open()
+    tab = Inbox(browser, server.url)
+    # The person at the page says who they are (an anonymous caller decides no governed call): the key
+    # is in the tab's storage, as after "Use key".
+    tab.page.add_init_script("sessionStorage.setItem('troupe.inbox.apiKey', 'key-bob')")
+    tab.open()
     try:
         card = tab.card(run_id)
         expect(card.get_by_test_id("approvals")).to_have_text("1 of 2 (alice), 1 more needed")
@@ -104,7 +108,7 @@ def test_the_inbox_shows_quorum_progress_and_delivery_state(
         )
         tab.screenshot("inbox-quorum-deliveries.png")
 
-        card.get_by_test_id("approve").click()  # the page's principal (anonymous) is the second approver
+        card.get_by_test_id("approve").click()  # the page's principal (bob's key) is the second approver
         expect(card).to_have_attribute("data-state", "decided")
         assert calls.count() == 1
     finally:

@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 from inbox_agents import inbox_runtime
+from troupe.api.keys import digested
 
 from troupe.testing import CallLog
 
@@ -73,7 +74,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     keys = workdir / "keys.json"
     keys.write_text(
         json.dumps(
-            {ADMIN_KEY: {"name": "ops", "admin": True}, TENANT_KEY: {"name": "t", "resources": ["t1"]}}
+            digested(
+                {ADMIN_KEY: {"name": "ops", "admin": True}, TENANT_KEY: {"name": "t", "resources": ["t1"]}}
+            )
         )
     )
     port = free_port()
@@ -141,8 +144,8 @@ def test_expected_failures_are_one_clear_line(served, tmp_path):
     run_id = served.start_run()
     cases = {
         "cannot reach the server at http://127.0.0.1:1": ["runs", "list", "--server", "http://127.0.0.1:1"],
-        "pass --key KEY or set TROUPE_API_KEY": ["runs", "list", "--server", served.url],
-        "refused the API key": ["runs", "list", "--server", served.url, "--key", "wrong"],
+        "pass --key KEY or --token TOKEN (or set TROUPE_API_KEY)": ["runs", "list", "--server", served.url],
+        "refused the credential": ["runs", "list", "--server", served.url, "--key", "wrong"],
         "--app nosuchmodule:rt: cannot import 'nosuchmodule'": ["runs", "list", "--app", "nosuchmodule:rt"],
         "run nope is not waiting for a decision: it is unknown here": [
             "approve",

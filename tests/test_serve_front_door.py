@@ -17,6 +17,7 @@ import pytest
 from drivers import scenario_results
 from listeners import is_loopback
 from ray.serve import Application
+from troupe.api.keys import digested
 
 from troupe import Agent, Runtime, SqliteStore
 from troupe.cli import main
@@ -103,13 +104,16 @@ async def test_a_replica_refuses_a_store_the_replicas_cannot_share(tmp_path):
 def test_the_serve_run_builder_names_what_is_missing(tmp_path):
     with pytest.raises(ValueError, match="needs app=MODULE:ATTR"):
         app({"keys": "k.json"})
-    with pytest.raises(ValueError, match="needs keys=FILE, or open=true"):
+    with pytest.raises(ValueError, match="needs keys=FILE and/or oidc=FILE, or open=true"):
         app({"app": "serve_app:runtime"})
     with pytest.raises(ValueError, match=r"unknown troupe\.front_door argument"):
         app({"app": "serve_app:runtime", "open": "true", "host": "0.0.0.0"})
     keys = tmp_path / "keys.json"
-    keys.write_text(json.dumps({"k": {"admin": True}}))
+    keys.write_text(json.dumps(digested({"k": {"admin": True}})))
     assert isinstance(app({"app": "serve_app:runtime", "keys": str(keys), "replicas": "2"}), Application)
+    oidc = tmp_path / "oidc.json"
+    oidc.write_text(json.dumps({"oidc": {"issuer": "https://i", "audience": "a", "jwks_file": "j.json"}}))
+    assert isinstance(app({"app": "serve_app:runtime", "oidc": str(oidc)}), Application)
 
 
 def test_troupe_serve_replicas_stops_cleanly_on_sigterm(tmp_path):

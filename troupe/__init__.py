@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from troupe.core.run.memory import Memory
     from troupe.core.vocabulary.chunks import Chunk
     from troupe.core.vocabulary.hooks import Hooks, ToolCallOverride
+    from troupe.core.vocabulary.identity import Principal
     from troupe.core.vocabulary.mcp_servers import MCPHttp, MCPStdio
     from troupe.core.vocabulary.model import Model
     from troupe.core.vocabulary.results import RunResult, StepResult
@@ -57,6 +58,7 @@ _EXPORTS: dict[str, str] = {
     "Notifications": "troupe.core.notifying.outbox",
     "OpenAIModel": "troupe.core.models.openai_model",
     "PendingToolCall": "troupe.core.vocabulary.suspended",
+    "Principal": "troupe.core.vocabulary.identity",
     "RedisStore": "troupe.storage",
     "RetrySchedule": "troupe.core.notifying.outbox",
     "RunResult": "troupe.core.vocabulary.results",
@@ -88,6 +90,7 @@ __all__ = [  # the names of _EXPORTS and _SUBMODULES, spelled out for type check
     "Notifications",
     "OpenAIModel",
     "PendingToolCall",
+    "Principal",
     "RedisStore",
     "RetrySchedule",
     "RunResult",

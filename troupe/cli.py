@@ -5,6 +5,7 @@ troupe serve (--app MODULE:ATTR | --demo) [--host H] [--port P] [--ray-address A
              [--replicas N]   (N front door replicas on Ray Serve instead of one uvicorn process)
 troupe runs list|show, troupe approve|decline|resume RUN [CALL]   (--server URL | --app M:A | --store URL)
 troupe mcp (--app MODULE:ATTR | --demo) [--keys FILE --key KEY | --as NAME] [--public-url URL]   (stdio)
+troupe keys new --file FILE --subject S [...], troupe keys convert FILE   (API keys stored as digests)
 """
 
 from __future__ import annotations
@@ -45,9 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_serve(commands)
     _add_mcp(commands)
+    from troupe.ops.keys import add_keys_command
     from troupe.ops.operator import add_commands
 
     add_commands(commands)
+    add_keys_command(commands)
     return parser
 
 
@@ -173,8 +176,10 @@ def _add_serve_access(serve: argparse.ArgumentParser) -> None:
     serve.add_argument(
         "--keys",
         metavar="FILE",
-        help='JSON API keys: {"<key>": {"name": "acme", "resources": ["acme"]}, "<key2>": {"admin": true}}',
+        help="JSON file of API key digests, each with a subject, resources and roles (make one with "
+        "`troupe keys new`; a file of plain keys is refused: `troupe keys convert FILE`)",
     )
+    _add_serve_oidc(serve)
     serve.add_argument(
         "--open",
         action="store_true",
@@ -202,6 +207,49 @@ def _add_serve_access(serve: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_serve_oidc(serve: argparse.ArgumentParser) -> None:
+    """Bearer tokens of an identity provider (OIDC / JWT), checked with PyJWT (troupe.api.tokens)."""
+    oidc = serve.add_argument_group("identity provider (OIDC bearer tokens)")
+    oidc.add_argument("--oidc-issuer", metavar="URL", help="the tokens' iss, e.g. https://login.example.com")
+    oidc.add_argument("--oidc-audience", metavar="AUD", action="append", help="an accepted aud (repeatable)")
+    oidc.add_argument(
+        "--oidc-jwks-url", metavar="URL", help="the issuer's JWKS (cached; refetched for a new kid)"
+    )
+    oidc.add_argument("--oidc-jwks-file", metavar="FILE", help="or a JWKS file (read again when it changes)")
+    oidc.add_argument(
+        "--oidc-algorithm", metavar="ALG", action="append", help="an allowed algorithm (default RS256, ES256)"
+    )
+    oidc.add_argument("--oidc-roles-claim", metavar="PATH", help="claim with roles (default: roles)")
+    oidc.add_argument(
+        "--oidc-resources-claim", metavar="PATH", help="claim with resources (default: troupe_resources)"
+    )
+    oidc.add_argument("--oidc-admin-role", metavar="ROLE", help="a role that makes its holder an admin")
+    oidc.add_argument(
+        "--oidc-config", metavar="FILE", help='or all of these from a JSON file: {"oidc": {...}}'
+    )
+
+
+def _oidc(args: argparse.Namespace) -> Any:
+    """The identity provider's settings from the flags or the config file; None without either."""
+    from troupe.api.tokens import OidcSettings
+
+    if args.oidc_config:
+        return OidcSettings.load(args.oidc_config)
+    if not (args.oidc_issuer or args.oidc_audience):
+        return None
+    given = {
+        "issuer": args.oidc_issuer or "",
+        "audience": tuple(args.oidc_audience or ()),
+        "jwks_url": args.oidc_jwks_url,
+        "jwks_file": args.oidc_jwks_file,
+        "algorithms": tuple(args.oidc_algorithm) if args.oidc_algorithm else None,
+        "roles_claim": args.oidc_roles_claim,
+        "resources_claim": args.oidc_resources_claim,
+        "admin_role": args.oidc_admin_role,
+    }
+    return OidcSettings.from_mapping({k: v for k, v in given.items() if v is not None})
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -214,6 +262,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _serve(parser, args)
     if args.command == "mcp":
         return _mcp(parser, args)
+    if args.command == "keys":
+        from troupe.ops.keys import run_keys
+
+        return run_keys(args)
     if args.command in ("runs", "approve", "decline", "resume"):
         from troupe.ops.operator import run_command
 
@@ -226,9 +278,9 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from troupe.ops.apps import load_runtime
 
     _check_serve_args(parser, args)
-    keys, notifications = _serve_files(parser, args)
+    keys, notifications, oidc = _serve_files(parser, args)
     if args.replicas is not None:
-        return _serve_on_ray(args, keys, notifications)
+        return _serve_on_ray(args, keys, notifications, oidc)
     if args.demo:
         source = lambda: _demo_runtime(args.store, args.executor, args.ray_address)  # noqa: E731
     else:
@@ -243,6 +295,7 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         notifications=notifications,
         max_body_bytes=args.max_body_bytes,
         hosts=[args.host, *args.allowed_host],
+        oidc=oidc,
     )
 
 
@@ -250,8 +303,11 @@ def _check_serve_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
     """Refuse what would leave the server open to anyone, or make no sense (exits with the reason)."""
     from troupe.api.guards import is_loopback
 
-    if not args.keys and not args.open:
-        parser.error("serve needs --keys FILE, or --open for local use without keys")
+    if not args.keys and not args.open and not (args.oidc_issuer or args.oidc_audience or args.oidc_config):
+        parser.error(
+            "serve needs --keys FILE and/or an identity provider (--oidc-issuer ... --oidc-audience ...), "
+            "or --open for local use without keys"
+        )
     if args.open and not is_loopback(args.host):
         if not args.allow_remote_open:
             parser.error(
@@ -278,8 +334,9 @@ def _check_store_folder(parser: argparse.ArgumentParser, store: str) -> None:
         parser.error(f"--store {store}: the folder {folder} does not exist (create it first)")
 
 
-def _serve_files(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[Any, Any]:
-    """The API keys and notification targets the server reads from files (exits naming a bad one)."""
+def _serve_files(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[Any, Any, Any]:
+    """The API keys, notification targets and identity provider the server reads from files and flags
+    (exits naming a bad one)."""
     from troupe.api.auth import KeyRing
     from troupe.ops.apps import load_notifications
 
@@ -291,10 +348,14 @@ def _serve_files(parser: argparse.ArgumentParser, args: argparse.Namespace) -> t
         notifications = load_notifications(args.notify) if args.notify else None
     except (OSError, ValueError) as exc:
         parser.error(f"--notify {args.notify}: {exc}")
-    return keys, notifications
+    try:
+        oidc = _oidc(args)
+    except (OSError, ValueError) as exc:
+        parser.error(f"--oidc-*: {exc}")
+    return keys, notifications, oidc
 
 
-def _serve_on_ray(args: argparse.Namespace, keys: Any, notifications: Any) -> int:
+def _serve_on_ray(args: argparse.Namespace, keys: Any, notifications: Any, oidc: Any) -> int:
     try:
         from troupe import front_door
     except ImportError as exc:
@@ -303,6 +364,7 @@ def _serve_on_ray(args: argparse.Namespace, keys: Any, notifications: Any) -> in
     settings = front_door.DoorSettings(
         keys=keys,
         open_mode=args.open,
+        oidc=oidc,
         max_body_bytes=args.max_body_bytes,
         hosts=(args.host, *args.allowed_host),
         notifications=notifications,

@@ -35,6 +35,7 @@ from troupe.api.app import create_app
 from troupe.api.auth import KeyRing
 from troupe.api.guards import DEFAULT_MAX_BODY_BYTES
 from troupe.api.serve import runtime_from
+from troupe.api.tokens import OidcSettings
 from troupe.core.notifying.outbox import Notifications
 from troupe.ops.apps import load_notifications, load_runtime
 from troupe.supervisor.runtime import Runtime
@@ -57,6 +58,7 @@ class DoorSettings:
 
     keys: KeyRing | None = None
     open_mode: bool = False
+    oidc: OidcSettings | None = None
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     hosts: tuple[str, ...] = ()
     notifications: Notifications | None = None
@@ -147,6 +149,7 @@ class FrontDoor:
             self._runtime,
             keys=s.keys,
             open_mode=s.open_mode,
+            oidc=s.oidc,
             max_body_bytes=s.max_body_bytes,
             hosts=s.hosts,
         )
@@ -250,20 +253,25 @@ def _flag(value: Any) -> bool:
 def app(args: dict[str, Any]) -> Application:
     """The builder ``serve run`` / a Serve config's ``import_path`` names: ``troupe.front_door:app``.
 
-    ``args``: ``app`` (MODULE:ATTR, required), ``keys`` (a keys file) or ``open: true``,
-    ``replicas``, ``max_body_bytes``, ``allowed_hosts`` (comma-separated, with ``open``), ``notify``
-    (a notifications file). Files are read where the application is built."""
-    unknown = set(args) - {"app", "keys", "open", "replicas", "max_body_bytes", "allowed_hosts", "notify"}
+    ``args``: ``app`` (MODULE:ATTR, required), ``keys`` (a keys file) and/or ``oidc`` (an identity
+    provider's settings file, ``{"oidc": {...}}``), or ``open: true``; ``replicas``, ``max_body_bytes``,
+    ``allowed_hosts`` (comma-separated, with ``open``), ``notify`` (a notifications file). Files are read
+    where the application is built."""
+    known = {"app", "keys", "oidc", "open", "replicas", "max_body_bytes", "allowed_hosts", "notify"}
+    unknown = set(args) - known
     if unknown:
         raise ValueError(f"unknown troupe.front_door argument(s): {', '.join(sorted(unknown))}")
     if not args.get("app"):
         raise ValueError("troupe.front_door needs app=MODULE:ATTR (a Runtime or a function returning one)")
     open_mode = _flag(args.get("open", False))
-    if not args.get("keys") and not open_mode:
-        raise ValueError("troupe.front_door needs keys=FILE, or open=true for local use without keys")
+    if not args.get("keys") and not args.get("oidc") and not open_mode:
+        raise ValueError(
+            "troupe.front_door needs keys=FILE and/or oidc=FILE, or open=true for local use without keys"
+        )
     settings = DoorSettings(
         keys=KeyRing.load(str(args["keys"])) if args.get("keys") else None,
         open_mode=open_mode,
+        oidc=OidcSettings.load(str(args["oidc"])) if args.get("oidc") else None,
         max_body_bytes=int(args.get("max_body_bytes", DEFAULT_MAX_BODY_BYTES)),
         hosts=_hosts(args.get("allowed_hosts", "")),
         notifications=load_notifications(str(args["notify"])) if args.get("notify") else None,

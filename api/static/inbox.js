@@ -110,7 +110,8 @@
   }
 
   async function api(method, path, body, accept, signal) {
-    const headers = { Accept: accept || "application/json" };
+    // The audit records that a decision came from this page.
+    const headers = { Accept: accept || "application/json", "X-Troupe-Surface": "inbox" };
     if (state.key) headers.Authorization = `Bearer ${state.key}`;
     if (body !== undefined) headers["Content-Type"] = "application/json";
     let response;
@@ -120,7 +121,7 @@
         headers,
         body: body === undefined ? undefined : JSON.stringify(body),
         cache: "no-store",
-        credentials: "omit",
+        credentials: "same-origin", // a host app's session cookie, when Troupe is mounted in one
         signal,
       });
     } catch (err) {
@@ -352,6 +353,11 @@
 
   // ---- one pause ------------------------------------------------------------------------------------
 
+  // Who someone is, as separation of duties compares them: subject at issuer.
+  function personTitle(person) {
+    return person && person.subject ? `${person.subject} at ${person.issuer}` : "";
+  }
+
   function makeCard(id, run, call) {
     const kind = call.requiresApproval ? "approval" : "input";
     const path = call.agentPath && call.agentPath.length ? call.agentPath : [run.agentId];
@@ -403,6 +409,8 @@
       el("dd", { "data-testid": "thread" }, run.threadId || "—"),
       el("dt", {}, "Resource"),
       el("dd", { "data-testid": "resource" }, run.resourceId || "—"),
+      el("dt", {}, "Started by"),
+      el("dd", { "data-testid": "started-by", title: personTitle(run.starter) }, run.startedBy || "—"),
       el("dt", {}, "Waiting since"),
       card.sinceAt,
       el("dt", {}, "Expires"),
@@ -500,14 +508,18 @@
   // Who has approved so far against the quorum, and where this pause's notifications stand; both change
   // between polls while the card stays.
   function refreshReach(card, run, call) {
-    const approvals = call.approvals || [];
+    const approvals = call.approvedBy || (call.approvals || []).map((name) => ({ name }));
     const quorum = call.quorum || 1;
     if (quorum > 1 || approvals.length) {
-      const more = Math.max(0, quorum - approvals.length);
+      // Approvals with edits count apart from the call as proposed: say which args each approved.
+      const asProposed = approvals.filter((a) => !a.editedArgs);
+      const more = Math.max(0, quorum - asProposed.length);
+      const who = approvals.map((a) => (a.editedArgs ? `${a.name} (edited: ${JSON.stringify(a.editedArgs)})` : a.name));
       card.approvals.textContent =
-        `${approvals.length} of ${quorum}` +
-        (approvals.length ? ` (${approvals.join(", ")})` : "") +
+        `${asProposed.length} of ${quorum}` +
+        (who.length ? ` (${who.join(", ")})` : "") +
         (more ? `, ${more} more needed` : "");
+      card.approvals.title = approvals.map(personTitle).join("\n");
     } else card.approvals.textContent = "—";
     const sent = (run.deliveries || []).filter((d) => d.toolCallId === call.toolCallId);
     card.deliveries.replaceChildren(

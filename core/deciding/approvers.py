@@ -8,16 +8,20 @@ decided at the top, so it is checked there, against the leaf tool and the agents
 to a tool's own ``suspend()`` and expiries are not approvals and are not governed.
 
 Every check happens before anything is written, so a refused decision changes nothing. Who decides is
-``decided_by`` (and ``roles``): over HTTP the API key's principal and roles; through the Python API the
-caller says (the process is trusted as it is).
+the request's principal (``troupe.core.vocabulary.identity``): over HTTP the key's, token's or host
+app's; through the CLI ``--as``; through the Python API the caller says (the process is trusted as it
+is). Every approval of a quorum is for the same args: approvals with different edits are counted apart,
+and the tool runs with the args that reached the quorum first.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from troupe.core.vocabulary.errors import ApprovalPolicyError
+from troupe.core.vocabulary.identity import Approval
 from troupe.core.vocabulary.requests import Approve, DecideRequest, DecisionInput
 from troupe.core.vocabulary.state import Pause, RunState
 
@@ -70,34 +74,55 @@ def check_decider(
 ) -> None:
     """Raise ``ApprovalPolicyError`` (403) saying why, unless the request's principal may decide.
     ``decision`` is the request's decision as it applies (resume data for an approval pause already
-    turned into an approval or a decline: see ``troupe.core.deciding.decisions.as_decision``)."""
-    who = request.decided_by
+    turned into an approval or a decline: see ``troupe.core.deciding.decisions.as_decision``). People are
+    compared by subject id (issuer and subject), never by name."""
+    who = request.decider
     call = f"tool call {pause.tool_name!r} of run {state.run_id}"
-    if not who:
-        raise _refused(f"{call} is governed by an approver policy: say who decides (decided_by)", state)
-    if policy.roles is not None and not policy.roles.intersection(request.roles or ()):
+    if who is None or who.anonymous:
         raise _refused(
-            f"{who!r} may not decide {call}: it needs one of the roles {sorted(policy.roles)}", state, who
-        )
-    if policy.separation_of_duties and state.started_by == who:
-        raise _refused(
-            f"{who!r} started run {state.run_id} and may not decide its calls (separation of duties)",
+            f"{call} is governed by an approver policy: it is decided only by someone who says who they "
+            "are (sign in, or send your API key or token; a decision link alone does not say who you are)",
             state,
-            who,
         )
-    if isinstance(decision, Approve) and who in pause.approvals:
+    name = who.display
+    if policy.roles is not None and not policy.roles.intersection(who.roles):
         raise _refused(
-            f"{who!r} has already approved {call}; {policy.quorum} distinct approvers are needed", state, who
+            f"{name!r} may not decide {call}: it needs one of the roles {sorted(policy.roles)}", state, name
         )
+    if policy.separation_of_duties and state.starter_id == who.id:
+        raise _refused(
+            f"{name!r} started run {state.run_id} and may not decide its calls (separation of duties)",
+            state,
+            name,
+        )
+    if isinstance(decision, Approve) and any(a.id == who.id for a in pause.approvals):
+        raise _refused(
+            f"{name!r} has already approved {call}; {policy.quorum} distinct approvers are needed",
+            state,
+            name,
+        )
+
+
+def agreeing(pause: Pause, args: dict[str, Any]) -> list[Approval]:
+    """The approvals so far that are for exactly ``args``: only they count together towards a quorum
+    (an approval with other edits starts a count of its own)."""
+    return [a for a in pause.approvals if approved_args(pause, a.edited_args) == args]
+
+
+def approved_args(pause: Pause, edited_args: dict[str, Any] | None) -> dict[str, Any]:
+    """What an approval is for: the paused call's args with its edits over them."""
+    return {**pause.args, **(edited_args or {})}
 
 
 def needs_more(policy: ApproverPolicy | None, pause: Pause, decision: DecisionInput) -> bool:
     """Whether this approval only counts towards the quorum (the call keeps waiting)."""
-    return policy is not None and isinstance(decision, Approve) and len(pause.approvals) + 1 < policy.quorum
+    if policy is None or not isinstance(decision, Approve):
+        return False
+    return len(agreeing(pause, approved_args(pause, decision.edited_args))) + 1 < policy.quorum
 
 
 def _refused(message: str, state: RunState, who: str | None = None) -> ApprovalPolicyError:
     return ApprovalPolicyError(message, run_id=state.run_id, principal=who)
 
 
-__all__ = ["ApproverPolicies", "ApproverPolicy", "check_decider", "needs_more"]
+__all__ = ["ApproverPolicies", "ApproverPolicy", "agreeing", "approved_args", "check_decider", "needs_more"]

@@ -188,7 +188,8 @@ class Claims:
             decision=request.decision,
             tool_call_id=pause.inner_tool_call_id,
             fingerprint=pause.inner_fingerprint,
-            decided_by=request.decided_by,
+            decider=request.decider,
+            surface=request.surface,
         )
         follow = Plan(calls=(call.tool_call_id,), reattach=frozenset({call.tool_call_id}))
         try:

@@ -36,6 +36,9 @@ def decided(entry: AuditEntry) -> None:
             "tool": entry.tool_name,
             "decision": entry.kind,
             "who": entry.decided_by,
+            "subject": entry.subject,
+            "issuer": entry.issuer,
+            "surface": entry.surface,
             "fingerprint": entry.fingerprint,
         },
     )

@@ -16,7 +16,13 @@ from datetime import datetime
 from typing import Any, assert_never
 
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr, ValidationError
-from troupe.core.deciding.approvers import ApproverPolicies, check_decider, needs_more
+from troupe.core.deciding.approvers import (
+    ApproverPolicies,
+    agreeing,
+    approved_args,
+    check_decider,
+    needs_more,
+)
 from troupe.core.vocabulary.errors import (
     DecisionConflictError,
     DecisionRejectedError,
@@ -24,6 +30,7 @@ from troupe.core.vocabulary.errors import (
     ResumeDataValidationError,
     ToolCallNotSuspendedError,
 )
+from troupe.core.vocabulary.identity import Approval
 from troupe.core.vocabulary.json_schemas import instance_errors
 from troupe.core.vocabulary.pause_shapes import audit_entry
 from troupe.core.vocabulary.requests import Approve, DecideRequest, DecisionInput, Decline, Resume
@@ -112,37 +119,57 @@ def rule(
     if not expiring and state.parent is None:  # a subagent's pause is decided, and checked, at the top
         refuse_late(state, target, now)
         policy = policies.for_pause(target.pause) if policies is not None else None
-    if policy is not None:
-        check_decider(policy, state, target.pause, decision, request)
-        if needs_more(policy, target.pause, decision):
-            return _count(state, target, request, policy.quorum)
     call = target.call
     delegated = call.tool_name in delegations and call.child is not None
-    before = call.model_copy(deep=True) if delegated else None
     tool = None if delegated else tools.get(call.tool_name)
-    entry = apply(state, target, decision, request.decided_by, tool)
+    if policy is not None:
+        check_decider(policy, state, target.pause, decision, request)
+        if isinstance(decision, Approve) and decision.edited_args is not None and tool is not None:
+            merged_args(tool, call, decision.edited_args)  # an edit is refused before it is counted
+        if needs_more(policy, target.pause, decision):
+            return _count(state, target, request, decision, policy.quorum)
+    before = call.model_copy(deep=True) if delegated else None
+    entry = apply(state, target, decision, request, tool)
     if expiring:
         assert call.decision is not None
         call.decision.kind = entry.kind = "expired"
-    if policy is not None and policy.quorum > 1 and entry.kind == "approved":
-        entry.approvals = [*target.pause.approvals, entry.decided_by or ""]
+    if policy is not None and policy.quorum > 1 and isinstance(decision, Approve):
+        agreed = agreeing(target.pause, approved_args(target.pause, decision.edited_args))
+        entry.approvals = [*(a.display for a in agreed), entry.decided_by or ""]
         entry.quorum = policy.quorum
     return Applied(target, entry, delegated, before)
 
 
-def _count(state: RunState, target: Target, request: DecideRequest, quorum: int) -> Counted:
+def _count(
+    state: RunState, target: Target, request: DecideRequest, decision: DecisionInput, quorum: int
+) -> Counted:
     pause = target.pause
-    pause.approvals.append(request.decided_by or "")
+    assert isinstance(decision, Approve) and request.decider is not None
+    mine = request.decider.identity(request.surface)
+    pause.approvals.append(Approval(**mine.model_dump(), edited_args=decision.edited_args))
+    agreed = agreeing(pause, approved_args(pause, decision.edited_args))
     entry = audit_entry(
         state,
         target.call,
         pause,
         kind="approval-recorded",
-        decided_by=request.decided_by,
-        approvals=list(pause.approvals),
+        edited_args=decision.edited_args,
+        approvals=[a.display for a in agreed],
         quorum=quorum,
+        **_who(request),
     )
     return Counted(target, entry)
+
+
+def _who(request: DecideRequest) -> dict[str, Any]:
+    """The audit's record of who decided, through which surface."""
+    who = request.decider
+    return {
+        "decided_by": request.decided_by,
+        "subject": who.subject if who is not None else None,
+        "issuer": who.issuer if who is not None else None,
+        "surface": request.surface,
+    }
 
 
 def refuse_late(state: RunState, target: Target, now: datetime) -> None:
@@ -319,7 +346,7 @@ def as_decision(pause: Pause, tool_call_id: str, decision: DecisionInput) -> Dec
 
 
 def apply(
-    state: RunState, target: Target, decision: DecisionInput, decided_by: str | None, tool: Tool | None
+    state: RunState, target: Target, decision: DecisionInput, request: DecideRequest, tool: Tool | None
 ) -> AuditEntry:
     """Claim the call for this decision (mutates ``state``) and return the audit entry recording it.
 
@@ -328,7 +355,8 @@ def apply(
     call, pause = target.call, target.pause
     record = Decision(
         kind="approved",
-        decided_by=decided_by,
+        decided_by=request.decided_by,
+        decider=request.decider.identity(request.surface) if request.decider is not None else None,
         inner_tool_call_id=pause.inner_tool_call_id,
         inner_fingerprint=pause.inner_fingerprint,
     )
@@ -343,8 +371,8 @@ def apply(
         reason=record.reason,
         edited_args=record.edited_args,
         resume_data=record.resume_data,
-        decided_by=record.decided_by,
         decided_at=record.decided_at,
+        **_who(request),
     )
 
 

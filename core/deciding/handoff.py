@@ -13,6 +13,7 @@ from collections.abc import Collection
 from typing import assert_never
 
 from troupe.core.vocabulary.errors import AgentUnavailableError, DecisionPendingError
+from troupe.core.vocabulary.identity import Principal
 from troupe.core.vocabulary.requests import Approve, DecideRequest, DecisionInput, Decline, Resume
 from troupe.core.vocabulary.state import PAUSED, CallStatus, Decision, RunState
 from troupe.core.vocabulary.store import Store
@@ -58,8 +59,17 @@ async def handed_off(store: Store, state: RunState) -> DecideRequest | None:
         decision=decision_input(decision),
         tool_call_id=mine.tool_call_id,
         fingerprint=decision.inner_fingerprint,
-        decided_by=decision.decided_by,
+        decider=_decider(decision),
+        surface=decision.decider.surface if decision.decider is not None else "python",
     )
+
+
+def _decider(decision: Decision) -> Principal | None:
+    """Who made a decision recorded above, to audit it here too."""
+    who = decision.decider
+    if who is not None:
+        return Principal(who.subject, who.issuer, who.name)
+    return Principal.named(decision.decided_by) if decision.decided_by else None
 
 
 def pending_delivery(state: RunState, delegations: Collection[str], error: BaseException) -> BaseException:

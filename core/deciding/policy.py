@@ -1,6 +1,8 @@
 """Which tool calls need a human's approval before they run.
 
-Precedence (Mastra's, with a fail-safe):
+Precedence (Mastra's, with two fail-safes):
+0. A call an approver policy governs (``troupe.core.deciding.approvers``) always waits for a human,
+   whatever the run's options say: the policy says who must decide it, so it is never run undecided.
 1. ``require_tool_approval=True`` for the run gates every call.
 2. A tool's own ``require_approval`` (True, or a function ``(input, ctx)``) decides for that tool and
    overrides a run-level function.
@@ -16,10 +18,11 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from pydantic import BaseModel
+from troupe.core.deciding.approvers import ApproverPolicies
 from troupe.core.vocabulary.tools import Tool, ToolContext
 
 log = logging.getLogger(__name__)
@@ -38,6 +41,11 @@ async def _ask(fn: Callable[..., Any], *args: Any, what: str) -> bool:
         return True
 
 
+def governed(policies: ApproverPolicies | None, tool_name: str, agent_path: Sequence[str]) -> bool:
+    """Whether an approver policy governs a call of ``tool_name`` made at the end of ``agent_path``."""
+    return policies is not None and policies.for_call(tool_name, agent_path) is not None
+
+
 async def requires_approval(
     tool: Tool,
     tool_name: str,
@@ -45,8 +53,10 @@ async def requires_approval(
     parsed: BaseModel,
     ctx: ToolContext,
     run_policy: RunPolicy | None,
+    under_policy: bool = False,
 ) -> bool:
-    if run_policy is True or tool.require_approval is True:
+    """``under_policy``: an approver policy governs the call (see ``governed``)."""
+    if under_policy or run_policy is True or tool.require_approval is True:
         return True
     if callable(tool.require_approval):
         return await _ask(tool.require_approval, parsed, ctx, what=f"require_approval of tool {tool_name!r}")
@@ -58,4 +68,4 @@ async def requires_approval(
     return False
 
 
-__all__ = ["RunPolicy", "requires_approval"]
+__all__ = ["RunPolicy", "governed", "requires_approval"]

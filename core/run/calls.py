@@ -11,8 +11,9 @@ from collections.abc import Mapping
 from typing import Any, assert_never
 
 from pydantic import BaseModel, ValidationError
+from troupe.core.deciding.approvers import ApproverPolicies
 from troupe.core.deciding.decisions import parse_resume_data
-from troupe.core.deciding.policy import requires_approval
+from troupe.core.deciding.policy import governed, requires_approval
 from troupe.core.run.delegation import Delegation
 from troupe.core.run.flow import ActiveRun, ChildFailed, ChildFinished, ChildOutcome, ChildPaused, Plan
 from troupe.core.run.model_output import RefusedArgs, result_problem
@@ -45,8 +46,11 @@ class Calls:
         delegations: Mapping[str, Delegation],
         pauses: Pauses,
         threads: ToolThreads,
+        policies: ApproverPolicies | None = None,
     ) -> None:
         self.spec = spec
+        # Calls these govern always pause, whatever the run's options say (troupe.core.deciding.policy).
+        self.policies = policies
         self.tools = tools
         self.delegations = delegations
         self.pauses = pauses
@@ -74,8 +78,9 @@ class Calls:
                 continue
             assert tool is not None
             ctx = self.context(state, call, tool)
+            path = [*(state.parent.agent_path if state.parent is not None else ()), self.spec.id]
             call.requires_approval = await requires_approval(
-                tool, part.name, call.args, parsed, ctx, run.policy
+                tool, part.name, call.args, parsed, ctx, run.policy, governed(self.policies, part.name, path)
             )
             if call.requires_approval:
                 call.status = CallStatus.AWAITING_APPROVAL

@@ -79,7 +79,12 @@ class Delegation:
             messages=[{"role": "user", "content": prompt}],
             options_given=options,
             trace=carrier(),
-            parent=ParentLink(run_id=state.run_id, tool_call_id=call.tool_call_id, agent_id=parent_agent),
+            parent=ParentLink(
+                run_id=state.run_id,
+                tool_call_id=call.tool_call_id,
+                agent_id=parent_agent,
+                agent_path=[*(state.parent.agent_path if state.parent is not None else ()), parent_agent],
+            ),
         )
         return await self.port.start(request)
 

@@ -33,6 +33,7 @@ from troupe.core.vocabulary.errors import (
     ThreadAccessError,
     ToolCallNotSuspendedError,
 )
+from troupe.core.vocabulary.identity import Principal
 from troupe.core.vocabulary.messages import last_user_text, normalize_messages
 from troupe.core.vocabulary.options import RunOptions
 from troupe.core.vocabulary.requests import AgentPort, DecideRequest, Decline, Resume, StartRequest
@@ -63,7 +64,7 @@ class RunEngine:
     # ---- starting a run -----------------------------------------------------------------------------
 
     async def begin_start(self, request: StartRequest) -> Operation:
-        options = RunOptions.merge(dict(request.options_given), self.spec.default_options)
+        options = RunOptions.merge(_trusted(request), self.spec.default_options)
         messages = normalize_messages(request.messages)
         memory = self.spec.memory
         if memory is not None and options.thread_id is not None:
@@ -108,7 +109,7 @@ class RunEngine:
             approval=self._storable_policy(request, options.require_tool_approval),
             auto_resume=options.auto_resume_suspended_tools,
             approval_timeout=options.approval_timeout,
-            started_by=options.started_by,
+            **_starter(options.started_by),
             parent=request.parent,
             owner=self.owner,
         )
@@ -152,7 +153,8 @@ class RunEngine:
             decision=Resume(data),
             tool_call_id=call.tool_call_id,
             fingerprint=pause.fingerprint,
-            decided_by="auto-resume",
+            decider=Principal.system("auto-resume"),
+            surface="system",
         )
         # The answer joins the thread's conversation (with the claim, atomically), where the paused run's
         # turns will follow it.
@@ -228,7 +230,8 @@ class RunEngine:
                 decision=Decline(reason),
                 tool_call_id=call.tool_call_id,
                 fingerprint=pause.fingerprint,
-                decided_by="expiry",
+                decider=Principal.system("expiry"),
+                surface="system",
             )
             run, plan = await self.claims.claim(request, expiring=True)
         except BaseException:
@@ -286,6 +289,23 @@ class RunEngine:
 
     def is_busy(self, run_id: str) -> bool:
         return self.locks.held(run_id)
+
+
+def _trusted(request: StartRequest) -> dict[str, Any]:
+    """The options to merge over the agent's defaults. A remote caller's may turn approval on, never
+    off: omitting it leaves what the agent's default_options say."""
+    given = dict(request.options_given)
+    if request.remote and given.get("require_tool_approval") is not True:
+        given.pop("require_tool_approval", None)
+    return given
+
+
+def _starter(started_by: str | Principal | None) -> dict[str, Any]:
+    """Who started a run, as the run state keeps it (for separation of duties)."""
+    if started_by is None:
+        return {}
+    who = Principal.named(started_by)
+    return {"started_by": who.display, "starter": who.identity()}
 
 
 # Operation and RunLocks live in their own modules; their names stay importable from here.

@@ -75,7 +75,9 @@ class RunLoop:
         self.sourced: dict[str, frozenset[str]] = {}
         self.tool_specs = [tool.spec(name) for name, tool in self.tools.items()]
         self.pauses = Pauses(spec.id, clock)
-        self.calls = Calls(spec, self.tools, self.delegations, self.pauses, threads or ToolThreads())
+        self.calls = Calls(
+            spec, self.tools, self.delegations, self.pauses, threads or ToolThreads(), settings.policies
+        )
 
     def use_tools(self, source: str, tools: dict[str, Tool]) -> None:
         """Offer ``tools`` from ``source`` (say, ``mcp:files``) from the next model turn on, in place of

@@ -8,6 +8,7 @@ from typing import Any, TypedDict
 
 from troupe.core.deciding.policy import RunPolicy
 from troupe.core.vocabulary.errors import InvalidOptionError
+from troupe.core.vocabulary.identity import Principal
 
 
 @dataclass(frozen=True)
@@ -21,8 +22,9 @@ class RunOptions:
     run_id: str | None = None
     # Seconds a pause may wait for its human; after that it is declined with a reason the model sees.
     approval_timeout: float | None = None
-    # Who starts the run: an approver policy with separation of duties keeps them from deciding its calls.
-    started_by: str | None = None
+    # Who starts the run (a name of the local issuer, or a Principal): an approver policy with separation
+    # of duties keeps them from deciding its calls.
+    started_by: str | Principal | None = None
 
     @classmethod
     def names(cls) -> frozenset[str]:
@@ -60,6 +62,13 @@ class RunOptions:
                 f"approval_timeout must be a positive number of seconds, got {timeout!r}",
                 option="approval_timeout",
             )
+        starter = self.started_by
+        if starter is not None and not (
+            isinstance(starter, Principal) or (isinstance(starter, str) and starter)
+        ):
+            raise InvalidOptionError(
+                "started_by must be a non-empty name or a troupe Principal", option="started_by"
+            )
         if not isinstance(self.auto_resume_suspended_tools, bool):
             raise InvalidOptionError(
                 "auto_resume_suspended_tools must be a bool", option="auto_resume_suspended_tools"
@@ -77,7 +86,7 @@ class StreamOptions(TypedDict, total=False):
     max_steps: int
     run_id: str
     approval_timeout: float
-    started_by: str
+    started_by: str | Principal
 
 
 class DecisionOptions(TypedDict, total=False):
@@ -85,8 +94,11 @@ class DecisionOptions(TypedDict, total=False):
 
     tool_call_id: str | None  # omitted: the run's most recently paused call
     fingerprint: str | None  # given: the decision applies only if the call still has it
-    decided_by: str | None  # recorded in the audit log; the principal an approver policy checks
-    roles: frozenset[str] | None  # the decider's roles, for an approver policy
+    # Who decides: a name of the local issuer, or a Principal (its subject id is what separation of
+    # duties and quorum compare); recorded in the audit log.
+    decided_by: str | Principal | None
+    roles: frozenset[str] | None  # the decider's roles, for an approver policy (a Principal has its own)
+    surface: str | None  # where the decision came from, for the audit (default "python")
 
 
 class SuspendedRunFilters(TypedDict, total=False):

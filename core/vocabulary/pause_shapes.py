@@ -17,7 +17,7 @@ from troupe.core.vocabulary.state import Pause, RunState, ToolCallState
 from troupe.core.vocabulary.store import AuditEntry
 from troupe.core.vocabulary.suspended import PendingToolCall, SuspendedRun
 
-# The pause fields every shape may take (``approvals`` is copied: the pause's own list keeps counting).
+# The pause fields every shape may take (``approvals`` by name: the pause's own list keeps counting).
 _PAUSE_FIELDS = tuple(name for name in Pause.model_fields if name not in ("seq", "approvals"))
 _EVENT_FIELDS = frozenset(f.name for f in fields(PauseEvent))
 _PENDING_FIELDS = frozenset(f.name for f in fields(PendingToolCall))
@@ -29,7 +29,7 @@ def _fields(call: ToolCallState, pause: Pause) -> dict[str, Any]:
     """The pause as the call that waits on it shows it: the call's id and the pause's own fields."""
     out = {name: getattr(pause, name) for name in _PAUSE_FIELDS}
     out["tool_call_id"] = call.tool_call_id
-    out["approvals"] = list(pause.approvals)
+    out["approvals"] = [a.display for a in pause.approvals]
     return out
 
 

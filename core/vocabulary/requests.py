@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from troupe.core.vocabulary.chunks import Chunk
+from troupe.core.vocabulary.identity import Principal
 from troupe.core.vocabulary.state import ParentLink
 
 
@@ -25,6 +26,9 @@ class StartRequest:
     # The options' run id was generated for this start (a random uuid the caller's library made, so it
     # can follow the run up), not chosen by a person: no other run holds it.
     generated_run_id: bool = False
+    # The options came from a caller the runtime does not trust (an HTTP body): they may turn approval
+    # on, never off (the agent's default_options and its tools decide what is gated).
+    remote: bool = False
 
 
 @dataclass(frozen=True)
@@ -52,10 +56,16 @@ class DecideRequest:
     tool_call_id: str | None = None
     # When given, the decision applies only if the paused call still has this fingerprint.
     fingerprint: str | None = None
-    decided_by: str | None = None
-    # The decider's roles, checked against an approver policy (``troupe.core.deciding.approvers``).
-    roles: frozenset[str] | None = None
+    # Who decides (subject, issuer, roles: what an approver policy checks) and through which surface;
+    # None: nobody said, which only a call no approver policy governs accepts.
+    decider: Principal | None = None
+    surface: str = "python"
     trace: dict[str, str] | None = None
+
+    @property
+    def decided_by(self) -> str | None:
+        """The decider's name, as the audit and messages show it."""
+        return self.decider.display if self.decider is not None else None
 
 
 ChunkBatches = AsyncIterator[list[Chunk]]

@@ -14,8 +14,9 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from troupe.core.vocabulary.errors import SnapshotVersionError
+from troupe.core.vocabulary.identity import Approval, Identity
 
 SCHEMA_VERSION = 1
 
@@ -56,6 +57,8 @@ class Decision(_Model):
     resume_data: Any = None
     decided_at: datetime = Field(default_factory=utcnow)
     decided_by: str | None = None
+    # Who decided: subject, issuer and the surface they used (None in snapshots from before identities).
+    decider: Identity | None = None
     # For a delegated call: the subagent's call and pause it targets. The claim at this level is the
     # durable hand-off: a subagent that missed the routed decision (its actor died) applies it from here.
     inner_tool_call_id: str | None = None
@@ -82,10 +85,18 @@ class Pause(_Model):
     seq: int = 0
     interrupted: bool = False
     expires_at: datetime | None = None
-    # Principals that have approved so far, while an approver policy's quorum is not yet reached.
-    approvals: list[str] = Field(default_factory=list)
+    # Approvals so far, while an approver policy's quorum is not yet reached: who, and for which args.
+    approvals: list[Approval] = Field(default_factory=list)
     # Where the leaf tool comes from (``Tool.origin``: e.g. its MCP server and annotations).
     tool_origin: dict[str, Any] | None = None
+
+    @field_validator("approvals", mode="before")
+    @classmethod
+    def _named_approvals(cls, value: Any) -> Any:
+        # Snapshots from before identities recorded approvers by name only.
+        if isinstance(value, list):
+            return [Identity.legacy(v).model_dump() if isinstance(v, str) else v for v in value]
+        return value
 
 
 class ChildLink(_Model):
@@ -128,6 +139,9 @@ class ParentLink(_Model):
     run_id: str
     tool_call_id: str
     agent_id: str
+    # The agents above this run, from the top one down to the parent (which approver policies govern
+    # the subagent's calls depends on the whole path).
+    agent_path: list[str] = Field(default_factory=list)
 
 
 class RunState(_Model):
@@ -161,8 +175,10 @@ class RunState(_Model):
     # The host that drives the run while it is running; another host takes over only once this one's
     # heartbeat has expired.
     owner: str | None = None
-    # Who started the run (an API key's principal, or ``started_by``): for separation of duties.
+    # Who started the run, as people see it (the principal's name), and as separation of duties compares
+    # it (``starter``: subject and issuer; None in snapshots from before identities, see ``starter_id``).
     started_by: str | None = None
+    starter: Identity | None = None
     outcome: dict[str, Any] | None = None
     # The trace context of the run's first operation: later ones (decisions, recovery) continue it.
     trace: dict[str, str] | None = None
@@ -188,6 +204,13 @@ class RunState(_Model):
 
     def to_json(self) -> str:
         return self.model_dump_json()
+
+    @property
+    def starter_id(self) -> str | None:
+        """The subject id of whoever started the run (a name alone is of the local issuer)."""
+        if self.starter is not None:
+            return self.starter.id
+        return Identity.legacy(self.started_by).id if self.started_by else None
 
     def call(self, tool_call_id: str) -> ToolCallState | None:
         return next((c for c in self.calls if c.tool_call_id == tool_call_id), None)

@@ -55,6 +55,11 @@ class AuditEntry(BaseModel):
     edited_args: dict[str, Any] | None = None
     resume_data: Any = None
     decided_by: str | None = None
+    # Who decided, as separation of duties and quorum compare them (issuer + subject), and where:
+    # python, http, inbox, link, cli or system (None in entries from before identities).
+    subject: str | None = None
+    issuer: str | None = None
+    surface: str | None = None
     decided_at: datetime = Field(default_factory=utcnow)
     agent_path: list[str] = Field(default_factory=list)
     # Whose run it was: tenancy checks still work once the run's snapshot is gone.

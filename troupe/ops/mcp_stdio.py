@@ -17,6 +17,7 @@ from typing import Any
 from troupe.api.auth import Gate, KeyRing, Principal
 from troupe.api.mcp_server import AgentsOverMCP
 from troupe.api.service import Service
+from troupe.core.vocabulary.identity import LOCAL_ISSUER
 
 
 def run(source: Callable[[], Awaitable[Any]], principal: Principal, public_url: str | None) -> int:
@@ -45,7 +46,7 @@ def principal_for(keys: KeyRing | None, key: str | None, name: str) -> Principal
     """The caller: the key's principal when a keys file is given (SystemExit naming what is wrong),
     else an admin called ``name``."""
     if keys is None:
-        return Principal(name, None)
+        return Principal(name, LOCAL_ISSUER, name, admin=True)
     if not key:
         raise SystemExit("troupe mcp --keys needs the caller's key: --key KEY or TROUPE_API_KEY")
     found = keys.find(key)

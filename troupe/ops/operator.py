@@ -25,11 +25,13 @@ from troupe.api.errors import AuthenticationError
 from troupe.core.vocabulary.agent_api import AsyncAgentAPI
 from troupe.core.vocabulary.errors import (
     AgentNotFoundError,
+    ApprovalPolicyError,
     DecisionConflictError,
     SnapshotNotFoundError,
     StorageUnavailableError,
     TroupeError,
 )
+from troupe.core.vocabulary.identity import LOCAL_ISSUER, Principal
 from troupe.core.vocabulary.pause_shapes import suspended_run
 from troupe.core.vocabulary.store import OutboxEntry, Store
 from troupe.core.vocabulary.stream import AgentStream
@@ -41,6 +43,7 @@ from troupe.ops.terminal import Progress, fit, safe, table, when
 PAGE_SIZE = 50
 PENDING_HEADERS = ["CALL", "AGENT PATH", "TOOL", "ARGS", "WAITS FOR", "RESOURCE", "SINCE", ""]
 _DONE = {"approve": "approved", "decline": "declined", "resume": "resumed"}
+CREDENTIAL_VARS = ("TROUPE_TOKEN", "TROUPE_API_KEY")
 
 
 def _rows(runs: list[SuspendedRun]) -> list[list[str]]:
@@ -174,10 +177,11 @@ async def decide(args: Any, out: TextIO) -> int:
     """approve / decline / resume one call, then follow the run until it finishes or pauses again."""
     source = await open_source(args)
     try:
+        who = _operator(source, args)
         agent_id, call = await _target(source, args, out)
         agent = source.agent(agent_id)
         try:
-            stream = await _send(agent, args, call)
+            stream = await _send(agent, args, call, who)
         except DecisionConflictError as exc:
             if exc.details.get("decision") != _DONE[args.command]:
                 raise
@@ -224,8 +228,30 @@ async def _target(source: Source, args: Any, out: TextIO) -> tuple[str, str]:
     return runs[0].agent_id, latest.tool_call_id
 
 
-async def _send(agent: AsyncAgentAPI, args: Any, call: str) -> AgentStream:
-    target = {"run_id": args.run, "tool_call_id": call, "fingerprint": args.fingerprint}
+def _operator(source: Source, args: Any) -> dict[str, Any]:
+    """Who decides in-process (``--app``): ``--as`` with its issuer and roles, audited as the CLI's. Over
+    ``--server`` the server knows the caller by its key or token."""
+    who = getattr(args, "as_subject", None)
+    if source.runtime is None:
+        if who:
+            raise SystemExit("--as is for --app; with --server you are who your --key or --token says")
+        return {}
+    if not who:
+        return {"surface": "cli"}
+    try:
+        principal = Principal(who, args.issuer or LOCAL_ISSUER, who, roles=frozenset(args.role or ()))
+    except ValueError as exc:
+        raise SystemExit(f"--as {safe(who)}: {exc}") from None
+    return {"decided_by": principal, "surface": "cli"}
+
+
+async def _send(agent: AsyncAgentAPI, args: Any, call: str, who: dict[str, Any]) -> AgentStream:
+    target: dict[str, Any] = {
+        "run_id": args.run,
+        "tool_call_id": call,
+        "fingerprint": args.fingerprint,
+        **who,
+    }
     if args.command == "approve":
         edited = _json_arg("--edited-args", args.edited_args) if args.edited_args else None
         return await agent.approve_tool_call(**target, edited_args=edited)
@@ -325,9 +351,14 @@ def _failure(args: Any, exc: Exception) -> str:
         return f"cannot reach the server at {safe(redacted(args.server or ''))}: {safe(reason)}"
     assert isinstance(exc, TroupeError)
     if isinstance(exc, AuthenticationError):
-        if not (args.key or os.environ.get("TROUPE_API_KEY")):
-            return "the server needs an API key: pass --key KEY or set TROUPE_API_KEY"
-        return "the server refused the API key (from --key or TROUPE_API_KEY) [UNAUTHENTICATED]"
+        given = (getattr(args, "token", None), args.key, *(os.environ.get(v) for v in CREDENTIAL_VARS))
+        if not any(given):
+            return "the server needs a credential: pass --key KEY or --token TOKEN (or set TROUPE_API_KEY)"
+        return f"the server refused the credential (--key, --token or their variables): {safe(exc.message)}"
+    if isinstance(exc, ApprovalPolicyError) and args.app and not getattr(args, "as_subject", None):
+        return (
+            f"{safe(exc.message)} [{exc.code}]; say who decides: --as SUBJECT [--issuer ISSUER] [--role ROLE]"
+        )
     if isinstance(exc, StorageUnavailableError) and args.store:
         return f"cannot use the store {safe(redacted(args.store))}: {safe(exc.message)} [{exc.code}]"
     return f"{safe(exc.message)} [{exc.code}]"
@@ -349,12 +380,20 @@ def _where(parser: Any) -> None:
     group = parser.add_argument_group("where the runs are (one of)")
     group.add_argument("--server", metavar="URL", help="a troupe server, e.g. http://127.0.0.1:8000")
     group.add_argument("--key", help="API key for --server (default: $TROUPE_API_KEY)")
+    group.add_argument("--token", help="an OIDC bearer token for --server, instead of a key ($TROUPE_TOKEN)")
     group.add_argument("--app", metavar="MODULE:ATTR", help="your Runtime (or a function returning one)")
     group.add_argument("--store", metavar="URL", help="an existing SQLite file or a redis:// URL (read-only)")
     group.add_argument(
         "--prefix", default="troupe:", help="Redis key prefix with --store (default: %(default)s)"
     )
     parser.add_argument("--agent", help="the agent (found from the run when omitted)")
+
+
+def _who(parser: Any) -> None:
+    group = parser.add_argument_group("who decides, with --app (audited as a local operator's decision)")
+    group.add_argument("--as", dest="as_subject", metavar="SUBJECT", help="your subject id at its issuer")
+    group.add_argument("--issuer", help="the subject's issuer (default: troupe, the local one)")
+    group.add_argument("--role", action="append", metavar="ROLE", help="a role you hold (repeatable)")
 
 
 def add_commands(commands: Any) -> None:
@@ -374,6 +413,7 @@ def add_commands(commands: Any) -> None:
             help="tool call id (default: the latest paused one, chosen once: a retry means the same call)",
         )
         _where(command)
+        _who(command)
         command.add_argument(
             "--fingerprint", help="decide only if the call still has this fingerprint (runs list --json)"
         )

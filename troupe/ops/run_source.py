@@ -113,8 +113,14 @@ async def open_source(args: Any) -> Source:
     if args.server:
         from troupe.api.client import AsyncTroupeClient
 
-        key = args.key or os.environ.get("TROUPE_API_KEY")
-        return Source(args.server, client=AsyncTroupeClient(args.server, api_key=key, timeout=60.0))
+        # A key and a token both go as ``Authorization: Bearer``; the server tells them apart.
+        credential = (
+            getattr(args, "token", None)
+            or args.key
+            or os.environ.get("TROUPE_TOKEN")
+            or os.environ.get("TROUPE_API_KEY")
+        )
+        return Source(args.server, client=AsyncTroupeClient(args.server, api_key=credential, timeout=60.0))
     if args.app:
         return Source(args.app, runtime=await load_runtime(args.app))
     if args.store:

@@ -1,0 +1,118 @@
+"""The host app's identity: a FastAPI dependency of the app that serves Troupe's routes, returning
+Troupe's ``Principal`` for the request (or None: then Troupe's own keys and tokens are asked).
+
+    async def troupe_user(user: Annotated[User, Depends(current_user)]) -> Principal:
+        return Principal(user.id, "https://login.example.com", user.name,
+                         resources=frozenset(user.teams), roles=frozenset(user.roles))
+
+    app.include_router(troupe_router(runtime, identity=troupe_user), prefix="/troupe")
+
+The dependency is solved by FastAPI with the app's own dependencies (sessions, cookies, its
+middleware's state) once per request, for every route of Troupe's router, so the app's login guards
+Troupe's routes as it guards its own: where one of its sub-dependencies refuses (``current_user`` raising
+401), that refusal is the answer. Where the dependency itself returns None (or raises a 401/403), the
+routes that need a caller ask Troupe's gate next (``Authorization: Bearer`` with an API key or token),
+and answer 401 if that has nothing either; a decision link goes on without a caller (its anonymous
+holder decides only calls no approver policy governs). A plain async function of the request
+(``async def who(request)``) is a dependency too.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import Depends, HTTPException, Request
+from starlette.concurrency import run_in_threadpool
+from troupe.api.errors import AuthenticationError
+from troupe.core.vocabulary.identity import Principal
+
+HostIdentity = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class Binding:
+    """What Troupe's routes find on a request: the service, and the host app's principal if it named one."""
+
+    service: Any  # troupe.api.service.Service (typed there; this module sits below it)
+    host: Principal | None = None
+
+
+def binder(service: Any, identity: HostIdentity | None) -> Callable[..., Any]:
+    """The dependency every route of a Troupe router runs first: it binds the router's service to the
+    request, with the host app's principal when ``identity`` is given."""
+    if identity is None:
+
+        async def bind(request: Request) -> None:
+            request.state.troupe = Binding(service)
+
+        return bind
+    host = _tolerant(identity)
+
+    # ``host`` is local: a default, not an annotation, so FastAPI sees it without evaluating a string.
+    async def bind_host(request: Request, found: Any = Depends(host)) -> None:
+        request.state.troupe = Binding(service, found)
+
+    return bind_host
+
+
+def _tolerant(identity: HostIdentity) -> Callable[..., Any]:
+    """``identity`` as a dependency that answers None where it refuses the request, so that routes
+    which need no caller (the inbox page, a decision link) still work and others can ask the gate."""
+    if inspect.isgeneratorfunction(identity) or inspect.isasyncgenfunction(identity):
+        raise TypeError("identity must return a Principal (or None), not yield one")
+    signature = inspect.signature(identity, eval_str=True)
+    params = list(signature.parameters.values())
+    if len(params) == 1 and params[0].annotation is inspect.Parameter.empty:
+        # ``async def who(request)``: a callable on the request, not yet a dependency.
+        params = [params[0].replace(annotation=Request)]
+    is_async = inspect.iscoroutinefunction(identity) or inspect.iscoroutinefunction(
+        getattr(identity, "__call__", None)  # noqa: B004 - an instance with an async __call__
+    )
+
+    async def host(**given: Any) -> Principal | None:
+        try:
+            found = await identity(**given) if is_async else await run_in_threadpool(identity, **given)
+        except HTTPException as exc:
+            if exc.status_code in (401, 403):
+                return None
+            raise
+        except AuthenticationError:
+            return None
+        if found is not None and not isinstance(found, Principal):
+            raise TypeError(f"identity returned {type(found).__name__}; it must return a troupe Principal")
+        return found
+
+    host.__signature__ = signature.replace(parameters=params, return_annotation=Any)  # type: ignore[attr-defined]
+    return host
+
+
+def binding(request: Request) -> Binding:
+    found = getattr(request.state, "troupe", None)
+    if not isinstance(found, Binding):
+        raise RuntimeError("a Troupe route was reached outside a Troupe router (see troupe_router)")
+    return found
+
+
+async def caller_of(request: Request) -> Principal:
+    """The request's principal: the host app's, else Troupe's gate's (401 when there is none)."""
+    bound = binding(request)
+    if bound.host is not None:
+        return bound.host
+    principal: Principal = await bound.service.gate.authenticate(request.headers.get("authorization"))
+    return principal
+
+
+async def optional_caller(request: Request) -> Principal | None:
+    """The request's principal if it names one (a bad credential is still a 401), else None."""
+    bound = binding(request)
+    if bound.host is not None:
+        return bound.host
+    if not request.headers.get("authorization"):
+        return None
+    return await caller_of(request)
+
+
+__all__ = ["Binding", "HostIdentity", "binder", "binding", "caller_of", "optional_caller"]
