@@ -726,7 +726,7 @@ MUTANTS += [
     Mutant(
         "mcp-served-decision-without-principal",
         "api/mcp_pauses.py",
-        "            **caller.decider(),\n",
+        '            "decided_by": caller,\n',
         "",
         MCP_SERVER,
     ),
@@ -734,14 +734,14 @@ MUTANTS += [
         "mcp-served-tenancy-unchecked",
         "api/mcp_server.py",
         "    options: dict[str, Any] = "
-        '{"resource_id": caller.own_resource(_text(arguments, "resourceId"))}\n',
+        '{"resource_id": own_resource(caller, _text(arguments, "resourceId"))}\n',
         '    options: dict[str, Any] = {"resource_id": _text(arguments, "resourceId")}\n',
         MCP_SERVER,
     ),
     Mutant(
         "mcp-served-session-not-bound-to-key",
         "api/mcp_http.py",
-        '        scope["user"] = _session_owner(principal.name, authorization)\n',
+        '        scope["user"] = _session_owner(principal.id, authorization)\n',
         "",
         MCP_SERVER,
     ),
