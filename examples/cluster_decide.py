@@ -1,6 +1,7 @@
 """Decide the cluster job's paused runs from any process: no Ray needed, only the same Redis.
 
     python examples/cluster_decide.py                          # list what waits
+    python examples/cluster_decide.py ids                      # just their run ids, oldest first
     python examples/cluster_decide.py approve RUN_ID
     python examples/cluster_decide.py decline RUN_ID "why not"
 
@@ -28,6 +29,10 @@ async def main(args: list[str]) -> int:
     try:
         if not args:
             print(await ops.list_suspended_runs())
+            return 0
+        if args == ["ids"]:  # oldest first, one a line: for a shell to pick from
+            waiting = (await ops.list_suspended_runs()).runs
+            print("\n".join(r.run_id for r in sorted(waiting, key=lambda r: r.suspended_at or 0)))
             return 0
         if len(args) < 2:
             print(__doc__)

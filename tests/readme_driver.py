@@ -1,0 +1,404 @@
+"""Run every fenced shell and Python block of README.md and examples/README.md the way a user would, and
+report how each went (``tests/test_readme_blocks.py`` runs this, and says what failed).
+
+The user: a fresh copy of the repository (its tracked files), the system's PATH, a home of their own,
+and each block in a fresh shell. The README's "Install" section makes ``.venv`` and says every command
+after it runs with that virtualenv activated, so a block after it runs as ``source .venv/bin/activate``
+and then the block, as written. A block that starts a server runs in the background until the next
+blocks that need it have run; Python blocks are saved to a file and run with ``python``.
+
+It runs inside a PID namespace of its own (``unshare``, see the test): the blocks use the README's fixed
+ports and ``ray stop`` stops every Ray process it can see, which there is only what the blocks started.
+A few blocks are not run, each for a reason in ``NOT_RUN``.
+
+    python tests/readme_driver.py WORKDIR      # writes WORKDIR/report.json
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
+PORTS = (8000, 8001, 8002, 8003, 6379, 6399, 8265)
+
+# Blocks not run here, found by a line of theirs, and why.
+NOT_RUN = {
+    "bash scripts/test.sh": "the whole test suite, this test among it: CI runs it (.ci/run)",
+    "python tests/fault_harness.py full": "six minutes of crashes: CI runs its bounded form "
+    "(tests/test_fault_injection.py)",
+    "python scripts/mutation.py": "fifteen minutes of mutants: CI runs `scripts/mutation.py --list` "
+    "(scripts/test.sh)",
+}
+
+
+@dataclass
+class Block:
+    file: str
+    line: int
+    lang: str
+    text: str
+
+    @property
+    def first(self) -> str:
+        return self.text.strip().splitlines()[0].split("  #")[0].strip()
+
+
+@dataclass
+class Report:
+    results: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, block: Block, status: str, detail: str = "") -> None:
+        self.results.append(
+            {"file": block.file, "line": block.line, "first": block.first, "status": status, "detail": detail}
+        )
+
+
+def blocks() -> list[Block]:
+    found = []
+    for name in ("README.md", "examples/README.md"):
+        text = (ROOT / name).read_text()
+        for match in re.finditer(r"^( *)```(\w*)\n(.*?)^\1```", text, re.S | re.M):
+            indent = len(match.group(1))
+            body = "\n".join(line[indent:] for line in match.group(3).splitlines()) + "\n"
+            found.append(Block(name, text[: match.start()].count("\n") + 1, match.group(2), body))
+    return found
+
+
+# ---- the user's machine -------------------------------------------------------------------------------
+
+
+class User:
+    """A copy of the repository, a home, and shells (in the copy) that run blocks."""
+
+    def __init__(self, work: Path) -> None:
+        self.clone = work / "troupe"
+        self.home = work / "home"
+        self.home.mkdir(parents=True)
+        for name in subprocess.run(
+            ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True
+        ).stdout.split(b"\0"):
+            if name:
+                source, target = ROOT / name.decode(), self.clone / name.decode()
+                target.parent.mkdir(parents=True, exist_ok=True)
+                if source.exists():
+                    shutil.copy2(source, target)
+        ray_tmp = Path("/tmp") / f"trd-{os.getpid()}"  # short: Ray's unix sockets live under it
+        ray_tmp.mkdir(mode=0o700, exist_ok=True)
+        keep = ("LANG", "LC_ALL", "USER", "LOGNAME", "TERM")
+        self.env = {k: os.environ[k] for k in keep if k in os.environ} | {
+            "PATH": SYSTEM_PATH,
+            "HOME": str(self.home),
+            # What is downloaded once need not be again (the machine's pip cache), and Ray's sockets.
+            "PIP_CACHE_DIR": os.environ.get("PIP_CACHE_DIR", str(Path.home() / ".cache" / "pip")),
+            "RAY_TMPDIR": str(ray_tmp),
+            "TERM": "dumb",
+        }
+
+    def command(self, block: Block, activated: bool) -> list[str]:
+        script = block.text
+        if activated:
+            script = "source .venv/bin/activate\n" + script
+        return ["bash", "-e", "-o", "pipefail", "-c", script]
+
+    def run(
+        self, block: Block, activated: bool = True, timeout: float = 900
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            self.command(block, activated),
+            cwd=self.clone,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+    def python(self, block: Block, name: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        (self.clone / name).write_text(block.text)
+        run = Block(block.file, block.line, "bash", f"python {name}\n")
+        return self.run(run, timeout=timeout)
+
+    @contextmanager
+    def serving(self, block: Block, url: str, headers: dict[str, str] | None = None) -> Iterator[Path]:
+        """The block, started in the background until ``url`` answers; stopped (SIGTERM to its process
+        group) when the ``with`` ends. Yields the file its output goes to."""
+        log = self.clone / f"server-{block.line}.log"
+        with log.open("wb") as out:
+            process = subprocess.Popen(
+                self.command(block, activated=True),
+                cwd=self.clone,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        try:
+            answers(url, headers, process, log)
+            yield log
+        finally:
+            stop(process)
+
+
+def answers(url: str, headers: dict[str, str] | None, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"the server exited with {process.returncode}:\n{tail(log)}")
+        if status(url, headers) is not None:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"{url} never answered:\n{tail(log)}")
+
+
+def status(url: str, headers: dict[str, str] | None = None) -> int | None:
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=5) as reply:
+            return int(reply.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError:
+        return None
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=90)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=30)
+
+
+def tail(log: Path) -> str:
+    return log.read_text(errors="replace")[-3000:]
+
+
+def said(done: subprocess.CompletedProcess[str]) -> str:
+    return f"exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+
+
+def expect(done: subprocess.CompletedProcess[str], *texts: str) -> None:
+    assert done.returncode == 0, said(done)
+    for text in texts:
+        assert text in done.stdout, f"{text!r} not printed:\n{said(done)}"
+
+
+# ---- the scenarios --------------------------------------------------------------------------------------
+
+
+class Walk:
+    """Runs the blocks in the READMEs' order (each scenario the blocks it needs), recording each. A
+    block is found by a line of its own (``block``): exactly one block may hold it."""
+
+    def __init__(self, user: User, report: Report) -> None:
+        self.user = user
+        self.report = report
+        self.all_blocks = blocks()
+
+    def block(self, line: str) -> Block:
+        found = [b for b in self.all_blocks if any(s.strip().startswith(line) for s in b.text.splitlines())]
+        assert len(found) == 1, f"{len(found)} blocks hold a line starting {line!r}"
+        return found[0]
+
+    def step(self, line: str, check: Callable[[Block], None]) -> None:
+        block = self.block(line)
+        try:
+            check(block)
+        except Exception as exc:
+            self.report.add(block, "failed", f"{type(exc).__name__}: {exc}")
+        else:
+            self.report.add(block, "ok")
+
+    def all(self) -> None:
+        self.step("bash scripts/demo.sh", self.demo)
+        self.step("python3 -m venv .venv", lambda b: expect(self.user.run(b, activated=False, timeout=1200)))
+        self.step(".venv/bin/python -m pip wheel --no-deps -w dist .", self.wheel)
+        self.step("from troupe import Agent, Runtime, SqliteStore, create_tool", self.quick_start)
+        self.python_blocks()
+        self.demo_server()
+        self.keyed_servers()
+        self.serve_run()
+        self.mcp_stdio()
+        self.examples()
+        for line, reason in NOT_RUN.items():
+            self.report.add(self.block(line), "not run", reason)
+        for block in self.all_blocks:
+            if block.lang == "":
+                self.report.add(block, "not run", "what a command prints, not a command")
+
+    def demo(self, block: Block) -> None:
+        sys.path.insert(0, str(TESTS))
+        from test_demo import Terminal, approve_and_answer, final_answer
+
+        term = Terminal(self.user.command(block, activated=False), self.user.clone, 1200, self.user.env)
+        try:
+            term.expect(r"Records: abc-123, def-456, ghi-789")
+            approve_and_answer(term, "4")
+            assert "4" in final_answer(term), term.output
+            assert term.wait() == 0, term.output
+        finally:
+            term.close()
+
+    def wheel(self, block: Block) -> None:
+        expect(self.user.run(block, timeout=1200), "<class 'troupe.supervisor.agent.Agent'>")
+
+    def quick_start(self, block: Block) -> None:
+        expect(self.user.python(block, "quickstart.py"), "needs approval: delete_record", "Deleted.")
+
+    def python_blocks(self) -> None:
+        """The README's other Python programs, each with what it prints."""
+        checks = {
+            'supervisor = Agent(  # agents= gives it the tool "agent-data", taking {"prompt": ...}': (
+                "['supervisor', 'data'] delete_record",
+                "Done.",
+            ),
+            "from troupe import Agent, ApproverPolicy, LinkSigner, NotificationTarget, Notifications, "
+            "Runtime, SqliteStore": ("['ops-chat']",),
+            "from troupe import Agent, MCPHttp, MCPStdio": ("['files', 'tickets']",),
+            "async def troupe_user(user: Annotated[User, Depends(current_user)]) -> Principal:": (
+                "/troupe/api/agents",
+            ),
+        }
+        for line, texts in checks.items():
+            self.step(line, lambda b, t=texts: expect(self.user.python(b, f"block_{b.line}.py"), *t))
+
+    def demo_server(self) -> None:
+        """The demo server, and what the README does with it: curl, the client, the operator CLI."""
+        server = self.block("troupe serve --demo --open")
+        try:
+            with self.user.serving(server, "http://127.0.0.1:8000/api/agents"):
+                self.report.add(server, "ok")
+                self.step(
+                    "curl -s -X POST http://127.0.0.1:8000/api/agents/records-assistant/generate \\",
+                    lambda b: expect(self.user.run(b), '"finishReason":"suspended"'),
+                )
+                self.step_client()
+                self.step(
+                    "RUN=demo-$(date +%s)",
+                    lambda b: expect(self.user.run(b), "finished: stop"),
+                )
+        except Exception as exc:
+            self.report.add(server, "failed", f"{type(exc).__name__}: {exc}")
+
+    def step_client(self) -> None:
+        self.step(
+            'async with AsyncTroupeClient("http://127.0.0.1:8000") as client:',
+            lambda b: expect(self.user.python(b, "client.py"), "suspended delete_record"),
+        )
+
+    auth: dict[str, str] = {}
+
+    def keyed_servers(self) -> None:
+        """Serving the example app with an API key: uvicorn, Serve replicas, an identity provider's tokens."""
+        keyed = self.block("KEY=$(troupe keys new --file keys.json --subject acme-bot --resource acme)")
+        try:
+            with self.user.serving(keyed, "http://127.0.0.1:8001/api/agents") as log:
+                key = tail(log).splitlines()[0].strip()
+                agents = "http://127.0.0.1:8001/api/agents"
+                assert status(agents) == 401, "a request without the key was let in"
+                assert status(agents, {"Authorization": f"Bearer {key}"}) == 200, "the printed key is refused"
+            self.report.add(keyed, "ok")
+        except Exception as exc:
+            self.report.add(keyed, "failed", f"{type(exc).__name__}: {exc}")
+            return
+        auth = {"Authorization": f"Bearer {key}"}
+        self.served(
+            "troupe serve --app examples.records_app:runtime --keys keys.json --replicas 2", 8002, auth
+        )
+        self.served(
+            "troupe serve --app examples.records_app:runtime --keys keys.json --port 8003", 8003, auth
+        )
+        self.auth = auth
+
+    def served(self, line: str, port: int, headers: dict[str, str]) -> None:
+        url = f"http://127.0.0.1:{port}/api/agents"
+
+        def check(block: Block) -> None:
+            with self.user.serving(block, url, headers):
+                assert status(url) == 401 and status(url, headers) == 200
+
+        self.step(line, check)
+
+    def serve_run(self) -> None:
+        auth = self.auth
+        self.served("serve run troupe.front_door:app app=examples.records_app:runtime", 8000, auth)
+        self.served("cat > serve.yaml <<'EOF'", 8000, auth)
+
+    def mcp_stdio(self) -> None:
+        self.step(
+            "troupe mcp --app examples.records_app:runtime --as alice < /dev/null",
+            lambda b: expect(self.user.run(b)),
+        )
+
+    def examples(self) -> None:
+        """examples/README.md: the extras, the notebook (its cells shown are the notebook's own), the
+        cluster job from start to stop."""
+        self.step("pip install -e '.[notebook,cluster]'", lambda b: expect(self.user.run(b, timeout=1200)))
+        self.step("jupyter execute examples/approvals.ipynb", lambda b: expect(self.user.run(b, timeout=600)))
+        cells = notebook_cells()
+        for block in self.all_blocks:
+            if block.file == "examples/README.md" and block.lang == "python":
+                self.step(block.text.strip().splitlines()[0], lambda b: _in_notebook(b.text.strip(), cells))
+        self.step("export RAY_AUTH_MODE=token", self.cluster_job)
+        self.step(
+            "export TROUPE_REDIS_URL=redis://127.0.0.1:6399/0",
+            lambda b: expect(self.user.run(b, timeout=300), "stop"),
+        )
+        self.step("ray stop", lambda b: expect(self.user.run(b, timeout=300)))
+
+    def cluster_job(self, block: Block) -> None:
+        done = self.user.run(block, timeout=1500)
+        expect(done)
+        assert done.stdout.count("PAUSED ") >= 3 or done.stderr.count("PAUSED ") >= 3, said(done)
+
+
+def notebook_cells() -> list[str]:
+    notebook = json.loads((ROOT / "examples" / "approvals.ipynb").read_text())
+    return ["".join(c["source"]).strip() for c in notebook["cells"] if c["cell_type"] == "code"]
+
+
+def _in_notebook(shown: str, cells: list[str]) -> None:
+    assert shown in cells, f"not a cell of examples/approvals.ipynb as shown:\n{shown}"
+
+
+def ports_taken() -> list[int]:
+    taken = []
+    for port in PORTS:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                taken.append(port)
+    return taken
+
+
+def main(work: Path) -> None:
+    report = Report()
+    taken = ports_taken()
+    if taken:
+        (work / "report.json").write_text(json.dumps({"ports_taken": taken}))
+        return
+    Walk(User(work), report).all()
+    (work / "report.json").write_text(json.dumps({"results": report.results}, indent=1))
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))
