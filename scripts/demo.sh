@@ -7,9 +7,11 @@ cd "$(dirname "$0")/.."
 . scripts/venv.sh
 make_venv
 # Install only when .venv does not already hold Troupe from this checkout: a re-run starts at once and
-# needs no network.
-if ! .venv/bin/python -c 'import sys, troupe.core as c; sys.exit(not c.__file__.startswith(sys.argv[1]))' \
-    "$PWD/" 2>/dev/null; then
+# needs no network. (Asked from outside the checkout, whose own troupe/ folder would answer instead.)
+here=$PWD
+if ! (cd / && "$here/.venv/bin/python" -c \
+    'import sys, troupe.core as c; sys.exit(not c.__file__.startswith(sys.argv[1]))' "$here/") 2>/dev/null ||
+    [ ! -x .venv/bin/troupe ]; then
     .venv/bin/python -m pip install --quiet --upgrade pip
     .venv/bin/python -m pip install --quiet -e .
 fi

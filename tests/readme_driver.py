@@ -276,7 +276,7 @@ class Walk:
             "Runtime, SqliteStore": ("['ops-chat']",),
             "from troupe import Agent, MCPHttp, MCPStdio": ("['files', 'tickets']",),
             "async def troupe_user(user: Annotated[User, Depends(current_user)]) -> Principal:": (
-                "/troupe/api/agents",
+                "401\n200\n",
             ),
         }
         for line, texts in checks.items():
@@ -310,10 +310,10 @@ class Walk:
 
     def keyed_servers(self) -> None:
         """Serving the example app with an API key: uvicorn, Serve replicas, an identity provider's tokens."""
-        keyed = self.block("KEY=$(troupe keys new --file keys.json --subject acme-bot --resource acme)")
+        keyed = self.block("troupe keys new --file keys.json --subject acme-bot --resource acme")
         try:
             with self.user.serving(keyed, "http://127.0.0.1:8001/api/agents") as log:
-                key = tail(log).splitlines()[0].strip()
+                key = next(line for line in tail(log).splitlines() if line.startswith("tk_"))
                 agents = "http://127.0.0.1:8001/api/agents"
                 assert status(agents) == 401, "a request without the key was let in"
                 assert status(agents, {"Authorization": f"Bearer {key}"}) == 200, "the printed key is refused"
