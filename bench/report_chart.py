@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from harness import FSYNC, SLOW_W1, STARTUP
+
 # By key prefix (the longest that matches): a family's configurations share a hue.
 COLORS = {
     "troupe-ray-redis": "#08306b",
@@ -108,6 +110,38 @@ def _panels(rows: list[dict[str, Any]], systems: list[str], meta: dict[str, Any]
         panels.append(
             ("W3 memory per paused run, KB (each system at its largest N)", "KB", labels, series, False)
         )
+    return panels + _cost_panels(values, by, systems, meta)
+
+
+def _cost_panels(values: Any, by: dict[Any, Any], systems: list[str], meta: dict[str, Any]) -> list[Any]:
+    """W1-300ms's overhead, W3-fsync's ms and fsyncs per run, Troupe's start-up (runs from issue 36 on)."""
+    panels = []
+    labels = [s for s in systems if (SLOW_W1, None, s) in by]
+    if labels:
+        series = [
+            ("median", values(SLOW_W1, None, "overhead_median_ms", labels), ""),
+            ("p99", values(SLOW_W1, None, "overhead_p99_ms", labels), "//"),
+        ]
+        title = (
+            f"W1 with a {meta.get('model_turn_ms', 300):g} ms/turn model: ms beyond the model's time (log)"
+        )
+        panels.append((title, "ms", labels, series, True))
+    n = meta.get("fsync_runs")
+    labels = [s for s in systems if (FSYNC, n, s) in by]
+    if labels:
+        series = [("ms/run", values(FSYNC, n, "ms_per_run", labels), "")]
+        panels.append(
+            (f"W3-fsync {n:,} runs, 100 in flight: ms per run (log)", "ms per run", labels, series, True)
+        )
+        series = [("fsyncs per run", values(FSYNC, n, "fsyncs_per_run", labels), "")]
+        title = f"W3-fsync {n:,} runs: fsync + fdatasync per run on the store's process (strace)"
+        panels.append((title, "fsyncs per run", labels, series, False))
+    labels = [s for s in systems if (STARTUP, None, s) in by]
+    if labels:
+        series = [("to the first pause", values(STARTUP, None, "first_pause_ms", labels), "")]
+        panels.append(
+            ("Start-up: Runtime(...) to the first run's pause, ms (log)", "ms", labels, series, True)
+        )
     return panels
 
 
@@ -151,7 +185,7 @@ def chart(rows: list[dict[str, Any]], systems: list[str], meta: dict[str, Any], 
     panels = _panels(rows, systems, meta)
     w4 = any(r["workload"] == "w4" for r in rows)
     cols = 3
-    count = len(panels) + (1 if w4 else 0)
+    count = max(1, len(panels) + (1 if w4 else 0))  # one empty panel when nothing was measured
     fig, axes = plt.subplots(
         (count + cols - 1) // cols,
         cols,
@@ -169,7 +203,7 @@ def chart(rows: list[dict[str, Any]], systems: list[str], meta: dict[str, Any], 
     for ax in flat[count:]:
         ax.axis("off")
     fig.suptitle(
-        f"Troupe vs peers, same scripted workloads, instant models ({meta['machine']}; {meta['mode']} mode, "
+        f"Troupe vs peers, same scripted workloads, scripted models ({meta['machine']}; {meta['mode']} mode, "
         f"W1/W2 API: {meta.get('api', 'stream')}; {meta.get('started', '')}, "
         f"commit {meta.get('git', {}).get('commit', '?')[:10]})",
         fontsize=11,
