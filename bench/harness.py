@@ -44,7 +44,7 @@ from bench_common import (
     rss_mb,
     waits_per_cycle,
 )
-from fsync_count import counting_fsyncs
+from fsync_count import counting_fsyncs, perf_usable
 
 PROMPT = "delete abc-123"
 FINAL_TEXT = "Deleted."
@@ -406,21 +406,42 @@ async def _pause_then_approve(system: System, runs: int, concurrency: int) -> di
     return throughput(paused, approved)
 
 
+async def _counted_pass(
+    system: System, runs: int, concurrency: int, processes: list[tuple[str, int]], tool: str | None
+) -> tuple[dict[str, float], list[dict[str, Any]] | None]:
+    """W3's pause-all-then-approve-all, with ``tool`` counting the fsyncs of ``processes`` (None: not
+    counted); the timing fields and the counts per process."""
+    if tool is None:
+        return await _pause_then_approve(system, runs, concurrency), None
+    async with counting_fsyncs(processes, system.workdir, tool) as counted:
+        timing = await _pause_then_approve(system, runs, concurrency)
+    return timing, counted
+
+
+def _per_run(counted: list[dict[str, Any]] | None, runs: int) -> float | None:
+    if counted is None:
+        return None
+    return round(sum(process["fsync"] + process["fdatasync"] for process in counted) / runs, 3)
+
+
 async def fsync_count(system: System, runs: int, concurrency: int, warmup: int) -> dict[str, Any]:
-    """W3-fsync: W3's pause-all-then-approve-all of ``runs`` runs, timed; then the same again with strace
-    attached to the store's processes (``System.store_processes``), counting their fsync and fdatasync
-    calls. strace slows what it traces (fsync_count.py), so the timed pass runs without it and the
-    counted pass's time is reported apart. The driver's heap is frozen after the warm-up, as in W3."""
+    """W3-fsync: W3's pause-all-then-approve-all of ``runs`` runs, timed, with the fsync and fdatasync
+    calls of the store's processes (``System.store_processes``) counted by perf's tracepoint counters,
+    which do not slow them (where perf can: ``perf_note`` otherwise); then the same again counted by
+    strace attached to them, which does, so that pass's time is reported apart (fsync_count.py). The
+    driver's heap is frozen after the warm-up, as in W3."""
     for _ in range(warmup):
         await system.approve(await system.pause(-1))
+    processes = await system.store_processes()
+    perf_note = await perf_usable()
     settle_driver(system)
     try:
-        timed = await _pause_then_approve(system, runs, concurrency)
-        async with counting_fsyncs(await system.store_processes(), system.workdir) as counted:
-            traced = await _pause_then_approve(system, runs, concurrency)
+        timed, by_perf = await _counted_pass(
+            system, runs, concurrency, processes, None if perf_note else "perf"
+        )
+        traced, by_strace = await _counted_pass(system, runs, concurrency, processes, "strace")
     finally:
         gc.unfreeze()
-    fsyncs = sum(process["fsync"] + process["fdatasync"] for process in counted)
     return base_row(
         system,
         FSYNC,
@@ -428,9 +449,11 @@ async def fsync_count(system: System, runs: int, concurrency: int, warmup: int) 
         n=runs,
         concurrency=concurrency,
         **timed,
-        fsyncs=fsyncs,
-        fsyncs_per_run=round(fsyncs / runs, 3),
-        traced=counted,
+        fsyncs_per_run=_per_run(by_perf, runs),
+        counted=by_perf,
+        perf_note=perf_note,
+        strace_fsyncs_per_run=_per_run(by_strace, runs),
+        traced=by_strace,
         traced_ms_per_run=traced["ms_per_run"],
     )
 

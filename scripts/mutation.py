@@ -635,15 +635,23 @@ MUTANTS += [
     ),
 ]
 
-# ---- The benchmark's fsync counter (bench/fsync_count.py: W3-fsync's fsyncs per run) ---------------------
+# ---- The benchmark's fsync counters (bench/fsync_count.py: W3-fsync's fsyncs per run) --------------------
 FSYNC_COUNT = ("tests/test_bench_fsync_count.py",)
 MUTANTS += [
     Mutant(
         "fsync-count-main-thread-only",
         "bench/fsync_count.py",
-        'command = ["-f", "-c", ',
+        'trace = ["-f", "-c", ',
         # Without -f, strace attaches to the thread whose id is the pid and misses a writer thread's calls.
-        'command = ["-c", ',
+        'trace = ["-c", ',
+        FSYNC_COUNT,
+    ),
+    Mutant(
+        "fsync-count-perf-one-thread",
+        "bench/fsync_count.py",
+        '                "-p",\n                str(pid),\n',
+        # perf -t counts the one thread whose id is the pid.
+        '                "-t",\n                str(pid),\n',
         FSYNC_COUNT,
     ),
     Mutant(

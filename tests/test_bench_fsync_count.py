@@ -1,7 +1,7 @@
-"""The benchmark's fsync counter (bench/fsync_count.py, W3-fsync's counted pass): strace attached to a
-running process counts the fsync and fdatasync calls of each of its threads, those it had before the
-tracer came and those it starts afterwards, and none made before or after; a process it cannot attach to
-is a clear error, not a zero."""
+"""The benchmark's fsync counters (bench/fsync_count.py, W3-fsync's fsyncs per run): strace and perf,
+each attached to a running process, count the fsync and fdatasync calls of each of its threads, those it
+had before the counter came and those it starts afterwards, and none made before or after; a process
+they cannot attach to is a clear error, not a zero."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "bench"))
-from fsync_count import StraceError, counting_fsyncs
+from fsync_count import FsyncCountError, counting_fsyncs
 
 # A process that syncs a file from its main thread, from a thread it had before the tracer attached and
 # from one it starts after, between two lines from the test; and syncs before and after them too.
@@ -56,7 +56,11 @@ async def _step(proc: asyncio.subprocess.Process) -> None:
     await proc.stdin.drain()
 
 
-async def test_counts_every_threads_fsyncs_while_attached_and_none_outside(tmp_path: Path) -> None:
+TOOLS = pytest.mark.parametrize("tool", ["strace", "perf"])
+
+
+@TOOLS
+async def test_counts_every_threads_fsyncs_while_attached_and_none_outside(tmp_path: Path, tool: str) -> None:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-c",
@@ -67,7 +71,7 @@ async def test_counts_every_threads_fsyncs_while_attached_and_none_outside(tmp_p
     )
     try:
         await _say(proc, "ready")
-        async with counting_fsyncs([("syncing", proc.pid)], tmp_path) as counted:
+        async with counting_fsyncs([("syncing", proc.pid)], tmp_path, tool) as counted:
             await _step(proc)
             await _say(proc, "synced")
         await _step(proc)
@@ -80,20 +84,26 @@ async def test_counts_every_threads_fsyncs_while_attached_and_none_outside(tmp_p
     assert counted == [{"process": "syncing", "pid": proc.pid, "fsync": 5, "fdatasync": 3}]
 
 
-async def test_a_process_that_makes_none_counts_zero(tmp_path: Path) -> None:
+@TOOLS
+async def test_a_process_that_makes_none_counts_zero(tmp_path: Path, tool: str) -> None:
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-c", "import sys; sys.stdin.readline()", stdin=asyncio.subprocess.PIPE
     )
-    async with counting_fsyncs([("idle", proc.pid)], tmp_path) as counted:
+    async with counting_fsyncs([("idle", proc.pid)], tmp_path, tool) as counted:
         pass
     await _step(proc)
     assert await proc.wait() == 0
     assert counted == [{"process": "idle", "pid": proc.pid, "fsync": 0, "fdatasync": 0}]
 
 
-async def test_a_process_it_cannot_attach_to_is_an_error_naming_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("tool", "says"), [("strace", "strace did not attach to process"), ("perf", "perf on process")]
+)
+async def test_a_process_it_cannot_attach_to_is_an_error_naming_it(
+    tmp_path: Path, tool: str, says: str
+) -> None:
     proc = await asyncio.create_subprocess_exec(sys.executable, "-c", "pass")
     assert await proc.wait() == 0  # gone: nothing to attach to
-    with pytest.raises(StraceError, match=f"did not attach to process {proc.pid}"):
-        async with counting_fsyncs([("gone", proc.pid)], tmp_path):
+    with pytest.raises(FsyncCountError, match=f"{says} {proc.pid}"):
+        async with counting_fsyncs([("gone", proc.pid)], tmp_path, tool):
             pass
