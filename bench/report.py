@@ -344,7 +344,7 @@ def tables(rows: list[dict[str, Any]], systems: list[str], meta: dict[str, Any])
             body,
         )
 
-    if len(meta["runs"]) > 1:
+    if len(meta["runs"]) > 1 and any(r["workload"] == "w3" for r in rows):
         out += [
             "",
             "### W3 per-run time by N (total time / N; linear = the same per run)",
