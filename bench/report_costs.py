@@ -37,26 +37,34 @@ def _gap(row: dict[str, Any], width: int) -> list[str]:
     return ["n/a" if row.get("status") == "unsupported" else "error"] + [""] * (width - 1)
 
 
+Cells = Callable[[str, dict[str, Any]], list[str]]
+
+
+def _lines(by: dict[str, dict[str, Any]], systems: list[str], cells: Cells, width: int) -> list[list[str]]:
+    """A line per system that has a row: its name, then ``cells(system, row)``, or why there are none."""
+    return [[s, *(cells(s, by[s]) if _ok(by[s]) else _gap(by[s], width))] for s in systems if s in by]
+
+
+def _slow_cells(system: str, r: dict[str, Any]) -> list[str]:
+    return [
+        num(r["median_ms"]),
+        num(r["p99_ms"]),
+        num(r["overhead_median_ms"]),
+        num(r["overhead_p99_ms"]),
+        num(r.get("waited_median_ms")),
+        f"{num(r.get('beyond_waits_median_ms'))} ({num(r.get('beyond_waits_p99_ms'))})",
+    ]
+
+
 def slow_w1(rows: list[dict[str, Any]], systems: list[str], meta: dict[str, Any]) -> list[str]:
     """W1-300ms: each system's cycle, its overhead beyond the model's 2 x 300 ms, beyond the model's
     waits as measured, and the sync/exit pairs."""
     by = _by(rows, SLOW_W1)
-    present = [s for s in systems if s in by]
-    if not present:
+    body = _lines(by, systems, _slow_cells, 6)
+    if not body:
         return []
-    body = []
-    for s in present:
-        r = by[s]
-        beyond = f"{num(r.get('beyond_waits_median_ms'))} ({num(r.get('beyond_waits_p99_ms'))})"
-        cells = [
-            num(r["median_ms"]),
-            num(r["p99_ms"]),
-            num(r["overhead_median_ms"]),
-            num(r["overhead_p99_ms"]),
-            num(r.get("waited_median_ms")),
-            beyond,
-        ]
-        body.append([s, r.get("durability", ""), *(cells if _ok(r) else _gap(r, len(cells)))])
+    for line in body:
+        line.insert(1, by[line[0]].get("durability", ""))
     turn = meta.get("model_turn_ms", 300)
     out = [
         "",
@@ -80,7 +88,7 @@ def slow_w1(rows: list[dict[str, Any]], systems: list[str], meta: dict[str, Any]
             body,
         ),
     ]
-    return out + _sync_exit(by, present)
+    return out + _sync_exit(by, [line[0] for line in body])
 
 
 def _sync_exit(by: dict[str, dict[str, Any]], present: list[str]) -> list[str]:
@@ -124,6 +132,20 @@ def _counted_on(row: dict[str, Any]) -> str:
     )
 
 
+def _fsync_cells(system: str, r: dict[str, Any]) -> list[str]:
+    return [
+        num(r["total_s"]),
+        num(r["ms_per_run"], 3),
+        num(r["median_ms"]),
+        num(r["p99_ms"]),
+        num(r.get("fsyncs_per_run")),
+        _counted_on(r),
+        num(r.get("strace_fsyncs_per_run")),
+        num(r.get("traced_ms_per_run"), 3),
+        "; ".join(f"<= {limit} {TARGET_UNITS[k]}" for k, limit in FSYNC_TARGETS.get(system, {}).items()),
+    ]
+
+
 def fsyncs(
     rows: list[dict[str, Any]],
     systems: list[str],
@@ -133,25 +155,11 @@ def fsyncs(
 ) -> list[str]:
     """W3-fsync: the timed pass's ms per run beside the counted pass's fsyncs per run."""
     by = _by(rows, FSYNC)
-    present = [s for s in systems if s in by]
-    if not present:
+    body = [
+        line + ratios(FSYNC, by[line[0]].get("n"), line[0]) for line in _lines(by, systems, _fsync_cells, 9)
+    ]
+    if not body:
         return []
-    body = []
-    for s in present:
-        r = by[s]
-        targets = FSYNC_TARGETS.get(s, {})
-        cells = [
-            num(r["total_s"]),
-            num(r["ms_per_run"], 3),
-            num(r["median_ms"]),
-            num(r["p99_ms"]),
-            num(r.get("fsyncs_per_run")),
-            _counted_on(r),
-            num(r.get("strace_fsyncs_per_run")),
-            num(r.get("traced_ms_per_run"), 3),
-            "; ".join(f"<= {limit} {TARGET_UNITS[k]}" for k, limit in targets.items()),
-        ]
-        body.append([s, *(cells if _ok(r) else _gap(r, len(cells))), *ratios(FSYNC, r.get("n"), s)])
     n = meta.get("fsync_runs", TARGET_N)
     head = [
         "system",
@@ -162,7 +170,7 @@ def fsyncs(
         "fsyncs per run (perf)",
         "counted on",
         "under strace: fsyncs per run",
-        "ms/run",
+        "under strace: ms/run",
         "target",
         *ratio_head,
     ]
@@ -181,22 +189,15 @@ def fsyncs(
     ]
 
 
+def _startup_cells(system: str, r: dict[str, Any]) -> list[str]:
+    return [num(r["runtime_ms"]), num(r["first_pause_ms"]), str(r["processes"]), num(r["footprint_mb"], 0)]
+
+
 def startup(rows: list[dict[str, Any]], systems: list[str]) -> list[str]:
     """Troupe rows: Runtime(...) to the first run's pause, each in a fresh process."""
-    by = _by(rows, STARTUP)
-    present = [s for s in systems if s in by]
-    if not present:
+    body = _lines(_by(rows, STARTUP), systems, _startup_cells, 4)
+    if not body:
         return []
-    body = []
-    for s in present:
-        r = by[s]
-        cells = [
-            num(r["runtime_ms"]),
-            num(r["first_pause_ms"]),
-            str(r["processes"]),
-            num(r["footprint_mb"], 0),
-        ]
-        body.append([s, *(cells if _ok(r) else _gap(r, len(cells)))])
     head = ["system", "Runtime(...) ms", "to the first pause ms", "processes", "memory MB (PSS)"]
     return [
         "",
