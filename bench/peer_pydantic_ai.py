@@ -5,10 +5,11 @@ The gated tool is registered with ``requires_approval=True``; the agent's output
 (messages plus the pending ``deferred_tool_requests``) is what resuming needs:
 ``agent.run(conversation=..., deferred_tool_results=requests.build_results(approve_all=True))``.
 The model is Pydantic AI's own ``FunctionModel`` with an instant function and an instant stream
-function (the same turn as deltas). W1 goes through the streaming API: ``agent.run_stream(...)``, whose
-output is the ``DeferredToolRequests`` when the run pauses (this version streams up to a deferred tool
-call), then ``run_stream(message_history=..., deferred_tool_results=...)`` with its text read through
-``stream_text(delta=True)``; W3/W4 and ``--api generate`` use ``agent.run``.
+function (the same turn as deltas; in W1-300ms both wait 300 ms first, ``scripted_model``). W1 goes
+through the streaming API: ``agent.run_stream(...)``, whose output is the ``DeferredToolRequests``
+when the run pauses (this version streams up to a deferred tool call), then ``run_stream(message_history=
+..., deferred_tool_results=...)`` with its text read through ``stream_text(delta=True)``; W3/W4 and
+``--api generate`` use ``agent.run``.
 
 Configurations: ``memory`` keeps each paused ``Conversation`` in the process; ``json`` writes it with
 ``ConversationTypeAdapter`` to a file per paused run and loads it back (W4 does that from a fresh process).

@@ -1,11 +1,12 @@
 """Troupe against the peers users would pick instead, on the same scripted workloads, in one run.
 
-    python bench/run_all.py                 # full, about 20 min on 2 cores: W3 at 200 everywhere and at
-                                            # 20,000 on the Troupe rows (--w3-large-systems)
-    python bench/run_all.py --quick         # a few minutes: fewer cycles and runs
+    python bench/run_all.py                 # full, on 2 cores about 20 min before W1-300ms and W3-fsync
+                                            # came (roughly 25 min more by estimate): W3 at 200 everywhere
+                                            # and at 20,000 on the Troupe rows (--w3-large-systems)
+    python bench/run_all.py --quick         # a quarter of an hour: fewer cycles and runs
     python bench/run_all.py --systems troupe-ray-sqlite-full,langgraph-sqlite --workloads w1,w4
 
-Systems (each with an instant scripted model of its own kind; no network, no API key):
+Systems (each with a scripted model of its own kind, instant but in W1-300ms; no network, no API key):
   troupe-<ray|local>-redis-<always|everysec>   RedisStore; redis-server with AOF, appendfsync always/everysec
   troupe-<ray|local>-sqlite-<full|normal>      SqliteStore(synchronous="FULL"/"NORMAL")
   troupe-local-memory, troupe-ray-memory       MemoryStore

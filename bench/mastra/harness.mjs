@@ -6,7 +6,7 @@
 // ({id, ok, result} or {id, ok: false, error}). Requests run concurrently (W3 keeps 100 in flight).
 // The first line written is {ready: true, ...} once the store is open.
 //
-// The model is scripted and instant (no network): it calls the gated tool unless the conversation ends
+// The model is scripted and instant unless --turn-ms is given (no network): it calls the gated tool unless the conversation ends
 // with that tool's result, then answers; it checks the result is the approved tool's output, so a
 // declined or failed call cannot pass for an approval. Telemetry is off (it would use the network).
 // With --turn-ms it waits that long at the start of each turn, and logs when each wait began and ended.
