@@ -3,7 +3,7 @@
     python bench/run_all.py                 # full, on 2 cores about 20 min before W1-300ms and W3-fsync
                                             # came (roughly 25 min more by estimate): W3 at 200 everywhere
                                             # and at 20,000 on the Troupe rows (--w3-large-systems)
-    python bench/run_all.py --quick         # a quarter of an hour: fewer cycles and runs
+    python bench/run_all.py --quick         # about 11 min here: fewer cycles and runs
     python bench/run_all.py --systems troupe-ray-sqlite-full,langgraph-sqlite --workloads w1,w4
 
 Systems (each with a scripted model of its own kind, instant but in W1-300ms; no network, no API key):
