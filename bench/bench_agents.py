@@ -1,10 +1,12 @@
-"""The agents every benchmark drives: instant, restart-safe scripted models and one gated tool."""
+"""The agents every benchmark drives: restart-safe scripted models (instant, or waiting a set time per turn
+for W1-300ms) and one gated tool."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+from bench_common import model_wait
 from pydantic import BaseModel
 from troupe.core.vocabulary.store import Store
 
@@ -16,7 +18,9 @@ class RecordId(BaseModel):
     id: str
 
 
-def build_agent() -> Agent:
+def build_agent(turn_s: float = 0.0, waits: str | None = None) -> Agent:
+    """The W1 agent. With ``turn_s``, its model waits that long per turn (bench_common.model_wait,
+    logging each wait to ``waits``), in whichever process runs the agent (the driver, or its actor)."""
     tool = create_tool(
         "delete_record",
         "Delete a record",
@@ -32,7 +36,11 @@ def build_agent() -> Agent:
             return text("Deleted.")
         return tool_call("delete_record", {"id": "abc-123"}, id="call-1")
 
-    return Agent("bench", model=FunctionModel(turn), tools=[tool])
+    async def slow_turn(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        await model_wait(turn_s, waits)
+        return turn(messages, tools)
+
+    return Agent("bench", model=FunctionModel(slow_turn if turn_s else turn), tools=[tool])
 
 
 def build_supervisor() -> Agent:

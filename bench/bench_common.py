@@ -15,6 +15,49 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
+# W1-300ms: every system's scripted model waits this long per turn (an asyncio sleep in the Python
+# peers and in Troupe's model, a setTimeout in Mastra's harness), so a cycle holds 2 x 300 ms of model.
+MODEL_TURN_S = 0.3
+# Where each process keeps its open wait log (one file per path, opened on first use).
+_wait_logs: dict[str, int] = {}
+
+
+async def model_wait(seconds: float, log: str | None) -> None:
+    """The scripted model's time: sleep ``seconds`` on the running loop, then append when the wait began
+    and ended (``time.perf_counter``, CLOCK_MONOTONIC on Linux, so comparable between the driver and a
+    Ray actor) to the file ``log``: timers overshoot, and the harness subtracts the waits as measured.
+    One ``os.write`` of a short line to an open file, a few microseconds, inside the model's turn."""
+    began = time.perf_counter()
+    await asyncio.sleep(seconds)
+    ended = time.perf_counter()
+    if log is None:
+        return
+    fd = _wait_logs.get(log)
+    if fd is None:
+        fd = _wait_logs[log] = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.write(fd, f"{began:.6f} {ended:.6f}\n".encode())
+
+
+def read_waits(log: str | os.PathLike[str]) -> list[tuple[float, float]]:
+    """The (began, ended) pairs ``model_wait`` appended to ``log``, oldest first; none if it is missing."""
+    try:
+        with open(log) as lines:
+            pairs = [line.split() for line in lines if line.strip()]
+    except FileNotFoundError:
+        return []
+    return sorted((float(began), float(ended)) for began, ended in pairs)
+
+
+def waits_per_cycle(
+    windows: list[tuple[float, float]], waits: list[tuple[float, float]]
+) -> list[tuple[int, float]]:
+    """For each cycle's (start, end): how many model waits lay inside it and their total in ms."""
+    found = []
+    for start, end in windows:
+        inside = [ended - began for began, ended in waits if start <= began and ended <= end]
+        found.append((len(inside), sum(inside) * 1000))
+    return found
+
 
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)

@@ -14,6 +14,11 @@ W3  N runs paused at once (``concurrency`` calls in flight), then all approved; 
     paused run (tracemalloc, on a separate untimed pass), and store bytes where there is a store.
 W4  restart: one process pauses N runs and exits; a fresh process lists them from the durable store
     and approves them all. Timed from the fresh process's spawn.
+W1-300ms  W1 with a model that waits 300 ms per turn (the same in every system): the cycle beyond the
+    model's 2 x 300 ms.
+W3-fsync  W3 at 2,000 runs (100 in flight): timed, then counted again with strace attached to the
+    store's process, for fsyncs per run.
+startup  Troupe rows, a fresh process each: from ``Runtime(...)`` to the first run's pause.
 """
 
 from __future__ import annotations
@@ -24,13 +29,30 @@ import os
 import statistics
 import time
 import tracemalloc
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench_common import bounded, path_bytes, percentile, pss_mb, rss_mb
+from bench_common import (
+    MODEL_TURN_S,
+    bounded,
+    path_bytes,
+    percentile,
+    pss_mb,
+    read_waits,
+    rss_mb,
+    waits_per_cycle,
+)
+from fsync_count import counting_fsyncs, perf_usable
 
 PROMPT = "delete abc-123"
 FINAL_TEXT = "Deleted."
+SLOW_W1 = "w1-300ms"  # W1 with a model that waits MODEL_TURN_S per turn
+FSYNC = "w3-fsync"  # W3 timed, then again with the store's process's fsyncs counted
+STARTUP = "startup"  # Runtime(...) to the first run's pause, in a fresh process
+# W1's model turns per cycle: the tool call, then the answer once the tool ran.
+W1_MODEL_TURNS = 2
 
 
 class Unsupported(Exception):
@@ -58,6 +80,9 @@ class System:
         self.notes: list[str] = []
         # W1/W2 through the system's streaming API ("stream", the default) or its plain call ("generate")
         self.api: str = env.get("api", "stream")
+        # W1-300ms: the model's wait per turn (0: instant) and the file its waits are logged to.
+        self.model_turn_s: float = env.get("model_turn_s", 0.0)
+        self.model_waits: str | None = env.get("model_waits")
 
     async def open(self) -> None: ...
 
@@ -85,6 +110,15 @@ class System:
     async def pids(self) -> list[int]:
         """Processes that hold this system's state besides the driver and its children."""
         return []
+
+    async def store_processes(self) -> list[tuple[str, int]]:
+        """(role, pid) of the processes whose fsyncs are the store's (W3-fsync traces them): the driver
+        for a system that runs in it."""
+        return [("driver", os.getpid())]
+
+    async def first_pause(self) -> dict[str, Any]:
+        """Not opened yet: construct the runtime and run until the first run is paused; the times."""
+        raise Unsupported("measured on the Troupe rows only")
 
     def store_bytes(self) -> int | None:
         """Bytes in the durable store (file sizes, Redis used_memory), or None without one."""
@@ -219,13 +253,18 @@ def _collections() -> list[int]:
 SETTLE_CYCLES = 5
 
 
+async def _window(cycle: Callable[[], Awaitable[None]]) -> tuple[float, float]:
+    started = time.perf_counter()
+    await cycle()
+    return started, time.perf_counter()
+
+
 async def latency(system: System, workload: str, cycles: int, warmup: int) -> dict[str, Any]:
     """Median and p99 of ``cycles`` timed cycles after ``warmup`` ones. With ``env["gc"] == "freeze"``
     the driver collects and freezes its heap between the warm-up and the timed cycles (every system
     alike): what the warm-up allocated for good is not traced again by the timed cycles' collections;
-    then ``SETTLE_CYCLES`` more untimed cycles."""
-    cycle = system.w1 if workload == "w1" else system.w2
-    samples = []
+    then ``SETTLE_CYCLES`` more untimed cycles. W1-300ms is W1's cycle with the slow model."""
+    cycle = system.w2 if workload == "w2" else system.w1
     try:
         for _ in range(warmup):
             await cycle()
@@ -233,17 +272,18 @@ async def latency(system: System, workload: str, cycles: int, warmup: int) -> di
             for _ in range(min(SETTLE_CYCLES, warmup)):
                 await cycle()
         before = _collections()
-        for _ in range(cycles):
-            started = time.perf_counter()
-            await cycle()
-            samples.append((time.perf_counter() - started) * 1000)
+        windows = [await _window(cycle) for _ in range(cycles)]
         collections = [a - b for a, b in zip(_collections(), before, strict=True)]
     except Unsupported as exc:
         return base_row(system, workload, status="unsupported", note=str(exc))
     finally:
         gc.unfreeze()
+    samples = [(ended - started) * 1000 for started, ended in windows]
     # The driver's collections per generation while timed.
     row = await latency_row(system, workload, samples, warmup, driver_gc_collections=collections)
+    if workload == SLOW_W1:
+        waits = read_waits(system.model_waits) if system.model_waits else []
+        row.update(model_overhead(samples, waits_per_cycle(windows, waits)))
     # After the footprint was taken: the probe opens stores of its own.
     parts = await system.w1_parts() if workload == "w1" else None
     if parts is not None:
@@ -278,6 +318,31 @@ async def latency_row(
     )
 
 
+def model_overhead(samples: list[float], waited: list[tuple[int, float]]) -> dict[str, Any]:
+    """W1-300ms: what a cycle takes beyond its model. ``overhead_*``: the cycle minus the model's nominal
+    2 x 300 ms; ``beyond_waits_*``: minus the model's waits as the model measured them (a loop's timers
+    overshoot a sleep by about half a ms), None unless every cycle held exactly its two waits.
+    ``waited`` is (waits, their ms) per cycle, in the samples' order."""
+    nominal = W1_MODEL_TURNS * MODEL_TURN_S * 1000
+    median, p99 = statistics.median(samples), percentile(samples, 0.99)
+    fields: dict[str, Any] = {
+        "model_turn_ms": round(MODEL_TURN_S * 1000, 3),
+        "model_ms_per_cycle": round(nominal, 3),
+        "overhead_median_ms": round(median - nominal, 3),
+        "overhead_p99_ms": round(p99 - nominal, 3),
+        "waits_per_cycle": sorted({count for count, _ in waited}),
+        "waited_median_ms": None,
+        "beyond_waits_median_ms": None,
+        "beyond_waits_p99_ms": None,
+    }
+    if len(waited) == len(samples) and all(count == W1_MODEL_TURNS for count, _ in waited):
+        beyond = [ms - wait for ms, (_, wait) in zip(samples, waited, strict=True)]
+        fields["waited_median_ms"] = round(statistics.median(wait for _, wait in waited), 3)
+        fields["beyond_waits_median_ms"] = round(statistics.median(beyond), 3)
+        fields["beyond_waits_p99_ms"] = round(percentile(beyond, 0.99), 3)
+    return fields
+
+
 async def _timed(job: Any, into: list[float], index: int) -> Any:
     started = time.perf_counter()
     out = await job
@@ -303,6 +368,114 @@ async def retained_heap_kb(system: System, runs: int) -> float:
     return round(held / 1024 / runs, 2)
 
 
+@dataclass(frozen=True)
+class Timed:
+    """One W3 phase: its wall time and each run's own time in it (ms)."""
+
+    seconds: float
+    each_ms: list[float]
+
+
+async def _every(
+    job: Callable[[int], Awaitable[Any]], runs: int, concurrency: int
+) -> tuple[list[Any], Timed]:
+    """``job(0)`` .. ``job(runs - 1)``, ``concurrency`` in flight: their results, and the time taken."""
+    each = [0.0] * runs
+    started = time.perf_counter()
+    out = await bounded(lambda i: _timed(job(i), each, i), runs, concurrency)
+    return out, Timed(time.perf_counter() - started, each)
+
+
+def throughput(paused: Timed, approved: Timed) -> dict[str, float]:
+    """W3's timing fields: pausing all, approving all, per run, and each run's median and p99."""
+    runs = len(paused.each_ms)
+    per_run = [p + a for p, a in zip(paused.each_ms, approved.each_ms, strict=True)]
+    return {
+        "pause_s": round(paused.seconds, 3),
+        "approve_s": round(approved.seconds, 3),
+        "total_s": round(paused.seconds + approved.seconds, 3),
+        "ms_per_run": round((paused.seconds + approved.seconds) * 1000 / runs, 3),
+        "median_ms": round(statistics.median(per_run), 3),
+        "p99_ms": round(percentile(per_run, 0.99), 3),
+    }
+
+
+async def _pause_then_approve(system: System, runs: int, concurrency: int) -> dict[str, float]:
+    tokens, paused = await _every(system.pause, runs, concurrency)
+    _, approved = await _every(lambda i: system.approve(tokens[i]), runs, concurrency)
+    return throughput(paused, approved)
+
+
+async def _counted_pass(
+    system: System, runs: int, concurrency: int, processes: list[tuple[str, int]], tool: str | None
+) -> tuple[dict[str, float], list[dict[str, Any]] | None]:
+    """W3's pause-all-then-approve-all, with ``tool`` counting the fsyncs of ``processes`` (None: not
+    counted); the timing fields and the counts per process."""
+    if tool is None:
+        return await _pause_then_approve(system, runs, concurrency), None
+    async with counting_fsyncs(processes, system.workdir, tool) as counted:
+        timing = await _pause_then_approve(system, runs, concurrency)
+    return timing, counted
+
+
+def _per_run(counted: list[dict[str, Any]] | None, runs: int) -> float | None:
+    if counted is None:
+        return None
+    return round(sum(process["fsync"] + process["fdatasync"] for process in counted) / runs, 3)
+
+
+async def fsync_count(system: System, runs: int, concurrency: int, warmup: int) -> dict[str, Any]:
+    """W3-fsync: W3's pause-all-then-approve-all of ``runs`` runs, timed, with the fsync and fdatasync
+    calls of the store's processes (``System.store_processes``) counted by perf's tracepoint counters,
+    which do not slow them (where perf can: ``perf_note`` otherwise); then the same again counted by
+    strace attached to them, which does, so that pass's time is reported apart (fsync_count.py). The
+    driver's heap is frozen after the warm-up, as in W3."""
+    for _ in range(warmup):
+        await system.approve(await system.pause(-1))
+    processes = await system.store_processes()
+    perf_note = await perf_usable()
+    settle_driver(system)
+    try:
+        timed, by_perf = await _counted_pass(
+            system, runs, concurrency, processes, None if perf_note else "perf"
+        )
+        traced, by_strace = await _counted_pass(system, runs, concurrency, processes, "strace")
+    finally:
+        gc.unfreeze()
+    return base_row(
+        system,
+        FSYNC,
+        status="ok",
+        n=runs,
+        concurrency=concurrency,
+        **timed,
+        fsyncs_per_run=_per_run(by_perf, runs),
+        counted=by_perf,
+        perf_note=perf_note,
+        strace_fsyncs_per_run=_per_run(by_strace, runs),
+        traced=by_strace,
+        traced_ms_per_run=traced["ms_per_run"],
+    )
+
+
+async def startup(system: System) -> dict[str, Any]:
+    """In a fresh process, before the system is opened: ``Runtime(...)`` to the first run's pause
+    (``System.first_pause``), then the memory of the system's processes at that moment."""
+    try:
+        timings = await system.first_pause()
+    except Unsupported as exc:
+        return base_row(system, STARTUP, status="unsupported", note=str(exc))
+    footprint = await process_memory(system, pss_mb)
+    return base_row(
+        system,
+        STARTUP,
+        status="ok",
+        **timings,
+        footprint_mb=round(total_mb(footprint), 1),
+        processes=len(footprint),
+    )
+
+
 async def suspended_scale(
     system: System, runs: int, concurrency: int, warmup: int, heap_sample: int = 200
 ) -> dict[str, Any]:
@@ -324,35 +497,22 @@ async def _suspended_scale(system: System, runs: int, concurrency: int, heap_sam
     before = await process_memory(system)
     store_before = system.store_bytes()
 
-    pause_ms = [0.0] * runs
-    started = time.perf_counter()
-    tokens = await bounded(lambda i: _timed(system.pause(i), pause_ms, i), runs, concurrency)
-    pause_s = time.perf_counter() - started
+    tokens, paused = await _every(system.pause, runs, concurrency)
     during = await process_memory(system)
     footprint = await process_memory(system, pss_mb)
     store_during = system.store_bytes()
-
-    approve_ms = [0.0] * runs
-    started = time.perf_counter()
-    await bounded(lambda i: _timed(system.approve(tokens[i]), approve_ms, i), runs, concurrency)
-    approve_s = time.perf_counter() - started
+    _, approved = await _every(lambda i: system.approve(tokens[i]), runs, concurrency)
 
     heap_runs = min(runs, heap_sample)
     heap_kb = await retained_heap_kb(system, heap_runs) if heap_runs else None
 
-    per_run = [p + a for p, a in zip(pause_ms, approve_ms, strict=True)]
     row = base_row(
         system,
         "w3",
         status="ok",
         n=runs,
         concurrency=concurrency,
-        pause_s=round(pause_s, 3),
-        approve_s=round(approve_s, 3),
-        total_s=round(pause_s + approve_s, 3),
-        ms_per_run=round((pause_s + approve_s) * 1000 / runs, 3),
-        median_ms=round(statistics.median(per_run), 3),
-        p99_ms=round(percentile(per_run, 0.99), 3),
+        **throughput(paused, approved),
         rss_kb_per_paused_run=round(rss_delta_mb(before, during) * 1024 / runs, 2),
         heap_kb_per_paused_run=heap_kb,
         heap_sample_runs=heap_runs,

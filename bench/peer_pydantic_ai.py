@@ -5,10 +5,11 @@ The gated tool is registered with ``requires_approval=True``; the agent's output
 (messages plus the pending ``deferred_tool_requests``) is what resuming needs:
 ``agent.run(conversation=..., deferred_tool_results=requests.build_results(approve_all=True))``.
 The model is Pydantic AI's own ``FunctionModel`` with an instant function and an instant stream
-function (the same turn as deltas). W1 goes through the streaming API: ``agent.run_stream(...)``, whose
-output is the ``DeferredToolRequests`` when the run pauses (this version streams up to a deferred tool
-call), then ``run_stream(message_history=..., deferred_tool_results=...)`` with its text read through
-``stream_text(delta=True)``; W3/W4 and ``--api generate`` use ``agent.run``.
+function (the same turn as deltas; in W1-300ms both wait 300 ms first, ``scripted_model``). W1 goes
+through the streaming API: ``agent.run_stream(...)``, whose output is the ``DeferredToolRequests``
+when the run pauses (this version streams up to a deferred tool call), then ``run_stream(message_history=
+..., deferred_tool_results=...)`` with its text read through ``stream_text(delta=True)``; W3/W4 and
+``--api generate`` use ``agent.run``.
 
 Configurations: ``memory`` keeps each paused ``Conversation`` in the process; ``json`` writes it with
 ``ConversationTypeAdapter`` to a file per paused run and loads it back (W4 does that from a fresh process).
@@ -22,6 +23,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from bench_common import model_wait
 from harness import FINAL_TEXT, PROMPT, JsonFileSystem, System, Unsupported
 from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults
 from pydantic_ai.conversation import Conversation, ConversationTypeAdapter
@@ -57,6 +59,24 @@ async def scripted_stream(messages: list[ModelMessage], info: AgentInfo) -> Any:
             yield {0: call}
 
 
+def scripted_model(turn_s: float, waits: str | None) -> FunctionModel:
+    """The scripted turns as Pydantic AI's FunctionModel: instant, or (W1-300ms) each turn, plain or
+    streamed, waits ``turn_s`` first (bench_common.model_wait, logged to ``waits``)."""
+    if not turn_s:
+        return FunctionModel(scripted_turn, stream_function=scripted_stream)
+
+    async def slow_turn(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        await model_wait(turn_s, waits)
+        return scripted_turn(messages, info)
+
+    async def slow_stream(messages: list[ModelMessage], info: AgentInfo) -> Any:
+        await model_wait(turn_s, waits)
+        async for delta in scripted_stream(messages, info):
+            yield delta
+
+    return FunctionModel(slow_turn, stream_function=slow_stream)
+
+
 def delete_record(id: str) -> dict[str, str]:
     """Delete a record"""
     return {"deleted": id}
@@ -74,7 +94,7 @@ class PydanticAISystem(JsonFileSystem):
     async def open(self) -> None:
         await super().open()
         self.agent = Agent(
-            FunctionModel(scripted_turn, stream_function=scripted_stream),
+            scripted_model(self.model_turn_s, self.model_waits),
             instructions="You manage records.",
             output_type=[str, DeferredToolRequests],
         )

@@ -5,41 +5,19 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+import report_costs
+from report_format import cell, num, ratio, table
+
 RATIO_HELP = (
     "x = the peer's time / this Troupe configuration's time: above 1 Troupe is faster, below 1 slower"
 )
 
 
-def _num(value: Any, digits: int = 2) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, float | int):
-        if abs(value) >= 100:
-            return f"{value:,.0f}"
-        return f"{value:.{digits}f}"
-    return str(value)
-
-
-def _ratio(peer: float | None, troupe: float | None) -> str:
-    if not peer or not troupe:
-        return "—"
-    r = peer / troupe
-    return f"{r:.1f}x" if r >= 0.95 else f"{r:.2f}x"
-
-
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
-    line = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"  # noqa: E731
-    out = [line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
-    out += [line(r) for r in rows]
-    return out
-
-
 def _w4_ratio(peer: dict[str, Any] | None, troupe: dict[str, Any] | None) -> str:
     if not peer or not troupe or peer.get("status") != "ok" or troupe.get("status") != "ok":
         return "—"
-    after = _ratio(peer["list_s"] + peer["decide_s"], troupe["list_s"] + troupe["decide_s"])
-    return f"{_ratio(peer['total_s'], troupe['total_s'])} / {after}"
+    after = ratio(peer["list_s"] + peer["decide_s"], troupe["list_s"] + troupe["decide_s"])
+    return f"{ratio(peer['total_s'], troupe['total_s'])} / {after}"
 
 
 def _metric(row: dict[str, Any]) -> float | None:
@@ -62,7 +40,7 @@ def _best_durable(rows: list[dict[str, Any]], workload: str) -> dict[str, Any] |
 
 
 def _latency_table(
-    rows: list[dict[str, Any]], present: list[str], workload: str, ratio: Any, ratio_head: list[str]
+    rows: list[dict[str, Any]], present: list[str], workload: str, ratios: Any, ratio_head: list[str]
 ) -> list[str]:
     by = {r["system"]: r for r in rows if r["workload"] == workload}
     best = _best_durable(rows, workload)
@@ -70,21 +48,21 @@ def _latency_table(
     for s in present:
         r = by[s]
         if r.get("status") == "ok":
-            versus = _ratio(best["median_ms"], r["median_ms"]) if best and s.startswith("troupe-") else ""
+            versus = ratio(best["median_ms"], r["median_ms"]) if best and s.startswith("troupe-") else ""
             spread = r.get("p99_over_median") or r["p99_ms"] / r["median_ms"]
             cells = [
-                _num(r["median_ms"]),
-                _num(r["p99_ms"]),
+                num(r["median_ms"]),
+                num(r["p99_ms"]),
                 f"{spread:.1f}",
                 _machine_tail(r),
-                _num(r["footprint_mb"], 0),
+                num(r["footprint_mb"], 0),
                 versus,
             ]
         else:
             cells = ["n/a" if r.get("status") == "unsupported" else "error", "", "", "", "", ""]
-        body.append([s, r.get("durability", ""), *cells, *ratio(s)])
+        body.append([s, r.get("durability", ""), *cells, *ratios(s)])
     best_head = f"{best['system']} / this" if best else "best durable peer / this"
-    return _table(
+    return table(
         [
             "system",
             "durability",
@@ -145,16 +123,16 @@ def _w1_parts(rows: list[dict[str, Any]], present: list[str]) -> list[str]:
             [
                 s,
                 str(writes),
-                _num(parts["store_write_ms"], 3),
+                num(parts["store_write_ms"], 3),
                 str(calls),
-                _num(call_ms, 3) if calls else "",
-                _num(total),
-                _num(by[s]["median_ms"]),
-                _num(by[s]["median_ms"] - total),
-                _num(target) if target else "",
+                num(call_ms, 3) if calls else "",
+                num(total),
+                num(by[s]["median_ms"]),
+                num(by[s]["median_ms"] - total),
+                num(target) if target else "",
             ]
         )
-    return _table(
+    return table(
         [
             "system",
             "writes per cycle",
@@ -188,13 +166,13 @@ def _machine(rows: list[dict[str, Any]], systems: list[str], started: float | No
                 minutes,
                 system,
                 ran,
-                _num(probe["cpu_ms"]),
+                num(probe["cpu_ms"]),
                 _machine_tail(group[0]),
-                _num(probe["fsync_ms_p50"], 3),
-                _num(probe["fsync_ms_p99"], 3),
+                num(probe["fsync_ms_p50"], 3),
+                num(probe["fsync_ms_p99"], 3),
             ]
         )
-    return _table(
+    return table(
         ["minute", "system", "ran", "cpu probe ms", "cpu p99/median", "fsync p50 ms", "fsync p99 ms"],
         [b for b in body if b[1] in systems],
     )
@@ -226,15 +204,15 @@ def _linearity(rows: list[dict[str, Any]], systems: list[str], sizes: list[int])
     body = []
     for s in [s for s in systems if s in growth]:
         per_run = growth[s]["ms_per_run"]
-        cells = [_num(per_run[n], 3) if n in per_run else "not run" for n in sizes]
+        cells = [num(per_run[n], 3) if n in per_run else "not run" for n in sizes]
         reference = growth[s]["reference_ms_per_run"]
         runs = growth[s].get("reference_runs", {}).get(sizes[0], [])
-        spread = f" ({_num(min(runs), 3)} to {_num(max(runs), 3)}, {len(runs)} runs)" if len(runs) > 1 else ""
-        cells.insert(-1, _num(reference[sizes[0]], 3) + spread if sizes[0] in reference else "—")
-        body.append([s, *cells, _num(growth[s]["growth"])])
+        spread = f" ({num(min(runs), 3)} to {num(max(runs), 3)}, {len(runs)} runs)" if len(runs) > 1 else ""
+        cells.insert(-1, num(reference[sizes[0]], 3) + spread if sizes[0] in reference else "—")
+        body.append([s, *cells, num(growth[s]["growth"])])
     head = [f"ms/run N={n:,}" for n in sizes]
     head.insert(-1, f"ms/run N={sizes[0]:,} just before N={sizes[-1]:,}: median (range)")
-    return _table(["system", *head, "largest N run / smallest (just before it where run)"], body)
+    return table(["system", *head, "largest N run / smallest (just before it where run)"], body)
 
 
 def summary(rows: list[dict[str, Any]], systems: list[str], meta: dict[str, Any]) -> list[str]:
@@ -242,31 +220,27 @@ def summary(rows: list[dict[str, Any]], systems: list[str], meta: dict[str, Any]
     per run at each size it ran, W4's total from the fresh process's spawn, memory during W1."""
     by = {(r["workload"], r.get("n"), r["system"]): r for r in rows}
     sizes = sorted(meta["runs"])
-
-    def cell(row: dict[str, Any] | None, text: Any) -> str:
-        if row is None:
-            return "not run"
-        if row.get("status") != "ok":
-            return "n/a" if row.get("status") == "unsupported" else "error"
-        return str(text(row))
+    # W1's row states it; a run without W1 takes it from the system's first row that does.
+    stated = {r["system"]: r["durability"] for r in reversed(rows) if r.get("durability")}
+    stated.update({s: r["durability"] for (w, _, s), r in by.items() if w == "w1" and r.get("durability")})
 
     def latency(workload: str, s: str) -> str:
-        return cell(by.get((workload, None, s)), lambda r: f"{_num(r['median_ms'])} ({_num(r['p99_ms'])})")
+        return cell(by.get((workload, None, s)), lambda r: f"{num(r['median_ms'])} ({num(r['p99_ms'])})")
 
     def per_run(s: str) -> str:
         ran = [(n, by[("w3", n, s)]) for n in sizes if ("w3", n, s) in by]
-        shown = [f"{cell(r, lambda r: _num(r['ms_per_run'], 2))} @{n:,}" for n, r in ran]
+        shown = [f"{cell(r, lambda r: num(r['ms_per_run'], 2))} @{n:,}" for n, r in ran]
         return " / ".join(shown) or "not run"
 
     body = [
         [
             s,
-            by.get(("w1", None, s), {}).get("durability", ""),
+            stated.get(s, ""),
             latency("w1", s),
             latency("w2", s),
             per_run(s),
-            cell(by.get(("w4", meta["w4_runs"], s)), lambda r: f"{_num(r['total_s'])} s"),
-            cell(by.get(("w1", None, s)), lambda r: _num(r["footprint_mb"], 0)),
+            cell(by.get(("w4", meta["w4_runs"], s)), lambda r: f"{num(r['total_s'])} s"),
+            cell(by.get(("w1", None, s)), lambda r: num(r["footprint_mb"], 0)),
         ]
         for s in systems
     ]
@@ -279,7 +253,11 @@ def summary(rows: list[dict[str, Any]], systems: list[str], meta: dict[str, Any]
         f"W4 {meta['w4_runs']:,} runs",
         "memory MB",
     ]
-    return _table(head, body)
+    for title, cells in report_costs.summary_columns(rows, systems, meta):  # runs from issue 36 on
+        head.append(title)
+        for line, text in zip(body, cells, strict=True):
+            line.append(text)
+    return table(head, body)
 
 
 def tables(rows: list[dict[str, Any]], systems: list[str], meta: dict[str, Any]) -> str:
@@ -297,7 +275,7 @@ def tables(rows: list[dict[str, Any]], systems: list[str], meta: dict[str, Any])
         if workload == "w4":
             return [_w4_ratio(peer, by.get((workload, n, t))) for t in troupes]
         return [
-            _ratio(
+            ratio(
                 _metric(peer) if peer else None,
                 _metric(by[workload, n, t]) if (workload, n, t) in by else None,
             )
@@ -320,6 +298,7 @@ def tables(rows: list[dict[str, Any]], systems: list[str], meta: dict[str, Any])
             "",
         ]
         out += _latency_table(rows, present, workload, lambda s, w=workload: ratios(w, None, s), ratio_head)
+    out += report_costs.slow_w1(rows, systems, meta)
 
     for n in meta["runs"]:
         present = [s for s in systems if ("w3", n, s) in by]
@@ -335,20 +314,20 @@ def tables(rows: list[dict[str, Any]], systems: list[str], meta: dict[str, Any])
             r = by["w3", n, s]
             if r.get("status") == "ok":
                 cells = [
-                    _num(r["pause_s"]),
-                    _num(r["approve_s"]),
-                    _num(r["total_s"]),
-                    _num(r["ms_per_run"], 3),
-                    _num(r["median_ms"]),
-                    _num(r["p99_ms"]),
-                    _num(r["rss_kb_per_paused_run"], 1),
-                    _num(r.get("heap_kb_per_paused_run"), 1),
-                    _num(r.get("store_bytes_per_paused_run"), 0),
+                    num(r["pause_s"]),
+                    num(r["approve_s"]),
+                    num(r["total_s"]),
+                    num(r["ms_per_run"], 3),
+                    num(r["median_ms"]),
+                    num(r["p99_ms"]),
+                    num(r["rss_kb_per_paused_run"], 1),
+                    num(r.get("heap_kb_per_paused_run"), 1),
+                    num(r.get("store_bytes_per_paused_run"), 0),
                 ]
             else:
                 cells = missing(r, 9)
             body.append([s, *cells, *ratios("w3", n, s)])
-        out += _table(
+        out += table(
             [
                 "system",
                 "pause all s",
@@ -365,7 +344,7 @@ def tables(rows: list[dict[str, Any]], systems: list[str], meta: dict[str, Any])
             body,
         )
 
-    if len(meta["runs"]) > 1:
+    if len(meta["runs"]) > 1 and any(r["workload"] == "w3" for r in rows):
         out += [
             "",
             "### W3 per-run time by N (total time / N; linear = the same per run)",
@@ -380,6 +359,7 @@ def tables(rows: list[dict[str, Any]], systems: list[str], meta: dict[str, Any])
                 + "; ".join(f"{s} N={', '.join(f'{n:,}' for n in ns)}" for s, ns in skipped.items()),
             ]
 
+    out += report_costs.fsyncs(rows, systems, meta, ratios, ratio_head)
     w1 = [s for s in systems if ("w1", None, s) in by]
     parts = _w1_parts(rows, w1)
     if parts:
@@ -409,18 +389,19 @@ def tables(rows: list[dict[str, Any]], systems: list[str], meta: dict[str, Any])
             r = by["w4", meta["w4_runs"], s]
             if r.get("status") == "ok":
                 cells = [
-                    _num(r["startup_s"]),
-                    _num(r["list_s"]),
-                    _num(r["decide_s"]),
-                    _num(r["total_s"]),
-                    _num(r["ms_per_run"], 3),
+                    num(r["startup_s"]),
+                    num(r["list_s"]),
+                    num(r["decide_s"]),
+                    num(r["total_s"]),
+                    num(r["ms_per_run"], 3),
                 ]
             else:
                 cells = missing(r, 5)
             body.append([s, *cells, *ratios("w4", meta["w4_runs"], s)])
-        out += _table(
+        out += table(
             ["system", "startup s", "list s", "decide s", "total s", "ms/run after start", *ratio_head], body
         )
+    out += report_costs.startup(rows, systems) + report_costs.targets(rows)
 
     out += [
         "",

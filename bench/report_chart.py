@@ -6,6 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from harness import FSYNC, SLOW_W1, STARTUP
+from report_costs import fsyncs_per_run
+
 # By key prefix (the longest that matches): a family's configurations share a hue.
 COLORS = {
     "troupe-ray-redis": "#08306b",
@@ -48,6 +51,8 @@ def _bars(ax: Any, labels: list[str], series: Series, log: bool) -> None:
                 )
             elif v > 0:
                 ax.text(x, v, f"{v:.3g}", ha="center", va="bottom", fontsize=6)
+            else:  # none at all (no fsync from a store that never fsyncs), where a bar cannot show it
+                ax.text(x, 0.02, "0", transform=ax.get_xaxis_transform(), ha="center", fontsize=6)
     if log and positive:
         ax.set_yscale("log")
     ax.set_xticks(xs)
@@ -108,6 +113,41 @@ def _panels(rows: list[dict[str, Any]], systems: list[str], meta: dict[str, Any]
         panels.append(
             ("W3 memory per paused run, KB (each system at its largest N)", "KB", labels, series, False)
         )
+    return panels + _cost_panels(values, by, systems, meta)
+
+
+def _cost_panels(values: Any, by: dict[Any, Any], systems: list[str], meta: dict[str, Any]) -> list[Any]:
+    """W1-300ms's overhead, W3-fsync's ms and fsyncs per run, Troupe's start-up (runs from issue 36 on)."""
+    panels = []
+    labels = [s for s in systems if (SLOW_W1, None, s) in by]
+    if labels:
+        series = [
+            ("median", values(SLOW_W1, None, "overhead_median_ms", labels), ""),
+            ("p99", values(SLOW_W1, None, "overhead_p99_ms", labels), "//"),
+        ]
+        title = (
+            f"W1 with a {meta.get('model_turn_ms', 300):g} ms/turn model: ms beyond the model's time (log)"
+        )
+        panels.append((title, "ms", labels, series, True))
+    n = meta.get("fsync_runs")
+    labels = [s for s in systems if (FSYNC, n, s) in by]
+    if labels:
+        series = [("ms/run", values(FSYNC, n, "ms_per_run", labels), "")]
+        panels.append(
+            (f"W3-fsync {n:,} runs, 100 in flight: ms per run (log)", "ms per run", labels, series, True)
+        )
+        counted = [by[FSYNC, n, s] for s in labels]
+        series = [
+            ("fsyncs per run", [fsyncs_per_run(r) if r.get("status") == "ok" else None for r in counted], "")
+        ]
+        title = f"W3-fsync {n:,} runs: fsync + fdatasync per run on the store's process (perf)"
+        panels.append((title, "fsyncs per run", labels, series, False))
+    labels = [s for s in systems if (STARTUP, None, s) in by]
+    if labels:
+        series = [("to the first pause", values(STARTUP, None, "first_pause_ms", labels), "")]
+        panels.append(
+            ("Start-up: Runtime(...) to the first run's pause, ms (log)", "ms", labels, series, True)
+        )
     return panels
 
 
@@ -151,7 +191,7 @@ def chart(rows: list[dict[str, Any]], systems: list[str], meta: dict[str, Any], 
     panels = _panels(rows, systems, meta)
     w4 = any(r["workload"] == "w4" for r in rows)
     cols = 3
-    count = len(panels) + (1 if w4 else 0)
+    count = max(1, len(panels) + (1 if w4 else 0))  # one empty panel when nothing was measured
     fig, axes = plt.subplots(
         (count + cols - 1) // cols,
         cols,
@@ -169,11 +209,11 @@ def chart(rows: list[dict[str, Any]], systems: list[str], meta: dict[str, Any], 
     for ax in flat[count:]:
         ax.axis("off")
     fig.suptitle(
-        f"Troupe vs peers, same scripted workloads, instant models ({meta['machine']}; {meta['mode']} mode, "
+        f"Troupe vs peers, same scripted workloads, scripted models ({meta['machine']}; {meta['mode']} mode, "
         f"W1/W2 API: {meta.get('api', 'stream')}; {meta.get('started', '')}, "
         f"commit {meta.get('git', {}).get('commit', '?')[:10]})",
         fontsize=11,
     )
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.4 / fig.get_figheight()))  # room for the title
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -1,11 +1,12 @@
 """Troupe against the peers users would pick instead, on the same scripted workloads, in one run.
 
-    python bench/run_all.py                 # full, about 20 min on 2 cores: W3 at 200 everywhere and at
-                                            # 20,000 on the Troupe rows (--w3-large-systems)
-    python bench/run_all.py --quick         # a few minutes: fewer cycles and runs
+    python bench/run_all.py                 # full, on 2 cores about 20 min before W1-300ms and W3-fsync
+                                            # came (roughly 25 min more by estimate): W3 at 200 everywhere
+                                            # and at 20,000 on the Troupe rows (--w3-large-systems)
+    python bench/run_all.py --quick         # about 11 min here: fewer cycles and runs
     python bench/run_all.py --systems troupe-ray-sqlite-full,langgraph-sqlite --workloads w1,w4
 
-Systems (each with an instant scripted model of its own kind; no network, no API key):
+Systems (each with a scripted model of its own kind, instant but in W1-300ms; no network, no API key):
   troupe-<ray|local>-redis-<always|everysec>   RedisStore; redis-server with AOF, appendfsync always/everysec
   troupe-<ray|local>-sqlite-<full|normal>      SqliteStore(synchronous="FULL"/"NORMAL")
   troupe-local-memory, troupe-ray-memory       MemoryStore
@@ -17,7 +18,9 @@ Systems (each with an instant scripted model of its own kind; no network, no API
   mastra-libsql, mastra-libsql-full           Mastra in a Node 22 process, LibSQLStore on a file
 W1/W2 go through each system's streaming API (--api generate: the plain calls); W3/W4 the plain calls.
 Workloads (bench/harness.py): W1 approval cycle, W2 supervisor -> subagent -> approval, W3 N runs paused
-at once then all approved, W4 restart with N paused runs (fresh process lists and approves them).
+at once then all approved, W4 restart with N paused runs (fresh process lists and approves them);
+W1-300ms W1 with a model that waits 300 ms per turn, W3-fsync W3 at 2,000 with the store's fsyncs counted
+(strace), startup Runtime(...) to the first pause (Troupe rows).
 
 Every (workload, system) pair runs in a fresh Python process, one after the other (never two at once),
 workload by workload so that all systems of a workload are measured close together in time (--quick runs
@@ -47,6 +50,9 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+
+from bench_common import MODEL_TURN_S  # noqa: E402  (bench/ is on the path from here on)
+from harness import FSYNC, SLOW_W1, STARTUP  # noqa: E402
 
 MODULES = {
     "troupe": "troupe_systems",
@@ -124,10 +130,25 @@ NOTES = {
     "w3_sizes lists the sizes each system ran, and the per-run table compares only those.",
     "w4": "W4 times from the fresh process's spawn (interpreter, imports, Ray start where used) until every "
     "run is decided; 'list' is finding the paused runs from the durable store alone.",
+    "w1-300ms": "W1-300ms: W1's cycle with every system's scripted model waiting 300 ms per turn (an asyncio "
+    "sleep in the Python models, Troupe's in the agent's actor on Ray; a setTimeout in Mastra's), fewer "
+    "cycles than W1; overhead = the cycle minus 2 x 300 ms; 'beyond the waits' = the cycle minus the two "
+    "waits as each model measured them (timers overshoot a sleep).",
+    "w3-fsync": "W3-fsync: W3 at its N with 100 in flight, timed; then the same again with strace -f -c "
+    "attached to the store's process (redis-server; the SQLite writer: the driver in-process, the agent's "
+    "actors on Ray; the peers' own process; Mastra's Node), whose fsync + fdatasync calls over N are "
+    "fsyncs per run. strace stops the traced process at every system call, so that pass is not the timed "
+    "one.",
+    "startup": "Start-up (Troupe rows): a fresh process, troupe and Ray already imported, times the store "
+    "and Runtime(...) constructed, then generate() until the first run is paused (Ray and the agent's "
+    "actor start inside that on Ray).",
 }
 # W3's largest size when nothing else is asked for; W4 restarts with fewer (its peers' runs take minutes).
 FULL_W3 = "200,20000"
 FULL_W4 = 2000
+# W3-fsync's runs: the size issue 36's targets name.
+FSYNC_RUNS = 2000
+WORKLOADS = ["w1", "w2", SLOW_W1, "w3", FSYNC, "w4", STARTUP]
 # The Troupe configurations the peers' ratio columns compare with (the issue's two targets).
 RATIO_AGAINST = ["troupe-ray-redis-always", "troupe-local-sqlite-full"]
 # W3's largest size runs on these only by default: the peers' 20,000 runs would take about 23 minutes more
@@ -177,8 +198,33 @@ def module_for(key: str) -> str:
 # ---- child: one group of phases of one system, in a fresh process ----------------------------------------
 
 
+def workload_of(phase: str) -> str:
+    """The workload a phase's rows belong to: W4's two halves are "w4", every other phase its own."""
+    name = phase.partition(":")[0]
+    return "w4" if name.startswith("w4-") else name
+
+
+def phase_env(spec: dict[str, Any], name: str, tag: str) -> dict[str, Any]:
+    """The system's settings for a phase: its store tag, and for W1-300ms the model's wait per turn and
+    the file its waits are logged to."""
+    env = {**spec["env"], "store_tag": tag}
+    if name == SLOW_W1:
+        waits = Path(spec["workdir"]) / f"model-waits-{spec['system']}-{tag}-{os.getpid()}.log"
+        env.update(model_turn_s=MODEL_TURN_S, model_waits=str(waits))
+    return env
+
+
 async def child(spec: dict[str, Any]) -> list[dict[str, Any]]:
-    from harness import Unsupported, base_row, latency, restart_populate, restart_resume, suspended_scale
+    from harness import (
+        Unsupported,
+        base_row,
+        fsync_count,
+        latency,
+        restart_populate,
+        restart_resume,
+        startup,
+        suspended_scale,
+    )
     from machine_probe import probe
 
     module = importlib.import_module(module_for(spec["system"]))
@@ -188,18 +234,25 @@ async def child(spec: dict[str, Any]) -> list[dict[str, Any]]:
     tag = None
     try:
         for phase, phase_tag in spec["phases"]:
+            name, _, arg = phase.partition(":")
             if phase_tag != tag:  # each tag is its own store (SQLite file, Redis prefix, directory)
                 if system is not None:
                     await system.close()
                 tag = phase_tag
-                system = module.make(spec["system"], Path(spec["workdir"]), {**spec["env"], "store_tag": tag})
-                await system.open()
+                system = module.make(spec["system"], Path(spec["workdir"]), phase_env(spec, name, tag))
+                if name != STARTUP:  # start-up times the opening itself
+                    await system.open()
                 ready_at = time.time()
-            name, _, arg = phase.partition(":")
+            measure = getattr(module, "latency", latency)  # another runtime times its own cycles
             try:
                 if name in ("w1", "w2"):
-                    measure = getattr(module, "latency", latency)  # another runtime times its own cycles
                     rows.append(await measure(system, name, spec["cycles"], spec["warmup"]))
+                elif name == SLOW_W1:
+                    rows.append(await measure(system, name, spec["slow_cycles"], spec["slow_warmup"]))
+                elif name == FSYNC:
+                    rows.append(await fsync_count(system, int(arg), spec["concurrency"], spec["w3_warmup"]))
+                elif name == STARTUP:
+                    rows.append(await startup(system))
                 elif name == "w3":
                     rows.append(
                         await suspended_scale(
@@ -224,7 +277,7 @@ async def child(spec: dict[str, Any]) -> list[dict[str, Any]]:
                 unsupported = isinstance(exc, Unsupported)
                 if not unsupported:
                     traceback.print_exc()
-                workload = name.split("-")[0]
+                workload = workload_of(name)
                 n = int(arg) if arg else None
                 note = str(exc) if unsupported else f"{type(exc).__name__}: {exc}"
                 status = "unsupported" if unsupported else "error"
@@ -293,6 +346,8 @@ class Runner:
             "w3_warmup": self.args.w3_warmup,
             "concurrency": self.args.concurrency,
             "heap_sample": self.args.heap_sample,
+            "slow_cycles": self.args.slow_cycles,
+            "slow_warmup": self.args.slow_warmup,
             "out": str(out_path),
             **extra,
         }
@@ -327,72 +382,108 @@ class Runner:
 
     @staticmethod
     def _error(system: str, phases: list[tuple[str, str]], note: str) -> dict[str, Any]:
-        name, _, arg = phases[0][0].partition(":")
+        arg = phases[0][0].partition(":")[2]
         return {
             "system": system,
-            "workload": name.split("-")[0],
+            "workload": workload_of(phases[0][0]),
             "n": int(arg) if arg else None,
             "status": "error",
             "note": note,
         }
 
 
-def run(
-    args: argparse.Namespace, systems: list[str], workloads: list[str], workdir: Path, env: dict[str, Any]
-) -> list[dict[str, Any]]:
-    runner = Runner(args, workdir, env)
-    rows: list[dict[str, Any]] = []
-    latency = [(w, "lat") for w in ("w1", "w2") if w in workloads]
-    sizes = w3_sizes(args, systems) if "w3" in workloads else {}
+class Plan:
+    """Which phases each system runs, and in which processes (``Runner.spawn``), for one run."""
 
-    def scale(s: str) -> list[tuple[str, str]]:
-        return [(f"w3:{n}", f"w3-{n}") for n in sizes.get(s, [])]
+    def __init__(self, args: argparse.Namespace, systems: list[str], workloads: list[str], runner: Runner):
+        self.args, self.systems, self.workloads, self.runner = args, systems, workloads, runner
+        self.latency = [(w, "lat") for w in ("w1", "w2") if w in workloads]
+        # W1-300ms and W3-fsync: a store of their own (their tag), so a shared process opens them afresh.
+        self.slow = [(SLOW_W1, SLOW_W1)] if SLOW_W1 in workloads else []
+        self.fsync = [(f"{FSYNC}:{args.fsync_runs}", FSYNC)] if FSYNC in workloads else []
+        self.sizes = w3_sizes(args, systems) if "w3" in workloads else {}
+        self.n4 = args.w4_runs
 
-    n4 = args.w4_runs
+    def scale(self, s: str) -> list[tuple[str, str]]:
+        return [(f"w3:{n}", f"w3-{n}") for n in self.sizes.get(s, [])]
 
-    def restart(s: str, first: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def restart(self, s: str, first: list[dict[str, Any]]) -> list[dict[str, Any]]:
         done = [r for r in first if r.get("phase") == "w4-populate"]
         if not done:
             return [r for r in first if r.get("workload") == "w4"]  # it failed
-        return runner.spawn(s, [(f"w4-resume:{n4}", "w4")], populated=done[0])
+        return self.runner.spawn(s, [(f"w4-resume:{self.n4}", "w4")], populated=done[0])
 
-    def memory_only(s: str) -> dict[str, Any]:
+    def memory_only(self, s: str) -> dict[str, Any]:
         print(f"  {'':10} {s + ' w4':<45} n/a: memory only", flush=True)
-        return {"system": s, "workload": "w4", "n": n4, "status": "unsupported", "note": MEMORY_ONLY[s]}
+        return {"system": s, "workload": "w4", "n": self.n4, "status": "unsupported", "note": MEMORY_ONLY[s]}
 
-    if args.shared_process:  # one process per system for W1-W3 and the W4 populate; W4 resumes in another
+    def shared(self) -> list[dict[str, Any]]:
+        """One process per system for W1-W3-fsync and the W4 populate; W4 resumes in another."""
         print("W1-W3 and W4's first process, one process per system; then W4's fresh process", flush=True)
-        for s in systems:
-            populate = [(f"w4-populate:{n4}", "w4")] if "w4" in workloads and s not in MEMORY_ONLY else []
-            first = runner.spawn(s, latency + scale(s) + populate)
+        rows: list[dict[str, Any]] = []
+        for s in self.systems:
+            w4 = "w4" in self.workloads and s not in MEMORY_ONLY
+            populate = [(f"w4-populate:{self.n4}", "w4")] if w4 else []
+            first = self.runner.spawn(s, self.latency + self.slow + self.scale(s) + self.fsync + populate)
             rows += [r for r in first if "workload" in r and r["workload"] != "w4"]
-            if "w4" in workloads:
-                rows += [memory_only(s)] if s in MEMORY_ONLY else restart(s, first)
+            if "w4" in self.workloads:
+                rows += [self.memory_only(s)] if s in MEMORY_ONLY else self.restart(s, first)
         return rows
 
-    if latency:
-        print(f"{'/'.join(w.upper() for w, _ in latency)}: {args.cycles} cycles each", flush=True)
-        for s in systems:
-            rows += runner.spawn(s, latency)
-    for n in args.runs if sizes else []:
-        on = [s for s in systems if n in sizes[s]]
-        left = [s for s in systems if s not in on]
-        print(
-            f"W3: {n} runs paused at once, then approved" + (f" (not on {', '.join(left)})" if left else "")
+    def each(self, title: str, phases: list[tuple[str, str]]) -> list[dict[str, Any]]:
+        """``phases`` on every system, a fresh process each (none if there are no phases)."""
+        if not phases:
+            return []
+        print(title, flush=True)
+        return [row for s in self.systems for row in self.runner.spawn(s, phases)]
+
+    def separate(self) -> list[dict[str, Any]]:
+        """Each workload (and each W3 size) in a fresh process per system, workload by workload."""
+        args = self.args
+        rows = self.each(
+            f"{'/'.join(w.upper() for w, _ in self.latency)}: {args.cycles} cycles each", self.latency
         )
-        for s in on:
-            if len(sizes[s]) > 1 and n == max(sizes[s]):
-                rows += with_reference(runner, s, min(sizes[s]), n)
-            else:
-                rows += runner.spawn(s, [(f"w3:{n}", f"w3-{n}")])
-    if "w4" in workloads:
-        print(f"W4: restart with {n4} paused runs", flush=True)
-        for s in systems:
-            if s in MEMORY_ONLY:
-                rows.append(memory_only(s))
-            else:
-                rows += restart(s, runner.spawn(s, [(f"w4-populate:{n4}", "w4")]))
-    return rows
+        rows += self.each(
+            f"W1-300ms: the model waits {MODEL_TURN_S * 1000:g} ms per turn; {args.slow_cycles} cycles after "
+            f"{args.slow_warmup} warm-up",
+            self.slow,
+        )
+        for n in args.runs if self.sizes else []:
+            on = [s for s in self.systems if n in self.sizes[s]]
+            left = [s for s in self.systems if s not in on]
+            print(
+                f"W3: {n} runs paused at once, then approved"
+                + (f" (not on {', '.join(left)})" if left else "")
+            )
+            for s in on:
+                if len(self.sizes[s]) > 1 and n == max(self.sizes[s]):
+                    rows += with_reference(self.runner, s, min(self.sizes[s]), n)
+                else:
+                    rows += self.runner.spawn(s, [(f"w3:{n}", f"w3-{n}")])
+        rows += self.each(f"W3-fsync: {args.fsync_runs} runs timed, then counted with strace", self.fsync)
+        if "w4" in self.workloads:
+            print(f"W4: restart with {self.n4} paused runs", flush=True)
+            for s in self.systems:
+                if s in MEMORY_ONLY:
+                    rows.append(self.memory_only(s))
+                else:
+                    rows += self.restart(s, self.runner.spawn(s, [(f"w4-populate:{self.n4}", "w4")]))
+        return rows
+
+    def startup(self) -> list[dict[str, Any]]:
+        """Troupe rows only, always a fresh process each: its Runtime, Ray and actors start there."""
+        troupes = [s for s in self.systems if s.startswith("troupe-")]
+        if STARTUP not in self.workloads or not troupes:
+            return []
+        print("Start-up: Runtime(...) to the first run's pause, a fresh process per Troupe row", flush=True)
+        return [row for s in troupes for row in self.runner.spawn(s, [(STARTUP, STARTUP)])]
+
+
+def run(
+    args: argparse.Namespace, systems: list[str], workloads: list[str], workdir: Path, env: dict[str, Any]
+) -> list[dict[str, Any]]:
+    plan = Plan(args, systems, workloads, Runner(args, workdir, env))
+    return (plan.shared() if args.shared_process else plan.separate()) + plan.startup()
 
 
 # Runs of the smallest W3 size before the largest: one lasts a fraction of a second (0.13 s in memory),
@@ -463,7 +554,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--quick", action="store_true", help="about a minute and a half: 30 cycles, N=100")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a few minutes: 30 cycles, N=100, W1-300ms 10 cycles, W3-fsync N=200, one process per system",
+    )
     parser.add_argument("--cycles", type=int, help="W1/W2 timed cycles per system (default 300; quick 30)")
     parser.add_argument("--warmup", type=int, help="W1/W2 warm-up cycles (default 50; quick 10)")
     parser.add_argument("--runs", help=f"W3 sizes, comma-separated (default {FULL_W3}; quick 100)")
@@ -475,7 +570,14 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         help="W3: the systems that also run the largest size, comma-separated, or 'all' (default: "
         f"{','.join(W3_LARGE)}; quick: all); the others run the smaller sizes only",
     )
-    parser.add_argument("--w3-warmup", type=int, help="cycles before W3 (default 20; quick 5)")
+    parser.add_argument("--w3-warmup", type=int, help="cycles before W3 and W3-fsync (default 20; quick 5)")
+    parser.add_argument(
+        "--slow-cycles", type=int, help="W1-300ms timed cycles, >= 600 ms each (default 40; quick 10)"
+    )
+    parser.add_argument("--slow-warmup", type=int, help="W1-300ms warm-up cycles (default 5; quick 3)")
+    parser.add_argument(
+        "--fsync-runs", type=int, help=f"W3-fsync runs, timed and counted (default {FSYNC_RUNS}; quick 200)"
+    )
     parser.add_argument("--concurrency", type=int, default=100, help="W3/W4 calls in flight (default 100)")
     parser.add_argument(
         "--heap-sample",
@@ -486,7 +588,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--systems", default=",".join(DEFAULT_SYSTEMS), help=f"from: {', '.join(KNOWN_SYSTEMS)}"
     )
-    parser.add_argument("--workloads", default="w1,w2,w3,w4")
+    parser.add_argument(
+        "--workloads", default=",".join(WORKLOADS), help=f"comma-separated, from: {', '.join(WORKLOADS)}"
+    )
     parser.add_argument(
         "--out", type=Path, default=HERE / "results", help="directory for latest.{json,md,png}"
     )
@@ -523,6 +627,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     args.heap_sample = args.heap_sample if args.heap_sample is not None else (50 if quick else 200)
     args.warmup = args.warmup if args.warmup is not None else (10 if quick else 50)
     args.w3_warmup = args.w3_warmup if args.w3_warmup is not None else (5 if quick else 20)
+    args.slow_cycles = args.slow_cycles or (10 if quick else 40)
+    args.slow_warmup = args.slow_warmup if args.slow_warmup is not None else (3 if quick else 5)
+    args.fsync_runs = args.fsync_runs or (200 if quick else FSYNC_RUNS)
     args.runs = sorted({int(n) for n in (args.runs or ("100" if quick else FULL_W3)).split(",") if n})
     large = args.w3_large_systems or ("all" if quick else ",".join(W3_LARGE))
     args.w3_large_systems = "all" if large == "all" else [s.strip() for s in large.split(",") if s.strip()]
@@ -562,6 +669,8 @@ def main(argv: list[str] | None = None) -> None:
     if unknown:
         raise SystemExit(f"unknown systems {unknown}; known: {', '.join(KNOWN_SYSTEMS)}")
     workloads = [w.strip().lower() for w in args.workloads.split(",") if w.strip()]
+    if unknown := [w for w in workloads if w not in WORKLOADS]:
+        raise SystemExit(f"unknown workloads {unknown}; known: {', '.join(WORKLOADS)}")
 
     from bench_common import private_redis
 
@@ -580,6 +689,10 @@ def main(argv: list[str] | None = None) -> None:
         "w4_runs": args.w4_runs,
         "concurrency": args.concurrency,
         "heap_sample": args.heap_sample,
+        "slow_cycles": args.slow_cycles,
+        "slow_warmup": args.slow_warmup,
+        "model_turn_ms": MODEL_TURN_S * 1000,
+        "fsync_runs": args.fsync_runs,
         "shared_process": args.shared_process,
         "api": args.api,
         "gc": args.gc,

@@ -762,6 +762,34 @@ MUTANTS += [
     ),
 ]
 
+# ---- The benchmark's fsync counters (bench/fsync_count.py: W3-fsync's fsyncs per run) --------------------
+FSYNC_COUNT = ("tests/test_bench_fsync_count.py",)
+MUTANTS += [
+    Mutant(
+        "fsync-count-main-thread-only",
+        "bench/fsync_count.py",
+        'trace = ["-f", "-c", ',
+        # Without -f, strace attaches to the thread whose id is the pid and misses a writer thread's calls.
+        'trace = ["-c", ',
+        FSYNC_COUNT,
+    ),
+    Mutant(
+        "fsync-count-perf-one-thread",
+        "bench/fsync_count.py",
+        '                "-p",\n                str(pid),\n',
+        # perf -t counts the one thread whose id is the pid.
+        '                "-t",\n                str(pid),\n',
+        FSYNC_COUNT,
+    ),
+    Mutant(
+        "fsync-count-reads-another-column",
+        "bench/fsync_count.py",
+        "counts[cells[-1]] = int(cells[3])",
+        "counts[cells[-1]] = int(cells[2])",
+        FSYNC_COUNT,
+    ),
+]
+
 
 def run_tests(tests: tuple[str, ...]) -> tuple[bool, str]:
     """True if the tests all passed (the mutant survived); the last lines of pytest's output."""

@@ -1,12 +1,15 @@
 // Mastra under the benchmark's workloads (bench/harness.py defines them; bench/peer_mastra.py drives this).
-// Usage: node harness.mjs <libsql file> [FULL]   (FULL: SQLite synchronous=FULL instead of Mastra's NORMAL)
+// Usage: node harness.mjs <libsql file> [FULL] [--turn-ms=N]
+//   FULL: SQLite synchronous=FULL instead of Mastra's NORMAL; --turn-ms: the model waits N ms per turn
+//   (W1-300ms; the Python peers' models wait the same with an asyncio sleep).
 // Protocol: one JSON request per line on stdin ({id, op, ...}), one JSON answer per line on stdout
 // ({id, ok, result} or {id, ok: false, error}). Requests run concurrently (W3 keeps 100 in flight).
 // The first line written is {ready: true, ...} once the store is open.
 //
-// The model is scripted and instant (no network): it calls the gated tool unless the conversation ends
+// The model is scripted and instant unless --turn-ms is given (no network): it calls the gated tool unless the conversation ends
 // with that tool's result, then answers; it checks the result is the approved tool's output, so a
 // declined or failed call cannot pass for an approval. Telemetry is off (it would use the network).
+// With --turn-ms it waits that long at the start of each turn, and logs when each wait began and ended.
 process.env.MASTRA_TELEMETRY_DISABLED = "1";
 
 import { readFileSync } from "node:fs";
@@ -20,6 +23,24 @@ import { z } from "zod";
 const FINAL_TEXT = "Deleted.";
 const PROMPT = "delete abc-123";
 const usage = { inputTokens: 1, outputTokens: 1, totalTokens: 2 };
+
+const options = process.argv.slice(2).filter((arg) => arg.startsWith("--"));
+const [dbFile, synchronous] = process.argv.slice(2).filter((arg) => !arg.startsWith("--"));
+let turnMs = 0;
+for (const option of options) {
+  const match = /^--turn-ms=(\d+(?:\.\d+)?)$/.exec(option);
+  if (!match) throw new Error(`unknown option ${option}`);
+  turnMs = Number(match[1]);
+}
+
+// [began, ended] of each model wait (performance.now(), ms); latency() reads and clears it.
+const waits = [];
+
+async function modelWait() {
+  const began = performance.now();
+  await new Promise((resolve) => setTimeout(resolve, turnMs));
+  waits.push([began, performance.now()]);
+}
 
 // A tool call's result in the prompt, or undefined when the last message is not one.
 function lastToolResult(prompt, toolName) {
@@ -52,6 +73,7 @@ function scriptedModel(name, toolName, args, expectInResult) {
       throw new Error("the benchmark streams");
     },
     async doStream({ prompt, tools }) {
+      if (turnMs > 0) await modelWait();
       const offered = (tools ?? []).map((t) => t.name);
       if (!offered.includes(toolName)) throw new Error(`model ${name}: ${toolName} not offered (${offered})`);
       const result = lastToolResult(prompt, toolName);
@@ -97,8 +119,7 @@ const supervisor = new Agent({
   agents: { records },
 });
 
-const [dbFile, synchronous] = process.argv.slice(2);
-if (!dbFile) throw new Error("usage: node harness.mjs <libsql file> [FULL]");
+if (!dbFile) throw new Error("usage: node harness.mjs <libsql file> [FULL] [--turn-ms=N]");
 if (synchronous !== undefined && synchronous !== "FULL") throw new Error(`unknown setting ${synchronous}`);
 const storage = new LibSQLStore({ id: "bench", url: `file:${dbFile}` });
 const mastra = new Mastra({ agents: { records, supervisor }, storage, logger: false });
@@ -138,16 +159,23 @@ async function approve({ workload, runId, toolCallId }) {
   if (text !== FINAL_TEXT) throw new Error(`unexpected final text ${JSON.stringify(text)}: ${types}`);
 }
 
-// One cycle per sample, timed here around the same span as bench/harness.py's latency().
+// One cycle per sample, timed here around the same span as bench/harness.py's latency(); with each
+// cycle, the model's waits inside it: [how many, their ms] (none with an instant model).
 async function latency({ workload, warmup, cycles }) {
   for (let n = 0; n < warmup; n++) await approve(await pause(workload, -1));
-  const samples = [];
+  waits.length = 0;
+  const windows = [];
   for (let n = 0; n < cycles; n++) {
     const started = performance.now();
     await approve(await pause(workload, -1));
-    samples.push(performance.now() - started);
+    windows.push([started, performance.now()]);
   }
-  return samples;
+  const waited = windows.map(([start, end]) => {
+    const inside = waits.filter(([began, ended]) => start <= began && ended <= end);
+    return [inside.length, inside.reduce((total, [began, ended]) => total + ended - began, 0)];
+  });
+  waits.length = 0;
+  return { samples: windows.map(([start, end]) => end - start), waited };
 }
 
 async function listPaused() {
