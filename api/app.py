@@ -17,7 +17,7 @@ FastAPI app, under your prefix, dependencies and sessions.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager, nullcontext
 from typing import Any
 
@@ -30,7 +30,7 @@ from troupe.api import catalog, decision_links, deliveries, inbox, runs, suspend
 from troupe.api.auth import Gate, KeyRing, keyring
 from troupe.api.guards import DEFAULT_MAX_BODY_BYTES, BodyLimit, HostCheck, allowed_hosts
 from troupe.api.identity import HostIdentity, binder
-from troupe.api.mcp_http import mcp_endpoint
+from troupe.api.mcp_http import MCPEndpoint, mcp_endpoint
 from troupe.api.routing import error_response, http_error, invalid_request
 from troupe.api.service import Service
 from troupe.api.streams import MIN_INTERVAL_S
@@ -105,6 +105,21 @@ def create_app(
     )
     service: Service = router.troupe_service  # type: ignore[attr-defined]
     mcp = mcp_endpoint(service, allowed_hosts("127.0.0.1", hosts or ()))
+    app = FastAPI(title="Troupe", version="0.1.0", description=DESCRIPTION, lifespan=_lifespan(service, mcp))
+    app.state.troupe = service
+    app.include_router(router)
+    if mcp is not None:
+        app.router.routes.append(Route("/mcp", mcp, methods=["GET", "POST", "DELETE"]))
+    for error, handler in _HANDLERS:
+        app.add_exception_handler(error, handler)
+    app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
+    if open_mode:
+        app.add_middleware(HostCheck, hosts=allowed_hosts("127.0.0.1", hosts or ()))
+    return app
+
+
+def _lifespan(service: Service, mcp: MCPEndpoint | None) -> Callable[[FastAPI], Any]:
+    """The MCP endpoint's sessions run while the app does; work a route left running finishes after."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -112,19 +127,7 @@ def create_app(
             yield
             await service.drain()
 
-    app = FastAPI(title="Troupe", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
-    app.state.troupe = service
-    app.include_router(router)
-    if mcp is not None:
-        app.router.routes.append(Route("/mcp", mcp, methods=["GET", "POST", "DELETE"]))
-    app.add_exception_handler(TroupeError, _on_troupe_error)
-    app.add_exception_handler(RequestValidationError, _on_invalid_request)
-    app.add_exception_handler(StarletteHTTPException, _on_http_error)
-    app.add_exception_handler(Exception, _on_unexpected)
-    app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
-    if open_mode:
-        app.add_middleware(HostCheck, hosts=allowed_hosts("127.0.0.1", hosts or ()))
-    return app
+    return lifespan
 
 
 async def _on_troupe_error(request: Request, exc: Exception) -> Response:
@@ -145,6 +148,14 @@ async def _on_http_error(request: Request, exc: Exception) -> Response:
 async def _on_unexpected(request: Request, exc: Exception) -> Response:
     log.exception("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
     return error_response(TroupeError("internal server error", type=type(exc).__name__), 500)
+
+
+_HANDLERS: tuple[tuple[type[Exception], Any], ...] = (
+    (TroupeError, _on_troupe_error),
+    (RequestValidationError, _on_invalid_request),
+    (StarletteHTTPException, _on_http_error),
+    (Exception, _on_unexpected),
+)
 
 
 __all__ = ["create_app", "error_response", "troupe_router"]

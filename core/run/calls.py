@@ -170,13 +170,8 @@ class Calls:
         _answer(ctx, tool, call)
         hooks = self.spec.hooks
         try:
-            if hooks.before_tool_call is not None:
-                override = await _maybe_await(
-                    hooks.before_tool_call(call.tool_name, tool.parse_input(call.effective_args), ctx)
-                )
-                if isinstance(override, ToolCallOverride) and not override.proceed:
-                    done(run, call, override.output, overridden=True)
-                    return
+            if await self._overridden(run, call, tool, ctx):
+                return
             output = await tool.run(call.effective_args, ctx, self.threads)
         except SuspendSignal as signal:
             call.status = CallStatus.SUSPENDED
@@ -207,6 +202,17 @@ class Calls:
                 await _maybe_await(hooks.after_tool_call(call.tool_name, call.effective_args, output, ctx))
             except Exception:
                 log.warning("after_tool_call hook failed for %s", call.tool_call_id, exc_info=True)
+
+    async def _overridden(self, run: ActiveRun, call: ToolCallState, tool: Tool, ctx: ToolContext) -> bool:
+        """Whether a ``before_tool_call`` hook blocked the call (its output is the call's then)."""
+        before = self.spec.hooks.before_tool_call
+        if before is None:
+            return False
+        override = await _maybe_await(before(call.tool_name, tool.parse_input(call.effective_args), ctx))
+        if isinstance(override, ToolCallOverride) and not override.proceed:
+            done(run, call, override.output, overridden=True)
+            return True
+        return False
 
 
 def _answer(ctx: ToolContext, tool: Tool, call: ToolCallState) -> None:
