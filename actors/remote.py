@@ -110,6 +110,8 @@ def _lean_node() -> Iterator[None]:
     off with ``log_to_driver=False``) and Ray's API server, about 170 MiB and a second or more of start
     together (bench/embedded_ray.py).
 
+    Nor does it hold Ray's fixed ports: its dashboard agent listens where the OS says.
+
     The monitors go by Ray's own node options, ``no_monitor`` and ``include_log_monitor`` (``ray start
     --no-monitor --include-log-monitor=false``), which ``ray.init`` does not take: they are set on the
     parameters it builds for the node. The API server has no option: with ``include_dashboard=False``
@@ -122,7 +124,10 @@ def _lean_node() -> Iterator[None]:
 
     class LeanParams(parameter.RayParams):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **{**kwargs, "no_monitor": True, "include_log_monitor": False})
+            # The dashboard agent on a port of the OS's choosing (0), not Ray's fixed 52365: a cluster
+            # started with `ray start` on the same machine needs that one for its own agent.
+            lean = {"no_monitor": True, "include_log_monitor": False, "dashboard_agent_listen_port": 0}
+            super().__init__(*args, **{**kwargs, **lean})
 
     def no_api_server(self: Any, *, include_dashboard: bool | None, raise_on_failure: bool) -> None:
         """In place of Node.start_api_server: the node's dashboard URL stays None, as when it fails."""

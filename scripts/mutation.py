@@ -456,6 +456,13 @@ MUTANTS += [
 # Nothing reachable from another host without a credential (README "Security defaults").
 MUTANTS += [
     Mutant(
+        "embedded-ray-on-rays-fixed-agent-port",
+        "actors/remote.py",
+        ', "dashboard_agent_listen_port": 0}',
+        "}",
+        ("tests/test_ray_auth.py",),
+    ),
+    Mutant(
         "serve-replica-grpc-on-every-interface",
         "troupe/front_door.py",
         "        _replica_grpc_on_node_address()\n",

@@ -54,6 +54,11 @@ def process_tree(root: int) -> set[int]:
 
 def listeners_of(pids: set[int]) -> list[tuple[str, str]]:
     """(local address, command) of every TCP socket in LISTEN state that one of ``pids`` holds."""
+    return [(listener.address, command) for listener, command in sockets_of(pids)]
+
+
+def sockets_of(pids: set[int]) -> list[tuple[Listener, str]]:
+    """Every TCP socket in LISTEN state that one of ``pids`` holds, with that process's command."""
     owner: dict[str, int] = {}
     for pid in pids:
         with contextlib.suppress(OSError):
@@ -63,10 +68,7 @@ def listeners_of(pids: set[int]) -> list[tuple[str, str]]:
                     if target.startswith("socket:["):
                         owner[target[len("socket:[") : -1]] = pid
     return [
-        (
-            listener.address,
-            Path(f"/proc/{owner[listener.inode]}/cmdline").read_bytes().replace(b"\0", b" ").decode(),
-        )
+        (listener, Path(f"/proc/{owner[listener.inode]}/cmdline").read_bytes().replace(b"\0", b" ").decode())
         for listener in tcp_listeners()
         if listener.inode in owner
     ]

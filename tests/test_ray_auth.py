@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from helpers import delete_tool, one_call
-from listeners import is_loopback, listeners_of, process_tree
+from listeners import is_loopback, listeners_of, process_tree, sockets_of
 
 from troupe import Agent, Runtime, SqliteStore
 from troupe.testing import CallLog
@@ -88,6 +88,15 @@ def test_every_listener_of_the_embedded_ray_is_on_loopback(ray_session):
     assert any("gcs_server" in command for _, command in listeners), listeners  # Ray's own are in it
     assert [(a, c[:80]) for a, c in listeners if not is_loopback(a)] == []
     assert ray_session.util.get_node_ip_address() == "127.0.0.1"
+
+
+def test_the_embedded_ray_leaves_rays_fixed_ports_to_a_cluster_on_the_same_machine(ray_session):
+    """`ray start` on the same machine (a cluster next to Troupe's own Ray, as in examples/README.md)
+    needs Ray's default ports: its dashboard agent's 52365 above all, or its agent dies and it takes no
+    jobs. The embedded Ray listens only on ports the OS chose."""
+    fixed = {52365, 8265, 6379, 10001}  # dashboard agent, dashboard, GCS, Ray client: `ray start`'s own
+    ports = {listener.port for listener, _ in sockets_of(process_tree(os.getpid()))}
+    assert ports and not ports & fixed, sorted(ports & fixed)
 
 
 def test_a_process_without_the_token_is_refused_within_seconds(gcs_address, tmp_path):
