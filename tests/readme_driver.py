@@ -157,12 +157,16 @@ class User:
             stop(process)
 
 
+# What Serve's proxy answers while the application is still deploying: no route yet, no replica yet.
+DEPLOYING = (None, 404, 503)
+
+
 def answers(url: str, headers: dict[str, str] | None, process: subprocess.Popen[bytes], log: Path) -> None:
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise AssertionError(f"the server exited with {process.returncode}:\n{tail(log)}")
-        if status(url, headers) is not None:
+        if status(url, headers) not in DEPLOYING:
             return
         time.sleep(0.5)
     raise AssertionError(f"{url} never answered:\n{tail(log)}")
@@ -334,8 +338,9 @@ class Walk:
         url = f"http://127.0.0.1:{port}/api/agents"
 
         def check(block: Block) -> None:
-            with self.user.serving(block, url, headers):
-                assert status(url) == 401 and status(url, headers) == 200
+            with self.user.serving(block, url, headers) as log:
+                statuses = (status(url), status(url, headers))
+                assert statuses == (401, 200), f"without, with the key: {statuses}\n{tail(log)}"
 
         self.step(line, check)
 
