@@ -54,6 +54,12 @@ def parse_strace(text: str) -> dict[str, int]:
     return counts
 
 
+# perf's count for a counter that never ran while enabled: its task was not scheduled in that window
+# (asleep throughout), so none of its syscall tracepoints can have fired. A tracepoint is a software
+# event, never multiplexed out for want of hardware counters, so this is a true zero here.
+NOT_COUNTED = "<not counted>"
+
+
 def parse_perf(text: str) -> dict[str, int]:
     """The counts in ``perf stat -x,`` output: ``count,unit,event,...`` per event."""
     counts: dict[str, int] = {}
@@ -63,6 +69,8 @@ def parse_perf(text: str) -> dict[str, int]:
             name = cells[2].removeprefix("syscalls:sys_enter_")
             if name in SYSCALLS and cells[0].isdigit():
                 counts[name] = int(cells[0])
+            elif name in SYSCALLS and cells[0] == NOT_COUNTED:
+                counts[name] = 0
     missing = [name for name in SYSCALLS if name not in counts]
     if missing:
         raise FsyncCountError(f"perf counted no {', '.join(missing)} (it printed {text.strip()[-300:]!r})")

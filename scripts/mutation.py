@@ -789,6 +789,13 @@ MUTANTS += [
         FSYNC_COUNT,
     ),
     Mutant(
+        "fsync-count-asleep-is-an-error",
+        "bench/fsync_count.py",
+        "            elif name in SYSCALLS and cells[0] == NOT_COUNTED:\n                counts[name] = 0\n",
+        "",
+        FSYNC_COUNT,
+    ),
+    Mutant(
         "fsync-count-reads-another-column",
         "bench/fsync_count.py",
         "counts[cells[-1]] = int(cells[3])",

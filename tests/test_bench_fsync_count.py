@@ -86,9 +86,14 @@ async def test_counts_every_threads_fsyncs_while_attached_and_none_outside(tmp_p
 
 @TOOLS
 async def test_a_process_that_makes_none_counts_zero(tmp_path: Path, tool: str) -> None:
+    """The process is asleep the whole time it is counted (it said so, then waits on its stdin): perf then
+    reports its counters as never run (``<not counted>``), which is a zero, not a failure to count."""
+    asleep = "import sys; print('asleep', flush=True); sys.stdin.readline()"
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", "import sys; sys.stdin.readline()", stdin=asyncio.subprocess.PIPE
+        sys.executable, "-c", asleep, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
     )
+    assert proc.stdout is not None
+    assert await proc.stdout.readline() == b"asleep\n"
     async with counting_fsyncs([("idle", proc.pid)], tmp_path, tool) as counted:
         pass
     await _step(proc)
