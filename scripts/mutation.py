@@ -872,23 +872,29 @@ def main() -> int:
         finally:
             path.write_text(original)
         took = time.monotonic() - started
-        verdict = "SURVIVED" if survived else ("killed" if " failed" in tail else "BROKEN")
-        print(f"{verdict:8} {mutant.name} ({took:.0f} s): {tail}", flush=True)
+        print(f"{verdict(survived, tail):8} {mutant.name} ({took:.0f} s): {tail}", flush=True)
         rows.append((mutant, survived, tail, took))
     unexplained = [m.name for m, survived, _, _ in rows if survived and not m.harmless]
-    # Tests that error out (a mutant that does not import) prove nothing about the tests.
-    unexplained += [m.name for m, survived, tail, _ in rows if not survived and " failed" not in tail]
+    unexplained += [m.name for m, survived, tail, _ in rows if verdict(survived, tail) == "BROKEN"]
     if args.only is None:
         REPORT.write_text(report(rows))
         print(f"report: {REPORT.relative_to(ROOT)}")
     if unexplained:
-        print(f"surviving mutants without a reason: {', '.join(unexplained)}", file=sys.stderr)
+        print(f"surviving or broken mutants without a reason: {', '.join(unexplained)}", file=sys.stderr)
         return 1
     return 0
 
 
+def verdict(survived: bool, tail: str) -> str:
+    """SURVIVED (every test passed), killed (a test failed), or BROKEN: the tests errored out without a
+    failure (a mutant that does not import), which proves nothing about them."""
+    if survived:
+        return "SURVIVED"
+    return "killed" if " failed" in tail else "BROKEN"
+
+
 def report(rows: list[tuple[Mutant, bool, str, float]]) -> str:
-    killed = sum(1 for _, survived, _, _ in rows if not survived)
+    killed = sum(1 for _, survived, tail, _ in rows if verdict(survived, tail) == "killed")
     lines = [
         "# Mutation report",
         "",
@@ -899,7 +905,7 @@ def report(rows: list[tuple[Mutant, bool, str, float]]) -> str:
         "|---|---|---|---|---|",
     ]
     for mutant, survived, tail, took in rows:
-        result = "**survived**" if survived else "killed"
+        result = {"SURVIVED": "**survived**", "BROKEN": "**broken**"}.get(verdict(survived, tail), "killed")
         tests = ", ".join(mutant.tests)
         lines.append(f"| {mutant.name} | `{mutant.path}` | {tests} | {result} ({took:.0f} s) | {tail} |")
     survivors = [(m, s) for m, s, _, _ in rows if s]
