@@ -899,7 +899,8 @@ def report(rows: list[tuple[Mutant, bool, str, float]]) -> str:
         "# Mutation report",
         "",
         f"Written by `python scripts/mutation.py` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: "
-        f"{len(rows)} mutants of the decision, claim, checkpoint and recovery code, {killed} killed.",
+        f"{len(rows)} mutants of the guarantees (decisions, claims, checkpoints, recovery, notifications, "
+        f"identity, MCP, the benchmark's counters), {killed} killed.",
         "",
         "| mutant | file | tests | result | pytest says |",
         "|---|---|---|---|---|",
