@@ -82,6 +82,13 @@ MUTANTS = [
         ("tests/test_guarantees.py",),
     ),
     Mutant(
+        "first-write-ahead-of-the-model",
+        "core/run/flow.py",
+        "    await asyncio.sleep(0)\n    return await write\n",
+        "    return await write\n",
+        ("tests/test_guarantees.py",),
+    ),
+    Mutant(
         "failed-write-sent-ahead-ignored",
         "core/run/flow.py",
         "            self.version = await ahead\n",

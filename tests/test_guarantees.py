@@ -241,6 +241,31 @@ async def test_a_delegated_call_claimed_at_the_top_but_not_yet_accepted_below_is
             await runtime.shutdown()
 
 
+async def test_a_runs_first_write_goes_out_after_its_first_model_turn_has(tmp_path):
+    """durability="sync": a streamed run's first write is sent ahead of its first model turn, and its own
+    work (serializing the run; SqliteStore commits on the loop) starts only once that turn is under
+    way, so the model's call never waits behind it."""
+    order: list[str] = []
+
+    class Recording(SqliteStore):
+        async def create_run(self, state: Any) -> int:
+            order.append("write")
+            return await super().create_run(state)
+
+    def turn(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        order.append("model")
+        return text("hello")
+
+    store = Recording(tmp_path / "t.db")
+    runtime = Runtime([Agent("a", model=FunctionModel(turn))], storage=store, executor="local")
+    try:
+        stream = await runtime.get_agent("a").stream("hi")
+        assert "".join([t async for t in stream.text_stream]) == "hello"
+    finally:
+        await runtime.shutdown()
+    assert order == ["model", "write"]
+
+
 async def test_a_steps_checkpoint_goes_ahead_of_the_model_but_never_ahead_of_the_next_tool(tmp_path):
     """durability="sync": the checkpoint after a step's tools is sent and the model's next turn does not
     wait for it; the tool that turn asks for runs only once that checkpoint, and then the write marking

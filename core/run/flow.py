@@ -50,7 +50,7 @@ class ActiveRun:
     def send_ahead(self, write: Awaitable[int]) -> None:
         """Send ``write`` (which returns the run's new version) without waiting for it."""
         assert self.ahead is None, "one write ahead at a time: settle the last first"
-        self.ahead = asyncio.ensure_future(write)
+        self.ahead = asyncio.ensure_future(_behind_ready_tasks(write))
         # An operation that ends some other way (cancelled) never settles it: its error is not lost,
         # the write was not acknowledged, and recovery reads what is durable.
         self.ahead.add_done_callback(_seen)
@@ -60,6 +60,15 @@ class ActiveRun:
         ahead, self.ahead = self.ahead, None
         if ahead is not None:
             self.version = await ahead
+
+
+async def _behind_ready_tasks(write: Awaitable[int]) -> int:
+    """``write``, started once the tasks ready to run now have had their turn. A run's first write is
+    sent ahead just before the task that drives the run is spawned: without this, the write's own work
+    (the state's serialization, and SqliteStore's commit, which runs on the loop) would go first, and the
+    model's first turn would wait for it after all. With it, the model's call is out first."""
+    await asyncio.sleep(0)
+    return await write
 
 
 def _seen(write: asyncio.Future[int]) -> None:
