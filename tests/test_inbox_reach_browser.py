@@ -109,7 +109,9 @@ def test_the_inbox_shows_quorum_progress_and_delivery_state(
         tab.screenshot("inbox-quorum-deliveries.png")
 
         card.get_by_test_id("approve").click()  # the page's principal (bob's key) is the second approver
-        expect(card).to_have_attribute("data-state", "decided")
+        expect(card).to_have_attribute("data-state", "decided")  # claimed: the tool runs after this
+        result = card.get_by_test_id("outcome").get_by_test_id("result")
+        expect(result).to_have_text('{\n  "deleted": "rec-7"\n}')  # the tool's result, streamed back
         assert calls.count() == 1
     finally:
         tab.close()
