@@ -879,10 +879,11 @@ def main() -> int:
         finally:
             path.write_text(original)
         took = time.monotonic() - started
-        print(f"{verdict(survived, tail):8} {mutant.name} ({took:.0f} s): {tail}", flush=True)
-        rows.append((mutant, survived, tail, took))
-    unexplained = [m.name for m, survived, _, _ in rows if survived and not m.harmless]
-    unexplained += [m.name for m, survived, tail, _ in rows if verdict(survived, tail) == "BROKEN"]
+        outcome = verdict(survived, tail)
+        print(f"{outcome:8} {mutant.name} ({took:.0f} s): {tail}", flush=True)
+        rows.append((mutant, outcome, tail, took))
+    unexplained = [m.name for m, outcome, _, _ in rows if outcome == "SURVIVED" and not m.harmless]
+    unexplained += [m.name for m, outcome, _, _ in rows if outcome == "BROKEN"]
     if args.only is None:
         REPORT.write_text(report(rows))
         print(f"report: {REPORT.relative_to(ROOT)}")
@@ -900,8 +901,9 @@ def verdict(survived: bool, tail: str) -> str:
     return "killed" if " failed" in tail else "BROKEN"
 
 
-def report(rows: list[tuple[Mutant, bool, str, float]]) -> str:
-    killed = sum(1 for _, survived, tail, _ in rows if verdict(survived, tail) == "killed")
+def report(rows: list[tuple[Mutant, str, str, float]]) -> str:
+    """``rows``: each mutant with its verdict, what pytest said and the seconds it took."""
+    killed = sum(1 for _, outcome, _, _ in rows if outcome == "killed")
     lines = [
         "# Mutation report",
         "",
@@ -912,15 +914,15 @@ def report(rows: list[tuple[Mutant, bool, str, float]]) -> str:
         "| mutant | file | tests | result | pytest says |",
         "|---|---|---|---|---|",
     ]
-    for mutant, survived, tail, took in rows:
-        result = {"SURVIVED": "**survived**", "BROKEN": "**broken**"}.get(verdict(survived, tail), "killed")
+    for mutant, outcome, tail, took in rows:
+        result = {"SURVIVED": "**survived**", "BROKEN": "**broken**"}.get(outcome, "killed")
         tests = ", ".join(mutant.tests)
         lines.append(f"| {mutant.name} | `{mutant.path}` | {tests} | {result} ({took:.0f} s) | {tail} |")
-    survivors = [(m, s) for m, s, _, _ in rows if s]
+    survivors = [m for m, outcome, _, _ in rows if outcome == "SURVIVED"]
     lines += ["", "## Surviving mutants", ""]
     if not survivors:
         lines.append("None.")
-    for mutant, _ in survivors:
+    for mutant in survivors:
         reason = mutant.harmless or "NO REASON GIVEN: a test is missing."
         lines.append(f"- `{mutant.name}`: {reason}")
     return "\n".join(lines) + "\n"
