@@ -89,6 +89,13 @@ MUTANTS = [
         ("tests/test_guarantees.py",),
     ),
     Mutant(
+        "sent-ahead-write-shares-the-state",
+        "core/run/loop.py",
+        "run.send_ahead(self._write(run, run.state.snapshot(), thread",
+        "run.send_ahead(self._write(run, run.state, thread",
+        ("tests/test_fault_injection.py",),
+    ),
+    Mutant(
         "failed-write-sent-ahead-ignored",
         "core/run/flow.py",
         "            self.version = await ahead\n",

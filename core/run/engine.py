@@ -84,7 +84,7 @@ class RunEngine:
             if first_write == "now":
                 run.version = await self.store.create_run(state)
             elif first_write == "ahead":
-                run.send_ahead(self.store.create_run(state.model_copy(deep=True)))
+                run.send_ahead(self.store.create_run(state.snapshot()))
         except BaseException:
             release()
             raise

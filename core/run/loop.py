@@ -187,7 +187,7 @@ class RunLoop:
         await run.settle()
         run.state.updated_at = utcnow()
         if ahead:
-            run.send_ahead(self._write(run, run.state.model_copy(deep=True), thread, events, audit, consumed))
+            run.send_ahead(self._write(run, run.state.snapshot(), thread, events, audit, consumed))
         else:
             run.version = await self._write(run, run.state, thread, events, audit, consumed)
 
@@ -316,7 +316,8 @@ class RunLoop:
         state = run.state
         state.status = "suspended"
         # Only the top-level run announces pauses to people (a subagent's pause bubbles up to it).
-        pauses = [pause_event(state, c, p) for c, p in state.open_pauses()] if state.parent is None else []
+        announcing = state.parent is None and self.writer.notifying
+        pauses = [pause_event(state, c, p) for c, p in state.open_pauses()] if announcing else []
         thread = take_unsaved(self.spec.memory, state, upto=settled_length(state))
         await self.checkpoint(run, thread, pauses, audit=audit, consumed=consumed)
         self.paused.keep(state, run.version)  # this operation ends here: the state is not changed again

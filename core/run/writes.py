@@ -45,10 +45,16 @@ class RunWriter:
             self.on_outbox()
         return version
 
+    @property
+    def notifying(self) -> bool:
+        """Whether writes carry notifications: if not, a caller need not build the events it would pass
+        (a pause's event data costs more than the rest of its checkpoint's preparation)."""
+        return self.notifications is not None and bool(self.notifications.targets)
+
     def outbox(
         self, state: RunState, audit: Sequence[AuditEntry], events: Sequence[Event] = ()
     ) -> tuple[OutboxEntry, ...]:
-        if self.notifications is None or not self.notifications.targets:
+        if not self.notifying:
             return ()
         # A subagent's decisions are reported by the top-level run that routed them.
         decided = [decision_event(state, entry) for entry in audit] if state.parent is None else []
