@@ -13,9 +13,12 @@ A receiver is someone else's server, so nothing it does may hold a host up or fi
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
-import httpx
 from troupe.core.notifying.outbox import NotificationTarget
+
+if TYPE_CHECKING:
+    import httpx
 
 _ERROR_CHARS = 300
 
@@ -27,6 +30,10 @@ class HttpSender:
     async def send(
         self, target: NotificationTarget, body: bytes, headers: dict[str, str], timeout_s: float
     ) -> str | None:
+        # Imported on the first notification: every agent's actor has a sender, few ever send (httpx,
+        # with the click it loads, is about 2 MiB of each actor's memory).
+        import httpx
+
         if self._transport is None:
             self._transport = httpx.AsyncHTTPTransport()
         request = httpx.Request("POST", target.url, content=body, headers=headers)

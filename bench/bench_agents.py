@@ -10,7 +10,7 @@ from bench_common import model_wait
 from pydantic import BaseModel
 from troupe.core.vocabulary.store import Store
 
-from troupe import Agent, MemoryStore, RedisStore, SqliteStore, create_tool
+from troupe import Agent, MemoryStore, SqliteStore, create_tool
 from troupe.testing import FunctionModel, text, tool_call
 
 
@@ -64,4 +64,8 @@ def make_store(
         return SqliteStore(sqlite_path, synchronous="FULL" if sync.upper() == "FULL" else "NORMAL")
     if redis_url is None:
         raise SystemExit("the Redis configuration needs a redis-server (bench_common.private_redis)")
+    # Here, not at the top: the agents' actors import this module for its tools, and a SQLite or
+    # in-memory configuration's actors should not carry redis-py, as Troupe's own do not.
+    from troupe import RedisStore
+
     return RedisStore.from_url(redis_url, prefix=prefix)

@@ -151,6 +151,20 @@ def test_every_logger_lives_under_troupe():
     _python_passes(code)
 
 
+def test_an_agents_actor_loads_neither_redis_py_nor_httpx_until_it_uses_them():
+    """Each agent is an actor process of its own, so what its host imports is paid once per agent: a
+    host on SQLite (the store unpickled there) never loads redis-py, and httpx waits for the first
+    webhook (about 8 MiB of each actor together, bench/embedded_ray.py)."""
+    code = (
+        "import sys, pickle, troupe; from troupe import SqliteStore; import troupe.actors.host; "
+        "pickle.loads(pickle.dumps(SqliteStore(':memory:'))); "
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in {'redis', 'httpx'}); "
+        "assert not loaded, loaded; "
+        "from troupe import RedisStore; assert 'redis' in sys.modules"
+    )
+    _python_passes(code)
+
+
 def test_mcp_is_imported_only_once_a_session_opens_or_mcp_is_served():
     """``mcp`` is an extra: importing Troupe, defining MCP servers, an agent host and the HTTP app's
     module never import it (the sessions and /mcp do, when they are made)."""

@@ -54,7 +54,7 @@ class RunWriter:
     def outbox(
         self, state: RunState, audit: Sequence[AuditEntry], events: Sequence[Event] = ()
     ) -> tuple[OutboxEntry, ...]:
-        if not self.notifying:
+        if self.notifications is None or not self.notifying:
             return ()
         # A subagent's decisions are reported by the top-level run that routed them.
         decided = [decision_event(state, entry) for entry in audit] if state.parent is None else []
