@@ -6,9 +6,13 @@ pause (Ray's start, the agent's actor, the run), and then, after the cycle, ever
 under this one (Ray's daemons, agents and workers, the agent's actor) with its proportional set size
 (PSS: shared pages split between the processes that map them, so the sum counts them once).
 
-    python bench/embedded_ray.py [--store sqlite|memory]
+    python bench/embedded_ray.py [--store sqlite|memory] [--floor]
 
-Run it in a fresh process each time: a Ray already started in this process would be reused.
+``--floor``: Ray's own floor instead, for comparison: the same Ray, started as Troupe starts it, with one
+actor whose class imports nothing (what any Ray application pays before its own code). Run it in a fresh
+process each time: a Ray already started in this process would be reused. What is installed counts:
+with Ray's dashboard dependencies (``ray[default]``, which the ``cluster`` and ``serve`` extras bring),
+Ray's dashboard agent loads all its modules instead of its minimal set.
 """
 
 from __future__ import annotations
@@ -21,9 +25,6 @@ import time
 from pathlib import Path
 
 import psutil
-from bench_agents import build_agent
-
-from troupe import MemoryStore, Runtime, SqliteStore
 
 # What each of Ray's processes is, from its command line (the first match wins).
 # Ray's agents and workers rename themselves ("ray::DashboardAgent", "ray::IDLE", "ray::<actor>").
@@ -39,6 +40,7 @@ KINDS = [
     ("autoscaler/_private/monitor.py", "autoscaler monitor"),
     ("ray::IDLE", "idle worker"),
     ("AgentHost", "the agent's actor"),
+    ("Bare", "a bare actor (--floor)"),
     ("ray::", "another actor"),
     ("default_worker.py", "worker (starting)"),
 ]
@@ -60,6 +62,10 @@ def pss_mib(process: psutil.Process) -> float:
 
 
 async def main(store_kind: str) -> None:
+    from bench_agents import build_agent
+
+    from troupe import MemoryStore, Runtime, SqliteStore
+
     with tempfile.TemporaryDirectory() as tmp:
         storage = SqliteStore(Path(tmp) / "troupe.db") if store_kind == "sqlite" else MemoryStore()
         started = time.perf_counter()
@@ -77,6 +83,31 @@ async def main(store_kind: str) -> None:
         finally:
             await runtime.shutdown()
     print(f"Runtime(...) to the first run's pause: {to_pause:.2f} s")
+    report(rows, driver)
+
+
+def floor() -> None:
+    import ray
+    from troupe.actors.remote import ensure_ray
+
+    @ray.remote(num_cpus=0)
+    class Bare:
+        def pid(self) -> int:
+            return os.getpid()
+
+    ensure_ray()
+    try:
+        ray.get(Bare.remote().pid.remote())  # type: ignore[attr-defined]
+        me = psutil.Process(os.getpid())
+        rows = [(kind(p), p.pid, pss_mib(p)) for p in me.children(recursive=True)]
+        driver = pss_mib(me)
+    finally:
+        ray.shutdown()
+    print("Ray's floor: Troupe's embedded Ray with one actor that imports nothing")
+    report(rows, driver)
+
+
+def report(rows: list[tuple[str, int, float]], driver: float) -> None:
     print(f"{'process':<28} {'pid':>7} {'PSS MiB':>8}")
     for name, pid, pss in sorted(rows, key=lambda r: -r[2]):
         print(f"{name:<28} {pid:>7} {pss:8.1f}")
@@ -92,4 +123,9 @@ if __name__ == "__main__":
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--store", choices=["sqlite", "memory"], default="sqlite")
-    asyncio.run(main(parser.parse_args().store))
+    parser.add_argument("--floor", action="store_true", help="Ray's floor, without Troupe's agent")
+    args = parser.parse_args()
+    if args.floor:
+        floor()
+    else:
+        asyncio.run(main(args.store))
