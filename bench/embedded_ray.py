@@ -40,7 +40,7 @@ KINDS = [
     ("autoscaler/_private/monitor.py", "autoscaler monitor"),
     ("ray::IDLE", "idle worker"),
     ("AgentHost", "the agent's actor"),
-    ("Bare", "a bare actor (--floor)"),
+    ("ray::Bare", "a bare actor (--floor)"),
     ("ray::", "another actor"),
     ("default_worker.py", "worker (starting)"),
 ]

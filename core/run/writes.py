@@ -54,11 +54,12 @@ class RunWriter:
     def outbox(
         self, state: RunState, audit: Sequence[AuditEntry], events: Sequence[Event] = ()
     ) -> tuple[OutboxEntry, ...]:
-        if self.notifications is None or not self.notifying:
+        notifications = self.notifications if self.notifying else None
+        if notifications is None:
             return ()
         # A subagent's decisions are reported by the top-level run that routed them.
         decided = [decision_event(state, entry) for entry in audit] if state.parent is None else []
-        return self.notifications.entries([*events, *decided])
+        return notifications.entries([*events, *decided])
 
 
 __all__ = ["RunWriter"]
