@@ -147,9 +147,8 @@ class AguiRun:
         """Interrupt ids already decided: in the thread's waiting runs, and in the run the client's state
         names (the run a replayed resume answered may have finished since)."""
         runs = {p.run.run_id for p in pauses}
-        state = self.input.state if isinstance(self.input.state, dict) else {}
-        named = state.get("troupe", {}).get("runId") if isinstance(state.get("troupe"), dict) else None
-        if isinstance(named, str):
+        named = self._named_run()
+        if named is not None:
             runs.add(named)
         found: set[str] = set()
         for run_id in runs:
@@ -159,6 +158,13 @@ class AguiRun:
                 continue  # not the caller's to know about
             found |= decided_ids(await self.service.runtime.store().list_audit(run_id), self.agent.id)
         return found
+
+    def _named_run(self) -> str | None:
+        """The Troupe run the client's state names (``state.troupe.runId``, as this endpoint left it)."""
+        state = self.input.state
+        troupe = state.get("troupe") if isinstance(state, dict) else None
+        named = troupe.get("runId") if isinstance(troupe, dict) else None
+        return named if isinstance(named, str) else None
 
     # ---- the streams --------------------------------------------------------------------------------
 
@@ -267,11 +273,10 @@ class AguiRun:
     def _state(self, interrupts: list[Interrupt]) -> dict[str, Any]:
         """The client's state with Troupe's part replaced: the runs behind this thread and what waits."""
         given = self.input.state if isinstance(self.input.state, dict) else {}
-        before = given.get("troupe") if isinstance(given.get("troupe"), dict) else {}
         troupe = {
             "agentId": self.agent.id,
             # With no run of its own (nothing waited, nothing was asked), the run the state named stays.
-            "runId": self.troupe_runs[-1] if self.troupe_runs else before.get("runId"),
+            "runId": self.troupe_runs[-1] if self.troupe_runs else self._named_run(),
             "status": "suspended" if interrupts else "finished",
             "subagents": self.translator.tree,
             "interrupts": [i.id for i in interrupts],
