@@ -129,6 +129,8 @@ class AguiRun:
     # ---- what the thread waits on -------------------------------------------------------------------
 
     async def open_pauses(self) -> list[OpenPause]:
+        """Every pause the thread waits on, in the runs of the caller's resource (all, for an admin who
+        named none), oldest first per run."""
         found = await self.agent.list_suspended_runs(thread_id=self.thread, resource_id=self.resource)
         return [
             OpenPause(run, call, self._leaf_tool(call.agent_path, call.tool_name))

@@ -55,6 +55,7 @@ class _Scope:
     step: int = 0
 
     def call_id(self, tool_call_id: str) -> str:
+        """A tool call's AG-UI id: the top run's as it is, a subagent's prefixed with its run id."""
         return tool_call_id if self.subagent is None else f"{self.run_id}:{tool_call_id}"
 
 
@@ -283,6 +284,7 @@ class EventTranslator:
         ]
 
     def final_text(self) -> str | None:
+        """The top run's answer, from its ``finish`` chunk (None before one)."""
         output = (self.finished or {}).get("output")
         text = output.get("text") if isinstance(output, dict) else None
         return text if isinstance(text, str) else None

@@ -78,7 +78,22 @@ class ResumeInvalidError(AguiResumeError):
 
 
 def interrupt_id(tool_call_id: str, agent_path: Sequence[str], fingerprint: str) -> str:
-    """The AG-UI id of a pause: its tool call id, qualified by its fingerprint when it is a subagent's."""
+    """The AG-UI id of a pause: its tool call id, qualified by its fingerprint when it is a subagent's.
+
+    Args:
+        tool_call_id: the top run's tool call that waits (a delegation call for a subagent's pause).
+        agent_path: the agents from the top run's down to the one whose tool asks.
+        fingerprint: the pause's fingerprint, as the top run records it.
+
+    Returns:
+        The id, the same on every announcement of the pause.
+
+    Example:
+        >>> interrupt_id("call-1", ["ops"], "ab12")
+        'call-1'
+        >>> interrupt_id("d1", ["boss", "clerk"], "ab12")
+        'd1~ab12'
+    """
     return tool_call_id if len(agent_path) <= 1 else f"{tool_call_id}~{fingerprint}"
 
 
@@ -102,14 +117,17 @@ class OpenPause:
 
     @property
     def id(self) -> str:
+        """Its interrupt id (``interrupt_id``)."""
         return interrupt_id(self.call.tool_call_id, self.call.agent_path, self.call.fingerprint)
 
     @property
     def is_approval(self) -> bool:
+        """Whether it waits for an approval (else for input: a ``suspend()`` or an elicitation)."""
         return self.call.requires_approval
 
     @property
     def editable(self) -> bool:
+        """Whether the person may change the call's arguments (an approval of a tool that allows it)."""
         return self.is_approval and self.tool is not None and self.tool.allow_edited_args
 
     def interrupt(self) -> Interrupt:
@@ -210,8 +228,19 @@ class Answer:
 
 
 def answers(entries: Sequence[ResumeEntry], pauses: Sequence[OpenPause], decided: set[str]) -> list[Answer]:
-    """Every entry checked against the open pauses, in order; raises at the first one that cannot be
-    taken (then none is taken)."""
+    """Every entry checked against the open pauses, in order, before any is decided.
+
+    Args:
+        entries: the input's ``resume`` list.
+        pauses: what the thread waits on.
+        decided: interrupt ids already decided (``decided_ids``), to tell a replay from a mistake.
+
+    Returns:
+        One answer per entry, in the entries' order.
+
+    Raises:
+        AguiResumeError: at the first entry that cannot be taken (a subclass names why); then none is.
+    """
     by_id = {pause.id: pause for pause in pauses}
     seen: set[str] = set()
     checked = []

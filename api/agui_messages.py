@@ -35,7 +35,12 @@ def thread_of(run: RunAgentInput) -> str:
 
 
 def resource_of(caller: Principal, run: RunAgentInput) -> str | None:
-    """The resource named in ``forwardedProps.resourceId`` (or the caller's only one), checked."""
+    """The resource the run belongs to: ``forwardedProps.resourceId``, or the caller's only one.
+
+    Raises:
+        InvalidRequestError: no resource named by a caller with several, or not a short string (422).
+        PermissionDeniedError: a resource that is not the caller's (403).
+    """
     props = run.forwarded_props if isinstance(run.forwarded_props, dict) else {}
     named = props.get("resourceId")
     if named is not None and (not isinstance(named, str) or not 0 < len(named) <= MAX_ID_CHARS):
@@ -54,7 +59,18 @@ def resource_of(caller: Principal, run: RunAgentInput) -> str | None:
 
 
 def chat_messages(run: RunAgentInput, *, memory: bool) -> list[dict[str, Any]]:
-    """The run's conversation as the agent takes it (empty when the input carries nothing new)."""
+    """The run's conversation as the agent takes it (empty when the input carries nothing new).
+
+    Args:
+        run: the AG-UI input.
+        memory: the agent keeps the thread itself: only what came after the last answer is taken.
+
+    Returns:
+        OpenAI chat-format messages.
+
+    Raises:
+        InvalidRequestError: a content part that is not text (422).
+    """
     kept = [
         m for m in run.messages if m.role not in _SKIPPED_ROLES and not getattr(m, "subagent_run_id", None)
     ]
