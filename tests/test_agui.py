@@ -64,11 +64,12 @@ def server(http_server, tmp_path, calls, executor):
 
 
 def test_an_approval_is_an_interrupt_and_resume_runs_the_tool_once(server, tmp_path, calls):
-    asked, approved, replayed = steps(
+    asked, approved, replayed, later = steps(
         server.url,
         page("ops", "t1", user="delete abc-123"),
         page("ops", "t1", resume={"*": APPROVE}),
         page("ops", "t1", rawResume=[{"interruptId": "call-1", **APPROVE}]),
+        page("ops", "t1", user="what happened?"),
     )
     [interrupt] = interrupts(asked)
     assert interrupt["id"] == interrupt["toolCallId"] == "call-1"
@@ -90,6 +91,11 @@ def test_an_approval_is_an_interrupt_and_resume_runs_the_tool_once(server, tmp_p
     refused = run_error(replayed)
     assert refused["code"] == "AGUI_RESUME_ALREADY_DECIDED"
     assert calls.count("delete_record") == 1, "a replayed resume never runs the tool again"
+
+    # The next turn is a new run of the conversation the client holds: the model reads the tool's result
+    # as the client got it (TOOL_CALL_RESULT's compact JSON), and nothing is deleted again.
+    assert succeeded(later) == 'call-1={"deleted":"abc-123"}'
+    assert calls.count("delete_record") == 1
 
     run_id = asked["state"]["troupe"]["runId"]
     [entry] = sqlite_audit(tmp_path / "agui.db", run_id)
