@@ -867,6 +867,13 @@ MUTANTS += [
         (AGUI + "test_declining_gives_the_model_the_reason_and_cancelled_declines[local]",),
     ),
     Mutant(
+        "agui-edits-unchecked-before-deciding",
+        "api/agui_interrupts.py",
+        "        merged_args(pause.tool, target.call, edited)\n",
+        "",
+        (AGUI + "test_approving_with_edited_args_where_the_tool_allows_them[local]",),
+    ),
+    Mutant(
         "agui-decided-not-as-the-caller",
         "api/agui.py",
         '            "decided_by": self.caller,\n',

@@ -117,6 +117,23 @@ def test_declining_gives_the_model_the_reason_and_cancelled_declines(server, cal
     assert calls.count("delete_record") == 0
 
 
+def test_approving_with_edited_args_where_the_tool_allows_them(server, calls):
+    edit = {"status": "resolved", "payload": {"approved": True, "editedArgs": {"id": "xyz-9"}}}
+    wrong = {"status": "resolved", "payload": {"approved": True, "editedArgs": {"id": 9}}}
+    _, refused, edited, _, not_allowed = steps(
+        server.url,
+        page("ops", "t1", user="delete abc-123"),
+        page("ops", "t1", resume={"*": wrong}),
+        page("ops", "t1", resume={"*": edit}),
+        page("pair", "t2", client="B", user="delete a and b"),
+        page("pair", "t2", client="B", resume={"*": edit}),
+    )
+    assert run_error(refused)["code"] == "AGUI_RESUME_INVALID", "edits are checked against the input schema"
+    assert succeeded(edited) == 'call-1={"deleted": "xyz-9"}'
+    assert run_error(not_allowed)["code"] == "AGUI_RESUME_INVALID", "pair's delete takes no edits"
+    assert [e["id"] for e in calls.entries("delete_record")] == ["xyz-9"]
+
+
 def test_a_suspend_answer_is_checked_against_its_schema(server, calls):
     asked, invalid, again, answered = steps(
         server.url,
