@@ -26,7 +26,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
-from troupe.api import catalog, decision_links, deliveries, inbox, runs, suspended
+from troupe.api import agui, catalog, decision_links, deliveries, inbox, runs, suspended
 from troupe.api.auth import Gate, KeyRing, keyring
 from troupe.api.guards import DEFAULT_MAX_BODY_BYTES, BodyLimit, HostCheck, allowed_hosts
 from troupe.api.identity import HostIdentity, binder
@@ -66,7 +66,7 @@ def troupe_router(
     gate = Gate(keyring(keys), open_mode, tokens)
     service = Service(runtime, gate, min_event_interval_s=min_event_interval_s)
     router = APIRouter(dependencies=[Depends(binder(service, identity))])
-    for module in (catalog, runs, suspended, inbox, deliveries):
+    for module in (catalog, runs, suspended, inbox, deliveries, agui):
         router.include_router(module.router, prefix="/api")
     router.include_router(inbox.page_router)  # GET /inbox: the approval inbox page
     router.include_router(decision_links.router)  # GET/POST /decide/{token}: decision links

@@ -818,6 +818,77 @@ MUTANTS += [
     ),
 ]
 
+# ---- AG-UI (troupe.api.agui*: interrupts, resume entries as decisions) -----------------------------------
+AGUI = "tests/test_agui.py::"
+AGUI_APPROVE = (AGUI + "test_an_approval_is_an_interrupt_and_resume_runs_the_tool_once[local]",)
+AGUI_REFUSALS = (AGUI + "test_entries_that_cannot_be_taken_decide_nothing[local]",)
+MUTANTS += [
+    Mutant(
+        "agui-replayed-resume-not-known-as-decided",
+        "api/agui_interrupts.py",
+        "    if wanted in decided:\n",
+        "    if False:\n",
+        AGUI_APPROVE,
+    ),
+    Mutant(
+        "agui-invalid-entry-skipped-the-others-decided",
+        "api/agui_interrupts.py",
+        "        checked.append(_answer(entry, pause))\n",
+        "        try:\n            checked.append(_answer(entry, pause))\n"
+        "        except ResumeInvalidError:\n            continue\n",
+        AGUI_REFUSALS,
+    ),
+    Mutant(
+        "agui-new-run-over-an-open-interrupt",
+        "api/agui.py",
+        "            if pauses and messages:\n",
+        "            if False:\n",
+        AGUI_REFUSALS,
+    ),
+    Mutant(
+        "agui-resolved-without-payload-not-missing",
+        "api/agui_interrupts.py",
+        "    if entry.payload is None:\n",
+        "    if False:\n",
+        AGUI_REFUSALS,
+    ),
+    Mutant(
+        "agui-listing-across-tenants",
+        "api/agui.py",
+        "found = await self.agent.list_suspended_runs(thread_id=self.thread, resource_id=self.resource)",
+        "found = await self.agent.list_suspended_runs(thread_id=self.thread, resource_id=None)",
+        AGUI_REFUSALS,
+    ),
+    Mutant(
+        "agui-cancelled-approves",
+        "api/agui_interrupts.py",
+        '    if entry.status == "cancelled":\n        return Answer(pause, "decline")\n',
+        '    if entry.status == "cancelled":\n        return Answer(pause, "approve")\n',
+        (AGUI + "test_declining_gives_the_model_the_reason_and_cancelled_declines[local]",),
+    ),
+    Mutant(
+        "agui-edits-unchecked-before-deciding",
+        "api/agui_interrupts.py",
+        "        merged_args(pause.tool, target.call, edited)\n",
+        "",
+        (AGUI + "test_approving_with_edited_args_where_the_tool_allows_them[local]",),
+    ),
+    Mutant(
+        "agui-decided-not-as-the-caller",
+        "api/agui.py",
+        '            "decided_by": self.caller,\n',
+        "",
+        AGUI_APPROVE,
+    ),
+    Mutant(
+        "agui-surface-not-recorded",
+        "api/agui.py",
+        'SURFACE = "ag-ui"',
+        'SURFACE = "http"',
+        AGUI_APPROVE,
+    ),
+]
+
 
 def run_tests(tests: tuple[str, ...]) -> tuple[bool, str]:
     """True if the tests all passed (the mutant survived); the last lines of pytest's output."""

@@ -3,7 +3,8 @@
 # --system) the system packages the test suite needs (redis-server, npm, chromium for the inbox page's
 # browser tests, driven by Playwright without `playwright install`) plus the Node packages of the
 # Mastra-client test (tests/js: Node 22 and @mastra/client-js from the lock file) and of the MCP tests
-# (tests/mcp_js: Node 22, two MCP servers and the MCP TypeScript SDK); --js does only those.
+# (tests/mcp_js: Node 22, two MCP servers and the MCP TypeScript SDK) and of the AG-UI tests (tests/agui_js:
+# Node 22, the official @ag-ui/client, esbuild to bundle it for the browser test); --js does only those.
 # Safe to run again; it only adds what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,7 +45,7 @@ make_venv
 if $js; then
     # npm ci installs exactly each lock file; a stamp skips it when nothing changed since. tests/js holds
     # Mastra's client, tests/mcp_js the MCP servers and the MCP TypeScript SDK the MCP tests run.
-    for folder in tests/js tests/mcp_js; do
+    for folder in tests/js tests/mcp_js tests/agui_js; do
         stamp=$folder/node_modules/.troupe-installed-lock
         if ! cmp -s $folder/package-lock.json "$stamp" 2>/dev/null; then
             (cd $folder && npm ci --no-audit --no-fund --loglevel=error >/dev/null)

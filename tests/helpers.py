@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
-from troupe import AgentStream, Chunk, create_tool
+from troupe import AgentStream, Chunk, SqliteStore, create_tool
 from troupe.testing import CallLog, FunctionModel, text, tool_call
 
 
@@ -90,3 +96,28 @@ async def chunks_of(stream: AgentStream) -> list[Chunk]:
 
 def types_of(chunks: list[Chunk]) -> list[str]:
     return [c.type for c in chunks]
+
+
+def sqlite_audit(db: str | os.PathLike[str], run_id: str) -> list[Any]:
+    """The run's audit entries, read from a server's SQLite file. In a thread of its own, so it works from
+    any test (Playwright's sync API keeps an event loop running in the test's thread)."""
+
+    async def read() -> list[Any]:
+        store = SqliteStore(db)
+        try:
+            return await store.list_audit(run_id)
+        finally:
+            await store.close()
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, read()).result()
+
+
+def node_report(node: str | os.PathLike[str], folder: Path, *args: str) -> Any:
+    """Run a Node script of ``folder`` (a client others wrote, driven by a script of ours) and return the
+    JSON report it prints last; its stderr is the failure message."""
+    done = subprocess.run(
+        [str(node), *args], cwd=folder, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])

@@ -297,6 +297,10 @@ class Walk:
                     lambda b: expect(self.user.run(b), '"finishReason":"suspended"'),
                 )
                 self.step_client()
+                self.step(  # AG-UI: a run that pauses, then its resume
+                    "curl -sN http://127.0.0.1:8000/api/agents/records-assistant/agui",
+                    lambda b: expect(self.user.run(b), '"type":"interrupt"', '"call-delete","content"'),
+                )
                 self.step(
                     "RUN=demo-$(date +%s)",
                     lambda b: expect(self.user.run(b), "finished: stop"),

@@ -11,12 +11,12 @@ import stat
 from pathlib import Path
 
 import pytest
+from helpers import sqlite_audit
 from http_server import runtime_factory
 from oidc_issuer import AUDIENCE, Issuer
 from troupe.api.keys import KeyRing, PlainKeysError
 from troupe.api.tokens import OidcSettings
 
-from troupe import SqliteStore
 from troupe.cli import main
 from troupe.testing import CallLog
 
@@ -96,17 +96,6 @@ def governed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     return {"run": asyncio.run(pause()), "db": str(db), "calls": str(calls)}
 
 
-def audit(db: str, run_id: str) -> list:
-    async def read() -> list:
-        store = SqliteStore(db)
-        try:
-            return await store.list_audit(run_id)
-        finally:
-            await store.close()
-
-    return asyncio.run(read())
-
-
 def test_approve_with_the_app_says_who_decides(governed, capsys):
     cli = ["approve", governed["run"], "call-1", "--app", "identity_app:runtime"]
     assert main(cli) == 1
@@ -118,7 +107,7 @@ def test_approve_with_the_app_says_who_decides(governed, capsys):
     assert main([*cli, "--as", "bob"]) == 1 and "already approved" in capsys.readouterr().err
     assert main([*cli, "--as", "carol"]) == 0
     assert CallLog(governed["calls"]).count("delete_record") == 1
-    entries = audit(governed["db"], governed["run"])
+    entries = sqlite_audit(governed["db"], governed["run"])
     assert [(e.kind, e.subject, e.issuer, e.surface) for e in entries] == [
         ("approval-recorded", "bob", "troupe", "cli"),
         ("approved", "carol", "troupe", "cli"),
@@ -146,7 +135,7 @@ def test_a_token_decides_over_the_server(http_server, tmp_path: Path, calls: Cal
         token = issuer.token("u-ops", troupe_resources=["a1"])
         assert main(["approve", run_id, "call-1", *where, "--token", token]) == 0
         assert calls.count("delete_record") == 1
-        (entry,) = audit(str(tmp_path / "http.db"), run_id)
+        (entry,) = sqlite_audit(str(tmp_path / "http.db"), run_id)
         assert (entry.subject, entry.issuer, entry.surface) == ("u-ops", issuer.url, "http")
     finally:
         issuer.stop()

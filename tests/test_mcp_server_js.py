@@ -5,26 +5,17 @@ paused result; a wrong key is refused."""
 
 from __future__ import annotations
 
-import json
-import subprocess
 from typing import Any
 
+from helpers import node_report
 from http_server import KEYS, runtime_factory
 from mcp_servers import MCP_JS, NODE, need_node_packages
 
 
 def run_client(url: str, key: str, answer: str) -> dict[str, Any]:
     need_node_packages()
-    done = subprocess.run(
-        [str(NODE), "troupe_mcp_client.mjs", url, key, "a1", answer],
-        cwd=MCP_JS,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    report: dict[str, Any] = node_report(NODE, MCP_JS, "troupe_mcp_client.mjs", url, key, "a1", answer)
+    return report
 
 
 def test_typescript_client_approves_and_declines_through_elicitation(http_server, tmp_path, calls):

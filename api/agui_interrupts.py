@@ -1,0 +1,340 @@
+"""AG-UI interrupts: each open pause of a thread as one canonical ``Interrupt``, and each ``resume`` entry
+checked into an answer that the agent's own decision methods carry out.
+
+An interrupt's ``id`` is the paused call's ``tool_call_id`` (the top run's, as every Troupe surface names
+it), so it is the same on every reconnect. A pause lifted from a subagent is ``<tool_call_id>~<fingerprint>``
+instead: one delegation call can hold several of its subagent's pauses at once, and AG-UI ids are unique in
+a run. ``reason`` is AG-UI's core value for the kind (``tool_call`` for an approval, ``input_required`` for
+a ``suspend()`` or an MCP elicitation); ``metadata["troupe"]`` carries the rest (kind, tool, args, origin,
+agent path, fingerprint, what may be edited).
+
+Every entry of a ``resume`` list is checked before anything is decided: an entry that names no open
+interrupt, names one already decided, or carries no or an invalid answer raises the ``AguiResumeError``
+that says which, and no entry is decided. The checks are the agent's own (``as_decision``,
+``merged_args``, ``validated_resume_data``), so an answer they let through is one the agent takes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ag_ui.core import Interrupt, ResumeEntry
+from troupe.api.mcp_pauses import PausedCall
+from troupe.core.deciding.decisions import Target, as_decision, merged_args, validated_resume_data
+from troupe.core.run.delegation import child_run_id
+from troupe.core.vocabulary.errors import DecisionRejectedError, TroupeError
+from troupe.core.vocabulary.json_schemas import instance_errors
+from troupe.core.vocabulary.requests import Decline, Resume
+from troupe.core.vocabulary.state import CallStatus, Pause, ToolCallState
+from troupe.core.vocabulary.store import AuditEntry
+from troupe.core.vocabulary.suspended import PendingToolCall, SuspendedRun
+from troupe.core.vocabulary.tools import Tool
+
+# Audit kinds that mean "this pause was decided" (a quorum's partial approval leaves it open).
+DECIDED_KINDS = frozenset({"approved", "declined", "resumed", "expired"})
+
+
+class AguiResumeError(TroupeError):
+    """An AG-UI run input that cannot be taken: it ends in ``RUN_ERROR`` with this ``code``, and nothing
+    is decided."""
+
+    code = "AGUI_RESUME_ERROR"
+    http_status = 409
+
+
+class InterruptOpenError(AguiResumeError):
+    """A new run (messages, no ``resume``) on a thread whose run waits on interrupts."""
+
+    code = "AGUI_INTERRUPT_OPEN"
+
+
+class ResumeMissingError(AguiResumeError):
+    """A ``resolved`` entry without the ``payload`` that answers it."""
+
+    code = "AGUI_RESUME_MISSING"
+
+
+class ResumeUnknownError(AguiResumeError):
+    """An entry whose ``interruptId`` names no interrupt of this thread."""
+
+    code = "AGUI_RESUME_UNKNOWN"
+
+
+class ResumeDecidedError(AguiResumeError):
+    """An entry for an interrupt that was already decided (a replayed resume)."""
+
+    code = "AGUI_RESUME_ALREADY_DECIDED"
+
+
+class ResumeInvalidError(AguiResumeError):
+    """An entry whose answer does not fit its interrupt (shape, schema, edits), or a second entry for the
+    same interrupt."""
+
+    code = "AGUI_RESUME_INVALID"
+    http_status = 422
+
+
+def interrupt_id(tool_call_id: str, agent_path: Sequence[str], fingerprint: str) -> str:
+    """The AG-UI id of a pause: its tool call id, qualified by its fingerprint when it is a subagent's.
+
+    Args:
+        tool_call_id: the top run's tool call that waits (a delegation call for a subagent's pause).
+        agent_path: the agents from the top run's down to the one whose tool asks.
+        fingerprint: the pause's fingerprint, as the top run records it.
+
+    Returns:
+        The id, the same on every announcement of the pause.
+
+    Example:
+        >>> interrupt_id("call-1", ["ops"], "ab12")
+        'call-1'
+        >>> interrupt_id("d1", ["boss", "clerk"], "ab12")
+        'd1~ab12'
+    """
+    return tool_call_id if len(agent_path) <= 1 else f"{tool_call_id}~{fingerprint}"
+
+
+def decided_ids(entries: Iterable[AuditEntry], agent_id: str) -> set[str]:
+    """The interrupt ids the audit log says were decided in runs of ``agent_id``."""
+    return {
+        interrupt_id(e.tool_call_id, e.agent_path, e.fingerprint)
+        for e in entries
+        if e.agent_id == agent_id and e.kind in DECIDED_KINDS
+    }
+
+
+@dataclass(frozen=True)
+class OpenPause:
+    """One pause waiting for a human: its run, the call as listed, and the leaf tool (None when the
+    agent's definition does not hold it, e.g. an MCP server's)."""
+
+    run: SuspendedRun
+    call: PendingToolCall
+    tool: Tool | None
+
+    @property
+    def id(self) -> str:
+        """Its interrupt id (``interrupt_id``)."""
+        return interrupt_id(self.call.tool_call_id, self.call.agent_path, self.call.fingerprint)
+
+    @property
+    def is_approval(self) -> bool:
+        """Whether it waits for an approval (else for input: a ``suspend()`` or an elicitation)."""
+        return self.call.requires_approval
+
+    @property
+    def editable(self) -> bool:
+        """Whether the person may change the call's arguments (an approval of a tool that allows it)."""
+        return self.is_approval and self.tool is not None and self.tool.allow_edited_args
+
+    def interrupt(self) -> Interrupt:
+        """The pause as AG-UI's canonical interrupt."""
+        call = self.call
+        message, schema = PausedCall(self.run.agent_id, self.run.run_id, self._payload()).question()
+        if self.editable:
+            schema = _with_edits(schema, call.args)
+        subagent = child_run_id(self.run.run_id, call.tool_call_id) if len(call.agent_path) > 1 else None
+        return Interrupt(
+            id=self.id,
+            reason="tool_call" if self.is_approval else "input_required",
+            message=message,
+            tool_call_id=call.tool_call_id,
+            response_schema=schema,
+            expires_at=call.expires_at.isoformat() if call.expires_at is not None else None,
+            subagent_run_id=subagent,
+            metadata={"troupe": self._details()},
+        )
+
+    def _payload(self) -> dict[str, Any]:
+        call = self.call
+        payload = {
+            "tool_call_id": call.tool_call_id,
+            "tool_name": call.tool_name,
+            "args": call.args,
+            "agent_path": call.agent_path,
+            "resume_schema": call.resume_schema,
+        }
+        if not self.is_approval:
+            payload["suspend_payload"] = call.suspend_payload
+        return payload
+
+    def _details(self) -> dict[str, Any]:
+        call = self.call
+        asked = call.suspend_payload
+        elicited = isinstance(asked, dict) and asked.get("elicitation") is True
+        return {
+            "runId": self.run.run_id,
+            "agentId": self.run.agent_id,
+            "kind": "approval" if self.is_approval else "input",
+            "input": None if self.is_approval else ("elicitation" if elicited else "suspend"),
+            "toolName": call.tool_name,
+            "args": call.args,
+            "agentPath": call.agent_path,
+            "origin": call.tool_origin,
+            "suspendPayload": asked,
+            "resumeSchema": call.resume_schema,
+            "fingerprint": call.fingerprint,
+            "editable": {"args": self.editable},
+            "approvals": call.approvals,
+            "interrupted": call.interrupted,
+        }
+
+    def target(self) -> Target:
+        """The call and pause as the agent's own checks take them."""
+        call = self.call
+        kind: Literal["approval", "suspend"] = "approval" if self.is_approval else "suspend"
+        state = ToolCallState(
+            tool_call_id=call.tool_call_id,
+            tool_name=call.tool_name,
+            args=call.args,
+            requires_approval=self.is_approval,
+            status=CallStatus.AWAITING_APPROVAL if self.is_approval else CallStatus.SUSPENDED,
+        )
+        pause = Pause(
+            kind=kind,
+            tool_name=call.tool_name,
+            args=call.args,
+            suspend_payload=call.suspend_payload,
+            resume_schema=call.resume_schema,
+            agent_path=call.agent_path,
+            fingerprint=call.fingerprint,
+        )
+        return Target(state, pause)
+
+
+def _with_edits(schema: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
+    """An approval's schema with ``editedArgs``: AG-UI's signal that the person may edit the call."""
+    edits = {
+        "type": "object",
+        "title": "Edited arguments",
+        "description": "Arguments to run the tool with instead, merged over the proposed ones: "
+        + json.dumps(args, ensure_ascii=False)[:2000],
+    }
+    return {**schema, "properties": {**schema.get("properties", {}), "editedArgs": edits}}
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A checked resume entry: what to ask of the agent about ``pause``."""
+
+    pause: OpenPause
+    action: Literal["approve", "decline", "resume"]
+    reason: str | None = None
+    edited_args: dict[str, Any] | None = None
+    data: Any = None
+
+
+def answers(entries: Sequence[ResumeEntry], pauses: Sequence[OpenPause], decided: set[str]) -> list[Answer]:
+    """Every entry checked against the open pauses, in order, before any is decided.
+
+    Args:
+        entries: the input's ``resume`` list.
+        pauses: what the thread waits on.
+        decided: interrupt ids already decided (``decided_ids``), to tell a replay from a mistake.
+
+    Returns:
+        One answer per entry, in the entries' order.
+
+    Raises:
+        AguiResumeError: at the first entry that cannot be taken (a subclass names why); then none is.
+    """
+    by_id = {pause.id: pause for pause in pauses}
+    seen: set[str] = set()
+    checked = []
+    for entry in entries:
+        wanted = entry.interrupt_id
+        if wanted in seen:
+            raise ResumeInvalidError(
+                f"resume answers interrupt {wanted!r} twice; send one entry per interrupt",
+                interrupt_id=wanted,
+            )
+        seen.add(wanted)
+        pause = by_id.get(wanted)
+        if pause is None:
+            raise _not_open(wanted, decided, by_id)
+        checked.append(_answer(entry, pause))
+    return checked
+
+
+def _not_open(wanted: str, decided: set[str], open_ids: Iterable[str]) -> AguiResumeError:
+    if wanted in decided:
+        return ResumeDecidedError(
+            f"interrupt {wanted!r} was already decided; a resume is taken once (nothing was decided now)",
+            interrupt_id=wanted,
+        )
+    waiting = sorted(open_ids)
+    return ResumeUnknownError(
+        f"interrupt {wanted!r} is not one this thread waits on"
+        + (f" (it waits on {', '.join(waiting)})" if waiting else " (it waits on nothing)"),
+        interrupt_id=wanted,
+        open=waiting,
+    )
+
+
+def _answer(entry: ResumeEntry, pause: OpenPause) -> Answer:
+    if entry.status == "cancelled":
+        return Answer(pause, "decline")
+    if entry.payload is None:
+        expected = (
+            "{approved: boolean, reason?: string}" if pause.is_approval else "the answer its schema asks"
+        )
+        raise ResumeMissingError(
+            f"resume entry for interrupt {pause.id!r} is 'resolved' but has no payload: send {expected}, "
+            "or status 'cancelled' to decline",
+            interrupt_id=pause.id,
+        )
+    try:
+        return _approval(entry.payload, pause) if pause.is_approval else _input(entry.payload, pause)
+    except DecisionRejectedError as exc:
+        raise ResumeInvalidError(
+            f"resume entry for interrupt {pause.id!r}: {exc.message}", interrupt_id=pause.id
+        ) from exc
+
+
+def _approval(payload: Any, pause: OpenPause) -> Answer:
+    """``{approved, reason?, editedArgs?}``: decided as approve or decline, exactly as resume data is."""
+    edited = payload.get("editedArgs") if isinstance(payload, dict) else None
+    rest = {k: v for k, v in payload.items() if k != "editedArgs"} if isinstance(payload, dict) else payload
+    target = pause.target()
+    decision = as_decision(target.pause, pause.call.tool_call_id, Resume(rest))
+    if isinstance(decision, Decline):
+        if edited is not None:
+            raise DecisionRejectedError("editedArgs come with an approval only (approved: true)")
+        return Answer(pause, "decline", reason=decision.reason)
+    if edited is not None:
+        if pause.tool is None:
+            raise DecisionRejectedError(f"tool {pause.call.tool_name!r} does not accept edited args")
+        merged_args(pause.tool, target.call, edited)
+    return Answer(pause, "approve", edited_args=edited)
+
+
+def _input(payload: Any, pause: OpenPause) -> Answer:
+    """An answer to a ``suspend()`` or an elicitation, checked as the agent checks resume data."""
+    if pause.tool is not None:
+        validated_resume_data(pause.tool, pause.target(), payload)
+    elif pause.call.resume_schema is not None:
+        errors = instance_errors(pause.call.resume_schema, payload)
+        if errors:
+            raise DecisionRejectedError(
+                "the answer does not match the schema it asked for: " + "; ".join(errors)
+            )
+    return Answer(pause, "resume", data=payload)
+
+
+__all__ = [
+    "DECIDED_KINDS",
+    "AguiResumeError",
+    "Answer",
+    "InterruptOpenError",
+    "OpenPause",
+    "ResumeDecidedError",
+    "ResumeInvalidError",
+    "ResumeMissingError",
+    "ResumeUnknownError",
+    "answers",
+    "decided_ids",
+    "interrupt_id",
+]
