@@ -48,7 +48,6 @@ from a2a.types.a2a_pb2 import (
     TaskStatusUpdateEvent,
 )
 from a2a.utils.errors import (
-    A2AError,
     ExtendedAgentCardNotConfiguredError,
     InvalidParamsError,
     PushNotificationNotSupportedError,
@@ -140,10 +139,7 @@ class AgentsOverA2A(RequestHandler):
         call = _call(context)
         message = params.message
         with _as_a2a_errors():
-            if message.task_id:
-                events = self._answer(call, message)
-            else:
-                events = self._start(call, params)
+            events = self._answer(call, message) if message.task_id else self._start(call, params)
             async for event in events:
                 yield event
 
@@ -318,7 +314,7 @@ _NO_PUSH = (
 )
 
 
-# ---- runs as the caller may see them ----------------------------------------------------------------------
+# ---- runs as the caller may see them ------------------------------------------------------------------
 
 
 async def _visible(call: A2ACall, run_id: str) -> RunState | None:
@@ -343,7 +339,7 @@ async def _state(call: A2ACall, run_id: str) -> RunState:
     return stored.state
 
 
-# ---- reading messages ---------------------------------------------------------------------------------------
+# ---- reading messages ---------------------------------------------------------------------------------
 
 
 def _prompt(message: Message) -> str:
@@ -390,7 +386,7 @@ def _page(token: str) -> int:
     return int(token)
 
 
-# ---- driving a run ------------------------------------------------------------------------------------------
+# ---- driving a run ------------------------------------------------------------------------------------
 
 
 async def _decide(call: A2ACall, run_id: str, item: DecisionItem) -> AgentStream:
