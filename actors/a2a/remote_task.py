@@ -67,6 +67,8 @@ class RemoteTask:
     artifacts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     # A plain message answered the request instead of a task (a stateless agent): it is the answer.
     reply: dict[str, Any] | None = None
+    # Whether any event has said the task's state yet (an artifact may come before the first status).
+    told: bool = False
 
     def feed(self, event: Any) -> None:
         """Take one ``StreamResponse`` of the remote agent into the fold."""
@@ -107,6 +109,7 @@ class RemoteTask:
     def _status(self, status: dict[str, Any]) -> None:
         self.state = str(status.get("state") or "TASK_STATE_UNSPECIFIED")
         self.status = status
+        self.told = True
 
     def _artifact(self, artifact: dict[str, Any], append: bool) -> None:
         key = str(artifact.get("artifactId") or len(self.artifacts))
@@ -119,7 +122,7 @@ class RemoteTask:
     @property
     def settled(self) -> bool:
         """Whether the task stands still: ended, broken or asking (else it is still working)."""
-        return self.reply is not None or self.state not in _WORKING
+        return self.reply is not None or (self.told and self.state not in _WORKING)
 
     def outcome(self) -> Outcome:
         """How the task stands once settled; ``RemoteAgentError`` for a state that makes no sense here."""
