@@ -145,7 +145,9 @@ async def sdk_client(base_url: str, key: str | None) -> tuple[Any, httpx.AsyncCl
     return ClientFactory(ClientConfig(httpx_client=http)).create(card), http
 
 
-def text_message(text: str, *, task_id: str = "", metadata: dict[str, Any] | None = None) -> SendMessageRequest:
+def text_message(
+    text: str, *, task_id: str = "", metadata: dict[str, Any] | None = None
+) -> SendMessageRequest:
     message = Message(message_id=f"m-{id(text)}-{text[:8]}", role=Role.ROLE_USER, task_id=task_id)
     message.parts.append(new_text_part(text))
     return SendMessageRequest(message=message, metadata=metadata or {})
