@@ -46,12 +46,21 @@ from troupe.testing import CallLog
 
 
 class AskingAgent(AgentExecutor):
-    """Asks which city, then answers "Sunny in <city>"; ``state`` makes it answer in another state
-    instead (to see a remote agent that makes no sense handled)."""
+    """Asks which city, then answers "Sunny in <city>". For the tests of a remote agent that misbehaves:
+    ``first_state`` asks in another state, ``question`` replaces the question's parts, ``answer_chars``
+    pads the answer to that many characters."""
 
-    def __init__(self, log: CallLog, first_state: Any = TaskState.TASK_STATE_INPUT_REQUIRED) -> None:
+    def __init__(
+        self,
+        log: CallLog,
+        first_state: Any = TaskState.TASK_STATE_INPUT_REQUIRED,
+        question: list[Part] | None = None,
+        answer_chars: int = 0,
+    ) -> None:
         self.log = log
         self.first_state = first_state
+        self.question = question
+        self.answer_chars = answer_chars
 
     async def execute(self, context: RequestContext, event_queue: Any) -> None:
         updater = TaskUpdater(event_queue, context.task_id or "", context.context_id or "")
@@ -62,13 +71,14 @@ class AskingAgent(AgentExecutor):
             task.id, task.context_id = updater.task_id, updater.context_id
             await event_queue.enqueue_event(task)
             self.log.record("asked", prompt="\n".join(get_text_parts(message.parts)), task_id=context.task_id)
-            question = updater.new_agent_message([new_text_part("Which city?")])
+            question = updater.new_agent_message(self.question or [new_text_part("Which city?")])
             await updater.update_status(self.first_state, message=question)
             return
         said = get_text_parts(message.parts) + [str(d) for d in get_data_parts(message.parts)]
         answer = " ".join(said)
         self.log.record("answered", answer=answer, task_id=context.task_id)
-        await updater.add_artifact([new_text_part(f"Sunny in {answer}")], name="forecast")
+        text = f"Sunny in {answer}".ljust(self.answer_chars, ".")
+        await updater.add_artifact([new_text_part(text)], name="forecast")
         await updater.complete()
 
     async def cancel(self, context: RequestContext, event_queue: Any) -> None:
