@@ -253,7 +253,7 @@ class AgentsOverA2A(RequestHandler):
         page = _page(params.page_token)
         wanted = params.status in (TaskState.TASK_STATE_UNSPECIFIED, TaskState.TASK_STATE_INPUT_REQUIRED)
         caller = call.caller
-        resources: list[str | None] = [None] if caller.admin else sorted(caller.resources)
+        resources: list[str | None] = [None] if caller.admin else [*sorted(caller.resources)]
         tasks: list[Task] = []
         total, more = 0, False
         for resource in resources if wanted else []:

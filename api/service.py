@@ -66,7 +66,8 @@ class Service:
         from a caller the runtime does not trust (they may turn approval on, never off). ``how``:
         ``"stream"`` (an ``AgentStream``) or ``"generate"`` (a ``RunResult``)."""
         agent = self.agent(agent_id)
-        request = Agent.start_request(messages, {**options, "started_by": caller}, remote=True)
+        given: Any = {**options, "started_by": caller}
+        request = Agent.start_request(messages, given, remote=True)
         if how == "stream":
             return await self.runtime.stream(agent.id, request)
         return await self.runtime.generate(agent.id, request)

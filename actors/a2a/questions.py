@@ -167,7 +167,7 @@ def refusal_of(event: Any) -> str | None:
         return None
     for part in (status.get("message") or {}).get("parts") or []:
         data = part.get("data") if isinstance(part, dict) else None
-        if is_pending(data) and isinstance(data.get("error"), dict):
+        if isinstance(data, dict) and is_pending(data) and isinstance(data.get("error"), dict):
             error = data["error"]
             return f"{error.get('code', 'REFUSED')}: {error.get('message', '')}"
     return None
