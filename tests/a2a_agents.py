@@ -48,7 +48,7 @@ from troupe.testing import CallLog
 class AskingAgent(AgentExecutor):
     """Asks which city, then answers "Sunny in <city>". For the tests of a remote agent that misbehaves:
     ``first_state`` asks in another state, ``question`` replaces the question's parts, ``answer_chars``
-    pads the answer to that many characters."""
+    pads the answer to that many characters, ``answer_delay_s`` takes that long to answer."""
 
     def __init__(
         self,
@@ -56,8 +56,10 @@ class AskingAgent(AgentExecutor):
         first_state: Any = TaskState.TASK_STATE_INPUT_REQUIRED,
         question: list[Part] | None = None,
         answer_chars: int = 0,
+        answer_delay_s: float = 0.0,
     ) -> None:
         self.log = log
+        self.answer_delay_s = answer_delay_s
         self.first_state = first_state
         self.question = question
         self.answer_chars = answer_chars
@@ -77,6 +79,7 @@ class AskingAgent(AgentExecutor):
         said = get_text_parts(message.parts) + [str(d) for d in get_data_parts(message.parts)]
         answer = " ".join(said)
         self.log.record("answered", answer=answer, task_id=context.task_id)
+        await asyncio.sleep(self.answer_delay_s)
         text = f"Sunny in {answer}".ljust(self.answer_chars, ".")
         await updater.add_artifact([new_text_part(text)], name="forecast")
         await updater.complete()

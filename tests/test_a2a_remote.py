@@ -222,6 +222,24 @@ async def test_an_answer_that_cannot_be_delivered_leaves_the_call_paused(top, sd
     listed = (await http.get("/api/agents/desk/suspended-runs")).json()["runs"]
     assert [c["toolCallId"] for c in listed[0]["toolCalls"]] == ["d1"]
     assert log.count("answered") == 0
+    proxy = await SqliteStore(tmp_path / "top.db").load_run(child_run_id(body["runId"], "d1"))
+    assert proxy is not None and proxy.state.status == "suspended", "the remote's question still waits too"
+    assert proxy.state.calls[0].decision is None
+
+
+async def test_an_answer_whose_reply_is_lost_is_looked_up_never_sent_again(
+    make_runtime, sdk_servers, tmp_path
+):
+    """The remote agent takes the answer but replies after the client gave up waiting: the task is asked
+    where it stands (completed, in the end) and the answer is not sent a second time."""
+    log = CallLog(tmp_path / "sdk.jsonl")
+    server = sdk_servers(AskingAgent(log, answer_delay_s=3.0))
+    runtime = make_runtime([desk(A2AAgent("vendor", card_url=server.url, timeout_s=1.0))])
+    agent = runtime.get_agent("desk")
+    paused = await agent.generate("go", resource_id="r1")
+    done = await agent.resume_generate("Lyon", run_id=paused.run_id, tool_call_id="d1")
+    assert done.text == "d1=Sunny in Lyon"
+    assert [e["answer"] for e in log.entries("answered")] == ["Lyon"]
 
 
 # ---- failures are tool errors naming the remote agent ------------------------------------------------------
@@ -266,12 +284,15 @@ async def test_a_card_that_does_not_parse_is_refused(make_runtime, sdk_servers, 
             ),
             "cannot be read",
         ),
+        # Over the bytes a response may hold: cut off as it arrives.
         (
             dict(first_state=TaskState.TASK_STATE_COMPLETED, question=[new_text_part("x" * 20_000_000)]),
-            "larger than",
+            "bytes",
         ),
+        # Within them, but more than a run keeps of a tool's result.
+        (dict(first_state=TaskState.TASK_STATE_COMPLETED, question=[new_text_part("x" * 5_000_000)]), "kept"),
     ],
-    ids=["auth-required", "failed", "bad-pending-list", "too-large"],
+    ids=["auth-required", "failed", "bad-pending-list", "response-too-large", "answer-too-large"],
 )
 async def test_a_remote_agent_that_makes_no_sense_is_a_tool_error(
     make_runtime, sdk_servers, tmp_path, agent, said

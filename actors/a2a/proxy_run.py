@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from troupe.actors.a2a.connection import RemoteAgent, RemoteLost, RemoteRefused, RemoteUnreachable
@@ -49,6 +49,8 @@ from troupe.core.vocabulary.store import StaleSnapshotError, Store
 _POLL_FIRST_S = 0.1
 _POLL_MAX_S = 2.0
 _POLL_FAILURES = 5
+# How long a task is watched for a sign that an answer whose reply was lost arrived.
+_UNSURE_GRACE_S = 30.0
 
 
 class ProxyRun:
@@ -107,11 +109,12 @@ class ProxyRun:
             remote.task_id, remote.context_id = task.task_id, task.context_id
             await self.save()
 
-    async def _poll(self, task: RemoteTask) -> None:
-        """Ask for the task until it settles (its stream ended early, or nothing streams it)."""
+    async def _poll(self, task: RemoteTask, moved: Callable[[RemoteTask], bool] | None = None) -> None:
+        """Ask for the task until it settles (its stream ended early, or nothing streams it), or until
+        ``moved`` says it has."""
         assert task.task_id is not None, "a task is polled only once its id is known"
         wait, failures = _POLL_FIRST_S, 0
-        while not task.settled:
+        while not (moved(task) if moved is not None else task.settled):
             await asyncio.sleep(wait)
             wait = min(wait * 2, _POLL_MAX_S)
             try:
@@ -199,10 +202,11 @@ class ProxyRun:
                 run_id=state.run_id,
                 tool_call_id=target.call.tool_call_id,
             ) from None
-        return await self._sent(self.remote.send(message), before)
+        return await self._sent(message, before)
 
-    async def _sent(self, events: AsyncIterator[Any], before: list[ToolCallState]) -> AsyncIterator[Chunk]:
-        """The run once its answer went out: the remote agent's first event says whether it took it."""
+    async def _sent(self, message: Any, before: list[ToolCallState]) -> AsyncIterator[Chunk]:
+        """Send the answer ``message``; the remote agent's first event says whether it took it."""
+        events = self.remote.send(message)
         try:
             first = await anext(events)
         except StopAsyncIteration:
@@ -231,18 +235,29 @@ class ProxyRun:
         await self.save()
 
     async def _unsure(self, lost: RemoteAgentError) -> AsyncIterator[Chunk]:
-        """An answer went out but the exchange broke off: ask the task where it stands. If it moved on,
-        follow it; if it still asks what the answer answered, say so (never send the answer twice)."""
+        """An answer went out but the exchange broke off: follow the task by asking for it. Once it has
+        moved past the question the answer answered, follow it on. If it still asks that question after
+        ``_UNSURE_GRACE_S`` (and its history does not show the answer arrived), say so: the answer is
+        never sent a second time."""
         state = self.state
         assert state.remote is not None and state.remote.task_id is not None
-        task = RemoteTask(self.remote.name, state.remote.task_id)
+        answer_id, task = state.remote.answer_id, RemoteTask(self.remote.name, state.remote.task_id)
+        give_up = asyncio.get_running_loop().time() + _UNSURE_GRACE_S
+        outcome: Outcome | None = None
+
+        def moved(seen: RemoteTask) -> bool:
+            # Working again, or asking something else: it took the answer (it was asking when it went).
+            if not seen.settled or not self._still_asks(seen.outcome()):
+                return True
+            return answer_id not in seen.history and asyncio.get_running_loop().time() > give_up
+
         try:
             task.feed_task(_as_dict(await self.remote.get(state.remote.task_id)))
-            if not task.settled:
-                await self._poll(task)
+            await self._poll(task, moved)
+            await self._poll(task)
             outcome = task.outcome()
         except RemoteAgentError as exc:
-            outcome, lost = None, exc
+            lost = exc
         if outcome is None or self._still_asks(outcome):
             why = (
                 f"the answer sent to {self.remote.name} (task {state.remote.task_id}) may not have "

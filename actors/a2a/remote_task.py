@@ -22,6 +22,8 @@ from troupe.core.run.model_output import MAX_RESULT_CHARS, value_problem
 # How many artifacts and parts of a task are read (a remote agent could send any number).
 MAX_ARTIFACTS = 100
 MAX_PARTS = 100
+# How many of a task's latest history messages are looked at (for an answer whose reply was lost).
+MAX_HISTORY = 1000
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,8 @@ class RemoteTask:
     reply: dict[str, Any] | None = None
     # Whether any event has said the task's state yet (an artifact may come before the first status).
     told: bool = False
+    # The ids of the messages the task's history holds (as far as the agent keeps one).
+    history: set[str] = field(default_factory=set)
 
     def feed(self, event: Any) -> None:
         """Take one ``StreamResponse`` of the remote agent into the fold."""
@@ -92,6 +96,8 @@ class RemoteTask:
         self._own(data.get("id"))
         self.context_id = data.get("contextId") or self.context_id
         self._status(data.get("status") or {})
+        said = data.get("history") or []
+        self.history |= {str(m.get("messageId")) for m in said[-MAX_HISTORY:] if isinstance(m, dict)}
         artifacts = data.get("artifacts") or []
         if artifacts:
             self.artifacts = {}
