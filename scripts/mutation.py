@@ -844,9 +844,9 @@ MUTANTS += [
     Mutant(
         "a2a-undelivered-answer-not-put-back",
         "actors/a2a/proxy_run.py",
-        "            await self._put_back(before)\n            raise DecisionNotDeliveredError(f\"{exc.message}; "
-        "the answer was not sent\") from None\n",
-        "            raise DecisionNotDeliveredError(f\"{exc.message}; the answer was not sent\") from None\n",
+        "            await self._put_back(before)\n"
+        '            raise DecisionNotDeliveredError(f"{exc.message}; the answer was not sent")',
+        '            raise DecisionNotDeliveredError(f"{exc.message}; the answer was not sent")',
         (f"{A2A_REMOTE}::test_an_answer_that_cannot_be_delivered_leaves_the_call_paused[local]",),
     ),
     Mutant(
@@ -873,8 +873,9 @@ MUTANTS += [
     Mutant(
         "a2a-card-without-a-key",
         "api/a2a_http.py",
-        "    async def card(agentId: str, request: Request, service: ServiceDep, caller: CallerDep) -> Response:",
-        "    async def card(agentId: str, request: Request, service: ServiceDep) -> Response:",
+        "request: Request, service: ServiceDep, caller: CallerDep) -> Response:\n"
+        '        """The agent\'s A2A card."""',
+        'request: Request, service: ServiceDep) -> Response:\n        """The agent\'s A2A card."""',
         (f"{A2A_SERVER}::test_a_wrong_key_is_refused[local]",),
     ),
     Mutant(
