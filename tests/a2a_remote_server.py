@@ -2,8 +2,9 @@
 
     python a2a_remote_server.py DB LOG PORTFILE
 
-Serves ``mid`` (which delegates to ``leaf``, whose ``delete_record`` needs approval) and ``planner``
-(whose ``weather`` tool asks for a city) on 127.0.0.1, a free port written to PORTFILE once it listens,
+Serves ``mid`` (which delegates to ``leaf``, whose ``delete_record`` needs approval), ``planner``
+(whose ``weather`` tool asks for a city) and ``batch`` (two gated calls in one step) on 127.0.0.1,
+a free port written to PORTFILE once it listens,
 behind the key ``key-sup`` (resource ``r1``); runs until it is terminated.
 """
 
@@ -38,7 +39,15 @@ def agents(calls: CallLog) -> list[Agent]:
     planner = Agent(
         "planner", model=echo_model(tool_call("weather", {}, id="w1")), tools=[weather_tool(calls)]
     )
-    return [mid, planner]
+    batch = Agent(
+        "batch",
+        model=echo_model(
+            tool_call("delete_record", {"id": "r-1"}, id="c1"),
+            tool_call("delete_record", {"id": "r-2"}, id="c2"),
+        ),
+        tools=[delete_tool(calls)],
+    )
+    return [mid, planner, batch]
 
 
 def main(db: str, log: str, portfile: str) -> None:

@@ -30,8 +30,8 @@ from troupe.actors.a2a.handle import A2AHandle
 from troupe.core.run.delegation import child_run_id
 from troupe.core.vocabulary.requests import DecideRequest, Resume
 
-from troupe import A2AAgent, Runtime, SqliteStore
-from troupe.errors import DecisionConflictError
+from troupe import A2AAgent, ApproverPolicy, Runtime, SqliteStore
+from troupe.errors import ApprovalPolicyError, DecisionConflictError
 from troupe.testing import CallLog
 
 ADMIN = {"Authorization": "Bearer key-admin"}
@@ -187,6 +187,45 @@ async def test_resume_data_that_fails_the_remote_schema_is_refused_and_the_call_
     done = await http.post("/api/agents/desk/resume-generate", json={**body, "resumeData": {"city": "Lyon"}})
     assert done.status_code == 200 and "Lyon" in done.json()["text"]
     assert [e["phase"] for e in troupe_remote.calls.entries("weather")] == ["suspend", "resume"]
+
+
+async def test_a_troupe_remotes_two_pending_calls_are_decided_one_at_a_time_in_any_order(
+    make_runtime, troupe_remote
+):
+    runtime = make_runtime([desk(troupe_remote.agent("batch"))])
+    agent = runtime.get_agent("desk")
+    paused = await agent.generate("go", resource_id="r1")
+    assert paused.finish_reason == "suspended", paused
+    (run,) = (await agent.list_suspended_runs()).runs
+    pending = {p.args["id"]: p for p in run.pending}
+    assert sorted(pending) == ["r-1", "r-2"] and {p.tool_call_id for p in run.pending} == {"d1"}
+    second = pending["r-2"]
+    still = await agent.approve_tool_call_generate(
+        run_id=paused.run_id, tool_call_id="d1", fingerprint=second.fingerprint
+    )
+    assert still.finish_reason == "suspended"
+    assert [e["id"] for e in troupe_remote.calls.entries("delete_record")] == ["r-2"]
+    (left,) = (await agent.list_suspended_runs()).runs[0].pending
+    assert left.args == {"id": "r-1"}
+    done = await agent.decline_tool_call_generate(
+        run_id=paused.run_id, tool_call_id="d1", fingerprint=left.fingerprint, reason="keep it"
+    )
+    assert done.text == 'd1=c1=keep it | c2={"deleted": "r-2"}'
+    assert troupe_remote.calls.count("delete_record") == 1
+
+
+async def test_the_top_supervisors_approver_policy_governs_a_remote_pause(make_runtime, troupe_remote):
+    policy = ApproverPolicy(tool="delete_record", roles=frozenset({"dba"}))
+    runtime = make_runtime([desk(troupe_remote.agent())], approver_policies=[policy])
+    agent = runtime.get_agent("desk")
+    paused = await agent.generate("go", resource_id="r1")
+    with pytest.raises(ApprovalPolicyError):
+        await agent.approve_tool_call_generate(run_id=paused.run_id, tool_call_id="d1", decided_by="eve")
+    assert troupe_remote.calls.count("delete_record") == 0
+    done = await agent.approve_tool_call_generate(
+        run_id=paused.run_id, tool_call_id="d1", decided_by="dana", roles=frozenset({"dba"})
+    )
+    assert done.finish_reason == "stop" and troupe_remote.calls.count("delete_record") == 1
 
 
 # ---- an agent of the a2a-sdk's own ----------------------------------------------------------------------

@@ -83,10 +83,12 @@ def read_answer(data: Any) -> Answer:
     try:
         return Answer.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'data'}: {e['msg']}" for e in exc.errors()[:5]
-        )
-        raise AnswerError(f"the answer's data part is not a valid answer: {problems}") from None
+        raise AnswerError(f"the answer's data part is not a valid answer: {_problems(exc)}") from None
+
+
+def _problems(exc: ValidationError) -> str:
+    """The first few things wrong, as ``where: what``."""
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'data'}: {e['msg']}" for e in exc.errors()[:5])
 
 
 def answer_data(decisions: list[DecisionItem]) -> dict[str, Any]:
@@ -140,10 +142,7 @@ def read_pending(data: Any) -> Pending:
     try:
         return Pending.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'data'}: {e['msg']}" for e in exc.errors()[:5]
-        )
-        raise AnswerError(f"the list of pending calls cannot be read: {problems}") from None
+        raise AnswerError(f"the list of pending calls cannot be read: {_problems(exc)}") from None
 
 
 def whole_numbers(value: Any) -> Any:
