@@ -19,12 +19,11 @@ decision methods (claim, fingerprint, approver policies, audit), through the sur
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from a2a.helpers.proto_helpers import get_data_parts, get_text_parts, new_text_part
+from a2a.helpers.proto_helpers import new_text_part
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers.request_handler import RequestHandler
 from a2a.types.a2a_pb2 import (
@@ -54,8 +53,8 @@ from a2a.utils.errors import (
     TaskNotFoundError,
     UnsupportedOperationError,
 )
-from google.protobuf.json_format import MessageToDict
-from troupe.actors.a2a.pending import AnswerError, DecisionItem, read_answer, whole_numbers
+from troupe.actors.a2a.pending import AnswerError, DecisionItem
+from troupe.api.a2a_messages import decisions_of, page_number, prompt_of, resource_of, struct_dict
 from troupe.api.a2a_tasks import (
     ended_task,
     finished_task,
@@ -63,8 +62,6 @@ from troupe.api.a2a_tasks import (
     status_message,
     working_task,
 )
-from troupe.api.auth import own_resource
-from troupe.api.bodies import MAX_TEXT_CHARS
 from troupe.api.service import Service
 from troupe.core.vocabulary.chunks import Chunk
 from troupe.core.vocabulary.errors import DecisionRejectedError, SnapshotNotFoundError, TroupeError
@@ -145,10 +142,10 @@ class AgentsOverA2A(RequestHandler):
 
     async def _start(self, call: A2ACall, params: SendMessageRequest) -> AsyncIterator[Event]:
         message = params.message
-        prompt = _prompt(message)
-        metadata = {**_dict(params.metadata), **_dict(message.metadata)}
+        prompt = prompt_of(message)
+        metadata = {**struct_dict(params.metadata), **struct_dict(message.metadata)}
         thread = message.context_id or None
-        options: dict[str, Any] = {"resource_id": _resource(call.caller, metadata.get("resourceId"))}
+        options: dict[str, Any] = {"resource_id": resource_of(call.caller, metadata.get("resourceId"))}
         if thread is not None:
             options["thread_id"] = thread
         stream: AgentStream = await call.service.start_run(
@@ -178,7 +175,7 @@ class AgentsOverA2A(RequestHandler):
                 f"task {message.task_id} is working; answer it once it asks for input (input-required)"
             )
         try:
-            decisions = _decisions(message)
+            decisions = decisions_of(message)
         except AnswerError as exc:
             yield paused_task(state, note=DecisionRejectedError(str(exc)), inbox=call.inbox)
             return
@@ -250,7 +247,7 @@ class AgentsOverA2A(RequestHandler):
         resource of the caller; ``pageToken`` is the page number)."""
         call = _call(context)
         size = min(params.page_size or _MAX_PAGE, _MAX_PAGE)
-        page = _page(params.page_token)
+        page = page_number(params.page_token)
         wanted = params.status in (TaskState.TASK_STATE_UNSPECIFIED, TaskState.TASK_STATE_INPUT_REQUIRED)
         caller = call.caller
         resources: list[str | None] = [None] if caller.admin else [*sorted(caller.resources)]
@@ -337,53 +334,6 @@ async def _state(call: A2ACall, run_id: str) -> RunState:
     if stored is None:
         raise TaskNotFoundError(f"task {run_id} has finished since it was listed")
     return stored.state
-
-
-# ---- reading messages ---------------------------------------------------------------------------------
-
-
-def _prompt(message: Message) -> str:
-    """What a new task asks: its text parts (data parts as JSON), in order."""
-    pieces = [*get_text_parts(message.parts)]
-    pieces += [json.dumps(whole_numbers(d), ensure_ascii=False) for d in get_data_parts(message.parts)]
-    prompt = "\n".join(p for p in pieces if p)
-    if not prompt:
-        raise InvalidParamsError("a message that starts a task needs a text (or data) part")
-    if len(prompt) > MAX_TEXT_CHARS:
-        raise InvalidParamsError(f"the message is longer than {MAX_TEXT_CHARS} characters")
-    return prompt
-
-
-def _decisions(message: Message) -> list[DecisionItem]:
-    """The decisions an answer makes: its one data part holding ``decisions``."""
-    answers = [d for d in get_data_parts(message.parts) if isinstance(d, dict) and "decisions" in d]
-    if len(answers) != 1:
-        raise AnswerError(
-            'answer with exactly one data part {"decisions": [...]} naming each call by its toolCallId; '
-            f"this message has {len(answers)} (text alone does not decide a call)"
-        )
-    return read_answer(whole_numbers(answers[0])).decisions
-
-
-def _dict(struct: Any) -> dict[str, Any]:
-    return MessageToDict(struct) if struct is not None and struct.ListFields() else {}
-
-
-def _resource(caller: Principal, given: Any) -> str | None:
-    """The resource a new run belongs to: as the metadata names it, else the caller's only one."""
-    if given is not None and not isinstance(given, str):
-        raise InvalidParamsError("metadata.resourceId must be a string")
-    if given is None and not caller.admin and len(caller.resources) == 1:
-        given = next(iter(caller.resources))
-    return own_resource(caller, given)
-
-
-def _page(token: str) -> int:
-    if not token:
-        return 0
-    if not token.isdigit():
-        raise InvalidParamsError(f"pageToken must be a page number from an earlier answer, got {token!r}")
-    return int(token)
 
 
 # ---- driving a run ------------------------------------------------------------------------------------

@@ -37,6 +37,7 @@ def context_of(state: RunState) -> str:
 
 
 def status_message(task_id: str, context_id: str, parts: list[Part]) -> Message:
+    """The agent's message of a task's status."""
     return Message(
         message_id=str(uuid.uuid4()),
         task_id=task_id,
@@ -83,6 +84,7 @@ def _summary(agent_id: str, pending: list[PendingToolCall], note: TroupeError | 
 
 
 def working_task(task_id: str, context_id: str) -> Task:
+    """A run in flight."""
     return task(task_id, context_id, TaskState.TASK_STATE_WORKING)
 
 
@@ -101,10 +103,12 @@ def answer_text(result: RunResult) -> str:
 
 
 def answer_artifact(text: str) -> Artifact:
+    """A finished run's answer as the task's artifact."""
     return Artifact(artifact_id=ANSWER_ARTIFACT, name="answer", parts=[new_text_part(text)])
 
 
 def failed_task(task_id: str, context_id: str, why: str) -> Task:
+    """A run that ended with an error (``why``: its code and message)."""
     return task(task_id, context_id, TaskState.TASK_STATE_FAILED, [new_text_part(why)])
 
 

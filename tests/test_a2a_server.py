@@ -26,11 +26,13 @@ from a2a_agents import (
     status_text,
     text_message,
 )
+from fastapi import FastAPI, Request
 from google.protobuf.json_format import MessageToDict
 from helpers import delete_tool, echo_model
 from http_server import KEYS, ops_agents
+from troupe.api.app import troupe_router
 
-from troupe import Agent, ApproverPolicy, Runtime, SqliteStore
+from troupe import Agent, ApproverPolicy, Principal, Runtime, SqliteStore
 from troupe.testing import tool_call
 
 A1 = {"resourceId": "a1"}
@@ -275,3 +277,37 @@ async def test_approver_policies_hold_over_a2a(http_server, tmp_path, calls, exe
         await client_for(server, key="key-dba"), task["id"], {"toolCallId": "call-1", "approved": True}
     )
     assert done["status"]["state"] == COMPLETED and calls.count("delete_record") == 1
+
+
+async def test_troupe_router_in_a_host_app_serves_a2a_as_the_hosts_principal(
+    http_server, tmp_path, calls, executor
+):
+    """Mounted under a prefix, the card names the prefixed endpoint, and the host app's identity
+    dependency says who decides (audited under that principal)."""
+
+    async def who(request: Request) -> Principal | None:
+        user = request.headers.get("x-user")
+        return (
+            Principal(user, "https://login.example.com", user, resources=frozenset({"a1"})) if user else None
+        )
+
+    def make_app(runtime: Runtime) -> FastAPI:
+        app = FastAPI()
+        app.include_router(troupe_router(runtime, identity=who), prefix="/troupe")
+        return app
+
+    server = http_server(build(tmp_path, calls, executor), make_app=make_app)
+    async with httpx.AsyncClient(headers={"x-user": "carol"}, timeout=60) as http:
+        card = await A2ACardResolver(http, f"{server.url}/troupe/a2a/ops").get_agent_card()
+        assert card.supported_interfaces[0].url == f"{server.url}/troupe/a2a/ops"
+        client = ClientFactory(ClientConfig(httpx_client=http)).create(card)
+        task = await paused(client)
+        done = await answer(client, task["id"], {"toolCallId": "call-1", "approved": True})
+    assert done["status"]["state"] == COMPLETED and calls.count("delete_record") == 1
+    audit = await SqliteStore(tmp_path / "a2a.db").list_audit(task["id"])
+    assert [(e.decided_by, e.issuer, e.surface) for e in audit] == [
+        ("carol", "https://login.example.com", "a2a")
+    ]
+    async with httpx.AsyncClient() as http:
+        nobody = await http.get(f"{server.url}/troupe/a2a/ops/.well-known/agent-card.json")
+    assert nobody.status_code == 401

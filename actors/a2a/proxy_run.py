@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from troupe.actors.a2a.connection import RemoteAgent, RemoteLost, RemoteRefused, RemoteUnreachable
 from troupe.actors.a2a.errors import DecisionNotDeliveredError, RemoteAgentError
 from troupe.actors.a2a.pending import is_pending
-from troupe.actors.a2a.questions import answer_message, calls_of, refusal_of
+from troupe.actors.a2a.questions import answer_message, calls_of, prompt_of, refusal_of
 from troupe.actors.a2a.remote_task import Broke, Ended, Outcome, Question, RemoteTask
 from troupe.core.deciding.decisions import apply, as_decision, check_kind, find_target
 from troupe.core.run.pauses import open_pause_chunks
@@ -69,16 +68,12 @@ class ProxyRun:
     def _chunk(self, type_: Any, **payload: Any) -> Chunk:
         return Chunk(type_, self.state.run_id, payload)
 
-    @property
-    def prompt(self) -> str:
-        return next((str(m.get("content") or "") for m in self.state.messages if m.get("role") == "user"), "")
-
     # ---- starting -----------------------------------------------------------------------------------
 
     async def begin(self) -> AsyncIterator[Chunk]:
         """Send the prompt as a new task, then follow the task until it settles."""
         yield self._chunk("start", id=self.agent_id, agent_id=self.agent_id)
-        message = answer_message(self.state, None, None, prompt=self.prompt)
+        message = answer_message(self.state, None, None, prompt=prompt_of(self.state))
         async for chunk in self._follow(self.remote.send(message)):
             yield chunk
 
@@ -326,10 +321,6 @@ def _as_dict(task: Any) -> dict[str, Any]:
     from google.protobuf.json_format import MessageToDict
 
     return MessageToDict(task)
-
-
-def new_message_id() -> str:
-    return str(uuid.uuid4())
 
 
 __all__ = ["ProxyRun"]

@@ -85,10 +85,14 @@ def _remote_call(state: RunState, view: PendingView, remote: Any) -> ToolCallSta
     )
 
 
+def prompt_of(state: RunState) -> str:
+    """What the proxy run asked the remote agent (its one user message)."""
+    return next((str(m.get("content") or "") for m in state.messages if m.get("role") == "user"), "")
+
+
 def _asked(state: RunState, question: Question, remote: Any) -> ToolCallState:
     """Another agent's question: one pause, answered with data (or declined)."""
-    prompt = next((str(m.get("content") or "") for m in state.messages if m.get("role") == "user"), "")
-    args = {"prompt": prompt}
+    args = {"prompt": prompt_of(state)}
     payload: dict[str, Any] = {"message": question.text}
     if question.data:
         payload["data"] = list(question.data)
@@ -173,4 +177,4 @@ def refusal_of(event: Any) -> str | None:
     return None
 
 
-__all__ = ["answer_message", "calls_of", "origin_of", "refusal_of"]
+__all__ = ["answer_message", "calls_of", "origin_of", "prompt_of", "refusal_of"]
