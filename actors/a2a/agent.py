@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from troupe.actors.a2a.errors import RemoteCardError
 from troupe.core.vocabulary.agent import AgentSpec
@@ -92,19 +93,30 @@ class A2AAgent(AgentSpec):
 
     @property
     def where(self) -> str:
-        """Where the agent is, as errors and pauses name it: its card URL, or the card's first URL."""
+        """Where the agent is, as errors and pauses name it: its card URL, or the card's first URL,
+        without any user, password, query or fragment (a credential some put in a URL)."""
         if self.card_url is not None:
-            return self.card_url
+            return shown_url(self.card_url)
         interfaces = (self.card or {}).get("supportedInterfaces") or [{}]
-        return str(interfaces[0].get("url") or (self.card or {}).get("url") or self.id)
+        return shown_url(str(interfaces[0].get("url") or (self.card or {}).get("url") or self.id))
 
     def request_headers(self) -> dict[str, str]:
         """The headers every request to the agent carries (credentials included: never log them)."""
         return dict(self._headers)
 
     def __repr__(self) -> str:
-        where = f"card_url={self.card_url!r}" if self.card_url is not None else "card=..."
+        where = f"card_url={self.where!r}" if self.card_url is not None else "card=..."
         return f"A2AAgent(id={self.id!r}, {where})"
+
+
+def shown_url(url: str) -> str:
+    """``url`` as it may be shown: scheme, host, port and path only."""
+    parts = urlsplit(url)
+    if not parts.scheme or not parts.hostname:
+        return url.split("?", 1)[0].split("#", 1)[0]
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{host}{port}{parts.path}"
 
 
 def parse_card(agent_id: str, data: Any) -> Any:
@@ -121,4 +133,4 @@ def parse_card(agent_id: str, data: Any) -> Any:
         ) from None
 
 
-__all__ = ["DEFAULT_TIMEOUT_S", "A2AAgent", "parse_card"]
+__all__ = ["DEFAULT_TIMEOUT_S", "A2AAgent", "parse_card", "shown_url"]

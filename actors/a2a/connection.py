@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
-from troupe.actors.a2a.agent import A2AAgent, parse_card
+from troupe.actors.a2a.agent import A2AAgent, parse_card, shown_url
 from troupe.actors.a2a.errors import RemoteAgentError, RemoteCardError
 
 # The most one response of a remote agent may hold (a card, a task, a whole event stream).
@@ -134,11 +134,13 @@ class RemoteAgent:
             body = json.loads(await response.aread()) if response.status_code == 200 else None
         except (httpx.HTTPError, _TooLarge, ValueError) as exc:
             raise RemoteCardError(
-                f"the agent card of {self.name} could not be read from {url}: {exc}", agent_id=self.spec.id
+                f"the agent card of {self.name} could not be read from {shown_url(url)}: {exc}",
+                agent_id=self.spec.id,
             ) from None
         if response.status_code != 200:
             raise RemoteCardError(
-                f"the agent card of {self.name} could not be fetched from {url}: HTTP {response.status_code}",
+                f"the agent card of {self.name} could not be fetched from {shown_url(url)}: "
+                f"HTTP {response.status_code}",
                 agent_id=self.spec.id,
                 status=response.status_code,
             )
