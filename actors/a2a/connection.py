@@ -33,10 +33,14 @@ _CONNECT_TIMEOUT_S = 10.0
 class RemoteUnreachable(RemoteAgentError):
     """The remote agent could not be reached: nothing was sent."""
 
+    code = "A2A_REMOTE_UNREACHABLE"
+
 
 class RemoteRefused(RemoteAgentError):
     """The remote agent answered with an error: it took nothing. ``gone``: the task is unknown there or
     has ended (nothing more can be sent to it)."""
+
+    code = "A2A_REMOTE_REFUSED"
 
     @property
     def gone(self) -> bool:
@@ -45,6 +49,8 @@ class RemoteRefused(RemoteAgentError):
 
 class RemoteLost(RemoteAgentError):
     """The exchange broke off after the request went out: it may or may not have been taken."""
+
+    code = "A2A_REMOTE_LOST"
 
 
 class _TooLarge(Exception):
