@@ -27,6 +27,7 @@ from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
 from troupe.api import agui, catalog, decision_links, deliveries, inbox, runs, suspended
+from troupe.api.a2a_http import a2a_router
 from troupe.api.auth import Gate, KeyRing, keyring
 from troupe.api.guards import DEFAULT_MAX_BODY_BYTES, BodyLimit, HostCheck, allowed_hosts
 from troupe.api.identity import HostIdentity, binder
@@ -70,6 +71,9 @@ def troupe_router(
         router.include_router(module.router, prefix="/api")
     router.include_router(inbox.page_router)  # GET /inbox: the approval inbox page
     router.include_router(decision_links.router)  # GET/POST /decide/{token}: decision links
+    a2a = a2a_router()  # /a2a/{agentId}: the agents over A2A (with a2a-sdk installed)
+    if a2a is not None:
+        router.include_router(a2a)
     router.troupe_service = service  # type: ignore[attr-defined]
     access = logging.getLogger("uvicorn.access")
     if not any(isinstance(f, decision_links.RedactLinks) for f in access.filters):

@@ -55,9 +55,19 @@ class Service:
     async def start(self, agent_id: str, body: RunBody, caller: Principal, how: str) -> Any:
         """Start a run for ``caller`` from an HTTP body: a run of one of its resources, started by it,
         with options that may turn approval on but never off (an HTTP caller is not trusted)."""
+        self.agent(agent_id)
+        options = body.options(own_resource(caller, body.resource()))
+        return await self.start_run(agent_id, body.python_messages(), options, caller, how)
+
+    async def start_run(
+        self, agent_id: str, messages: Any, options: dict[str, Any], caller: Principal, how: str
+    ) -> Any:
+        """Start a run of ``agent_id`` for ``caller`` (who is recorded as its starter) with ``options``
+        from a caller the runtime does not trust (they may turn approval on, never off). ``how``:
+        ``"stream"`` (an ``AgentStream``) or ``"generate"`` (a ``RunResult``)."""
         agent = self.agent(agent_id)
-        options: Any = {**body.options(own_resource(caller, body.resource())), "started_by": caller}
-        request = Agent.start_request(body.python_messages(), options, remote=True)
+        given: Any = {**options, "started_by": caller}
+        request = Agent.start_request(messages, given, remote=True)
         if how == "stream":
             return await self.runtime.stream(agent.id, request)
         return await self.runtime.generate(agent.id, request)

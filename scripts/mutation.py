@@ -890,6 +890,83 @@ MUTANTS += [
 ]
 
 
+# ---- A2A both ways (issue 43): Troupe's agents over A2A, remote A2A agents as subagents ------------------
+A2A_SERVER = "tests/test_a2a_server.py"
+A2A_REMOTE = "tests/test_a2a_remote.py"
+MUTANTS += [
+    Mutant(
+        "a2a-answer-claim-overwrites",
+        "actors/a2a/proxy_run.py",
+        "        except StaleSnapshotError:\n            raise DecisionConflictError(\n",
+        # A claim that lost the race writes over the winner's: two deciders at once both send an answer.
+        "        except StaleSnapshotError:\n"
+        "            stored = await self.store.load_run(state.run_id)\n"
+        "            self.version = await self.store.save_run(state, expected_version=stored.version)\n"
+        "            if False:\n                raise DecisionConflictError(\n",
+        (f"{A2A_REMOTE}::test_two_processes_deciding_at_once_send_one_answer",),
+    ),
+    Mutant(
+        "a2a-lost-answer-sent-again",
+        "actors/a2a/proxy_run.py",
+        "        except RemoteLost as exc:\n            return self._unsure(exc)\n",
+        "        except RemoteLost:\n            return self._follow(self.remote.send(message))\n",
+        (f"{A2A_REMOTE}::test_an_answer_whose_reply_is_lost_is_looked_up_never_sent_again[local]",),
+    ),
+    Mutant(
+        "a2a-undelivered-answer-not-put-back",
+        "actors/a2a/proxy_run.py",
+        "            await self._put_back(before)\n"
+        '            raise DecisionNotDeliveredError(f"{exc.message}; the answer was not sent")',
+        '            raise DecisionNotDeliveredError(f"{exc.message}; the answer was not sent")',
+        (f"{A2A_REMOTE}::test_an_answer_that_cannot_be_delivered_leaves_the_call_paused[local]",),
+    ),
+    Mutant(
+        "a2a-refused-answer-is-an-rpc-error",
+        "api/a2a_server.py",
+        "            except TroupeError as exc:\n                note = exc\n                break\n",
+        "            except TroupeError:\n                raise\n",
+        (f"{A2A_SERVER}::test_a_refused_answer_leaves_the_task_input_required_and_loses_nothing[local]",),
+    ),
+    Mutant(
+        "a2a-another-tenants-task-visible",
+        "api/a2a_server.py",
+        'if info is None or not call.caller.may(info["resource_id"]):',
+        "if info is None:",
+        (f"{A2A_SERVER}::test_another_tenants_task_can_be_neither_seen_nor_answered[local]",),
+    ),
+    Mutant(
+        "a2a-decided-as-nobody",
+        "api/a2a_server.py",
+        '        "decided_by": call.caller,\n',
+        "",
+        (f"{A2A_SERVER}::test_declining_with_a_reason_finishes_the_task_and_never_runs_the_tool[local]",),
+    ),
+    Mutant(
+        "a2a-card-without-a-key",
+        "api/a2a_http.py",
+        "request: Request, service: ServiceDep, caller: CallerDep) -> Response:\n"
+        '        """The agent\'s A2A card."""',
+        'request: Request, service: ServiceDep) -> Response:\n        """The agent\'s A2A card."""',
+        (f"{A2A_SERVER}::test_a_wrong_key_is_refused[local]",),
+    ),
+    Mutant(
+        "a2a-response-unbounded",
+        "actors/a2a/connection.py",
+        'raise _TooLarge(f"the response is larger than {self.limit} bytes")',
+        "pass",
+        (f"{A2A_REMOTE}::test_a_remote_agent_that_makes_no_sense_is_a_tool_error[local-response-too-large]",),
+    ),
+    Mutant(
+        "a2a-answer-unbounded",
+        "actors/a2a/remote_task.py",
+        "        problem = value_problem(text, MAX_RESULT_CHARS)\n        if problem is not None:\n"
+        '            raise self.error(f"answered with what cannot be kept: {problem}")\n',
+        "",
+        (f"{A2A_REMOTE}::test_a_remote_agent_that_makes_no_sense_is_a_tool_error[local-answer-too-large]",),
+    ),
+]
+
+
 def run_tests(tests: tuple[str, ...]) -> tuple[bool, str]:
     """True if the tests all passed (the mutant survived); the last lines of pytest's output."""
     proc = subprocess.run(

@@ -44,8 +44,9 @@ make_venv
 
 if $js; then
     # npm ci installs exactly each lock file; a stamp skips it when nothing changed since. tests/js holds
-    # Mastra's client, tests/mcp_js the MCP servers and the MCP TypeScript SDK the MCP tests run.
-    for folder in tests/js tests/mcp_js tests/agui_js; do
+    # Mastra's client, tests/mcp_js the MCP servers and the MCP TypeScript SDK the MCP tests run,
+    # tests/a2a_js the A2A JavaScript SDK's client, tests/agui_js AG-UI's client and its browser page.
+    for folder in tests/js tests/mcp_js tests/a2a_js tests/agui_js; do
         stamp=$folder/node_modules/.troupe-installed-lock
         if ! cmp -s $folder/package-lock.json "$stamp" 2>/dev/null; then
             (cd $folder && npm ci --no-audit --no-fund --loglevel=error >/dev/null)

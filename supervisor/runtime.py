@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Literal, Unpack
 
+from troupe.actors.a2a.agent import A2AAgent
+from troupe.actors.a2a.handle import A2AHandle
 from troupe.actors.handle import AgentHandle, LocalHandle, RayHandle
 from troupe.actors.host import OWNER_TTL_S, AgentHost
 from troupe.actors.remote import RayActor, ensure_ray
@@ -176,11 +178,13 @@ class Runtime:
         if spec is None:
             raise AgentNotFoundError(f"no agent {agent_id!r} in this runtime", agent_id=agent_id)
         subagents = {key: self.handle(sub.id) for key, sub in spec.agents.items()}
-        handle = (
-            self._ray_handle(spec, subagents)
-            if self.executor == "ray"
-            else self._local_handle(spec, subagents)
-        )
+        handle: AgentHandle
+        if isinstance(spec, A2AAgent):  # a remote agent: reached from whichever host delegates to it
+            handle = A2AHandle(spec, self.store())
+        elif self.executor == "ray":
+            handle = self._ray_handle(spec, subagents)
+        else:
+            handle = self._local_handle(spec, subagents)
         self._handles[agent_id] = handle
         return handle
 

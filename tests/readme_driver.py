@@ -279,6 +279,9 @@ class Walk:
             "from troupe import Agent, ApproverPolicy, LinkSigner, NotificationTarget, Notifications, "
             "Runtime, SqliteStore": ("['ops-chat']",),
             "from troupe import Agent, MCPHttp, MCPStdio": ("['files', 'tickets']",),
+            "from troupe import A2AAgent, Agent": (
+                "['vendor'] A2AAgent(id='vendor', card_url='https://agents.example.com/a2a/records/')",
+            ),
             "async def troupe_user(user: Annotated[User, Depends(current_user)]) -> Principal:": (
                 "401\n200\n",
             ),
@@ -312,6 +315,16 @@ class Walk:
         self.step(
             'async with AsyncTroupeClient("http://127.0.0.1:8000") as client:',
             lambda b: expect(self.user.python(b, "client.py"), "suspended delete_record"),
+        )
+        self.step(
+            'card = await A2ACardResolver(http, "http://127.0.0.1:8000/a2a/records-assistant").get_agent_card()',
+            lambda b: expect(
+                self.user.python(b, "a2a_client.py"),
+                "input-required: approval delete_record",
+                "input-required: suspend book_table",
+                "TASK_STATE_COMPLETED",
+                "no table today",
+            ),
         )
 
     auth: dict[str, str] = {}

@@ -20,6 +20,7 @@ VENV_BIN = Path(sys.executable).parent  # tools come from the test's own virtual
 
 def test_the_public_surface_is_pinned():
     assert set(troupe.__all__) == {
+        "A2AAgent",
         "Agent",
         "AgentStream",
         "ApproverPolicy",

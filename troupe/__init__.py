@@ -24,6 +24,7 @@ if os.path.isfile(os.path.join(_CHECKOUT, "pyproject.toml")) and os.path.isdir(
 
 if TYPE_CHECKING:
     from troupe import client, errors, testing
+    from troupe.actors.a2a.agent import A2AAgent
     from troupe.core.deciding.approvers import ApproverPolicy
     from troupe.core.models.openai_model import OpenAIModel
     from troupe.core.notifying.links import LinkSigner
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
 
 # public name -> the module that defines it (a module itself where the name is a submodule)
 _EXPORTS: dict[str, str] = {
+    "A2AAgent": "troupe.actors.a2a.agent",
     "Agent": "troupe.supervisor",
     "AgentStream": "troupe.core.vocabulary.stream",
     "ApproverPolicy": "troupe.core.deciding.approvers",
@@ -75,6 +77,7 @@ _EXPORTS: dict[str, str] = {
 _SUBMODULES = ("client", "errors", "testing")
 
 __all__ = [  # the names of _EXPORTS and _SUBMODULES, spelled out for type checkers and linters
+    "A2AAgent",
     "Agent",
     "AgentStream",
     "ApproverPolicy",

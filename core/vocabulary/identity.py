@@ -25,7 +25,7 @@ LOCAL_ISSUER = "troupe"
 SYSTEM_ISSUER = "troupe:system"
 
 # Where a decision came from, as the audit records it.
-Surface = Literal["python", "http", "inbox", "link", "cli", "mcp", "ag-ui", "system"]
+Surface = Literal["python", "http", "inbox", "link", "cli", "mcp", "a2a", "ag-ui", "system"]
 SURFACES: frozenset[str] = frozenset(Surface.__args__)  # type: ignore[attr-defined]
 
 

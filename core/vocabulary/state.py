@@ -107,6 +107,19 @@ class ChildLink(_Model):
     run_id: str
 
 
+class RemoteTask(_Model):
+    """The task a proxy run follows at a remote agent (an A2A subagent, ``troupe.actors.a2a``): kept with
+    the run, so that any process can follow the task or carry a decision to it after a restart."""
+
+    # Where the remote agent takes messages, and its task (None until the remote agent has named it).
+    url: str
+    task_id: str | None = None
+    context_id: str | None = None
+    # The id of the answer sent on the task whose arrival is not yet seen (set before it is sent, so a
+    # process that dies meanwhile leaves a record that it may have gone: it is never sent twice).
+    answer_id: str | None = None
+
+
 class ToolCallState(_Model):
     tool_call_id: str
     tool_name: str
@@ -182,6 +195,8 @@ class RunState(_Model):
     outcome: dict[str, Any] | None = None
     # The trace context of the run's first operation: later ones (decisions, recovery) continue it.
     trace: dict[str, str] | None = None
+    # A proxy run's remote task (a remote A2A agent standing as a subagent); None for Troupe's own runs.
+    remote: RemoteTask | None = None
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> RunState:
@@ -258,6 +273,7 @@ __all__ = [
     "Decision",
     "ParentLink",
     "Pause",
+    "RemoteTask",
     "RunState",
     "ToolCallState",
     "fingerprint",

@@ -1,0 +1,326 @@
+"""A proxy run: a remote A2A agent's task, followed for a delegation call as if it were a subagent's run.
+
+Its record is a small ``RunState`` in the store (the ``A2AAgent``'s id, its parent's link, the prompt,
+and the remote task in ``RunState.remote``), so the parent finds it by its child run id as it finds any
+subagent's run, and any process can follow the task or carry a decision to it. It goes:
+
+    running (the prompt sent; the task id recorded as soon as the remote agent names it)
+      -> suspended (the task is input-required: each question is a paused call, announced as pause
+         chunks, which the parent lifts and bubbles up)
+      -> running (a decision claimed here, then sent to the task as a message)
+      -> finished (the task's answer, or why it failed: a tool error naming the remote agent)
+
+A decision is claimed with a compare-and-set on the record before it is sent, and never sent again: a
+send that certainly never left (the connection was refused, the remote agent refused it) puts the call
+back, paused, and the decider hears why; a send whose fate is unknown is looked up on the task (``get``)
+and, if the task still asks the same question, reported as such rather than sent a second time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from troupe.actors.a2a.connection import RemoteAgent, RemoteLost, RemoteRefused, RemoteUnreachable
+from troupe.actors.a2a.errors import DecisionNotDeliveredError, RemoteAgentError
+from troupe.actors.a2a.pending import is_pending
+from troupe.actors.a2a.questions import answer_message, calls_of, prompt_of, refusal_of
+from troupe.actors.a2a.remote_task import Broke, Ended, Outcome, Question, RemoteTask
+from troupe.core.deciding.decisions import apply, as_decision, check_kind, find_target
+from troupe.core.run.pauses import open_pause_chunks
+from troupe.core.run.recovery import replay
+from troupe.core.vocabulary.chunks import Chunk
+from troupe.core.vocabulary.errors import (
+    DecisionConflictError,
+    DecisionRejectedError,
+    ResumeDataValidationError,
+    ToolCallNotSuspendedError,
+)
+from troupe.core.vocabulary.json_schemas import instance_errors
+from troupe.core.vocabulary.requests import DecideRequest, Resume
+from troupe.core.vocabulary.state import RunState, ToolCallState
+from troupe.core.vocabulary.store import StaleSnapshotError, Store
+
+# Following a task by asking for it: the first wait, the longest, and how many failed asks in a row
+# end the follow (a remote agent gone for good is reported, not waited for forever).
+_POLL_FIRST_S = 0.1
+_POLL_MAX_S = 2.0
+_POLL_FAILURES = 5
+# How long a task is watched for a sign that an answer whose reply was lost arrived.
+_UNSURE_GRACE_S = 30.0
+
+
+class ProxyRun:
+    """One proxy run as stored at ``version``; its methods drive it and yield its chunks."""
+
+    def __init__(self, remote: RemoteAgent, store: Store, state: RunState, version: int) -> None:
+        self.remote = remote
+        self.store = store
+        self.state = state
+        self.version = version
+        self.agent_id = state.agent_id
+
+    async def save(self) -> None:
+        self.version = await self.store.save_run(self.state, expected_version=self.version)
+
+    def _chunk(self, type_: Any, **payload: Any) -> Chunk:
+        return Chunk(type_, self.state.run_id, payload)
+
+    # ---- starting -----------------------------------------------------------------------------------
+
+    async def begin(self) -> AsyncIterator[Chunk]:
+        """Send the prompt as a new task, then follow the task until it settles."""
+        yield self._chunk("start", id=self.agent_id, agent_id=self.agent_id)
+        message = answer_message(self.state, None, None, prompt=prompt_of(self.state))
+        async for chunk in self._follow(self.remote.send(message)):
+            yield chunk
+
+    async def _follow(self, events: AsyncIterator[Any], first: Any = None) -> AsyncIterator[Chunk]:
+        """Fold the task's events (``first`` already read) until it settles, then settle the run. What
+        goes wrong with the remote agent on the way ends the run with a tool error naming it."""
+        task = RemoteTask(self.remote.name, self.state.remote.task_id if self.state.remote else None)
+        try:
+            async with contextlib.aclosing(events):  # type: ignore[type-var]
+                async for event in _chained([first] if first is not None else [], events):
+                    task.feed(event)
+                    await self._note_task(task)
+                    if task.settled:
+                        break
+            if not task.settled:
+                await self._poll(task)
+            outcome = task.outcome()
+        except RemoteAgentError as exc:
+            outcome = Broke(exc.message, exc)
+        async for chunk in self._settle(outcome):
+            yield chunk
+
+    async def _note_task(self, task: RemoteTask) -> None:
+        """Record the task's id the moment the remote agent names it: from then on, any process can
+        follow it (before that, a crash leaves a run that is reported lost, never started again)."""
+        remote = self.state.remote
+        if remote is not None and remote.task_id is None and task.task_id is not None:
+            remote.task_id, remote.context_id = task.task_id, task.context_id
+            await self.save()
+
+    async def _poll(self, task: RemoteTask, moved: Callable[[RemoteTask], bool] | None = None) -> None:
+        """Ask for the task until it settles (its stream ended early, or nothing streams it), or until
+        ``moved`` says it has."""
+        assert task.task_id is not None, "a task is polled only once its id is known"
+        wait, failures = _POLL_FIRST_S, 0
+        while not (moved(task) if moved is not None else task.settled):
+            await asyncio.sleep(wait)
+            wait = min(wait * 2, _POLL_MAX_S)
+            try:
+                task.feed_task(_as_dict(await self.remote.get(task.task_id)))
+                failures = 0
+            except (RemoteUnreachable, RemoteLost):
+                failures += 1
+                if failures >= _POLL_FAILURES:
+                    raise
+
+    # ---- settling -----------------------------------------------------------------------------------
+
+    async def _settle(self, outcome: Outcome) -> AsyncIterator[Chunk]:
+        if isinstance(outcome, Question):
+            try:
+                calls = calls_of(self.state, outcome, self.remote)
+            except RemoteAgentError as exc:
+                outcome = Broke(exc.message, exc)
+        match outcome:
+            case Ended(text=text):
+                await self._end({"finish_reason": "stop", "text": text})
+                for chunk in replay(self.agent_id, self.state)[1:]:
+                    yield chunk
+            case Broke(why=why, error=error):
+                failure = error or RemoteAgentError(f"{self.remote.name} {why}")
+                async for chunk in self._fail(failure):
+                    yield chunk
+            case Question():
+                self.state.calls, self.state.status = calls, "suspended"
+                self._delivered()
+                await self.save()
+                for chunk in open_pause_chunks(self.state):
+                    yield chunk
+
+    async def _fail(self, error: RemoteAgentError) -> AsyncIterator[Chunk]:
+        """End the run with ``error``: the parent's model sees a tool error naming the remote agent."""
+        await self._end({"finish_reason": "error", "error": error.to_dict()})
+        for chunk in replay(self.agent_id, self.state)[1:]:
+            yield chunk
+
+    async def _end(self, outcome: dict[str, Any]) -> None:
+        state = self.state
+        state.status, state.outcome, state.calls, state.messages = "finished", outcome, [], []
+        self._delivered()
+        await self.save()
+
+    def _delivered(self) -> None:
+        if self.state.remote is not None:
+            self.state.remote.answer_id = None
+
+    # ---- deciding -----------------------------------------------------------------------------------
+
+    async def answer(self, request: DecideRequest) -> AsyncIterator[Chunk]:
+        """Claim ``request`` on the run and send it to the remote task. Returns once the remote agent has
+        taken it (or it is known to be lost), then streams the run on; a decision that cannot be taken
+        raises here, and leaves the call paused."""
+        state = self.state
+        if state.status != "suspended" or state.remote is None or state.remote.task_id is None:
+            raise ToolCallNotSuspendedError(
+                f"run {state.run_id} ({self.remote.name}) has no question waiting for an answer",
+                run_id=state.run_id,
+            )
+        target = find_target(state, request)
+        check_kind(state.run_id, target, request)
+        decision = as_decision(target.pause, target.call.tool_call_id, request.decision)
+        if isinstance(decision, Resume) and target.pause.resume_schema is not None:
+            errors = instance_errors(target.pause.resume_schema, decision.resume_data)
+            if errors:
+                raise ResumeDataValidationError(
+                    f"the answer for {target.pause.tool_name!r} does not match the schema "
+                    f"{self.remote.name} asked for: " + "; ".join(errors),
+                    tool_call_id=target.call.tool_call_id,
+                )
+        before = [call.model_copy(deep=True) for call in state.calls]
+        message = answer_message(state, target, decision)
+        entry = apply(state, target, decision, request, None)
+        state.status = "running"
+        state.remote.answer_id = message.message_id
+        try:
+            self.version = await self.store.save_run(state, expected_version=self.version, audit=(entry,))
+        except StaleSnapshotError:
+            raise DecisionConflictError(
+                f"tool call {target.call.tool_call_id!r} of run {state.run_id} was decided at the same "
+                "time elsewhere; its answer goes to the remote agent once",
+                run_id=state.run_id,
+                tool_call_id=target.call.tool_call_id,
+            ) from None
+        return await self._sent(message, before)
+
+    async def _sent(self, message: Any, before: list[ToolCallState]) -> AsyncIterator[Chunk]:
+        """Send the answer ``message``; the remote agent's first event says whether it took it."""
+        events = self.remote.send(message)
+        try:
+            first = await anext(events)
+        except StopAsyncIteration:
+            return self._unsure(RemoteLost(f"{self.remote.name} answered the message with nothing"))
+        except RemoteUnreachable as exc:
+            await self._put_back(before)
+            raise DecisionNotDeliveredError(f"{exc.message}; the answer was not sent") from None
+        except RemoteRefused as exc:
+            if exc.gone:
+                return self._fail(exc)
+            await self._put_back(before)
+            raise DecisionNotDeliveredError(f"{exc.message}; the answer was not taken") from None
+        except RemoteLost as exc:
+            return self._unsure(exc)
+        refused = refusal_of(first)
+        if refused is not None:
+            await events.aclose()  # type: ignore[attr-defined]
+            await self._put_back(before)
+            raise DecisionRejectedError(f"{self.remote.name} did not take the answer: {refused}")
+        return self._follow(events, first)
+
+    async def _put_back(self, before: list[ToolCallState]) -> None:
+        """Undo a claim whose answer never reached the remote agent: the calls wait as they did."""
+        self.state.calls, self.state.status = before, "suspended"
+        self._delivered()
+        await self.save()
+
+    async def _unsure(self, lost: RemoteAgentError) -> AsyncIterator[Chunk]:
+        """An answer went out but the exchange broke off: follow the task by asking for it. Once it has
+        moved past the question the answer answered, follow it on. If it still asks that question after
+        ``_UNSURE_GRACE_S`` (and its history does not show the answer arrived), say so: the answer is
+        never sent a second time."""
+        state = self.state
+        assert state.remote is not None and state.remote.task_id is not None
+        answer_id, task = state.remote.answer_id, RemoteTask(self.remote.name, state.remote.task_id)
+        give_up = asyncio.get_running_loop().time() + _UNSURE_GRACE_S
+        outcome: Outcome | None = None
+
+        def moved(seen: RemoteTask) -> bool:
+            # Working again, or asking something else: it took the answer (it was asking when it went).
+            if not seen.settled or not self._still_asks(seen.outcome()):
+                return True
+            return answer_id not in seen.history and asyncio.get_running_loop().time() > give_up
+
+        try:
+            task.feed_task(_as_dict(await self.remote.get(state.remote.task_id)))
+            await self._poll(task, moved)
+            await self._poll(task)
+            outcome = task.outcome()
+        except RemoteAgentError as exc:
+            lost = exc
+        if outcome is None or self._still_asks(outcome):
+            why = (
+                f"the answer sent to {self.remote.name} (task {state.remote.task_id}) may not have "
+                f"arrived ({lost.message}), and the task still asks; it is not sent a second time"
+            )
+            async for chunk in self._fail(RemoteAgentError(why, task_id=state.remote.task_id)):
+                yield chunk
+            return
+        async for chunk in self._settle(outcome):
+            yield chunk
+
+    def _still_asks(self, outcome: Outcome) -> bool:
+        """Whether the task asks again what the answer in flight answered."""
+        if not isinstance(outcome, Question):
+            return False
+        decided = {c.decision.inner_tool_call_id or c.tool_call_id for c in self.state.calls if c.decision}
+        listed = {outcome.id}
+        for data in outcome.data:
+            if is_pending(data) and isinstance(data.get("pendingToolCalls"), list):
+                listed |= {str(p.get("toolCallId")) for p in data["pendingToolCalls"] if isinstance(p, dict)}
+        return bool(decided & listed)
+
+    # ---- following after a restart ------------------------------------------------------------------
+
+    async def resumed(self) -> AsyncIterator[Chunk]:
+        """Follow a run in flight that nothing here drives (its parent recovered): its task where it
+        stands, an answer whose fate is unknown, or a start the remote agent never named a task for."""
+        remote = self.state.remote
+        yield self._chunk("start", id=self.agent_id, agent_id=self.agent_id, recovered=True)
+        if remote is None or remote.task_id is None:
+            why = (
+                f"the task for {self.remote.name} was lost while it was being started (the process "
+                "stopped before the remote agent named it); the remote agent may have begun it, and it "
+                "is not started a second time"
+            )
+            async for chunk in self._fail(RemoteAgentError(why)):
+                yield chunk
+            return
+        if remote.answer_id is not None:
+            steps = self._unsure(RemoteLost(f"the process sending the answer to {self.remote.name} stopped"))
+        else:
+            steps = self._follow_by_asking(remote.task_id)
+        async for chunk in steps:
+            yield chunk
+
+    async def _follow_by_asking(self, task_id: str) -> AsyncIterator[Chunk]:
+        task = RemoteTask(self.remote.name, task_id)
+        try:
+            task.feed_task(_as_dict(await self.remote.get(task_id)))
+            await self._poll(task)
+            outcome: Outcome = task.outcome()
+        except RemoteAgentError as exc:
+            outcome = Broke(exc.message, exc)
+        async for chunk in self._settle(outcome):
+            yield chunk
+
+
+async def _chained(first: list[Any], rest: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    for item in first:
+        yield item
+    async for item in rest:
+        yield item
+
+
+def _as_dict(task: Any) -> dict[str, Any]:
+    from google.protobuf.json_format import MessageToDict
+
+    return MessageToDict(task)
+
+
+__all__ = ["ProxyRun"]

@@ -1,0 +1,392 @@
+"""Troupe's agents over A2A: the request handler behind ``POST /a2a/{agentId}`` (``troupe.api.a2a_http``).
+
+A run is a task (task id = run id; context id = thread id), started, followed and decided through the
+same service as ``/api``, as the caller's principal: a new run belongs to one of the caller's resources,
+a task of another resource is answered as unknown, and every answer goes through the agent's own
+decision methods (claim, fingerprint, approver policies, audit), through the surface ``"a2a"``.
+
+- ``SendMessage``/``SendStreamingMessage`` without a task id start a run from the message's text
+  (``metadata.resourceId`` names its resource; a key of one resource needs none). With a task id, the
+  message answers the run's paused calls: a data part ``{"decisions": [...]}``
+  (``troupe.actors.a2a.pending``), applied in order. An answer that is refused (unreadable, a wrong tool
+  call id, data that fails the schema, a policy that says no) is reported in the task's status message,
+  and the task stays ``input-required`` with every call still waiting.
+- ``GetTask`` and ``SubscribeToTask`` read the run from the store (``troupe.api.a2a_tasks``), so a
+  restarted server answers them as before; ``ListTasks`` lists the caller's ``input-required`` tasks.
+- ``CancelTask`` is not supported yet (Troupe's runs cannot be cancelled on request yet).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from a2a.helpers.proto_helpers import new_text_part
+from a2a.server.context import ServerCallContext
+from a2a.server.request_handlers.request_handler import RequestHandler
+from a2a.types.a2a_pb2 import (
+    AgentCard,
+    CancelTaskRequest,
+    DeleteTaskPushNotificationConfigRequest,
+    GetExtendedAgentCardRequest,
+    GetTaskPushNotificationConfigRequest,
+    GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
+    ListTaskPushNotificationConfigsResponse,
+    ListTasksRequest,
+    ListTasksResponse,
+    Message,
+    SendMessageRequest,
+    SubscribeToTaskRequest,
+    Task,
+    TaskPushNotificationConfig,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+)
+from a2a.utils.errors import (
+    ExtendedAgentCardNotConfiguredError,
+    InvalidParamsError,
+    PushNotificationNotSupportedError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+)
+from troupe.actors.a2a.pending import AnswerError, DecisionItem
+from troupe.api.a2a_messages import decisions_of, page_number, prompt_of, resource_of, struct_dict
+from troupe.api.a2a_tasks import (
+    ended_task,
+    finished_task,
+    paused_task,
+    status_message,
+    working_task,
+)
+from troupe.api.service import Service
+from troupe.core.vocabulary.chunks import Chunk
+from troupe.core.vocabulary.errors import DecisionRejectedError, SnapshotNotFoundError, TroupeError
+from troupe.core.vocabulary.identity import Principal
+from troupe.core.vocabulary.results import ResultBuilder, RunResult
+from troupe.core.vocabulary.state import RunState
+from troupe.core.vocabulary.stream import AgentStream
+from troupe.supervisor.agent import Agent
+
+# Where the route leaves who is calling which agent, for the handler to find in the call's context.
+CALL_KEY = "troupe.a2a.call"
+_MAX_PAGE = 100
+
+Event = Task | TaskStatusUpdateEvent
+
+
+@dataclass(frozen=True)
+class A2ACall:
+    """One A2A request: the service, the agent it is for, who calls, and where the inbox page is."""
+
+    service: Service
+    agent_id: str
+    caller: Principal
+    inbox: str | None = None
+
+    @property
+    def agent(self) -> Agent:
+        return self.service.agent(self.agent_id)
+
+
+def _call(context: ServerCallContext) -> A2ACall:
+    call = context.state.get(CALL_KEY)
+    if not isinstance(call, A2ACall):
+        raise RuntimeError("an A2A request reached Troupe's handler without its caller (see a2a_http)")
+    return call
+
+
+@contextlib.contextmanager
+def _as_a2a_errors() -> Iterator[None]:
+    """Troupe's errors as A2A's: an unknown (or someone else's) run is an unknown task; a request the
+    caller got wrong is invalid params."""
+    try:
+        yield
+    except SnapshotNotFoundError as exc:
+        raise TaskNotFoundError(exc.message) from exc
+    except TroupeError as exc:
+        if exc.http_status < 500:
+            raise InvalidParamsError(f"{exc.code}: {exc.message}") from exc
+        raise
+
+
+class AgentsOverA2A(RequestHandler):
+    """The A2A request handler of a Troupe front door (one for every agent; the route says which)."""
+
+    # ---- messages ---------------------------------------------------------------------------------------
+
+    async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Task | Message:
+        last: Task | None = None
+        async for event in self._send(params, context):
+            if isinstance(event, Task):
+                last = event
+        assert last is not None, "every message is answered with the task it leaves"
+        return last
+
+    async def on_message_send_stream(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Event]:
+        async for event in self._send(params, context):
+            yield event
+
+    async def _send(self, params: SendMessageRequest, context: ServerCallContext) -> AsyncIterator[Event]:
+        call = _call(context)
+        message = params.message
+        with _as_a2a_errors():
+            events = self._answer(call, message) if message.task_id else self._start(call, params)
+            async for event in events:
+                yield event
+
+    async def _start(self, call: A2ACall, params: SendMessageRequest) -> AsyncIterator[Event]:
+        message = params.message
+        prompt = prompt_of(message)
+        metadata = {**struct_dict(params.metadata), **struct_dict(message.metadata)}
+        thread = message.context_id or None
+        options: dict[str, Any] = {"resource_id": resource_of(call.caller, metadata.get("resourceId"))}
+        if thread is not None:
+            options["thread_id"] = thread
+        stream: AgentStream = await call.service.start_run(
+            call.agent_id, prompt, options, call.caller, "stream"
+        )
+        # The task's context is its thread; a run started without one is a context of its own.
+        context_id = thread or stream.run_id
+        yield working_task(stream.run_id, context_id)
+        reading = _Reading(stream, context_id)
+        async for event in reading.events():
+            yield event
+        yield await self._view(call, stream.run_id, context_id, reading.result)
+
+    async def _answer(self, call: A2ACall, message: Message) -> AsyncIterator[Event]:
+        state = await _visible(call, message.task_id)
+        if state is None:
+            raise UnsupportedOperationError(
+                f"task {message.task_id} has finished: nothing in it waits for an answer"
+            )
+        context_id = state.thread_id or state.run_id
+        if message.context_id and message.context_id != context_id:
+            raise InvalidParamsError(
+                f"context {message.context_id} is not the context of task {message.task_id}"
+            )
+        if state.status != "suspended":
+            raise UnsupportedOperationError(
+                f"task {message.task_id} is working; answer it once it asks for input (input-required)"
+            )
+        try:
+            decisions = decisions_of(message)
+        except AnswerError as exc:
+            yield paused_task(state, note=DecisionRejectedError(str(exc)), inbox=call.inbox)
+            return
+        result, note = None, None
+        for item in decisions:
+            try:
+                stream = await _decide(call, state.run_id, item)
+            except TroupeError as exc:
+                note = exc
+                break
+            reading = _Reading(stream, context_id)
+            async for event in reading.events():
+                yield event
+            result = reading.result
+            if result.finish_reason != "suspended":
+                break  # the run moved on: any decision after this one finds nothing to decide
+        yield await self._view(call, state.run_id, context_id, result, note)
+
+    async def _view(
+        self,
+        call: A2ACall,
+        run_id: str,
+        context_id: str,
+        result: RunResult | None,
+        note: TroupeError | None = None,
+    ) -> Task:
+        """The task once the request's work is done: the run's end if it ended here, else where the
+        store says the run stands."""
+        if result is not None and result.finish_reason not in (None, "suspended"):
+            return finished_task(run_id, context_id, result)
+        stored = await call.service.runtime.store().load_run(run_id)
+        if stored is None:
+            return ended_task(run_id, context_id)
+        if stored.state.status == "suspended":
+            return paused_task(stored.state, note=note, inbox=call.inbox)
+        return working_task(run_id, context_id)
+
+    # ---- reading tasks ----------------------------------------------------------------------------------
+
+    async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
+        call = _call(context)
+        with _as_a2a_errors():
+            state = await _visible(call, params.id)
+            if state is None:
+                return ended_task(params.id, params.id)
+            return await self._view(call, state.run_id, state.thread_id or state.run_id, None)
+
+    async def on_subscribe_to_task(
+        self, params: SubscribeToTaskRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Event]:
+        call = _call(context)
+        with _as_a2a_errors():
+            state = await _visible(call, params.id)
+            if state is None:
+                raise UnsupportedOperationError(f"task {params.id} has finished: there is nothing to follow")
+            context_id = state.thread_id or state.run_id
+            if state.status == "suspended":
+                yield paused_task(state, inbox=call.inbox)
+                return
+            yield working_task(state.run_id, context_id)
+            stream = await call.service.runtime.observe(call.agent_id, state.run_id)
+            reading = _Reading(stream, context_id)
+            async for event in reading.events():
+                yield event
+            yield await self._view(call, state.run_id, context_id, reading.result)
+
+    async def on_list_tasks(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
+        """The caller's ``input-required`` tasks of this agent (``list_suspended_runs``, one page per
+        resource of the caller; ``pageToken`` is the page number)."""
+        call = _call(context)
+        size = min(params.page_size or _MAX_PAGE, _MAX_PAGE)
+        page = page_number(params.page_token)
+        wanted = params.status in (TaskState.TASK_STATE_UNSPECIFIED, TaskState.TASK_STATE_INPUT_REQUIRED)
+        caller = call.caller
+        resources: list[str | None] = [None] if caller.admin else [*sorted(caller.resources)]
+        tasks: list[Task] = []
+        total, more = 0, False
+        for resource in resources if wanted else []:
+            with _as_a2a_errors():
+                found = await call.agent.list_suspended_runs(
+                    thread_id=params.context_id or None, resource_id=resource, page=page, per_page=size
+                )
+            total += found.total
+            more = more or (page + 1) * size < found.total
+            tasks += [
+                paused_task(await _state(call, run.run_id), inbox=call.inbox)
+                for run in found.runs
+                if run.agent_id == call.agent_id
+            ]
+        return ListTasksResponse(
+            tasks=tasks, next_page_token=str(page + 1) if more else "", page_size=size, total_size=total
+        )
+
+    # ---- not supported ----------------------------------------------------------------------------------
+
+    async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
+        call = _call(context)
+        with _as_a2a_errors():
+            await _visible(call, params.id)
+        raise UnsupportedOperationError(
+            f"cancelling task {params.id} is not supported yet: Troupe cannot cancel a run on request; "
+            "decline its pending calls instead"
+        )
+
+    async def on_create_task_push_notification_config(
+        self, params: TaskPushNotificationConfig, context: ServerCallContext
+    ) -> TaskPushNotificationConfig:
+        raise PushNotificationNotSupportedError(_NO_PUSH)
+
+    async def on_get_task_push_notification_config(
+        self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
+    ) -> TaskPushNotificationConfig:
+        raise PushNotificationNotSupportedError(_NO_PUSH)
+
+    async def on_list_task_push_notification_configs(
+        self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
+    ) -> ListTaskPushNotificationConfigsResponse:
+        raise PushNotificationNotSupportedError(_NO_PUSH)
+
+    async def on_delete_task_push_notification_config(
+        self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
+    ) -> None:
+        raise PushNotificationNotSupportedError(_NO_PUSH)
+
+    async def on_get_extended_agent_card(
+        self, params: GetExtendedAgentCardRequest, context: ServerCallContext
+    ) -> AgentCard:
+        raise ExtendedAgentCardNotConfiguredError("this agent has no extended card: its card says everything")
+
+
+_NO_PUSH = (
+    "push notifications are not supported over A2A: Troupe's notifications are configured on the server"
+)
+
+
+# ---- runs as the caller may see them ------------------------------------------------------------------
+
+
+async def _visible(call: A2ACall, run_id: str) -> RunState | None:
+    """The run behind task ``run_id`` if the caller may see it (None once it has finished); an unknown
+    task, another resource's, another agent's or a subagent's run (decided through its top run) is
+    ``TaskNotFoundError``, all alike."""
+    info = await call.service.runtime.run_info(call.agent_id, run_id)
+    if info is None or not call.caller.may(info["resource_id"]):
+        raise TaskNotFoundError(f"task {run_id} not found for agent {call.agent_id!r}")
+    stored = await call.service.runtime.store().load_run(run_id)
+    if stored is None:
+        return None
+    if stored.state.parent is not None:
+        raise TaskNotFoundError(f"task {run_id} not found for agent {call.agent_id!r}")
+    return stored.state
+
+
+async def _state(call: A2ACall, run_id: str) -> RunState:
+    stored = await call.service.runtime.store().load_run(run_id)
+    if stored is None:
+        raise TaskNotFoundError(f"task {run_id} has finished since it was listed")
+    return stored.state
+
+
+# ---- driving a run ------------------------------------------------------------------------------------
+
+
+async def _decide(call: A2ACall, run_id: str, item: DecisionItem) -> AgentStream:
+    """Open the decision ``item`` on the run, as the caller, through the agent's own methods."""
+    agent = call.agent
+    options: dict[str, Any] = {
+        "run_id": run_id,
+        "tool_call_id": item.tool_call_id,
+        "fingerprint": item.fingerprint,
+        "decided_by": call.caller,
+        "surface": "a2a",
+    }
+    if item.approved is True:
+        return await agent.approve_tool_call(edited_args=item.edited_args, **options)
+    if item.approved is False:
+        return await agent.decline_tool_call(reason=item.reason, **options)
+    return await agent.resume_stream(item.resume_data, **options)
+
+
+class _Reading:
+    """Reads an operation's stream to its end, folding it into ``result``; ``events`` yields a
+    ``working`` update (with the step's text) at each step that goes on. Where the run stands at the
+    end is read by the caller from the result and the store."""
+
+    def __init__(self, stream: AgentStream, context_id: str) -> None:
+        self.stream = stream
+        self.context_id = context_id
+        self._builder = ResultBuilder(stream.run_id)
+
+    @property
+    def result(self) -> RunResult:
+        return self._builder.result
+
+    async def events(self) -> AsyncIterator[TaskStatusUpdateEvent]:
+        async for chunk in self.stream.full_stream:
+            self._builder.feed((chunk,))
+            update = self._progress(chunk)
+            if update is not None:
+                yield update
+
+    def _progress(self, chunk: Chunk) -> TaskStatusUpdateEvent | None:
+        if chunk.type != "step-finish" or chunk.payload.get("finish_reason") != "tool-calls":
+            return None
+        steps = self.result.steps
+        text = steps[-1].text if steps else ""
+        status = TaskStatus(state=TaskState.TASK_STATE_WORKING)
+        if text:
+            status.message.CopyFrom(status_message(chunk.run_id, self.context_id, [new_text_part(text)]))
+        status.timestamp.GetCurrentTime()
+        return TaskStatusUpdateEvent(task_id=chunk.run_id, context_id=self.context_id, status=status)
+
+
+__all__ = ["CALL_KEY", "A2ACall", "AgentsOverA2A"]

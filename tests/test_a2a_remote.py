@@ -1,0 +1,439 @@
+"""Remote A2A agents as subagents (``A2AAgent``), on both executors: a second Troupe process served over
+A2A whose subagent pauses (three levels in all), and an agent written here with the a2a-sdk's own server
+side. Either way the remote task's ``input-required`` is a pause of the supervisor that reaches its inbox
+and ``list_suspended_runs``, and the answer reaches the remote agent; a supervisor process SIGKILLed while
+the remote pause waits is replaced by a new one that answers it. Failures are tool errors naming the
+remote agent; an answer that cannot be delivered leaves the call paused."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from a2a.helpers.proto_helpers import new_data_part, new_text_part
+from a2a.types.a2a_pb2 import TaskState
+from a2a_agents import AskingAgent, SdkServer
+from a2a_trees import desk
+from conftest import TESTS
+from store_hooks import HookedStore
+from troupe.actors.a2a.errors import RemoteCardError
+from troupe.actors.a2a.handle import A2AHandle
+from troupe.core.run.delegation import child_run_id
+from troupe.core.vocabulary.requests import DecideRequest, Resume
+
+from troupe import A2AAgent, ApproverPolicy, Runtime, SqliteStore
+from troupe.errors import ApprovalPolicyError, DecisionConflictError
+from troupe.testing import CallLog
+
+ADMIN = {"Authorization": "Bearer key-admin"}
+TOP_KEYS = {"key-admin": {"name": "ops", "admin": True}}
+
+
+# ---- the remote agents -------------------------------------------------------------------------------
+
+
+class TroupeRemote:
+    """``tests/a2a_remote_server.py`` in a process of its own."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.calls = CallLog(tmp_path / "remote-calls.jsonl")
+        portfile = tmp_path / "remote.port"
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent)])}
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                str(TESTS / "a2a_remote_server.py"),
+                str(tmp_path / "remote.db"),
+                str(self.calls.path),
+                str(portfile),
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in range(600):
+            if portfile.exists() and portfile.read_text():
+                break
+            if self.proc.poll() is not None:
+                raise RuntimeError("the remote Troupe process exited")
+            time.sleep(0.05)
+        self.url = f"http://127.0.0.1:{portfile.read_text()}"
+
+    def agent(self, agent_id: str = "mid") -> A2AAgent:
+        return A2AAgent("vendor", card_url=f"{self.url}/a2a/{agent_id}", bearer_token="key-sup")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+
+@pytest.fixture
+def troupe_remote(tmp_path):
+    remote = TroupeRemote(tmp_path)
+    yield remote
+    remote.stop()
+
+
+@pytest.fixture
+def sdk_servers():
+    started: list[SdkServer] = []
+
+    def start(executor: Any) -> SdkServer:
+        server = SdkServer(executor).start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# ---- the supervisor, served ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def top(http_server, tmp_path, executor):
+    """Serve ``desk`` over ``remote`` on this test's executor; returns an httpx client to the server."""
+    opened: list[httpx.AsyncClient] = []
+
+    async def serve(remote: A2AAgent) -> httpx.AsyncClient:
+        def build() -> Runtime:
+            return Runtime([desk(remote)], storage=SqliteStore(tmp_path / "top.db"), executor=executor)  # type: ignore[arg-type]
+
+        server = http_server(build, keys=TOP_KEYS)
+        client = httpx.AsyncClient(base_url=server.url, headers=ADMIN, timeout=120)
+        opened.append(client)
+        return client
+
+    yield serve
+    for client in opened:
+        await client.aclose()
+
+
+async def paused_at_the_top(http: httpx.AsyncClient) -> dict[str, Any]:
+    """Start ``desk``; check the remote pause is in the inbox and the suspended-runs listing."""
+    started = await http.post("/api/agents/desk/generate", json={"messages": "go", "resourceId": "r1"})
+    assert started.status_code == 200, started.text
+    result = started.json()
+    assert result["finishReason"] == "suspended", result
+    inbox = (await http.get("/api/inbox")).json()
+    listed = (await http.get("/api/agents/desk/suspended-runs")).json()
+    for listing in (inbox, listed):
+        (run,) = listing["runs"]
+        assert run["runId"] == result["runId"]
+        assert [c["toolCallId"] for c in run["toolCalls"]] == ["d1"]
+    return {"result": result, "call": inbox["runs"][0]["toolCalls"][0]}
+
+
+# ---- a second Troupe process ---------------------------------------------------------------------------
+
+
+async def test_a_troupe_remotes_pause_bubbles_up_three_levels_and_the_answer_runs_the_tool_once(
+    top, troupe_remote
+):
+    http = await top(troupe_remote.agent())
+    paused = await paused_at_the_top(http)
+    call = paused["call"]
+    assert call["toolName"] == "delete_record" and call["args"] == {"id": "abc-123"}
+    assert call["agentPath"] == ["desk", "vendor", "mid", "leaf"]
+    assert call["toolOrigin"]["a2a"]["agent"] == "vendor"
+    assert call["toolOrigin"]["a2a"]["url"] == f"{troupe_remote.url}/a2a/mid"
+    assert troupe_remote.calls.count("delete_record") == 0
+
+    body = {"runId": paused["result"]["runId"], "toolCallId": "d1", "fingerprint": call["fingerprint"]}
+    done = await http.post("/api/agents/desk/approve-tool-call-generate", json=body)
+    assert done.status_code == 200, done.text
+    assert done.json()["text"] == 'd1=c-mid=c-leaf={"deleted": "abc-123"}'
+    assert troupe_remote.calls.count("delete_record") == 1
+    again = await http.post("/api/agents/desk/approve-tool-call-generate", json=body)
+    assert again.status_code in (404, 409) and troupe_remote.calls.count("delete_record") == 1
+
+
+async def test_a_troupe_remotes_decline_reaches_its_tool_call(top, troupe_remote):
+    http = await top(troupe_remote.agent())
+    paused = await paused_at_the_top(http)
+    body = {"runId": paused["result"]["runId"], "toolCallId": "d1", "reason": "not this one"}
+    done = await http.post("/api/agents/desk/decline-tool-call-generate", json=body)
+    assert done.json()["text"] == "d1=c-mid=c-leaf=not this one"
+    assert troupe_remote.calls.count("delete_record") == 0
+
+
+async def test_resume_data_that_fails_the_remote_schema_is_refused_and_the_call_stays_paused(
+    top, troupe_remote
+):
+    http = await top(troupe_remote.agent("planner"))
+    paused = await paused_at_the_top(http)
+    assert paused["call"]["suspendPayload"] == {"message": "Which city?"}
+    body = {"runId": paused["result"]["runId"], "toolCallId": "d1"}
+    refused = await http.post("/api/agents/desk/resume-generate", json={**body, "resumeData": {"city": 5}})
+    assert refused.status_code == 422 and refused.json()["code"] == "AGENT_RESUME_DATA_INVALID"
+    assert "city" in refused.json()["error"]
+    assert [r["runId"] for r in (await http.get("/api/inbox")).json()["runs"]] == [body["runId"]]
+    done = await http.post("/api/agents/desk/resume-generate", json={**body, "resumeData": {"city": "Lyon"}})
+    assert done.status_code == 200 and "Lyon" in done.json()["text"]
+    assert [e["phase"] for e in troupe_remote.calls.entries("weather")] == ["suspend", "resume"]
+
+
+async def test_a_troupe_remotes_two_pending_calls_are_decided_one_at_a_time_in_any_order(
+    make_runtime, troupe_remote
+):
+    runtime = make_runtime([desk(troupe_remote.agent("batch"))])
+    agent = runtime.get_agent("desk")
+    paused = await agent.generate("go", resource_id="r1")
+    assert paused.finish_reason == "suspended", paused
+    (run,) = (await agent.list_suspended_runs()).runs
+    pending = {p.args["id"]: p for p in run.pending}
+    assert sorted(pending) == ["r-1", "r-2"] and {p.tool_call_id for p in run.pending} == {"d1"}
+    second = pending["r-2"]
+    still = await agent.approve_tool_call_generate(
+        run_id=paused.run_id, tool_call_id="d1", fingerprint=second.fingerprint
+    )
+    assert still.finish_reason == "suspended"
+    assert [e["id"] for e in troupe_remote.calls.entries("delete_record")] == ["r-2"]
+    (left,) = (await agent.list_suspended_runs()).runs[0].pending
+    assert left.args == {"id": "r-1"}
+    done = await agent.decline_tool_call_generate(
+        run_id=paused.run_id, tool_call_id="d1", fingerprint=left.fingerprint, reason="keep it"
+    )
+    assert done.text == 'd1=c1=keep it | c2={"deleted": "r-2"}'
+    assert troupe_remote.calls.count("delete_record") == 1
+
+
+async def test_the_top_supervisors_approver_policy_governs_a_remote_pause(make_runtime, troupe_remote):
+    policy = ApproverPolicy(tool="delete_record", roles=frozenset({"dba"}))
+    runtime = make_runtime([desk(troupe_remote.agent())], approver_policies=[policy])
+    agent = runtime.get_agent("desk")
+    paused = await agent.generate("go", resource_id="r1")
+    with pytest.raises(ApprovalPolicyError):
+        await agent.approve_tool_call_generate(run_id=paused.run_id, tool_call_id="d1", decided_by="eve")
+    assert troupe_remote.calls.count("delete_record") == 0
+    done = await agent.approve_tool_call_generate(
+        run_id=paused.run_id, tool_call_id="d1", decided_by="dana", roles=frozenset({"dba"})
+    )
+    assert done.finish_reason == "stop" and troupe_remote.calls.count("delete_record") == 1
+
+
+# ---- an agent of the a2a-sdk's own ----------------------------------------------------------------------
+
+
+async def test_an_sdk_agents_question_bubbles_up_and_the_answer_reaches_it(top, sdk_servers, tmp_path):
+    log = CallLog(tmp_path / "sdk.jsonl")
+    server = sdk_servers(AskingAgent(log))
+    http = await top(A2AAgent("vendor", card_url=server.url))
+    paused = await paused_at_the_top(http)
+    call = paused["call"]
+    assert call["agentPath"] == ["desk", "vendor"] and call["suspendPayload"] == {"message": "Which city?"}
+    assert call["args"] == {"prompt": "delete abc-123, please"}
+    assert [e["prompt"] for e in log.entries("asked")] == ["delete abc-123, please"]
+
+    body = {"runId": paused["result"]["runId"], "toolCallId": "d1", "resumeData": "Lyon"}
+    done = await http.post("/api/agents/desk/resume-generate", json=body)
+    assert done.status_code == 200, done.text
+    assert done.json()["text"] == "d1=Sunny in Lyon"
+    assert [e["answer"] for e in log.entries("answered")] == ["Lyon"]
+
+
+async def test_an_answer_that_cannot_be_delivered_leaves_the_call_paused(top, sdk_servers, tmp_path):
+    log = CallLog(tmp_path / "sdk.jsonl")
+    server = sdk_servers(AskingAgent(log))
+    http = await top(A2AAgent("vendor", card_url=server.url))
+    paused = await paused_at_the_top(http)
+    server.stop()
+    body = {"runId": paused["result"]["runId"], "toolCallId": "d1", "resumeData": "Lyon"}
+    refused = await http.post("/api/agents/desk/resume-generate", json=body)
+    assert refused.status_code == 503 and refused.json()["code"] == "A2A_DECISION_NOT_DELIVERED"
+    assert "vendor" in refused.json()["error"] and "not sent" in refused.json()["error"]
+    listed = (await http.get("/api/agents/desk/suspended-runs")).json()["runs"]
+    assert [c["toolCallId"] for c in listed[0]["toolCalls"]] == ["d1"]
+    assert log.count("answered") == 0
+    proxy = await SqliteStore(tmp_path / "top.db").load_run(child_run_id(body["runId"], "d1"))
+    assert proxy is not None and proxy.state.status == "suspended", "the remote's question still waits too"
+    assert proxy.state.calls[0].decision is None
+
+
+async def test_an_answer_whose_reply_is_lost_is_looked_up_never_sent_again(
+    make_runtime, sdk_servers, tmp_path
+):
+    """The remote agent takes the answer but replies after the client gave up waiting: the task is asked
+    where it stands (completed, in the end) and the answer is not sent a second time."""
+    log = CallLog(tmp_path / "sdk.jsonl")
+    server = sdk_servers(AskingAgent(log, answer_delay_s=3.0))
+    runtime = make_runtime([desk(A2AAgent("vendor", card_url=server.url, timeout_s=1.0))])
+    agent = runtime.get_agent("desk")
+    paused = await agent.generate("go", resource_id="r1")
+    done = await agent.resume_generate("Lyon", run_id=paused.run_id, tool_call_id="d1")
+    assert done.text == "d1=Sunny in Lyon"
+    assert [e["answer"] for e in log.entries("answered")] == ["Lyon"]
+
+
+# ---- failures are tool errors naming the remote agent ------------------------------------------------------
+
+
+async def failed_with(make_runtime: Any, remote: A2AAgent) -> str:
+    runtime = make_runtime([desk(remote)])
+    result = await runtime.get_agent("desk").generate("go", resource_id="r1")
+    assert result.finish_reason == "stop", result
+    return result.text
+
+
+async def test_an_unreachable_remote_agent_is_a_tool_error_naming_it(make_runtime):
+    text = await failed_with(make_runtime, A2AAgent("vendor", card_url=f"http://127.0.0.1:{closed_port()}/a"))
+    assert text.startswith("d1=") and "A2A agent 'vendor'" in text and "could not" in text
+
+
+async def test_a_card_that_does_not_parse_is_refused(make_runtime, sdk_servers, tmp_path):
+    with pytest.raises(RemoteCardError, match="'vendor' does not parse"):
+        A2AAgent("vendor", card={"name": "x", "capabilities": {"streaming": "maybe"}})
+    server = sdk_servers(AskingAgent(CallLog(tmp_path / "sdk.jsonl")))
+    text = await failed_with(make_runtime, A2AAgent("vendor", card_url=f"{server.url}/rpc"))  # not a card
+    assert "A2A agent 'vendor'" in text and "card" in text
+
+
+@pytest.mark.parametrize(
+    ("agent", "said"),
+    [
+        (dict(first_state=TaskState.TASK_STATE_AUTH_REQUIRED), "auth-required"),
+        (dict(first_state=TaskState.TASK_STATE_FAILED), "ended failed"),
+        (
+            dict(
+                question=[
+                    new_data_part(
+                        {
+                            "kind": "troupe.pendingToolCalls",
+                            "runId": "r",
+                            "pendingToolCalls": [{"toolCallId": 5}],
+                        }
+                    )
+                ]
+            ),
+            "cannot be read",
+        ),
+        # Over the bytes a response may hold: cut off as it arrives.
+        (
+            dict(first_state=TaskState.TASK_STATE_COMPLETED, question=[new_text_part("x" * 20_000_000)]),
+            "bytes",
+        ),
+        # Within them, but more than a run keeps of a tool's result.
+        (dict(first_state=TaskState.TASK_STATE_COMPLETED, question=[new_text_part("x" * 5_000_000)]), "kept"),
+    ],
+    ids=["auth-required", "failed", "bad-pending-list", "response-too-large", "answer-too-large"],
+)
+async def test_a_remote_agent_that_makes_no_sense_is_a_tool_error(
+    make_runtime, sdk_servers, tmp_path, agent, said
+):
+    server = sdk_servers(AskingAgent(CallLog(tmp_path / "sdk.jsonl"), **agent))
+    text = await failed_with(make_runtime, A2AAgent("vendor", card_url=server.url))
+    assert "A2A agent 'vendor'" in text and said in text, text
+
+
+# ---- a decision goes to the remote task once ---------------------------------------------------------------
+
+
+async def test_two_processes_deciding_at_once_send_one_answer(sdk_servers, tmp_path):
+    log = CallLog(tmp_path / "sdk.jsonl")
+    server = sdk_servers(AskingAgent(log))
+    remote = A2AAgent("vendor", card_url=server.url)
+    store = SqliteStore(tmp_path / "top.db")
+    runtime = Runtime([desk(remote)], storage=store, executor="local")
+    try:
+        paused = await runtime.get_agent("desk").generate("go", resource_id="r1")
+        child = child_run_id(paused.run_id, "d1")
+        stored = await store.load_run(child)
+        assert stored is not None and stored.state.status == "suspended"
+        (call,) = stored.state.calls
+        request = DecideRequest(child, Resume("Lyon"), call.tool_call_id, call.pauses[0].fingerprint)
+        meet = asyncio.Barrier(2)
+        hooked = [HookedStore(store, f"process-{i}") for i in range(2)]
+        for one in hooked:
+            one.meet_before_save(child, meet)
+        outcomes = await asyncio.gather(
+            *(A2AHandle(remote, one).decide(request) for one in hooked), return_exceptions=True
+        )
+        conflicts = [o for o in outcomes if isinstance(o, DecisionConflictError)]
+        streams = [o for o in outcomes if not isinstance(o, BaseException)]
+        assert len(conflicts) == 1 and len(streams) == 1, outcomes
+        chunks = [c for batch in [b async for b in streams[0]] for c in batch]
+        assert chunks[-1].type == "finish"
+        assert [e["answer"] for e in log.entries("answered")] == ["Lyon"]
+    finally:
+        await runtime.shutdown()
+
+
+# ---- the supervisor's process dies while the remote pause waits ---------------------------------------
+
+
+def parent_driver(tmp_path: Path, card_url: str, key: str, executor: str, address: str | None) -> str:
+    args = [
+        sys.executable,
+        str(TESTS / "a2a_parent_driver.py"),
+        str(tmp_path / "top.db"),
+        card_url,
+        key,
+        executor,
+    ]
+    if address:
+        args.append(address)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent)])}
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    assert proc.stdout is not None
+    try:
+        for line in proc.stdout:
+            if line.startswith("PAUSED"):
+                _, run_id, reason = line.split()
+                assert reason == "suspended"
+                return run_id
+        raise AssertionError(f"the supervisor's process exited before pausing (code {proc.wait()})")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+
+
+@pytest.mark.parametrize("remote_kind", ["troupe", "sdk"])
+async def test_a_new_process_answers_the_remote_pause_after_the_supervisors_process_is_killed(
+    tmp_path, executor, ray_session, sdk_servers, remote_kind
+):
+    address = ray_session.get_runtime_context().gcs_address if executor == "ray" else None
+    log = CallLog(tmp_path / "sdk.jsonl")
+    troupe_remote = TroupeRemote(tmp_path) if remote_kind == "troupe" else None
+    try:
+        if troupe_remote is not None:
+            remote = troupe_remote.agent()
+        else:
+            remote = A2AAgent("vendor", card_url=sdk_servers(AskingAgent(log)).url)
+        key = "key-sup" if troupe_remote is not None else "-"
+        run_id = parent_driver(tmp_path, remote.where, key, executor, address)
+
+        runtime = Runtime([desk(remote)], storage=SqliteStore(tmp_path / "top.db"), executor=executor)  # type: ignore[arg-type]
+        try:
+            agent = runtime.get_agent("desk")
+            (waiting,) = (await agent.list_suspended_runs()).runs
+            assert waiting.run_id == run_id and waiting.pending[0].agent_path[:2] == ["desk", "vendor"]
+            if troupe_remote is not None:
+                done = await agent.approve_tool_call_generate(run_id=run_id, tool_call_id="d1")
+                assert done.text == 'd1=c-mid=c-leaf={"deleted": "abc-123"}'
+                assert troupe_remote.calls.count("delete_record") == 1
+            else:
+                done = await agent.resume_generate("Oslo", run_id=run_id, tool_call_id="d1")
+                assert done.text == "d1=Sunny in Oslo"
+                assert [e["answer"] for e in log.entries("answered")] == ["Oslo"]
+            assert (await agent.list_suspended_runs()).total == 0
+        finally:
+            await runtime.shutdown()
+    finally:
+        if troupe_remote is not None:
+            troupe_remote.stop()
