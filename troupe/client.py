@@ -13,7 +13,13 @@ in-process Agent or an ``AsyncAgentClient``'s agent, ``SyncAgentAPI`` for a ``Tr
 """
 
 from troupe.api.client import AsyncAgentClient, AsyncTroupeClient
-from troupe.api.errors import AuthenticationError, HttpError, InvalidRequestError, PermissionDeniedError
+from troupe.api.errors import (
+    AuthenticationError,
+    HttpError,
+    InvalidRequestError,
+    PermissionDeniedError,
+    ServerUnreachableError,
+)
 from troupe.api.sync_client import AgentClient, SyncAgentAPI, SyncAgentStream, TroupeClient
 from troupe.core.vocabulary.agent_api import AgentAPI, AsyncAgentAPI
 
@@ -27,6 +33,7 @@ __all__ = [
     "HttpError",
     "InvalidRequestError",
     "PermissionDeniedError",
+    "ServerUnreachableError",
     "SyncAgentAPI",
     "SyncAgentStream",
     "TroupeClient",
