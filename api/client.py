@@ -128,7 +128,7 @@ def _unreachable(url: httpx.URL, exc: Exception) -> ServerUnreachableError:
     """The error for a server that did not take the connection: its URL (a password in it masked),
     why, and what to check."""
     if url.password:
-        url = url.copy_with(password="***")
+        url = url.copy_with(username=url.username, password="***")
     shown = str(url).rstrip("/")
     reason = str(exc) or type(exc).__name__
     return ServerUnreachableError(

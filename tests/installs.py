@@ -81,6 +81,12 @@ def wheel_venv(wheel: Path) -> Path:
     return path
 
 
+def checkout_venv() -> Path:
+    """Troupe's dependencies, and a Troupe installed from this checkout (not editable) that a test
+    replaces with the one it installs."""
+    return _venv("checkout", (ROOT / "pyproject.toml").read_text(), str(ROOT))
+
+
 def site_packages(venv: Path) -> Path:
     [found] = (venv / "lib").glob("python3*/site-packages")
     return found
