@@ -830,7 +830,9 @@ MUTANTS += [
         "    if args.demo:\n"
         '        _demo_runtime(args.store, "local", None)\n'
         "    try:\n",
-        (f"{LIFECYCLE}::test_a_port_in_use_fails_at_once_naming_it_and_leaves_the_demo_store_as_it_was",),
+        (
+            f"{LIFECYCLE}::test_a_port_in_use_fails_at_once_naming_it_and_leaves_the_demo_store_as_it_was[uvicorn]",
+        ),
     ),
     Mutant(
         "client-connect-error-raw",
@@ -859,7 +861,14 @@ MUTANTS += [
     Mutant(
         "editable-finder-asked-last",
         "scripts/backend/troupe_backend.py",
-        "    finder_first(Path(wheel_directory) / name)\n",
+        "    before_namespaces(Path(wheel_directory) / name)\n",
+        "",
+        ("tests/test_clone_folder.py",),
+    ),
+    Mutant(
+        "editable-install-shadows-real-packages",
+        "scripts/backend/troupe_backend.py",
+        "        if found is not None and found.origin is not None:\n            return found\n",
         "",
         ("tests/test_clone_folder.py",),
     ),

@@ -4,7 +4,8 @@ script run beside the clone imports the installed Troupe, not the clone's folder
 
 That folder has no ``__init__.py``, so Python's path finder takes it for a namespace package before
 setuptools' editable finder is asked ("cannot import name 'Agent' from 'troupe' (unknown location)");
-Troupe's build backend (scripts/backend/troupe_backend.py) puts that finder first.
+Troupe's build backend (scripts/backend/troupe_backend.py) has the install asked before a namespace
+package, and only before one.
 
 The clone is the working tree's files (what ``git clone`` of this commit would hold, uncommitted changes
 included); its ``.venv`` is a virtualenv kept under ``.build/venvs`` with Troupe's dependencies, so a run
@@ -89,3 +90,19 @@ def test_a_script_beside_a_clone_named_troupe_imports_the_installed_troupe(tmp_p
         str(clone / "troupe" / "__init__.py"),  # the editable install: the clone's own code
         "troupe.supervisor.agent troupe.core.vocabulary.tools",
     ]
+
+    # A real package named troupe on sys.path (here the working directory's) still comes first, as it
+    # always did: only a folder without __init__.py no longer does.
+    shadow = tmp_path / "elsewhere" / "troupe"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("")
+    found = subprocess.run(
+        [str(clone / ".venv" / "bin" / "python"), "-c", "import troupe; print(troupe.__file__)"],
+        cwd=shadow.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert found.stdout.strip() == str(shadow / "__init__.py"), found.stderr[-3000:]

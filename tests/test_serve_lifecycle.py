@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
-from test_http_serve import free_port
+from test_http_serve import Served, free_port
 
 from troupe.client import AsyncTroupeClient, ServerUnreachableError, TroupeClient
 from troupe.errors import TroupeError
@@ -41,33 +41,44 @@ def _rows(path: Path) -> list[tuple[object, ...]]:
         return conn.execute("SELECT id, title FROM demo_records ORDER BY id").fetchall()
 
 
-def test_a_port_in_use_fails_at_once_naming_it_and_leaves_the_demo_store_as_it_was(tmp_path):
+@pytest.mark.parametrize("replicas", [[], ["--replicas", "1"]], ids=["uvicorn", "ray-serve"])
+def test_a_port_in_use_fails_at_once_naming_it_and_leaves_the_demo_store_as_it_was(tmp_path, replicas):
     """With --demo the store used to be re-seeded before the port was even tried: a record the user had
-    deleted came back. Now the port is taken first of all."""
+    deleted came back. Now the port is taken first of all (on Ray Serve, whose proxy binds it later, it
+    is tried before Ray starts)."""
     store = tmp_path / "troupe-demo.db"
     db = RecordsDB(store)
     db.setup(seed=True)
     assert db.delete("abc-123"), "the user deleted a sample record"
     before = (store.read_bytes(), store.stat().st_mtime_ns, _rows(store))
+    took = []
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]
-        started = time.monotonic()
-        done = subprocess.run(
-            [*TROUPE, "serve", "--demo", "--open", "--store", str(store), "--port", str(port)],
-            cwd=tmp_path,
-            env=_env(),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        took = time.monotonic() - started
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert f"cannot listen on 127.0.0.1:{port}: the port is in use" in done.stderr, done.stderr
-    assert "--port" in done.stderr, "it says what to do"
-    assert "serving" not in done.stderr and "starting Ray" not in done.stderr, done.stderr
-    assert (store.read_bytes(), store.stat().st_mtime_ns, _rows(store)) == before, "changed nothing"
-    assert took < PORT_IN_USE_S, f"{took:.2f} s"
+        command = [
+            *TROUPE,
+            "serve",
+            "--demo",
+            "--open",
+            "--store",
+            str(store),
+            "--port",
+            str(port),
+            *replicas,
+        ]
+        # Three tries, the quickest counted: what the command itself costs, not what else the shared
+        # machine runs meanwhile. Each must fail the same way and leave the store alone.
+        for _ in range(3):
+            started = time.monotonic()
+            done = subprocess.run(
+                command, cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=60, check=False
+            )
+            took.append(time.monotonic() - started)
+            assert done.returncode == 1, done.stdout + done.stderr
+            assert f"cannot listen on 127.0.0.1:{port}: the port is in use" in done.stderr, done.stderr
+            assert "--port" in done.stderr, "it says what to do"
+            assert "serving" not in done.stderr and "starting Ray" not in done.stderr, done.stderr
+            assert (store.read_bytes(), store.stat().st_mtime_ns, _rows(store)) == before, "changed nothing"
+    assert min(took) < PORT_IN_USE_S, [f"{t:.2f} s" for t in took]
 
 
 def test_a_port_in_use_fails_before_the_runtime_is_made_in_the_library_too(tmp_path):
@@ -97,49 +108,35 @@ def test_a_sigterm_to_the_process_group_ends_serve_on_its_own_ray_in_seconds(tmp
     processes used to be in it: its GCS died first, and the server then waited 60 s for it ("Failed to
     connect to GCS within 60 seconds"). They lead groups of their own now, and still end with the
     server. On a pipe, the Ray start is one plain line."""
-    log_path = tmp_path / "serve.log"
-    port = free_port()
-    store = tmp_path / "demo.db"
-    with log_path.open("w") as log:
-        server = subprocess.Popen(
-            [*TROUPE, "serve", "--demo", "--open", "--store", str(store), "--port", str(port)],
-            cwd=tmp_path,
-            env=_env(),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # a group of its own, as under `timeout` or a shell's job
-        )
+    served = Served(
+        tmp_path,
+        "--demo",
+        "--open",
+        "--store",
+        str(tmp_path / "demo.db"),
+        cwd=tmp_path,
+        env=_env(),
+        own_group=True,
+    )
     try:
-        _wait_ready(server, f"http://127.0.0.1:{port}/api/agents", log_path)
-        ray_processes = psutil.Process(server.pid).children(recursive=True)
+        served.wait_ready({}, timeout=120)
+        ray_processes = psutil.Process(served.process.pid).children(recursive=True)
         assert any(p.name() == "gcs_server" for p in ray_processes), "serve started its own Ray"
         started = time.monotonic()
-        os.killpg(server.pid, signal.SIGTERM)
-        code = server.wait(SIGTERM_S * 4)  # past the ceiling it fails below, with the time it took
+        os.killpg(served.process.pid, signal.SIGTERM)
+        code = served.process.wait(SIGTERM_S * 4)  # past the ceiling it fails below, with the time it took
         took = time.monotonic() - started
     finally:
-        if server.poll() is None:
-            os.killpg(server.pid, signal.SIGKILL)
-    output = log_path.read_text()
+        if served.process.poll() is None:
+            os.killpg(served.process.pid, signal.SIGKILL)
+    output = served.output()
+    served.log.close()
     assert code == 0, output
     assert took < SIGTERM_S, f"{took:.1f} s\n{output}"
     assert "Failed to connect to GCS" not in output
     _, alive = psutil.wait_procs(ray_processes, timeout=10)
     assert alive == [], f"left behind: {[(p.pid, p.name()) for p in alive]}"
     assert "troupe: starting Ray (usually 5-15 s)...\n" in output and "\r" not in output, output
-
-
-def _wait_ready(server: subprocess.Popen[bytes], url: str, log_path: Path) -> None:
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        assert server.poll() is None, log_path.read_text()
-        try:
-            if httpx.get(url, timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    raise TimeoutError(log_path.read_text())
 
 
 def _nobody_listens() -> str:

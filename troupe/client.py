@@ -6,7 +6,8 @@
 ``generate``, ``approve_tool_call``, ``decline_tool_call``, their ``_generate`` forms, ``resume_stream``,
 ``resume_generate``, ``list_suspended_runs`` and ``send_tool_approval``. HTTP errors are raised as the
 matching ``troupe.errors`` class, or as the front door's own ``AuthenticationError`` (401),
-``PermissionDeniedError`` (403) and ``InvalidRequestError`` (422), exported here.
+``PermissionDeniedError`` (403) and ``InvalidRequestError`` (422), exported here; a server that does not
+take the connection as ``ServerUnreachableError``, naming its URL.
 
 ``AgentAPI`` is the protocol those agents share with ``troupe.Agent``: ``AsyncAgentAPI`` for an
 in-process Agent or an ``AsyncAgentClient``'s agent, ``SyncAgentAPI`` for a ``TroupeClient``'s.
