@@ -22,6 +22,7 @@ from typing import Any
 import ray
 from ray.exceptions import ActorDiedError, ActorUnschedulableError, RayActorError, RayTaskError
 from troupe.actors import ray_auth
+from troupe.actors.announce import starting
 from troupe.actors.channel import ChannelClient, ChannelClosed, ChannelServer, Endpoint, FrameTooLarge
 from troupe.actors.transport import DEFAULT_MAX_CONCURRENCY, RayCall, Transport, for_caller, limited
 
@@ -69,7 +70,7 @@ def ensure_ray(address: str | None = None) -> None:
     # Processes started from here (Troupe's own, Ray's workers) that join this Ray by its address must
     # not swap its loopback address for another either (see _loopback_node).
     os.environ[_CLUSTER_VAR] = "0"
-    with _loopback_node(), _lean_node():
+    with _loopback_node(), _lean_node(), _own_process_groups(), starting("starting Ray (usually 5-15 s)"):
         ray.init(
             include_dashboard=False,
             log_to_driver=False,
@@ -100,6 +101,32 @@ def _loopback_node() -> Iterator[None]:
         yield
     finally:
         ray_constants.ENABLE_RAY_CLUSTER = before
+
+
+@contextlib.contextmanager
+def _own_process_groups() -> Iterator[None]:
+    """While Troupe's own Ray starts, each process it starts leads a process group of its own, as Ray
+    does on Windows: a signal sent to the group of the process that started it (Ctrl-C at a terminal,
+    ``timeout``, ``kill -TERM -PGID``) reaches that process, which then shuts Ray down in order, and not
+    Ray's GCS too, which would leave the process waiting 60 s for it to come back ("Failed to connect to
+    GCS within 60 seconds"). Only where the kernel ends them when this process dies (Linux's
+    parent-death signal, which Ray sets when it can), so no Ray process outlives it."""
+    from ray._private import services, utils
+
+    if not sys.platform.startswith("linux") or not utils.detect_fate_sharing_support():
+        yield
+        return
+
+    class GroupLeader(services.ConsolePopen):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **{**kwargs, "process_group": 0})
+
+    saved = services.ConsolePopen
+    setattr(services, "ConsolePopen", GroupLeader)  # noqa: B010 - a class, which mypy will not reassign
+    try:
+        yield
+    finally:
+        setattr(services, "ConsolePopen", saved)  # noqa: B010
 
 
 @contextlib.contextmanager

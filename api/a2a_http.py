@@ -11,7 +11,7 @@ Bearer`` with an API key, or an OIDC token where an identity provider is configu
 credential as every ``/api`` route does (none in open mode), the host app's identity dependency
 included (``troupe_router(identity=...)``); the SDK's JSON-RPC dispatcher reads the body and calls
 ``troupe.api.a2a_server.AgentsOverA2A`` with the caller's principal. Without ``a2a-sdk`` installed
-(``pip install troupe[a2a]``) the routes are not there.
+(``pip install troupe-runtime[a2a]``) the routes are not there.
 """
 
 from __future__ import annotations

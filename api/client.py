@@ -11,20 +11,22 @@
 Streams come back as ``AgentStream`` (``run_id``, ``full_stream``, ``text_stream``, ``result()``), exactly
 as in-process; results as ``RunResult``; listings as ``SuspendedRunList``. An HTTP error is raised as the
 matching ``troupe.errors`` class (401/403/422 of the front door itself: ``AuthenticationError``,
-``PermissionDeniedError``, ``InvalidRequestError``). Over HTTP, ``approve``/``decline`` need the
+``PermissionDeniedError``, ``InvalidRequestError``); a server that does not take the connection as
+``ServerUnreachableError``, naming its URL. Over HTTP, ``approve``/``decline`` need the
 ``tool_call_id``; ``require_tool_approval`` is a bool (a function is sent as ``True``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from types import TracebackType
 from typing import Any, Unpack
 from urllib.parse import quote, unquote
 
 import httpx
-from troupe.api.errors import HttpError, error_from_body
+from troupe.api.errors import HttpError, ServerUnreachableError, error_from_body
 from troupe.api.wire import RUN_ID_HEADER, run_result_from_json, suspended_runs_from_json
 from troupe.core.vocabulary.agent_api import Messages
 from troupe.core.vocabulary.chunks import Chunk
@@ -90,25 +92,48 @@ class AsyncTroupeClient:
     async def request(
         self, method: str, path: str, *, body: Any = None, params: Mapping[str, Any] | None = None
     ) -> Any:
-        response = await self._http.request(
-            method, self._prefix + path, json=body, params=params, headers=self._headers
-        )
+        with self._connecting():
+            response = await self._http.request(
+                method, self._prefix + path, json=body, params=params, headers=self._headers
+            )
         if response.is_error:
             raise error_from_body(response.status_code, response.content)
         return response.json()
+
+    @contextlib.contextmanager
+    def _connecting(self) -> Iterator[None]:
+        """A connection the server did not take is ``ServerUnreachableError``, naming the server's URL
+        (as the ``troupe`` command does), rather than httpx's bare ``ConnectError``."""
+        try:
+            yield
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            raise _unreachable(self._http.base_url, exc) from exc
 
     async def open_stream(self, path: str, body: dict[str, Any]) -> AgentStream:
         """POST ``body``; once the server accepted the operation, follow its chunks."""
         request = self._http.build_request(
             "POST", self._prefix + path, json=body, headers={**self._headers, "Accept": SSE}
         )
-        response = await self._http.send(request, stream=True)
+        with self._connecting():
+            response = await self._http.send(request, stream=True)
         if response.is_error:
             content = await response.aread()
             await response.aclose()
             raise error_from_body(response.status_code, content)
         run_id = unquote(response.headers.get(RUN_ID_HEADER, ""))
         return await AgentStream.open(_chunk_batches(response), run_id)
+
+
+def _unreachable(url: httpx.URL, exc: Exception) -> ServerUnreachableError:
+    """The error for a server that did not take the connection: its URL (a password in it masked),
+    why, and what to check."""
+    if url.password:
+        url = url.copy_with(username=url.username, password="***")
+    shown = str(url).rstrip("/")
+    reason = str(exc) or type(exc).__name__
+    return ServerUnreachableError(
+        f"cannot reach the server at {shown}: {reason} (is it running, and at that URL?)", url=shown
+    )
 
 
 async def _chunk_batches(response: httpx.Response) -> AsyncIterator[list[Chunk]]:

@@ -3,7 +3,9 @@
     TroupeError (core.errors)
      ├── AuthenticationError     UNAUTHENTICATED      401  no or unknown API key
      ├── PermissionDeniedError   FORBIDDEN            403  the key may not see that resource
-     └── InvalidRequestError     INVALID_REQUEST      422  the body or query does not validate
+     ├── InvalidRequestError     INVALID_REQUEST      422  the body or query does not validate
+     ├── ServerUnreachableError  SERVER_UNREACHABLE       the client cannot connect to the server
+     └── ListenError             LISTEN_FAILED            ``troupe serve`` cannot take its port
          (plus HttpError for the framework's own statuses: unknown route 404, wrong method 405)
 
 Every error response is ``{"error": "<message>", "code", "details"}`` with the error's ``http_status``
@@ -41,6 +43,23 @@ class HttpError(TroupeError):
     """A status the web framework answered by itself (no such route, method not allowed)."""
 
     code = "HTTP_ERROR"
+
+
+class ServerUnreachableError(TroupeError):
+    """The client could not connect to the server (it is down, or not at that URL); nothing was sent.
+
+    ``details``: ``url``, the server's URL as the client was given it (without a password).
+    """
+
+    code = "SERVER_UNREACHABLE"
+    http_status = 503
+
+
+class ListenError(TroupeError):
+    """The front door cannot listen where it was told to (the port is in use, or not its to take);
+    nothing was started. ``details``: ``host``, ``port``."""
+
+    code = "LISTEN_FAILED"
 
 
 class ErrorResponse(BaseModel):
@@ -86,7 +105,9 @@ __all__ = [
     "ErrorResponse",
     "HttpError",
     "InvalidRequestError",
+    "ListenError",
     "PermissionDeniedError",
+    "ServerUnreachableError",
     "error_body",
     "error_from_body",
 ]

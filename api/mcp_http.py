@@ -72,7 +72,7 @@ def _session_owner(name: str, authorization: str | None) -> Any:
 
 
 def mcp_endpoint(service: Service, hosts: frozenset[str]) -> MCPEndpoint | None:
-    """``/mcp``, if the ``mcp`` package is installed (``pip install troupe[mcp]``)."""
+    """``/mcp``, if the ``mcp`` package is installed (``pip install 'troupe-runtime[mcp]'``)."""
     try:
         return MCPEndpoint(service, hosts)
     except ImportError:

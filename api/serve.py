@@ -13,6 +13,7 @@ import contextlib
 import inspect
 import logging
 import signal
+import socket
 import sys
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 import uvicorn
 from troupe.api.app import create_app
 from troupe.api.auth import KeyRing
+from troupe.api.listener import listen
 from troupe.core.notifying.outbox import Notifications
 from troupe.supervisor.runtime import Runtime
 
@@ -44,16 +46,24 @@ def serve(
     open_mode: bool = False,
     log_level: str = "info",
     notifications: Notifications | None = None,
+    listener: socket.socket | None = None,
     **app_options: Any,
 ) -> int:
     """Run the server in this (main) thread; returns the process exit code. ``app_options`` go to
     ``create_app`` (``max_body_bytes``, ``hosts``); ``notifications``, when given, replace the
-    runtime's own (``troupe serve --notify FILE``)."""
-    return asyncio.run(_serve(source, host, port, keys, open_mode, log_level, app_options, notifications))
+    runtime's own (``troupe serve --notify FILE``). It listens on ``listener`` (a socket from
+    ``troupe.api.listener.listen``), or takes ``host:port`` itself first of all, before the runtime is
+    made or Ray started: a port in use raises ``ListenError`` having changed nothing."""
+    listener = listener if listener is not None else listen(host, port)
+    with listener:
+        return asyncio.run(
+            _serve(source, listener, host, port, keys, open_mode, log_level, app_options, notifications)
+        )
 
 
 async def _serve(
     source: RuntimeSource,
+    listener: socket.socket,
     host: str,
     port: int,
     keys: KeyRing | Mapping[str, Any] | None,
@@ -75,7 +85,7 @@ async def _serve(
         )
         server = _Server(config)
         _announce(runtime, host, port, open_mode)
-        await _until_stopped(server)
+        await _until_stopped(server, listener)
     finally:
         await runtime.shutdown()
     return 0 if server is not None and server.started else 1
@@ -92,7 +102,7 @@ def _announce(runtime: Runtime, host: str, port: int, open_mode: bool) -> None:
     )
 
 
-async def _until_stopped(server: _Server) -> None:
+async def _until_stopped(server: _Server, listener: socket.socket) -> None:
     """Serve until SIGINT or SIGTERM asks the server to stop (a second one forces it)."""
     loop = asyncio.get_running_loop()
 
@@ -106,7 +116,7 @@ async def _until_stopped(server: _Server) -> None:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop, sig)
             handled.append(sig)
-        await server.serve()
+        await server.serve(sockets=[listener])
     finally:
         for signum in handled:
             loop.remove_signal_handler(signum)

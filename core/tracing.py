@@ -77,7 +77,7 @@ def _clean(attributes: dict[str, Any]) -> dict[str, Any]:
 def configure() -> bool:
     """Install an SDK tracer provider from the environment, once per process. Returns whether one is
     (now) exporting. Does nothing if the application already set a provider, or if OpenTelemetry's SDK
-    is not installed (``pip install 'troupe[tracing]'``)."""
+    is not installed (``pip install 'troupe-runtime[tracing]'``)."""
     global _configured, _sdk_missing
     exporter_name = os.environ.get("OTEL_TRACES_EXPORTER", "").strip().lower()
     with _lock:
@@ -92,7 +92,7 @@ def configure() -> bool:
             _sdk_missing = True
             log.warning(
                 "OTEL_TRACES_EXPORTER=%s is set but OpenTelemetry's SDK is not installed (%s): no spans "
-                "are exported; pip install 'troupe[tracing]'",
+                "are exported; pip install 'troupe-runtime[tracing]'",
                 exporter_name,
                 exc,
             )

@@ -1,7 +1,7 @@
 """A Ray job: start runs that pause for approval, print their run ids, and exit.
 
     ray job submit --address http://127.0.0.1:8265 --working-dir examples --runtime-env-json '{
-        "pip": ["${RAY_RUNTIME_ENV_CREATE_WORKING_DIR}/wheels/troupe-0.1.0-py3-none-any.whl"],
+        "pip": ["${RAY_RUNTIME_ENV_CREATE_WORKING_DIR}/wheels/troupe_runtime-0.1.0-py3-none-any.whl"],
         "env_vars": {"TROUPE_REDIS_URL": "redis://127.0.0.1:6399/0"}}' -- python cluster_job.py rec-001
 
 with Troupe's wheel built into examples/wheels/ first: the runtime env installs it on the nodes, so

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 address=${RAY_JOB_ADDRESS:-http://127.0.0.1:8265}
 redis=${TROUPE_REDIS_URL:-redis://127.0.0.1:6399/0}
 python -m pip wheel --quiet --no-deps -w examples/wheels .   # Troupe's wheel, into the job's folder
-wheel='${RAY_RUNTIME_ENV_CREATE_WORKING_DIR}/wheels/troupe-0.1.0-py3-none-any.whl'  # Ray expands it
+wheel='${RAY_RUNTIME_ENV_CREATE_WORKING_DIR}/wheels/troupe_runtime-0.1.0-py3-none-any.whl'  # Ray expands it
 env="{\"pip\": [\"$wheel\"], \"env_vars\": {\"TROUPE_REDIS_URL\": \"$redis\"}}"
 # A head that has just started answers before its job agent is up, and says so: then the job (not yet
 # created) is sent again, for up to a minute. Any other failure is the job's own.

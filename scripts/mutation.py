@@ -967,6 +967,62 @@ MUTANTS += [
 ]
 
 
+# ---- A newcomer's first steps: serve's port, its stop, the client's error, the clone folder (issue 45) ---
+LIFECYCLE = "tests/test_serve_lifecycle.py"
+MUTANTS += [
+    Mutant(
+        "serve-seeds-before-taking-its-port",
+        "troupe/cli.py",
+        "    _check_serve_args(parser, args)\n    try:\n",
+        "    _check_serve_args(parser, args)\n"
+        "    if args.demo:\n"
+        '        _demo_runtime(args.store, "local", None)\n'
+        "    try:\n",
+        (
+            f"{LIFECYCLE}::test_a_port_in_use_fails_at_once_naming_it_and_leaves_the_demo_store_as_it_was[uvicorn]",
+        ),
+    ),
+    Mutant(
+        "client-connect-error-raw",
+        "api/client.py",
+        "        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:",
+        "        except httpx.ConnectTimeout as exc:",
+        (
+            f"{LIFECYCLE}::test_the_async_client_names_the_url_of_a_server_that_is_not_there",
+            f"{LIFECYCLE}::test_the_blocking_client_names_the_url_of_a_server_that_is_not_there",
+        ),
+    ),
+    Mutant(
+        "client-error-shows-the-password",
+        "api/client.py",
+        '        url = url.copy_with(username=url.username, password="***")',
+        "        pass",
+        (f"{LIFECYCLE}::test_the_async_client_names_the_url_of_a_server_that_is_not_there",),
+    ),
+    Mutant(
+        "ray-processes-in-the-callers-group",
+        "actors/remote.py",
+        '            super().__init__(*args, **{**kwargs, "process_group": 0})',
+        "            super().__init__(*args, **kwargs)",
+        (f"{LIFECYCLE}::test_a_sigterm_to_the_process_group_ends_serve_on_its_own_ray_in_seconds",),
+    ),
+    Mutant(
+        "editable-finder-asked-last",
+        "scripts/backend/troupe_backend.py",
+        "    before_namespaces(Path(wheel_directory) / name)\n",
+        "",
+        ("tests/test_clone_folder.py",),
+    ),
+    Mutant(
+        "editable-install-shadows-real-packages",
+        "scripts/backend/troupe_backend.py",
+        "        if found is not None and found.origin is not None:\n            return found\n",
+        "",
+        ("tests/test_clone_folder.py",),
+    ),
+]
+
+
 def run_tests(tests: tuple[str, ...]) -> tuple[bool, str]:
     """True if the tests all passed (the mutant survived); the last lines of pytest's output."""
     proc = subprocess.run(

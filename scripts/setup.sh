@@ -40,6 +40,11 @@ fi
 . scripts/venv.sh
 make_venv
 .venv/bin/python -m pip install --quiet --upgrade pip
+# The distribution was named troupe before it became troupe-runtime (troupe on PyPI is another project's):
+# a .venv made before then holds this checkout under the old name, which would linger beside the new one.
+if .venv/bin/python -m pip show troupe 2>/dev/null | grep -qxF "Editable project location: $PWD"; then
+    .venv/bin/python -m pip uninstall --quiet -y troupe
+fi
 .venv/bin/python -m pip install --quiet -e '.[dev]'
 
 if $js; then

@@ -48,7 +48,7 @@ def build_wheel(dest: Path) -> Path:
     """Build Troupe's wheel from the working tree into ``dest``."""
     dest.mkdir(parents=True, exist_ok=True)
     _run(sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", dest, ROOT)
-    [wheel] = dest.glob("troupe-*.whl")
+    [wheel] = dest.glob("troupe_runtime-*.whl")
     return wheel
 
 
@@ -73,12 +73,18 @@ def plain_ray_venv() -> Path:
 
 
 def wheel_venv(wheel: Path) -> Path:
-    """A new virtualenv with Troupe installed from ``wheel``, as `pip install troupe` would."""
+    """A new virtualenv with Troupe installed from ``wheel``, as `pip install troupe-runtime` would."""
     dependencies = (ROOT / "pyproject.toml").read_text()
     path = _venv("wheel", dependencies, str(wheel))
     # Reused across runs: put this run's wheel in, without touching what it depends on.
     _run(path / "bin" / "python", "-m", "pip", "install", "--quiet", "--no-deps", "--force-reinstall", wheel)
     return path
+
+
+def checkout_venv() -> Path:
+    """Troupe's dependencies, and a Troupe installed from this checkout (not editable) that a test
+    replaces with the one it installs."""
+    return _venv("checkout", (ROOT / "pyproject.toml").read_text(), str(ROOT))
 
 
 def site_packages(venv: Path) -> Path:

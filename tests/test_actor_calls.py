@@ -74,7 +74,7 @@ async def test_a_slow_tool_does_not_hold_the_decisions_call(
 
 
 async def test_an_agents_actor_runs_on_uvloop(ray_session: Any, tmp_path: Path):
-    assert any(r.startswith("uvloop") for r in importlib.metadata.requires("troupe") or [])
+    assert any(r.startswith("uvloop") for r in importlib.metadata.requires("troupe-runtime") or [])
     agent = Agent(
         "w1", model=one_call("delete_record", {"id": "r1"}), tools=[delete_tool(CallLog(tmp_path / "c"))]
     )

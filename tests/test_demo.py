@@ -256,6 +256,8 @@ def test_the_default_ray_executor_runs_the_demo(tmp_path, terminals):
     terminals.append(term)
 
     term.expect(r"executor: ray")
+    # On a terminal the Ray start spins, then says how long it took (the spinner's \r only there).
+    term.expect(r"\rtroupe: starting Ray \(usually 5-15 s\)\.\.\. done \(\d+\.\d s\)")
     approve_and_answer(term, "4")
     answer = final_answer(term)
 

@@ -34,12 +34,20 @@ class Served:
         troupe: list[str] | None = None,
         cwd: Path = ROOT,
         env: dict[str, str] | None = None,
+        own_group: bool = False,
     ) -> None:
         self.port = free_port()
         self.log = (tmp_path / f"serve-{self.port}.log").open("w")
         troupe = troupe or [sys.executable, "-m", "troupe.cli"]
         command = [*troupe, "serve", "--port", str(self.port), *args]
-        self.process = subprocess.Popen(command, cwd=cwd, env=env, stdout=self.log, stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(
+            command,
+            cwd=cwd,
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=own_group,  # a process group of its own, as under `timeout` or a shell
+        )
         self.url = f"http://127.0.0.1:{self.port}/api"
 
     def wait_ready(self, headers: dict[str, str], timeout: float = 60.0) -> None:

@@ -226,4 +226,4 @@ def test_asking_for_spans_without_the_sdk_says_so_once(monkeypatch, caplog):
         assert tracing.configure() is False
         assert tracing.configure() is False
     warnings = [r.getMessage() for r in caplog.records if r.name == "troupe.core.tracing"]
-    assert len(warnings) == 1 and "pip install 'troupe[tracing]'" in warnings[0], warnings
+    assert len(warnings) == 1 and "pip install 'troupe-runtime[tracing]'" in warnings[0], warnings

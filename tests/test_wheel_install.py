@@ -61,7 +61,7 @@ def test_the_wheel_holds_one_top_level_package_with_the_inbox_page(installed):
     } <= set(names)
 
     # What pip put into site-packages for this distribution (its RECORD), scripts aside.
-    [dist_info] = site_packages(venv).glob("troupe-*.dist-info")
+    [dist_info] = site_packages(venv).glob("troupe_runtime-*.dist-info")
     record = (dist_info / "RECORD").read_text().splitlines()
     top = {line.split(",")[0].split("/")[0] for line in record if line and not line.startswith("..")}
     assert top == {"troupe", dist_info.name}

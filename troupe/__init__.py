@@ -1,28 +1,30 @@
 """Troupe: an actor-model multi-agent runtime with human-in-the-loop tool approval.
 
 This package is the public face: it re-exports what users need and nothing inside the project imports it.
-Names load on first use (PEP 562), so ``import troupe``, ``troupe.client``, ``troupe.errors`` and
+``troupe.__version__`` is the installed version (of the ``troupe-runtime`` distribution). Names load on
+first use (PEP 562), so ``import troupe``, ``troupe.client``, ``troupe.errors`` and
 ``troupe.testing`` (each also an attribute of ``troupe``) stay Ray-free; touching ``Runtime`` or
 ``Agent`` is what imports Ray.
 """
 
 from __future__ import annotations
 
-import importlib
-import os
-from typing import TYPE_CHECKING, Any
+# Imported under private names: ``dir(troupe)`` is the public API and nothing else.
+import importlib as _importlib
+import os as _os
+import typing as _typing
 
 # Imported from a checkout of the repository (its root is the working directory, which comes first on
 # sys.path, so it shadows any installed Troupe): the layer folders (core/, api/, ...) sit beside this one,
 # so they are searched as this package's subpackages, which is what installing maps them to. An installed
 # or editable Troupe never takes this path.
-_CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if os.path.isfile(os.path.join(_CHECKOUT, "pyproject.toml")) and os.path.isdir(
-    os.path.join(_CHECKOUT, "core")
+_CHECKOUT = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
+if _os.path.isfile(_os.path.join(_CHECKOUT, "pyproject.toml")) and _os.path.isdir(
+    _os.path.join(_CHECKOUT, "core")
 ):
     __path__.append(_CHECKOUT)
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from troupe import client, errors, testing
     from troupe.actors.a2a.agent import A2AAgent
     from troupe.core.deciding.approvers import ApproverPolicy
@@ -112,17 +114,25 @@ __all__ = [  # the names of _EXPORTS and _SUBMODULES, spelled out for type check
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _typing.Any:
     if name in _SUBMODULES:
-        return importlib.import_module(f"troupe.{name}")
-    try:
-        module = _EXPORTS[name]
-    except KeyError:
-        raise AttributeError(f"module 'troupe' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(module), name)
+        return _importlib.import_module(f"troupe.{name}")
+    if name == "__version__":
+        from troupe.ops.version import installed_version
+
+        value: _typing.Any = installed_version()
+    else:
+        try:
+            module = _EXPORTS[name]
+        except KeyError:
+            raise AttributeError(f"module 'troupe' has no attribute {name!r}") from None
+        value = getattr(_importlib.import_module(module), name)
     globals()[name] = value  # later lookups skip this function
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+    """The public API (``__all__``) and the module's dunders, ``__version__`` among them: none of the
+    private names or imports this module uses itself."""
+    dunders = {name for name in globals() if name.startswith("__") and name.endswith("__")}
+    return sorted({*__all__, *dunders, "__version__"})

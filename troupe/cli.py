@@ -1,5 +1,6 @@
 """The ``troupe`` command. Thin: it parses arguments and hands over to the module that does the work.
 
+troupe --version
 troupe demo [--store PATH] [--executor ray|local]
 troupe serve (--app MODULE:ATTR | --demo) [--host H] [--port P] [--ray-address A] (--keys FILE | --open)
              [--replicas N]   (N front door replicas on Ray Serve instead of one uvicorn process)
@@ -21,9 +22,15 @@ from typing import Any
 DEFAULT_STORE = "troupe-demo.db"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only_serve: bool = False) -> argparse.ArgumentParser:
+    """The command line; ``only_serve`` leaves the other commands (and the modules that define them)
+    out, so that ``troupe serve`` gets to its port at once."""
     parser = argparse.ArgumentParser(prog="troupe", description="Troupe: human-in-the-loop agents on Ray.")
+    parser.add_argument("--version", action=_Version)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    if only_serve:
+        _add_serve(commands)
+        return parser
     demo = commands.add_parser(
         "demo",
         help="run an agent whose tools need your approval and your answers, in this terminal",
@@ -54,6 +61,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Version(argparse.Action):
+    """``troupe --version``: the distribution's name tells this Troupe from the unrelated ``troupe``
+    (looked up only when asked: reading the installed metadata is not free)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="show the installed version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        from troupe.ops.version import DISTRIBUTION, installed_version
+
+        print(f"{DISTRIBUTION} {installed_version()}")
+        parser.exit()
+
+
 def _add_serve(commands: Any) -> None:
     serve = commands.add_parser(
         "serve",
@@ -82,7 +103,7 @@ def _add_mcp(commands: Any) -> None:
         help="serve a runtime's agents to an MCP client over stdin/stdout (each agent is a tool)",
         description="Serve a Runtime's agents as MCP tools on this process's stdin and stdout, for the "
         "MCP client that started it. A pause reaches the client as an elicitation; a client that cannot "
-        "answer one gets the run id and where to decide it. Needs troupe[mcp].",
+        "answer one gets the run id and where to decide it. Needs troupe-runtime[mcp].",
     )
     _add_serve_source(mcp)
     mcp.add_argument("--keys", metavar="FILE", help="API keys file: the caller is --key's principal")
@@ -164,7 +185,7 @@ def _add_serve_listener(serve: argparse.ArgumentParser) -> None:
         "--replicas",
         type=int,
         metavar="N",
-        help="run the front door as a Ray Serve deployment of N replicas (needs troupe[serve]); each "
+        help="run the front door as a Ray Serve deployment of N replicas (needs troupe-runtime[serve]); each "
         "builds the runtime itself, so its store must be one they all share (Redis, or a SQLite file)",
     )
 
@@ -251,8 +272,9 @@ def _oidc(args: argparse.Namespace) -> Any:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(only_serve=given[:1] == ["serve"])
+    args = parser.parse_args(given)
     if args.command == "demo":
         from troupe.ops.demo import run
 
@@ -274,13 +296,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from troupe.api.errors import ListenError
+    from troupe.api.listener import listen
+
+    _check_serve_args(parser, args)
+    try:
+        # The port first, before Ray starts or the demo's store is seeded: one in use fails at once.
+        listener = listen(args.host, args.port)
+    except ListenError as exc:
+        print(f"troupe serve: {exc.message}", file=sys.stderr)
+        return 1
+    keys, notifications, oidc = _serve_files(parser, args)
+    if args.replicas is not None:
+        listener.close()  # Serve's proxy takes the port itself; it was free a moment ago
+        return _serve_on_ray(args, keys, notifications, oidc)
     from troupe.api.serve import serve
     from troupe.ops.apps import load_runtime
 
-    _check_serve_args(parser, args)
-    keys, notifications, oidc = _serve_files(parser, args)
-    if args.replicas is not None:
-        return _serve_on_ray(args, keys, notifications, oidc)
     if args.demo:
         source = lambda: _demo_runtime(args.store, args.executor, args.ray_address)  # noqa: E731
     else:
@@ -296,6 +328,7 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         max_body_bytes=args.max_body_bytes,
         hosts=[args.host, *args.allowed_host],
         oidc=oidc,
+        listener=listener,
     )
 
 
@@ -359,7 +392,8 @@ def _serve_on_ray(args: argparse.Namespace, keys: Any, notifications: Any, oidc:
     try:
         from troupe import front_door
     except ImportError as exc:
-        print(f"troupe: --replicas needs Ray Serve: pip install 'troupe[serve]' ({exc})", file=sys.stderr)
+        needs = "troupe: --replicas needs Ray Serve: pip install 'troupe-runtime[serve]'"
+        print(f"{needs} ({exc})", file=sys.stderr)
         return 1
     settings = front_door.DoorSettings(
         keys=keys,

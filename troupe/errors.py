@@ -1,6 +1,13 @@
 """Troupe's errors (see ``troupe.core.vocabulary.errors`` for the tree)."""
 
-from troupe.api.errors import AuthenticationError, HttpError, InvalidRequestError, PermissionDeniedError
+from troupe.api.errors import (
+    AuthenticationError,
+    HttpError,
+    InvalidRequestError,
+    ListenError,
+    PermissionDeniedError,
+    ServerUnreachableError,
+)
 from troupe.core.vocabulary.errors import *  # noqa: F403
 from troupe.core.vocabulary.errors import __all__ as _core_all
 from troupe.core.vocabulary.store import StaleSnapshotError
@@ -10,6 +17,8 @@ __all__ = [
     "AuthenticationError",
     "HttpError",
     "InvalidRequestError",
+    "ListenError",
     "PermissionDeniedError",
+    "ServerUnreachableError",
     "StaleSnapshotError",
 ]

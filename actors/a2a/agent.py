@@ -124,7 +124,7 @@ def parse_card(agent_id: str, data: Any) -> Any:
     try:
         from a2a.client.card_resolver import parse_agent_card
     except ImportError as exc:
-        raise ImportError("A2A agents need the a2a-sdk: pip install 'troupe[a2a]'") from exc
+        raise ImportError("A2A agents need the a2a-sdk: pip install 'troupe-runtime[a2a]'") from exc
     try:
         return parse_agent_card(data)
     except Exception as exc:  # the SDK's ParseError, or whatever a malformed card trips on

@@ -266,7 +266,7 @@ async def run_demo(store_path: Path, executor: Executor, session_out: list[Sessi
     print(f"  model:    {model_label}")
     print(f"  store:    {store_path} (SQLite)")
     print(
-        f"  executor: {executor}" + (" (starting Ray locally, a few seconds)" if executor == "ray" else ""),
+        f"  executor: {executor}" + (" (Ray, started locally)" if executor == "ray" else ""),
         flush=True,
     )
     try:
