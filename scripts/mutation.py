@@ -418,14 +418,15 @@ MUTANTS += [
     Mutant(
         "link-signature-not-checked",
         "core/notifying/links.py",
-        "            genuine = hmac.compare_digest(_unb64(mac), self._mac(payload))",
-        "            genuine = True",
+        "            genuine = bool(link_id) and hmac.compare_digest(_unb64(mac), "
+        "self._mac(_CONTEXT, link_id))",
+        "            genuine = bool(link_id)",
         ("tests/test_decision_links.py",),
     ),
     Mutant(
         "link-expiry-not-checked",
         "core/notifying/links.py",
-        "        if (time.time() if now is None else now) >= claim.expires_at:",
+        "        if (time.time() if now is None else now) >= record.expires_at:",
         "        if False:",
         ("tests/test_decision_links.py",),
     ),
@@ -551,8 +552,8 @@ MUTANTS += [
     Mutant(
         "link-decides-by-name",
         "api/decision_links.py",
-        '            "decided_by": decider,',
-        '            "decided_by": decider.display,',
+        '        "decided_by": decider,',
+        '        "decided_by": decider.display,',
         ("tests/test_decision_links.py",),
     ),
     Mutant(
@@ -605,10 +606,10 @@ MUTANTS += [
         IDENTITY,
     ),
     Mutant(
-        "link-claim-types-not-checked",
-        "core/notifying/links.py",
-        "            claim = _claim(json.loads(_unb64(payload))) if genuine else None",
-        "            claim = LinkClaim(**json.loads(_unb64(payload))) if genuine else None",
+        "issued-link-decides-as-anyone",
+        "api/decision_links.py",
+        '(the core refuses the rest)."""\n    named = approver_of(claim)',
+        '(the core refuses the rest)."""\n    named = None',
         ("tests/test_decision_links.py",),
     ),
 ]

@@ -16,6 +16,7 @@ from troupe.core.vocabulary.errors import DuplicateRunError
 from troupe.core.vocabulary.state import RunState
 from troupe.core.vocabulary.store import (
     AuditEntry,
+    LinkRecord,
     OutboxEntry,
     StaleSnapshotError,
     StoredRun,
@@ -55,6 +56,8 @@ class MemoryStore:
         # same as a heap, whose stale items (redelivered, or pushed back since) are skipped when popped.
         self._prune_at: dict[str, float] = {}
         self._prunable: list[tuple[float, int, str]] = []
+        self._links: dict[str, str] = {}  # decision link id -> LinkRecord JSON
+        self._links_to_forget: list[tuple[float, str]] = []  # (forget at, id), a heap
 
     def __reduce__(self) -> Any:
         raise TypeError(
@@ -240,6 +243,38 @@ class MemoryStore:
 
     async def thread_resource(self, thread_id: str) -> str | None:
         return self._thread_resources.get(thread_id)
+
+    # ---- decision links -----------------------------------------------------------------------------
+
+    async def issue_link(self, record: LinkRecord) -> LinkRecord:
+        self._forget_links(time.time())
+        if record.id not in self._links:
+            self._links[record.id] = record.model_dump_json()
+            heapq.heappush(self._links_to_forget, (record.forget_at(), record.id))
+        return LinkRecord.model_validate_json(self._links[record.id])
+
+    def _forget_links(self, now: float) -> None:
+        while self._links_to_forget and self._links_to_forget[0][0] <= now:
+            _, link_id = heapq.heappop(self._links_to_forget)
+            self._links.pop(link_id, None)
+
+    async def load_link(self, link_id: str) -> LinkRecord | None:
+        raw = self._links.get(link_id)
+        return None if raw is None else LinkRecord.model_validate_json(raw)
+
+    async def use_link(self, link_id: str, who: str, now: float) -> LinkRecord | None:
+        record = await self.load_link(link_id)
+        if record is None or not record.usable_by(who, now):
+            return None
+        record.used_by.append(who)
+        self._links[link_id] = record.model_dump_json()
+        return record
+
+    async def release_link(self, link_id: str, who: str) -> None:
+        record = await self.load_link(link_id)
+        if record is not None and who in record.used_by:
+            record.used_by.remove(who)
+            self._links[link_id] = record.model_dump_json()
 
     async def close(self) -> None:
         return None

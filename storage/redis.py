@@ -18,6 +18,7 @@ Key layout (``P`` is the prefix, ``troupe:`` by default; on Redis Cluster each s
     P outbox-run:<run_id>                       zset of a run's outbox entry keys, in the order written
     P outbox-delivered                          zset of delivered outbox entry keys, score: when delivered
     P write:<token>                             marks an append as done, for a minute (see retries)
+    P link:<link_id>                            hash: a decision link's record, expiry and users
 
 An id that ends a key is used as it is; an id followed by more parts has ``%`` and ``:`` escaped, so no two
 (agent, thread) pairs share a key. The indexes and the outbox's due set are kept per shard, beside the
@@ -50,6 +51,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
@@ -66,6 +68,7 @@ from troupe.core.vocabulary.errors import (
 from troupe.core.vocabulary.state import RunState
 from troupe.core.vocabulary.store import (
     AuditEntry,
+    LinkRecord,
     OutboxEntry,
     StaleSnapshotError,
     StoredRun,
@@ -469,6 +472,30 @@ class RedisStore:
             first = await link.client.lindex(self.layout.of_thread(thread_id).thread(thread_id), 0)
         return None if first is None else str(json.loads(first)["r"])
 
+    # ---- decision links -----------------------------------------------------------------------------
+
+    async def issue_link(self, record: LinkRecord) -> LinkRecord:
+        key = self.layout.of_link(record.id).link(record.id)
+        body = record.model_copy(update={"used_by": []}).model_dump_json()
+        args: list[str | int] = [body, repr(record.expires_at), math.ceil(record.forget_at())]
+        async with self._session("issue_link") as link:
+            found = await link.issue_link(keys=[key], args=args)
+        # Nothing kept: the record was past forgetting already, and Redis dropped it at once.
+        return _link_record(found) or record
+
+    async def load_link(self, link_id: str) -> LinkRecord | None:
+        async with self._session("load_link") as link:
+            return _link_record(await link.link(keys=[self.layout.of_link(link_id).link(link_id)]))
+
+    async def use_link(self, link_id: str, who: str, now: float) -> LinkRecord | None:
+        key = self.layout.of_link(link_id).link(link_id)
+        async with self._session("use_link") as link:
+            return _link_record(await link.use_link(keys=[key], args=[who, repr(now)]))
+
+    async def release_link(self, link_id: str, who: str) -> None:
+        async with self._session("release_link") as link:
+            await link.link(keys=[self.layout.of_link(link_id).link(link_id)], args=[who])
+
     async def close(self) -> None:
         """Close this event loop's connections. The store stays usable: the next call reconnects."""
         link = self._links.pop(asyncio.get_running_loop(), None)
@@ -503,6 +530,16 @@ def _thread_entry(resource_id: str | None, message: dict[str, Any]) -> str:
     """A thread's list entry: the message, with the resource it was written for (so the thread's
     first entry says whose the thread is)."""
     return json.dumps({"r": resource_id or "", "m": message})
+
+
+def _link_record(found: list[str] | None) -> LinkRecord | None:
+    """A link's record from its hash (HGETALL's flat list), its users in the order they used it."""
+    if not found:
+        return None
+    fields = dict(zip(found[::2], found[1::2], strict=True))
+    used = sorted((int(n), f.removeprefix("used:")) for f, n in fields.items() if f.startswith("used:"))
+    record = LinkRecord.model_validate_json(fields["record"])
+    return record.model_copy(update={"used_by": [who for _, who in used]})
 
 
 def _token() -> str:

@@ -252,6 +252,9 @@ class Link:
         self.settle_outbox: AsyncScript = self.client.register_script(lua.SETTLE_OUTBOX)
         self.list_outbox: AsyncScript = self.client.register_script(lua.LIST_OUTBOX)
         self.prune_outbox: AsyncScript = self.client.register_script(lua.PRUNE_OUTBOX)
+        self.issue_link: AsyncScript = self.client.register_script(lua.ISSUE_LINK)
+        self.use_link: AsyncScript = self.client.register_script(lua.USE_LINK)
+        self.link: AsyncScript = self.client.register_script(lua.LINK)
         self._closer: AsyncGenerator[None, None] | None = None
         self._ready = not isinstance(self.client, RedisCluster)
         self._opening = asyncio.Lock()

@@ -247,3 +247,35 @@ __all__ = [
     "TOKEN_TTL_S",
     "TOUCH_OWNER",
 ]
+
+
+# Decision links. Each is a hash: ``record`` (LinkRecord JSON without its users), ``expires_at``,
+# ``uses`` (a counter) and ``used:<principal>`` (the count at that principal's use, so users keep their
+# order), deleted by Redis itself once the record may be forgotten.
+
+# KEYS: the link's hash. ARGV: record JSON, expiry, when to forget it (integer epoch seconds). Keeps the
+# record unless one is kept already; returns what is kept (HGETALL).
+ISSUE_LINK = """
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('HSET', KEYS[1], 'record', ARGV[1], 'expires_at', ARGV[2], 'uses', 0)
+  redis.call('EXPIREAT', KEYS[1], ARGV[3])
+end
+return redis.call('HGETALL', KEYS[1])
+"""
+
+# KEYS: the link's hash. ARGV: principal, now. Marks the link used by the principal unless it is gone,
+# expired or used by them already (then nil); returns the hash (HGETALL).
+USE_LINK = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return nil end
+if tonumber(ARGV[2]) >= tonumber(redis.call('HGET', KEYS[1], 'expires_at')) then return nil end
+local field = 'used:' .. ARGV[1]
+if redis.call('HEXISTS', KEYS[1], field) == 1 then return nil end
+redis.call('HSET', KEYS[1], field, redis.call('HINCRBY', KEYS[1], 'uses', 1))
+return redis.call('HGETALL', KEYS[1])
+"""
+
+# KEYS: the link's hash. ARGV: nothing, or a principal whose use is undone. Returns the hash (HGETALL).
+LINK = """
+if ARGV[1] then redis.call('HDEL', KEYS[1], 'used:' .. ARGV[1]) end
+return redis.call('HGETALL', KEYS[1])
+"""

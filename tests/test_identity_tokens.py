@@ -171,7 +171,7 @@ def test_one_subject_by_key_token_link_and_cli_is_one_person(
         started = http.post(f"{api}/generate", json={"messages": "go", "resourceId": "acme"}, headers=alice)
         run_id = started.json()["runId"]
         decide = {"runId": run_id, "toolCallId": "call-1"}
-        link = _link(run_id)
+        link = _link(one_store, run_id)
 
         def refused(response: httpx.Response, why: str) -> None:
             assert response.status_code == 403, response.text
@@ -216,10 +216,21 @@ def test_one_subject_by_key_token_link_and_cli_is_one_person(
     ]
 
 
-def _link(run_id: str) -> str:
+def _link(db: Path, run_id: str) -> str:
+    """An approve link for the paused call, issued into the server's store as a host app would."""
+    import asyncio
+
     fp = fingerprint("call-1", "delete_record", {"id": "abc-123"})
     data = {"kind": "approval", "agentId": "ops", "runId": run_id, "toolCallId": "call-1", "fingerprint": fp}
-    return urlsplit(SIGNER.links_for(data)["approve"]).path
+
+    async def issue() -> str:
+        store = SqliteStore(db)
+        try:
+            return urlsplit((await SIGNER.issue(store, data))["approve"]).path
+        finally:
+            await store.close()
+
+    return asyncio.run(issue())
 
 
 def _until(done, timeout: float = 20) -> None:

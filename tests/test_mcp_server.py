@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from blocking import wait_for
 from http_server import KEYS, A, B, runtime_factory
 from mcp_clients import accept, action, mcp_client
 
@@ -135,8 +134,12 @@ async def test_an_mcp_session_answers_only_the_key_that_opened_it(server):
     assert theirs.status_code == 404  # as if the session did not exist
 
 
-async def test_the_paused_result_carries_decision_links_that_decide_the_call(http_server, tmp_path, calls):
+async def test_the_paused_result_hands_the_requester_no_decision_link(http_server, tmp_path, calls):
+    """Issue 40: with a ``LinkSigner`` set, the paused result carried working approve links, so the
+    requester (or its model) could approve its own call with no credential. Links go to approvers
+    through notifications; the result only says where to decide."""
     import base64
+    import json
 
     from http_server import ops_agents
 
@@ -152,9 +155,9 @@ async def test_the_paused_result_carries_decision_links_that_decide_the_call(htt
     server = http_server(build, keys=KEYS)
     async with mcp_client(server.url, "key-a", None) as client:
         result = await client.call_tool("ops", {"prompt": "delete", "resourceId": "a1"})
-    links = result.structured_content["decide"]["links"]
-    assert links["approve"].startswith("https://troupe.test/decide/")
-    async with httpx.AsyncClient() as http:
-        done = await http.post(links["approve"].replace("https://troupe.test", server.url))
-    assert done.status_code == 200, done.text
-    await wait_for(lambda: calls.count("delete_record") == 1, what="the linked approval to run the tool")
+    decide = result.structured_content["decide"]
+    assert set(decide) == {"inbox", "http", "body", "cli"}, decide
+    shown = json.dumps(result.model_dump(mode="json"))
+    assert "/decide/" not in shown and "troupe.test" not in shown
+    assert decide["inbox"] == f"{server.url}/inbox" and "waits for approval" in result.content[0].text
+    assert calls.count("delete_record") == 0

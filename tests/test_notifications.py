@@ -35,6 +35,7 @@ from troupe.testing import CallLog, tool_call
 
 TESTS = Path(__file__).resolve().parent
 SECRET = "whsec_" + base64.b64encode(b"a test secret of 32 bytes length").decode()
+LINK_SECRET = "whsec_" + base64.b64encode(b"the links' own key, not a hook's").decode()
 # Attempts follow each other quickly here, so an outage of a few attempts takes a fraction of a second.
 FAST = RetrySchedule(delays=(0.05,) * 200, timeout_s=2.0, lease_s=3.0, poll_s=0.05)
 
@@ -301,7 +302,7 @@ def test_the_serve_notify_file_is_read_and_checked(tmp_path: Path, monkeypatch: 
                         "tools": ["pay"],
                     },
                 ],
-                "links": {"public_url": "https://troupe.test/", "secret": SECRET, "ttl_s": 600},
+                "links": {"public_url": "https://troupe.test/", "secret": LINK_SECRET, "ttl_s": 600},
             }
         )
     )
@@ -322,6 +323,13 @@ def test_the_serve_notify_file_is_read_and_checked(tmp_path: Path, monkeypatch: 
         ({"targets": [{"url": "http://x", "secret_env": "NOT_SET_ANYWHERE"}]}, "NOT_SET_ANYWHERE is not set"),
         ({"targets": [{"url": "http://x", "secret": SECRET}], "links": {"secret": SECRET}}, "public_url"),
         ({"targets": [{"url": "http://x", "secret": SECRET}], "keep_delivered_s": "1d"}, "keep_delivered_s"),
+        (
+            {
+                "targets": [{"url": "http://x", "secret": SECRET}],
+                "links": {"public_url": "https://t", "secret": SECRET},
+            },
+            "key of their own",
+        ),
     ):
         path.write_text(json.dumps(bad))
         with pytest.raises(ValueError, match=says):

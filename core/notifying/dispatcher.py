@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from troupe.core.cancellation import stop_if_cancelled, wait_or_timeout
+from troupe.core.notifying.chat_message import chat_message
 from troupe.core.notifying.outbox import Notifications, NotificationTarget, check_secret
 from troupe.core.notifying.webhooks import WebhookSender, signed_request
 from troupe.core.vocabulary.store import OutboxEntry, Store
@@ -125,8 +126,23 @@ class Dispatcher:
             log.info("delivery %s was taken over or redelivered while being sent", entry.id)
 
     async def _post(self, target: NotificationTarget, entry: OutboxEntry, now: float) -> str | None:
-        body, headers = signed_request(target, entry, now)
+        sent = entry.model_copy(update={"body": await self._outgoing(target, entry, now)})
+        body, headers = signed_request(target, sent, now)
         return await self.sender.send(target, body, headers, self.notifications.retry.timeout_s)
+
+    async def _outgoing(self, target: NotificationTarget, entry: OutboxEntry, now: float) -> dict[str, Any]:
+        """What goes to ``target``: the event with its decision links (their records issued now, the same
+        ones on every attempt at this entry, and issued to this target's channel), as a chat message for
+        a chat target. An entry written by an older Troupe, already shaped, goes as it is."""
+        body = entry.body
+        if not ("type" in body and "data" in body):
+            return body
+        links = self.notifications.links
+        if links is not None and body["type"] == "tool-call.paused":
+            data = body["data"]
+            issued = await links.issue(self.store, data, channel=target.name, source=entry.id, now=now)
+            body = {**body, "data": {**body["data"], "links": issued}}
+        return chat_message(body) if target.format == "chat" else body
 
     async def close(self) -> None:
         await self.sender.close()
