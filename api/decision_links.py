@@ -27,6 +27,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from troupe.api.auth import Principal
 from troupe.api.bodies import MAX_TEXT_CHARS
+from troupe.api.cross_site import refuse_cross_site
 from troupe.api.identity import optional_caller
 from troupe.api.routing import TroupeRoute
 from troupe.api.service import Service, ServiceDep
@@ -54,8 +55,10 @@ HEADERS = {
     "Content-Security-Policy": "default-src 'none'; form-action 'self'; base-uri 'none'; "
     "frame-ancestors 'none'",
     "X-Content-Type-Options": "nosniff",
-    # The token in the URL is a credential: never sent on as a referrer, never cached.
-    "Referrer-Policy": "no-referrer",
+    # The token in the URL is a credential: never sent to another origin as a referrer, never cached.
+    # (Not no-referrer: that makes a browser send "Origin: null" with the page's own POST, which a
+    # browser without Sec-Fetch-Site could then not tell from another site's; see cross_site.)
+    "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
 _REFUSED = (DecisionConflictError, ToolCallNotSuspendedError, SnapshotNotFoundError, ApprovalPolicyError)
@@ -109,8 +112,9 @@ def _who_form(service: Service, claim: LinkRecord, pause: Pause) -> str:
 @router.post("/decide/{token}")
 async def decide(token: str, request: Request, service: ServiceDep) -> Response:
     """Decide the call the link is for, once."""
-    form = parse_qs((await request.body()).decode("utf-8", "replace"))
     try:
+        refuse_cross_site(request, trusted=[_signer(service).public_url])
+        form = parse_qs((await request.body()).decode("utf-8", "replace"))
         claim = await _open(service, token)
         reason = _reason(form) if claim.action == "decline" else None
         decider = await _decider(service, claim, request, (form.get("key") or [""])[0].strip())
@@ -162,11 +166,15 @@ def _reason(form: dict[str, list[str]]) -> str | None:
 
 async def _open(service: Service, token: str) -> LinkRecord:
     """The record a genuine, unexpired token names."""
+    return await _signer(service).open(service.runtime.store(), token)
+
+
+def _signer(service: Service) -> LinkSigner:
     notifications = service.runtime.notifications
     signer = notifications.links if notifications is not None else None
     if not isinstance(signer, LinkSigner):
         raise DecisionLinkError("decision links are not enabled on this server")
-    return await signer.open(service.runtime.store(), token)
+    return signer
 
 
 async def _paused_state(service: Service, claim: LinkRecord) -> RunState:

@@ -103,7 +103,7 @@ async def test_a_link_shows_the_call_on_get_and_decides_once_on_post(http_server
             page = await client.get(links["approve"])
             assert page.status_code == 200 and 'method="post"' in page.text
             assert "delete_record" in page.text and "abc-123" in page.text and run_id in page.text
-            assert page.headers["referrer-policy"] == "no-referrer"
+            assert page.headers["referrer-policy"] == "same-origin", "the token never goes to another origin"
         listed = (await client.get("/api/agents/ops/suspended-runs", headers=ADMIN)).json()
         assert [r["runId"] for r in listed["runs"]] == [run_id] and calls.count() == 0, "GET decided nothing"
 

@@ -148,6 +148,39 @@ def test_a_decision_link_under_the_app_decides_as_the_signed_in_user(server, cal
     assert calls.count() == 1
 
 
+def test_a_link_posted_from_another_site_under_the_apps_session_decides_nothing(
+    server, calls: CallLog, tmp_path
+):
+    """Issue 40, MEDIUM 3: a page on another site posted bob's link as a form, with bob's session cookie,
+    and the tool ran. Now the POST is refused when the browser says it came from elsewhere
+    (``Sec-Fetch-Site``, else ``Origin``); the link's own page (same-origin) still decides."""
+    api = "/troupe/api/agents/ops"
+    form = {"content-type": "application/x-www-form-urlencoded"}
+    with session(server, "s-alice") as alice, session(server, "s-bob") as bob:
+        run_id = alice.post(f"{api}/generate", json={"messages": "go", "resourceId": "acme"}).json()["runId"]
+        link = f"/troupe/decide/{_token(tmp_path / 'host.db', run_id)}"
+        for headers in (
+            {"origin": "https://evil.example"},
+            {"origin": "null"},
+            {"origin": server.url.replace("127.0.0.1", "localhost")},
+            {"sec-fetch-site": "cross-site", "origin": "https://evil.example"},
+            {"sec-fetch-site": "same-site", "origin": server.url},  # another port of the same host
+        ):
+            refused = bob.post(link, content=b"", headers={**form, **headers})
+            assert refused.status_code == 403 and "another site" in refused.text, headers
+        assert calls.count() == 0
+        assert bob.get(f"{api}/suspended-runs").json()["runs"][0]["runId"] == run_id, "still paused"
+        # What a browser sends from the link's own page: same-origin (and an Origin, or "null").
+        own = {**form, "sec-fetch-site": "same-origin", "origin": "null"}
+        done = bob.post(link, content=b"", headers=own)
+        assert done.status_code == 200 and "Approved by Bob" in done.text
+        deadline = time.monotonic() + 20
+        while calls.count() < 1:
+            assert time.monotonic() < deadline
+            bob.get("/me")
+    assert calls.count() == 1
+
+
 def _token(db: Path, run_id: str) -> str:
     """An approve link's token for the paused call, issued into the server's store as a host app would."""
     import asyncio
