@@ -820,6 +820,75 @@ MUTANTS += [
 ]
 
 
+# ---- Issue 40: no way around a decision (links, CSRF, MCP sessions, delivery lanes) ----------------------
+LINKS = ("tests/test_decision_links.py",)
+MUTANTS += [
+    Mutant(
+        "link-key-may-be-a-webhook-secret",
+        "core/notifying/outbox.py",
+        "    if shared:\n        raise ValueError(",
+        "    if False:\n        raise ValueError(",
+        LINKS,
+    ),
+    Mutant(
+        "link-used-twice-by-one-person",
+        "api/decision_links.py",
+        "    if await store.use_link(claim.id, decider.id, time.time()) is None:",
+        "    if False:",
+        LINKS,
+    ),
+    Mutant(
+        "link-token-names-no-record",
+        "core/notifying/links.py",
+        "        record = await store.load_link(self.link_id(token))",
+        "        record = await store.load_link(token.partition('.')[0])",
+        LINKS,
+    ),
+    Mutant(
+        "mcp-paused-result-hands-out-links",
+        "api/mcp_pauses.py",
+        '            "body": body,\n',
+        '            "body": body,\n            "links": f"{base}/decide/anything",\n',
+        ("tests/test_mcp_server.py",),
+    ),
+    Mutant(
+        "link-post-cross-site-accepted",
+        "api/decision_links.py",
+        "        refuse_cross_site(request, trusted=[_signer(service).public_url])\n",
+        "",
+        ("tests/test_identity_host_app.py", "tests/test_decision_link_browser.py"),
+    ),
+    Mutant(
+        "mcp-sessions-not-limited-per-principal",
+        "api/mcp_http.py",
+        "            if self.sessions_of(principal.id) >= self.limits.sessions_per_principal:",
+        "            if False:",
+        ("tests/test_mcp_server.py",),
+    ),
+    Mutant(
+        "mcp-sessions-opened-at-once-not-counted",
+        "api/mcp_http.py",
+        "        await lock.acquire()\n",
+        "",
+        ("tests/test_mcp_server.py",),
+    ),
+    Mutant(
+        "mcp-sessions-idle-for-half-an-hour",
+        "api/mcp_http.py",
+        "            session_idle_timeout=self.limits.idle_s,\n",
+        "",
+        ("tests/test_mcp_server.py",),
+    ),
+    Mutant(
+        "link-post-origin-not-checked",
+        "api/cross_site.py",
+        "    if not same_host and origin.lower() not in {origin_of(t) for t in trusted}:",
+        "    if False:",
+        ("tests/test_identity_host_app.py",),
+    ),
+]
+
+
 def run_tests(tests: tuple[str, ...]) -> tuple[bool, str]:
     """True if the tests all passed (the mutant survived); the last lines of pytest's output."""
     proc = subprocess.run(
