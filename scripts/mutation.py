@@ -880,6 +880,20 @@ MUTANTS += [
         ("tests/test_mcp_server.py",),
     ),
     Mutant(
+        "delivery-lanes-share-every-target",
+        "core/notifying/dispatcher.py",
+        "                await self.pump(target)\n",
+        "                await self.pump()\n",
+        ("tests/test_notifications.py",),
+    ),
+    Mutant(
+        "lane-claim-takes-any-target",
+        "storage/memory.py",
+        "            if target is None or entry.target == target",
+        "            if True",
+        ("tests/test_store_conformance.py",),
+    ),
+    Mutant(
         "link-post-origin-not-checked",
         "api/cross_site.py",
         "    if not same_host and origin.lower() not in {origin_of(t) for t in trusted}:",

@@ -178,13 +178,17 @@ class MemoryStore:
         self._prune_at[delivery_id] = at
         heapq.heappush(self._prunable, (at, self._written[delivery_id], delivery_id))
 
-    async def claim_deliveries(self, owner: str, now: float, lease_s: float, limit: int) -> list[OutboxEntry]:
+    async def claim_deliveries(
+        self, owner: str, now: float, lease_s: float, limit: int, *, target: str | None = None
+    ) -> list[OutboxEntry]:
         # The earliest due first, ties in the order written.
         due = sorted((when, delivery_id) for delivery_id, when in self._pending.items() if when[0] <= now)
+        entries = (OutboxEntry.model_validate_json(self._outbox[delivery_id]) for _, delivery_id in due)
         claimed = [
-            OutboxEntry.model_validate_json(self._outbox[delivery_id]).leased(owner, now + lease_s)
-            for _, delivery_id in due[:limit]
-        ]
+            entry.leased(owner, now + lease_s)
+            for entry in entries
+            if target is None or entry.target == target
+        ][:limit]
         for delivery in claimed:
             self._keep(delivery)
         return claimed

@@ -356,21 +356,27 @@ class RedisStore:
 
     # ---- outbox -------------------------------------------------------------------------------------
 
-    async def claim_deliveries(self, owner: str, now: float, lease_s: float, limit: int) -> list[OutboxEntry]:
+    async def claim_deliveries(
+        self, owner: str, now: float, lease_s: float, limit: int, *, target: str | None = None
+    ) -> list[OutboxEntry]:
         until = now + lease_s
         shards = self.layout.shards
         async with self._session("claim_deliveries") as link:
-            wanted = {0: limit} if self.shards == 1 else await self._soonest_due(link, now, limit)
+            wanted = {0: limit} if self.shards == 1 else await self._soonest_due(link, now, limit, target)
             raw = await asyncio.gather(
                 *(
                     link.claim_outbox(keys=[shards[n].outbox_due()], args=[now, until, count, owner])
+                    if target is None
+                    else link.claim_outbox_of(
+                        keys=[shards[n].outbox_due()], args=[now, until, count, owner, target, ""]
+                    )
                     for n, count in wanted.items()
                 )
             )
         entries = sorted((OutboxEntry.model_validate_json(e) for part in raw for e in part), key=_due)
         return [entry.leased(owner, until) for entry in entries]
 
-    async def _soonest_due(self, link: Link, now: float, limit: int) -> dict[int, int]:
+    async def _soonest_due(self, link: Link, now: float, limit: int, target: str | None) -> dict[int, int]:
         """How many entries to claim from each shard so that the ``limit`` soonest due are taken (if
         another host claims some meanwhile, a shard's claim takes its next ones instead)."""
         peeks = await asyncio.gather(
@@ -378,11 +384,19 @@ class RedisStore:
                 link.client.zrangebyscore(
                     shard.outbox_due(), "-inf", now, start=0, num=limit, withscores=True
                 )
+                if target is None
+                else self._peek_due_of(link, shard, now, limit, target)
                 for shard in self.layout.shards
             )
         )
         due = sorted((score, key, n) for n, peek in enumerate(peeks) for key, score in peek)[:limit]
         return dict(Counter(n for _, _, n in due))
+
+    async def _peek_due_of(
+        self, link: Link, shard: Keys, now: float, limit: int, target: str
+    ) -> list[tuple[str, float]]:
+        found = await link.claim_outbox_of(keys=[shard.outbox_due()], args=[now, 0, limit, "", target, "1"])
+        return [(found[i], float(found[i + 1])) for i in range(0, len(found), 2)]
 
     async def settle_delivery(self, entry: OutboxEntry) -> bool:
         async with self._session("settle_delivery") as link:

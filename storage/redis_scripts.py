@@ -109,6 +109,35 @@ end
 return reply
 """
 
+# The same for one target's entries (its lane). ARGV: now, lease end, limit, owner, target, '1' to only
+# look (then it returns key, due time pairs, and leases nothing). An entry's target is read from its JSON
+# once and kept beside it (``target``), so a look over other targets' entries parses none of them again.
+CLAIM_OUTBOX_OF = """
+local reply, found, limit, looking = {}, 0, tonumber(ARGV[3]), ARGV[6] == '1'
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'WITHSCORES')
+for i = 1, #due, 2 do
+  if found >= limit then break end
+  local key = due[i]
+  local target = redis.call('HGET', key, 'target')
+  if not target then
+    target = cjson.decode(redis.call('HGET', key, 'entry'))['target']
+    if not looking then redis.call('HSET', key, 'target', target) end
+  end
+  if target == ARGV[5] then
+    found = found + 1
+    if looking then
+      reply[#reply + 1] = key
+      reply[#reply + 1] = due[i + 1]
+    else
+      redis.call('HSET', key, 'owner', ARGV[4])
+      redis.call('ZADD', KEYS[1], ARGV[2], key)
+      reply[#reply + 1] = redis.call('HGET', key, 'entry')
+    end
+  end
+end
+return reply
+"""
+
 # KEYS: entry hash, the due zset, the delivered zset. ARGV: lease owner ('' for none: a redelivery),
 # entry JSON, 'pending' or not, due time, when it was delivered ('' unless it was). A settle whose lease
 # is gone writes nothing (returns 0).

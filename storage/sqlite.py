@@ -528,11 +528,17 @@ class SqliteStore:
 
     # ---- outbox -------------------------------------------------------------------------------------
 
-    async def claim_deliveries(self, owner: str, now: float, lease_s: float, limit: int) -> list[OutboxEntry]:
+    async def claim_deliveries(
+        self, owner: str, now: float, lease_s: float, limit: int, *, target: str | None = None
+    ) -> list[OutboxEntry]:
+        # One target's entries: read from the stored JSON (the outbox has no column for it).
+        only = "" if target is None else "AND json_extract(body, '$.target') = ? "
+        params = (now, limit) if target is None else (now, target, limit)
+
         def claim(conn: sqlite3.Connection) -> list[OutboxEntry]:
             rows = conn.execute(
-                "SELECT body FROM outbox WHERE status = 'pending' AND due <= ? ORDER BY due LIMIT ?",
-                (now, limit),
+                f"SELECT body FROM outbox WHERE status = 'pending' AND due <= ? {only}ORDER BY due LIMIT ?",
+                params,
             ).fetchall()
             claimed = [OutboxEntry.model_validate_json(r[0]).leased(owner, now + lease_s) for r in rows]
             for entry in claimed:

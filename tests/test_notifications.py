@@ -127,6 +127,46 @@ async def test_pause_and_decision_arrive_signed_and_verify(executor: str, tmp_pa
         other.stop()
 
 
+async def test_a_slow_target_never_holds_up_another_targets_deliveries(tmp_path: Path, calls: CallLog):
+    """Issue 40, MEDIUM 4: a batch of deliveries waited for its slowest member, so a receiver answering
+    after a minute made another target's next events late by the same. Each target now has a lane of
+    its own: with the slow receiver still holding the first event (its attempt may take a minute), the
+    fast one gets the second event. An ordering, not a timing: the slow request is released only after."""
+    slow, fast = Receiver().start(), Receiver().start()
+    slow.answering.clear()  # every request is held until the test lets it go
+    patient = RetrySchedule(delays=(0.05,), timeout_s=60.0, lease_s=120.0, poll_s=0.05)
+    try:
+        runtime = Runtime(
+            [ops_agent(calls)],
+            storage=SqliteStore(tmp_path / "lanes.db"),
+            executor="local",
+            notifications=notifications(
+                NotificationTarget(slow.url, SECRET, name="slow"),
+                NotificationTarget(fast.url, SECRET, name="fast"),
+                retry=patient,
+            ),
+        )
+        agent = runtime.get_agent("ops")
+        first = await agent.generate("delete rec-1", resource_id="acme")
+        await slow.arrived(1)  # the slow receiver has it, and answers nothing yet
+        await fast.arrived(1)
+        later = [await agent.generate(f"delete rec-{n}", resource_id="acme") for n in (2, 3)]
+
+        received = await fast.arrived(3, within=20.0)
+        runs = [first.run_id, *(r.run_id for r in later)]
+        assert [verified(r)["data"]["runId"] for r in received] == runs
+        assert len(slow.received) == 1 and not slow.answering.is_set(), "the slow attempt is still open"
+
+        slow.answering.set()
+        held = await slow.arrived(3)
+        assert sorted(verified(r)["data"]["runId"] for r in held) == sorted(runs)
+        await runtime.shutdown()
+    finally:
+        slow.answering.set()
+        slow.stop()
+        fast.stop()
+
+
 async def test_delivered_notifications_are_deleted_once_kept_long_enough(tmp_path: Path, calls: CallLog):
     receiver = Receiver().start()
     try:

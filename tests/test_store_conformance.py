@@ -437,6 +437,31 @@ async def test_due_entries_are_claimed_by_one_host_at_a_time(store: Store):
     assert [e.id for e in taken] == [entries[0].id]
 
 
+async def test_a_claim_can_take_one_targets_entries_only(store: Store):
+    """Each target's lane claims its own entries, so entries of a slow target due first never stand in
+    front of another's."""
+
+    def to(target: str, n: int, at: float) -> OutboxEntry:
+        entry = delivery("r1", n, at=at)
+        return entry.model_copy(update={"id": f"{entry.event_id}.{target}", "target": target})
+
+    await store.create_run(running("r1"))
+    slow = [to("slow.hooks", n, at=100.0 + n) for n in range(5)]
+    chat = [to("chat", n, at=200.0 + n) for n in range(3)]
+    await store.save_run(running("r1"), expected_version=1, outbox=(*slow, *chat))
+
+    taken = await store.claim_deliveries("host-a", now=300.0, lease_s=10, limit=2, target="chat")
+    assert [e.id for e in taken] == [chat[0].id, chat[1].id], "the target's soonest, past the others"
+    assert all(e.lease_owner == "host-a" for e in taken)
+    assert await store.claim_deliveries("host-a", now=300.0, lease_s=10, limit=9, target="hooks") == []
+    rest = await store.claim_deliveries("host-b", now=300.0, lease_s=10, limit=9, target="chat")
+    assert [e.id for e in rest] == [chat[2].id]
+    # Looked at by another lane first, its entries are still claimed as they always were.
+    assert [e.id for e in await store.claim_deliveries("host-c", now=300.0, lease_s=10, limit=9)] == [
+        e.id for e in slow
+    ]
+
+
 async def test_a_settled_attempt_sets_the_next_one_and_a_lost_lease_writes_nothing(store: Store):
     await store.create_run(running("r1"))
     await store.save_run(running("r1"), expected_version=1, outbox=(delivery("r1", 1),))

@@ -263,9 +263,12 @@ class Store(Protocol):
         state says now."""
         ...
 
-    async def claim_deliveries(self, owner: str, now: float, lease_s: float, limit: int) -> list[OutboxEntry]:
-        """Up to ``limit`` pending outbox entries due at ``now`` (soonest first), leased to ``owner``
-        until ``now + lease_s`` in one atomic step, so no other host takes them meanwhile."""
+    async def claim_deliveries(
+        self, owner: str, now: float, lease_s: float, limit: int, *, target: str | None = None
+    ) -> list[OutboxEntry]:
+        """Up to ``limit`` pending outbox entries due at ``now`` (soonest first), of ``target`` only when
+        it is given, leased to ``owner`` until ``now + lease_s`` in one atomic step, so no other host
+        takes them meanwhile."""
         ...
 
     async def settle_delivery(self, entry: OutboxEntry) -> bool:
