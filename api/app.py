@@ -68,6 +68,7 @@ def troupe_router(
     router = APIRouter(dependencies=[Depends(binder(service, identity))])
     for module in (catalog, runs, suspended, inbox, deliveries):
         router.include_router(module.router, prefix="/api")
+    router.include_router(runs.inbox_router, prefix="/api")  # the inbox page's decisions
     router.include_router(inbox.page_router)  # GET /inbox: the approval inbox page
     router.include_router(decision_links.router)  # GET/POST /decide/{token}: decision links
     router.troupe_service = service  # type: ignore[attr-defined]

@@ -566,7 +566,7 @@ MUTANTS += [
     Mutant(
         "inbox-surface-not-recorded",
         "api/service.py",
-        '    return "inbox" if request.headers.get("x-troupe-surface") == "inbox" else "http"',
+        '    return str(getattr(request.scope.get("route"), "surface", "http"))',
         '    return "http"',
         ("tests/test_inbox_browser.py",),
     ),
@@ -587,8 +587,8 @@ MUTANTS += [
     Mutant(
         "jwks-file-not-read-again",
         "api/tokens.py",
-        "        if self._file is None or self._file[0] != stamp:",
-        "        if self._file is None:",
+        "            if self._file is not None and self._file[0] == stamp:",
+        "            if self._file is not None:",
         IDENTITY,
     ),
     Mutant(
@@ -902,6 +902,94 @@ MUTANTS += [
     ),
 ]
 
+# Issue 40's LOWs, and the guarantees no test guarded before it (each test fails when its line breaks).
+TOKENS = ("tests/test_identity_tokens.py",)
+MUTANTS += [
+    Mutant(
+        "jwks-refetch-cooldown-zero",
+        "api/tokens.py",
+        "                cooldown_duration=settings.jwks_cooldown_s,",
+        "                cooldown_duration=0,",
+        TOKENS,
+    ),
+    Mutant(
+        "token-leeway-ignored",
+        "api/tokens.py",
+        "                leeway=s.leeway_s,",
+        "                leeway=300,",
+        TOKENS,
+    ),
+    Mutant(
+        "admin-role-makes-every-token-admin",
+        "api/tokens.py",
+        "                admin=s.admin_role is not None and s.admin_role in roles,",
+        "                admin=s.admin_role is not None,",
+        TOKENS,
+    ),
+    Mutant(
+        "key-digest-accepted-as-key",
+        "api/keys.py",
+        "        return self._by_digest.get(digest(key))",
+        "        return self._by_digest.get(digest(key)) or self._by_digest.get(key)",
+        ("tests/test_http_auth.py",),
+    ),
+    Mutant(
+        "policy-specificity-inverted",
+        "core/deciding/approvers.py",
+        "        return (2 if self.tool is not None else 0) + (1 if self.agent is not None else 0)",
+        "        return (1 if self.tool is not None else 0) + (2 if self.agent is not None else 0)",
+        POLICIES,
+    ),
+    Mutant(
+        "subagent-pause-announced-too",
+        "core/run/loop.py",
+        "        announcing = state.parent is None and self.writer.notifying",
+        "        announcing = self.writer.notifying",
+        ("tests/test_notifications.py",),
+    ),
+    Mutant(
+        "decision-event-id-without-decider",
+        "core/notifying/outbox.py",
+        ', entry.fingerprint, entry.decided_by or "")',
+        ", entry.fingerprint)",
+        ("tests/test_notifications.py",),
+    ),
+    Mutant(
+        "inbox-streams-counted-by-name",
+        "api/inbox.py",
+        "    close = service.streams.open(caller.id, caller.display)",
+        "    close = service.streams.open(caller.name, caller.display)",
+        TOKENS,
+    ),
+    Mutant(
+        "jwks-url-scheme-not-checked",
+        "api/tokens.py",
+        "    if not (parts.scheme == \"https\" and parts.hostname) and not local:",
+        "    if False:",
+        TOKENS,
+    ),
+    Mutant(
+        "jwks-file-not-read-at-start",
+        "api/tokens.py",
+        "                self._read_file(settings.jwks_file)\n",
+        "                pass\n",
+        TOKENS,
+    ),
+    Mutant(
+        "keys-file-not-read-again",
+        "api/keys.py",
+        "        if stamp == self._stamp:\n            return",
+        "        if True:\n            return",
+        ("tests/test_http_auth.py",),
+    ),
+    Mutant(
+        "refused-link-use-not-given-back",
+        "api/decision_links.py",
+        "        await store.release_link(claim.id, decider.id)\n",
+        "",
+        LINKS,
+    ),
+]
 
 def run_tests(tests: tuple[str, ...]) -> tuple[bool, str]:
     """True if the tests all passed (the mutant survived); the last lines of pytest's output."""

@@ -52,6 +52,7 @@ def serve(
     receiver: Receiver,
     *policies: ApproverPolicy,
     record_id: str = "abc-123",
+    keys: object = KEYS,
 ):
     def build() -> Runtime:
         agent = Agent(
@@ -68,7 +69,7 @@ def serve(
             approver_policies=policies,
         )
 
-    return http_server(build, keys=KEYS)
+    return http_server(build, keys=keys)
 
 
 def local(link: str) -> str:
@@ -342,6 +343,30 @@ async def test_one_person_uses_a_link_once(http_server, tmp_path, calls, receive
         assert calls.count() == 0
         first = await client.post(links["approve"], data={"key": "key-alice"})
         assert first.status_code == 200, "the channel's link: each person uses it once"
+        await until_calls(calls, 1)
+
+
+async def test_a_refused_use_of_a_link_does_not_use_it_up(http_server, tmp_path, calls, receiver):
+    """Alice lacks the role when she first uses the link (403, "not used"); once the keys file gives it
+    to her, the same link decides as her: the refused use was given back, not spent."""
+    from troupe.api.keys import KeyRing, digest, write_file
+
+    def keys(*alice_roles: str) -> dict:
+        alice = {"sha256": digest("key-alice"), "subject": "alice", "resources": ["acme"]}
+        alice["roles"] = list(alice_roles)
+        return {"keys": [alice, {"sha256": digest("key-admin"), "subject": "ops", "admin": True}]}
+
+    file = tmp_path / "keys.json"
+    write_file(file, keys())
+    policy = ApproverPolicy(tool="delete_record", roles=frozenset({"dba"}))
+    server = serve(http_server, tmp_path, calls, receiver, policy, keys=KeyRing.load(file))
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+        _, links = await paused_with_links(client, receiver)
+        refused = await client.post(links["approve"], data={"key": "key-alice"})
+        assert refused.status_code == 403 and "not used" in refused.text
+        write_file(file, keys("dba"))
+        done = await client.post(links["approve"], data={"key": "key-alice"})
+        assert done.status_code == 200 and "Approved by alice" in done.text
         await until_calls(calls, 1)
 
 

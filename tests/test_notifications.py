@@ -461,3 +461,65 @@ async def test_a_receiver_that_does_not_answer_holds_up_no_run(tmp_path: Path, c
         receiver.answering.set()
         await runtime.shutdown()
         receiver.stop()
+
+
+async def test_a_subagents_pause_is_announced_once_by_the_top_run(tmp_path: Path, calls: CallLog):
+    """Issue 40's untested guarantee: only the top-level run announces a pause. The subagent's run,
+    which pauses first (and checkpoints its pause before the top does), writes no event of its own."""
+    receiver = Receiver().start()
+    try:
+        sup = Agent(
+            "sup",
+            model=echo_model(tool_call("agent-ops", {"prompt": "delete rec-1"}, id="d1")),
+            agents={"ops": ops_agent(calls)},
+        )
+        runtime = Runtime(
+            [sup],
+            storage=SqliteStore(tmp_path / "tree.db"),
+            executor="local",
+            notifications=notifications(NotificationTarget(receiver.url, SECRET, name="hook")),
+        )
+        paused = await runtime.get_agent("sup").generate("clean up")
+        stored = await runtime.store().load_run(paused.run_id)
+        assert stored is not None
+        child = stored.state.calls[0].child
+        assert child is not None
+        assert await runtime.deliveries(child.run_id) == [], "the subagent's run announces nothing"
+        (announced,) = await runtime.deliveries(paused.run_id)
+        assert announced.body["type"] == "tool-call.paused"
+        assert announced.body["data"]["agentPath"] == ["sup", "ops"]
+        (event,) = await receiver.arrived(1)
+        assert verified(event)["data"]["runId"] == paused.run_id
+        await runtime.shutdown()
+    finally:
+        receiver.stop()
+
+
+async def test_each_approver_of_a_quorum_gets_an_event_of_their_own(tmp_path: Path, calls: CallLog):
+    """Issue 40's untested guarantee: a decision's event id names who decided, so the approvals of two
+    people towards a quorum are two events (two ``webhook-id``s), not one that the second repeats."""
+    from troupe.core.deciding.approvers import ApproverPolicy
+
+    receiver = Receiver().start()
+    try:
+        runtime = Runtime(
+            [ops_agent(calls)],
+            storage=SqliteStore(tmp_path / "quorum.db"),
+            executor="local",
+            notifications=notifications(NotificationTarget(receiver.url, SECRET, name="hook")),
+            approver_policies=[ApproverPolicy(tool="delete_record", quorum=3)],
+        )
+        agent = runtime.get_agent("ops")
+        paused = await agent.generate("delete rec-1")
+        for who in ("alice", "bob"):
+            counted = await agent.approve_tool_call_generate(run_id=paused.run_id, decided_by=who)
+            assert counted.finish_reason == "suspended"
+        found = await runtime.deliveries(paused.run_id)
+        recorded = [d for d in found if d.body["type"] == "tool-call.approval-recorded"]
+        assert [d.body["data"]["decidedBy"] for d in recorded] == ["alice", "bob"]
+        assert len({d.event_id for d in recorded}) == 2
+        arrived = await receiver.arrived(3)
+        assert len({r.headers["webhook-id"] for r in arrived}) == 3
+        await runtime.shutdown()
+    finally:
+        receiver.stop()
