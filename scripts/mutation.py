@@ -568,7 +568,7 @@ MUTANTS += [
         "api/service.py",
         '    return str(getattr(request.scope.get("route"), "surface", "http"))',
         '    return "http"',
-        ("tests/test_inbox_browser.py",),
+        ("tests/test_http_inbox.py", "tests/test_inbox_browser.py"),
     ),
     Mutant(
         "host-identity-ignored",

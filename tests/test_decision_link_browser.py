@@ -12,14 +12,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-from test_decision_links import SIGNER
-from test_identity_host_app import _token, host_app
+from test_identity_host_app import _token, server  # noqa: F401 - the host app's server fixture
 from test_inbox_browser import browser  # noqa: F401 - the Chromium fixture
-from troupe.core.deciding.approvers import ApproverPolicy
-from troupe.core.notifying.outbox import Notifications
 from webhook_receiver import free_port
 
-from troupe import Runtime, SqliteStore
 from troupe.testing import CallLog
 
 with contextlib.suppress(ImportError):  # the browser fixture reports it missing
@@ -27,42 +23,24 @@ with contextlib.suppress(ImportError):  # the browser fixture reports it missing
 
 
 @pytest.fixture
-def server(http_server, tmp_path, calls: CallLog):
-    from http_server import ops_agents
-
-    policy = ApproverPolicy(agent="ops", roles=frozenset({"approver"}), separation_of_duties=True)
-
-    def build() -> Runtime:
-        return Runtime(
-            ops_agents(calls)[:1],
-            storage=SqliteStore(tmp_path / "host.db"),
-            executor="local",
-            notifications=Notifications((), links=SIGNER),
-            approver_policies=[policy],
-        )
-
-    return http_server(build, make_app=host_app)
-
-
-@pytest.fixture
-def bob(browser: Browser, server) -> Iterator[BrowserContext]:  # noqa: F811 - the fixture above
+def bob(browser: Browser, server) -> Iterator[BrowserContext]:  # noqa: F811 - the fixtures above
     context = browser.new_context()
     context.add_cookies([{"name": "session", "value": "s-bob", "url": server.url}])
     yield context
     context.close()
 
 
-def paused_link(server, tmp_path) -> tuple[str, str]:
-    with httpx.Client(base_url=server.url, cookies={"session": "s-alice"}, timeout=30) as alice:
+def paused_link(live, tmp_path) -> tuple[str, str]:
+    with httpx.Client(base_url=live.url, cookies={"session": "s-alice"}, timeout=30) as alice:
         started = alice.post("/troupe/api/agents/ops/generate", json={"messages": "go", "resourceId": "acme"})
     run_id = started.json()["runId"]
     # Issued on a thread of its own: Playwright's sync API keeps an event loop running on this one.
     with ThreadPoolExecutor(1) as thread:
         token = thread.submit(_token, tmp_path / "host.db", run_id).result()
-    return run_id, f"{server.url}/troupe/decide/{token}"
+    return run_id, f"{live.url}/troupe/decide/{token}"
 
 
-def test_the_links_own_page_decides_as_the_signed_in_user(server, bob, tmp_path, calls: CallLog):
+def test_the_links_own_page_decides_as_the_signed_in_user(server, bob, tmp_path, calls: CallLog):  # noqa: F811
     _, link = paused_link(server, tmp_path)
     page = bob.new_page()
     assert page.goto(link).status == 200
@@ -76,7 +54,9 @@ def test_the_links_own_page_decides_as_the_signed_in_user(server, bob, tmp_path,
         page.wait_for_timeout(20)
 
 
-def test_a_form_on_another_site_posting_the_link_decides_nothing(server, bob, tmp_path, calls: CallLog):
+def test_a_form_on_another_site_posting_the_link_decides_nothing(
+    server, bob, tmp_path, calls: CallLog  # noqa: F811
+):
     run_id, link = paused_link(server, tmp_path)
     elsewhere = f"http://127.0.0.1:{free_port()}/"  # same host, so the session cookie goes along
     attack = (

@@ -16,6 +16,18 @@ from troupe import SqliteStore
 
 PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
 
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    },
+}
+STREAMABLE = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
 
 @pytest.fixture
 def server(http_server, tmp_path, calls):
@@ -115,23 +127,12 @@ async def test_a_browser_origin_of_another_site_is_refused(server):
 
 
 async def test_an_mcp_session_answers_only_the_key_that_opened_it(server):
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"},
-        },
-    }
-    accept = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
     async with httpx.AsyncClient(base_url=server.url) as http:
-        opened = await http.post("/mcp", json=initialize, headers={**A, **accept})
+        opened = await http.post("/mcp", json=INITIALIZE, headers={**A, **STREAMABLE})
         assert opened.status_code == 200, opened.text
         session = {"Mcp-Session-Id": opened.headers["mcp-session-id"], "Mcp-Protocol-Version": "2025-11-25"}
-        mine = await http.post("/mcp", json=PING, headers={**A, **accept, **session})
-        theirs = await http.post("/mcp", json=PING, headers={**B, **accept, **session})
+        mine = await http.post("/mcp", json=PING, headers={**A, **STREAMABLE, **session})
+        theirs = await http.post("/mcp", json=PING, headers={**B, **STREAMABLE, **session})
     assert mine.status_code == 200
     assert theirs.status_code == 404  # as if the session did not exist
 
@@ -164,18 +165,6 @@ async def test_the_paused_result_hands_the_requester_no_decision_link(http_serve
     assert decide["inbox"] == f"{server.url}/inbox" and "waits for approval" in result.content[0].text
     assert calls.count("delete_record") == 0
 
-
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"},
-    },
-}
-STREAMABLE = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
 async def test_one_key_cannot_open_sessions_for_everyone(http_server, tmp_path, calls):

@@ -69,6 +69,19 @@ def hooked_runtime(
     )
 
 
+def notified(
+    db: Path, agents: list[Agent], *targets: NotificationTarget, retry: RetrySchedule = FAST, **options: Any
+) -> Runtime:
+    """``agents`` on a local host over SQLite ``db``, their events going to ``targets``."""
+    return Runtime(
+        agents,
+        storage=SqliteStore(db),
+        executor="local",
+        notifications=notifications(*targets, retry=retry),
+        **options,
+    )
+
+
 async def until(check: Callable[[], Awaitable[bool]]) -> None:
     """Wait for a condition on the store (each look is a store read, not a guess about timing)."""
     async with asyncio.timeout(20):
@@ -136,16 +149,8 @@ async def test_a_slow_target_never_holds_up_another_targets_deliveries(tmp_path:
     slow.answering.clear()  # every request is held until the test lets it go
     patient = RetrySchedule(delays=(0.05,), timeout_s=60.0, lease_s=120.0, poll_s=0.05)
     try:
-        runtime = Runtime(
-            [ops_agent(calls)],
-            storage=SqliteStore(tmp_path / "lanes.db"),
-            executor="local",
-            notifications=notifications(
-                NotificationTarget(slow.url, SECRET, name="slow"),
-                NotificationTarget(fast.url, SECRET, name="fast"),
-                retry=patient,
-            ),
-        )
+        targets = [NotificationTarget(r.url, SECRET, name=n) for r, n in ((slow, "slow"), (fast, "fast"))]
+        runtime = notified(tmp_path / "lanes.db", [ops_agent(calls)], *targets, retry=patient)
         agent = runtime.get_agent("ops")
         first = await agent.generate("delete rec-1", resource_id="acme")
         await slow.arrived(1)  # the slow receiver has it, and answers nothing yet
@@ -473,12 +478,7 @@ async def test_a_subagents_pause_is_announced_once_by_the_top_run(tmp_path: Path
             model=echo_model(tool_call("agent-ops", {"prompt": "delete rec-1"}, id="d1")),
             agents={"ops": ops_agent(calls)},
         )
-        runtime = Runtime(
-            [sup],
-            storage=SqliteStore(tmp_path / "tree.db"),
-            executor="local",
-            notifications=notifications(NotificationTarget(receiver.url, SECRET, name="hook")),
-        )
+        runtime = notified(tmp_path / "tree.db", [sup], NotificationTarget(receiver.url, SECRET, name="hook"))
         paused = await runtime.get_agent("sup").generate("clean up")
         stored = await runtime.store().load_run(paused.run_id)
         assert stored is not None
@@ -502,11 +502,10 @@ async def test_each_approver_of_a_quorum_gets_an_event_of_their_own(tmp_path: Pa
 
     receiver = Receiver().start()
     try:
-        runtime = Runtime(
+        runtime = notified(
+            tmp_path / "quorum.db",
             [ops_agent(calls)],
-            storage=SqliteStore(tmp_path / "quorum.db"),
-            executor="local",
-            notifications=notifications(NotificationTarget(receiver.url, SECRET, name="hook")),
+            NotificationTarget(receiver.url, SECRET, name="hook"),
             approver_policies=[ApproverPolicy(tool="delete_record", quorum=3)],
         )
         agent = runtime.get_agent("ops")
