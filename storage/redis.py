@@ -13,7 +13,8 @@ Key layout (``P`` is the prefix, ``troupe:`` by default; on Redis Cluster each s
     P running:<agent>                           zset of in-flight run ids, score 0 (so ZRANGE is sorted)
     P expiring:<agent>                          zset of suspended runs with a deadline, score: expiry
     P owners                                    zset of host heartbeats, score: expiry (server clock)
-    P outbox:<delivery_id>                      hash: entry (OutboxEntry JSON), owner (lease holder)
+    P outbox:<delivery_id>                      hash: entry (OutboxEntry JSON), owner (lease holder),
+                                                target (once a lane's claim has read it)
     P outbox-due                                zset of pending outbox entry keys, score: when due
     P outbox-run:<run_id>                       zset of a run's outbox entry keys, in the order written
     P outbox-delivered                          zset of delivered outbox entry keys, score: when delivered
