@@ -31,7 +31,7 @@ from troupe.api.a2a_http import a2a_router
 from troupe.api.auth import Gate, KeyRing, keyring
 from troupe.api.guards import DEFAULT_MAX_BODY_BYTES, BodyLimit, HostCheck, allowed_hosts
 from troupe.api.identity import HostIdentity, binder
-from troupe.api.mcp_http import MCPEndpoint, mcp_endpoint
+from troupe.api.mcp_http import MCPEndpoint, MCPLimits, mcp_endpoint
 from troupe.api.routing import error_response, http_error, invalid_request
 from troupe.api.service import Service
 from troupe.api.streams import MIN_INTERVAL_S
@@ -69,6 +69,7 @@ def troupe_router(
     router = APIRouter(dependencies=[Depends(binder(service, identity))])
     for module in (catalog, runs, suspended, inbox, deliveries, agui):
         router.include_router(module.router, prefix="/api")
+    router.include_router(runs.inbox_router, prefix="/api")  # the inbox page's decisions
     router.include_router(inbox.page_router)  # GET /inbox: the approval inbox page
     router.include_router(decision_links.router)  # GET/POST /decide/{token}: decision links
     a2a = a2a_router()  # /a2a/{agentId}: the agents over A2A (with a2a-sdk installed)
@@ -91,6 +92,7 @@ def create_app(
     identity: HostIdentity | None = None,
     oidc: OidcSettings | None = None,
     min_event_interval_s: float = MIN_INTERVAL_S,
+    mcp_limits: MCPLimits | None = None,
 ) -> FastAPI:
     """The app serving ``runtime``. ``keys``: a ``KeyRing`` or a mapping (see ``troupe.api.keys``);
     ``oidc``: bearer tokens of an identity provider (``troupe.api.tokens``); ``identity``: a FastAPI
@@ -98,7 +100,7 @@ def create_app(
     request without a valid credential gets 401. A body over ``max_body_bytes`` gets 413 before anything
     else. In open mode only requests whose ``Host`` is a loopback name (or one of ``hosts``) are
     answered. ``/mcp`` serves the agents to MCP clients, behind the same credentials
-    (``troupe.api.mcp_http``)."""
+    (``troupe.api.mcp_http``), each principal holding at most ``mcp_limits`` sessions (``MCPLimits``)."""
     router = troupe_router(
         runtime,
         identity=identity,
@@ -108,7 +110,7 @@ def create_app(
         min_event_interval_s=min_event_interval_s,
     )
     service: Service = router.troupe_service  # type: ignore[attr-defined]
-    mcp = mcp_endpoint(service, allowed_hosts("127.0.0.1", hosts or ()))
+    mcp = mcp_endpoint(service, allowed_hosts("127.0.0.1", hosts or ()), mcp_limits)
     app = FastAPI(title="Troupe", version="0.1.0", description=DESCRIPTION, lifespan=_lifespan(service, mcp))
     app.state.troupe = service
     app.include_router(router)

@@ -1,12 +1,16 @@
 """Decision links over HTTP: ``GET /decide/{token}`` shows what the link would decide, ``POST`` decides.
 
 GET never decides (mail and chat link scanners open links), it only shows a confirmation page with the
-call's context. POST decides once through the ordinary decision path: the link's fingerprint binds it to
-the call as it was shown, and a call already decided refuses it. Whoever uses the link decides as who they
-say they are: an API key or token typed into the page, an ``Authorization`` header, or the host app's
-session; a link issued to one named approver decides only as them. Nobody said: the link's anonymous
-holder, ``decision-link``, who decides only calls no approver policy governs. Pages are plain HTML with
-no script; every value is escaped.
+call's context. POST decides once through the ordinary decision path: the token names a record the
+server issued (troupe.core.notifying.links), which says which call, fingerprint and action the link is
+for, until when, and to whom it was issued; a call already decided refuses it. Whoever uses the link
+decides as who they say they are: an API key or token typed into the page, an ``Authorization`` header,
+or the host app's session; a link issued to one named approver decides only as them. Nobody said: the
+link's anonymous holder, ``decision-link``, who decides only calls no approver policy governs. Each
+person's use of a link is claimed in the store before deciding (and given back if the decision is
+refused), so one person never decides twice through one link. A POST that a browser says came from
+another site is refused (troupe.api.cross_site). Pages are plain HTML with no script; every value is
+escaped.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import html
 import json
 import logging
 import re
+import time
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -22,10 +27,11 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from troupe.api.auth import Principal
 from troupe.api.bodies import MAX_TEXT_CHARS
+from troupe.api.cross_site import refuse_cross_site
 from troupe.api.identity import optional_caller
 from troupe.api.routing import TroupeRoute
 from troupe.api.service import Service, ServiceDep
-from troupe.core.notifying.links import LinkClaim, LinkSigner
+from troupe.core.notifying.links import LinkSigner, approver_of
 from troupe.core.vocabulary.errors import (
     ApprovalPolicyError,
     DecisionConflictError,
@@ -37,6 +43,7 @@ from troupe.core.vocabulary.errors import (
 )
 from troupe.core.vocabulary.hidden_chars import marked
 from troupe.core.vocabulary.state import Pause, RunState
+from troupe.core.vocabulary.store import LinkRecord
 
 router = APIRouter(include_in_schema=False, route_class=TroupeRoute)
 
@@ -48,8 +55,10 @@ HEADERS = {
     "Content-Security-Policy": "default-src 'none'; form-action 'self'; base-uri 'none'; "
     "frame-ancestors 'none'",
     "X-Content-Type-Options": "nosniff",
-    # The token in the URL is a credential: never sent on as a referrer, never cached.
-    "Referrer-Policy": "no-referrer",
+    # The token in the URL is a credential: never sent to another origin as a referrer, never cached.
+    # (Not no-referrer: that makes a browser send "Origin: null" with the page's own POST, which a
+    # browser without Sec-Fetch-Site could then not tell from another site's; see cross_site.)
+    "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
 _REFUSED = (DecisionConflictError, ToolCallNotSuspendedError, SnapshotNotFoundError, ApprovalPolicyError)
@@ -59,7 +68,7 @@ _REFUSED = (DecisionConflictError, ToolCallNotSuspendedError, SnapshotNotFoundEr
 async def confirm_page(token: str, service: ServiceDep) -> Response:
     """The confirmation page: what would be decided, and a button that POSTs the decision."""
     try:
-        claim = _signer(service).verify(token)
+        claim = await _open(service, token)
         state = await _paused_state(service, claim)
     except TroupeError as error:
         return _page("This link cannot be used", str(error), error.http_status)
@@ -86,9 +95,9 @@ async def confirm_page(token: str, service: ServiceDep) -> Response:
     return _page(f"{claim.action.capitalize()} this tool call?", "", 200, f"<table>{table}</table>{form}")
 
 
-def _who_form(service: Service, claim: LinkClaim, pause: Pause) -> str:
+def _who_form(service: Service, claim: LinkRecord, pause: Pause) -> str:
     """What the page says about who decides, and the field to say it with."""
-    named = claim.approver_principal
+    named = approver_of(claim)
     if named is not None:
         return f"<p>This link was issued to {_e(named.display)} and decides as them only.</p>"
     policies = service.runtime.approver_policies
@@ -103,22 +112,13 @@ def _who_form(service: Service, claim: LinkClaim, pause: Pause) -> str:
 @router.post("/decide/{token}")
 async def decide(token: str, request: Request, service: ServiceDep) -> Response:
     """Decide the call the link is for, once."""
-    form = parse_qs((await request.body()).decode("utf-8", "replace"))
     try:
-        claim = _signer(service).verify(token)
+        refuse_cross_site(request, trusted=[_signer(service).public_url])
+        form = parse_qs((await request.body()).decode("utf-8", "replace"))
+        claim = await _open(service, token)
+        reason = _reason(form) if claim.action == "decline" else None
         decider = await _decider(service, claim, request, (form.get("key") or [""])[0].strip())
-        agent = service.agent(claim.agent_id)
-        options: dict[str, Any] = {
-            "run_id": claim.run_id,
-            "tool_call_id": claim.tool_call_id,
-            "fingerprint": claim.fingerprint,
-            "decided_by": decider,
-            "surface": "link",
-        }
-        if claim.action == "approve":
-            stream = await agent.approve_tool_call(**options)
-        else:
-            stream = await agent.decline_tool_call(**options, reason=_reason(form))
+        stream = await _decide_once(service, claim, decider, reason)
     except _REFUSED as error:
         status = 403 if isinstance(error, ApprovalPolicyError) else 409
         return _page("Not decided", f"This link was not used: {error}", status)
@@ -131,12 +131,42 @@ async def decide(token: str, request: Request, service: ServiceDep) -> Response:
     return _page(done, f"{done} by {decider.display}; the run carries on.", 200)
 
 
+async def _decide_once(service: Service, claim: LinkRecord, decider: Principal, reason: str | None) -> Any:
+    """Claim the link for ``decider`` (a second use by the same person is refused, even at once), then
+    decide; a refused decision gives the claim back, so the page's "not used" is true."""
+    store = service.runtime.store()
+    if await store.use_link(claim.id, decider.id, time.time()) is None:
+        raise DecisionConflictError(
+            f"{decider.display!r} has used this link already (or it just expired)", run_id=claim.run_id
+        )
+    agent = service.agent(claim.agent_id)
+    options: dict[str, Any] = {
+        "run_id": claim.run_id,
+        "tool_call_id": claim.tool_call_id,
+        "fingerprint": claim.fingerprint,
+        "decided_by": decider,
+        "surface": "link",
+    }
+    try:
+        if claim.action == "approve":
+            return await agent.approve_tool_call(**options)
+        return await agent.decline_tool_call(**options, reason=reason)
+    except TroupeError:
+        await store.release_link(claim.id, decider.id)
+        raise
+
+
 def _reason(form: dict[str, list[str]]) -> str | None:
     """The decline's reason, held to the same bound as the API's (it is stored and sent to the model)."""
     reason = next(iter(form.get("reason", [])), None)
     if reason is not None and len(reason) > MAX_TEXT_CHARS:
         raise DecisionRejectedError(f"the reason is longer than {MAX_TEXT_CHARS:,} characters")
     return reason
+
+
+async def _open(service: Service, token: str) -> LinkRecord:
+    """The record a genuine, unexpired token names."""
+    return await _signer(service).open(service.runtime.store(), token)
 
 
 def _signer(service: Service) -> LinkSigner:
@@ -147,7 +177,7 @@ def _signer(service: Service) -> LinkSigner:
     return signer
 
 
-async def _paused_state(service: Service, claim: LinkClaim) -> RunState:
+async def _paused_state(service: Service, claim: LinkRecord) -> RunState:
     """The run, if the link's call is still paused exactly as it was when the link was made."""
     stored = await service.runtime.store().load_run(claim.run_id)
     call = None if stored is None else stored.state.call(claim.tool_call_id)
@@ -160,12 +190,12 @@ async def _paused_state(service: Service, claim: LinkClaim) -> RunState:
     return stored.state
 
 
-async def _decider(service: Service, claim: LinkClaim, request: Request, credential: str) -> Principal:
+async def _decider(service: Service, claim: LinkRecord, request: Request, credential: str) -> Principal:
     """Who the link decides as. Someone who says who they are (a key or token in the form or the
     Authorization header, or the host app's session) decides as themselves, checked like any caller; a
     link issued to one approver decides only as them; anyone else is the link's anonymous holder, who
     decides only calls no approver policy governs (the core refuses the rest)."""
-    named = claim.approver_principal
+    named = approver_of(claim)
     who = await service.gate.credential(credential) if credential else await optional_caller(request)
     if named is not None:
         if who is not None and who.id != named.id:

@@ -17,8 +17,8 @@ no data and needs no key to load: it asks the API for everything, sending the ke
 (kept in ``sessionStorage``) as ``Authorization: Bearer`` (an API key or a token), or the host app's
 session cookie when Troupe is mounted in one; in open mode it needs none. Decisions use the existing
 routes (``approve-tool-call``, ``decline-tool-call``, ``resume-stream``, with the pause's
-``fingerprint``, marked ``X-Troupe-Surface: inbox`` for the audit), so they are checked exactly as any
-other caller's.
+``fingerprint``) under ``/api/inbox/agents/{agentId}``, which the audit records as the ``inbox`` surface
+(troupe.api.runs), so they are checked exactly as any other caller's.
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ async def inbox_events(
     ``{"error": {...}}`` and tried again. A caller keeps a few streams open at most (429 beyond), each
     re-reading at most once a second (or the server's ``min_event_interval_s``). Not in the OpenAPI
     document: the stream does not end."""
-    close = service.streams.open(caller.name)
+    close = service.streams.open(caller.id, caller.display)
     every = max(interval, service.min_event_interval_s)
 
     async def frames() -> AsyncIterator[str]:

@@ -13,6 +13,11 @@ turns a file of plain keys (the old ``{"<key>": {"name", ...}}`` shape, which is
 A key's ``issuer`` defaults to the local issuer ``troupe``; give it your identity provider's issuer and
 the person's ``sub`` as ``subject`` and the key and that person's tokens are one approver.
 
+A keys file is read again whenever it changes (checked on every use of a key: its size, time and inode),
+so a key removed from it stops working at once, in every process that reads it, with no restart or
+signal. A file that cannot be read or is not valid (half-written by an editor, say) is reported in the
+log and the keys read last stay in use until it is whole again.
+
 A plain digest suits keys only because they are random (``troupe keys new`` draws 32 bytes): a digest
 of a guessable key could be reversed by guessing, so never make keys by hand. In Python, ``create_app(
 keys=...)`` also takes ``{"<key>": {...}}`` as code (digested as it is read).
@@ -22,12 +27,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import secrets
 from collections.abc import Mapping
 from typing import Any
 
 from troupe.core.vocabulary.identity import LOCAL_ISSUER, Principal
+
+log = logging.getLogger(__name__)
 
 DIGEST = "sha256"
 CONVERT = "troupe keys convert"
@@ -65,7 +73,14 @@ class KeyRing:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> KeyRing:
-        """A keys file; one holding keys in plain text is refused, naming the command that converts it."""
+        """A keys file, read again whenever it changes (``KeyFile``); one holding keys in plain text is
+        refused, naming the command that converts it."""
+        return KeyFile(path)
+
+    @classmethod
+    def read(cls, path: str | os.PathLike[str]) -> KeyRing:
+        """The keys of a keys file as it is now (``PlainKeysError`` for plain keys, ``ValueError`` or
+        ``OSError`` for a file that is not a keys file)."""
         data = read_file(path)
         if "keys" not in data:
             raise PlainKeysError(
@@ -79,6 +94,54 @@ class KeyRing:
 
     def find(self, key: str) -> Principal | None:
         return self._by_digest.get(digest(key))
+
+
+class KeyFile(KeyRing):
+    """The keys of a file, read again whenever the file changes (see the module docstring).
+
+    Args:
+        path: A keys file (``{"keys": [...]}``). Read at once: a missing or invalid file raises here.
+
+    Example:
+        ``create_app(runtime, keys=KeyRing.load("keys.json"))``: remove a key from the file (``troupe
+        keys`` writes it whole, at once) and the next request with it is a 401.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        self._stamp = _stamp(self.path)
+        super().__init__(KeyRing.read(self.path)._by_digest)
+
+    def find(self, key: str) -> Principal | None:
+        self._read_again_if_changed()
+        return super().find(key)
+
+    def __len__(self) -> int:
+        self._read_again_if_changed()
+        return super().__len__()
+
+    def _read_again_if_changed(self) -> None:
+        try:
+            stamp = _stamp(self.path)
+        except OSError as exc:
+            stamp = ("gone", type(exc).__name__)
+        if stamp == self._stamp:
+            return
+        self._stamp = stamp  # a broken file is reported once per change, not on every request
+        try:
+            self._by_digest = KeyRing.read(self.path)._by_digest
+        except (OSError, ValueError) as exc:
+            log.error(
+                "keys file %s could not be read again (%s: %s); the keys read last stay in use",
+                self.path,
+                type(exc).__name__,
+                exc,
+            )
+
+
+def _stamp(path: str) -> Any:
+    found = os.stat(path)
+    return (found.st_mtime_ns, found.st_size, found.st_ino, found.st_ctime_ns)
 
 
 def read_file(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -162,6 +225,7 @@ def write_file(path: str | os.PathLike[str], data: dict[str, Any]) -> None:
 
 __all__ = [
     "CONVERT",
+    "KeyFile",
     "KeyRing",
     "PlainKeysError",
     "digest",

@@ -20,7 +20,6 @@ from typing import Any
 
 from troupe.api.auth import Principal
 from troupe.api.errors import InvalidRequestError
-from troupe.core.notifying.links import LinkSigner
 from troupe.core.vocabulary.results import RunResult
 from troupe.supervisor.agent import Agent
 
@@ -86,12 +85,14 @@ class PausedCall:
             reason=reason if isinstance(reason, str) else None, **options
         )
 
-    def where_to_decide(self, base_url: str | None, links: LinkSigner | None) -> dict[str, Any]:
-        """Every other way to decide this call: the inbox, decision links, HTTP, the CLI."""
+    def where_to_decide(self, base_url: str | None) -> dict[str, Any]:
+        """Every other way to decide this call: the inbox, HTTP, the CLI. Never a decision link: links go
+        to approvers through the notification targets, and a paused result goes back to the requester
+        (or its model), who must not be handed a way to approve its own call."""
         base = (base_url or "").rstrip("/")
         route = f"{base}/api/agents/{self.agent_id}"
         body = {"runId": self.run_id, "toolCallId": self.tool_call_id}
-        ways: dict[str, Any] = {
+        return {
             "inbox": f"{base}/inbox",
             "http": (
                 {"approve": f"POST {route}/approve-tool-call", "decline": f"POST {route}/decline-tool-call"}
@@ -101,17 +102,6 @@ class PausedCall:
             "body": body,
             "cli": f"troupe {'approve' if self.is_approval else 'resume'} {self.run_id} {self.tool_call_id}",
         }
-        if links is not None and self.is_approval:
-            data = {
-                "kind": "approval",
-                "agentId": self.agent_id,
-                "runId": self.run_id,
-                "toolCallId": self.tool_call_id,
-                "fingerprint": self.payload.get("fingerprint"),
-                "expiresAt": self.payload.get("expires_at"),
-            }
-            ways["links"] = links.links_for(data)
-        return ways
 
 
 class Questions:

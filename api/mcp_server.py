@@ -17,7 +17,6 @@ from typing import Any
 from troupe.api.auth import Principal, own_resource
 from troupe.api.mcp_pauses import PausedCall, Questions, finished_result, paused_result
 from troupe.api.service import Service
-from troupe.core.notifying.links import LinkSigner
 from troupe.core.vocabulary.errors import TroupeError
 from troupe.core.vocabulary.results import RunResult
 from troupe.supervisor.agent import Agent
@@ -162,11 +161,7 @@ class AgentsOverMCP:
         if call is None:
             assert result is not None
             call = PausedCall(agent_id, result.run_id, result.suspend_payload or {})
-        return paused_result(call, call.where_to_decide(_base_url(ctx, self.base_url), self._links()), note)
-
-    def _links(self) -> LinkSigner | None:
-        notifications = self.service.runtime.notifications
-        return notifications.links if notifications is not None else None
+        return paused_result(call, call.where_to_decide(_base_url(ctx, self.base_url)), note)
 
 
 def _options(caller: Principal, arguments: dict[str, Any]) -> dict[str, Any]:

@@ -1,5 +1,8 @@
 """Starting runs and deciding paused tool calls, Mastra's routes under ``/api/agents/{agentId}``.
 
+The inbox page decides through the same routes under ``/api/inbox/agents/{agentId}`` (``inbox_router``):
+the audit's surface is the route's, ``inbox`` there and ``http`` here.
+
 Streaming routes answer ``text/event-stream`` (see ``troupe.api.sse``); the ``-generate`` routes answer
 the folded ``RunResult`` as JSON (see ``troupe.api.wire``). Each route checks the caller first: a new run
 must belong to one of the caller's resources, and a decision may touch only a run of one (admins may do
@@ -177,6 +180,29 @@ async def send_tool_approval(
     return JSONResponse(accepted)
 
 
+class InboxRoute(TroupeRoute):
+    """A decision route of the inbox page's own: the audit records its decisions as ``inbox``."""
+
+    surface = "inbox"
+
+
+# The inbox page decides through these: the same routes under /api/inbox, so that the server, not the
+# page, says where a decision came from. Not in the OpenAPI document: they are the page's, not the API's.
+inbox_router = APIRouter(tags=["inbox"], route_class=InboxRoute)
+for _path, _endpoint in (
+    ("approve-tool-call", approve_tool_call),
+    ("decline-tool-call", decline_tool_call),
+    ("resume-stream", resume_stream),
+):
+    inbox_router.add_api_route(
+        f"/inbox/agents/{{agentId}}/{_path}",
+        _endpoint,
+        methods=["POST"],
+        include_in_schema=False,
+        response_class=StreamingResponse,
+    )
+
+
 def _approval(body: ApproveBody) -> dict[str, Any]:
     return {
         "run_id": body.run_id,
@@ -199,4 +225,4 @@ def _resumption(body: ResumeBody) -> dict[str, Any]:
     return {"run_id": body.run_id, "tool_call_id": body.tool_call_id, "fingerprint": body.fingerprint}
 
 
-__all__ = ["router"]
+__all__ = ["InboxRoute", "inbox_router", "router"]

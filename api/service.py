@@ -107,8 +107,9 @@ async def caller(request: Request, _: Annotated[Any, Depends(bearer)]) -> Princi
 
 
 def surface(request: Request) -> str:
-    """Where a decision over HTTP came from, for the audit: the inbox page says so, else plain HTTP."""
-    return "inbox" if request.headers.get("x-troupe-surface") == "inbox" else "http"
+    """Where a decision over HTTP came from, for the audit: the route it came through says (the inbox
+    page's own routes are ``inbox``, the others ``http``), never anything the client sends."""
+    return str(getattr(request.scope.get("route"), "surface", "http"))
 
 
 async def decider(request: Request, principal: Annotated[Principal, Depends(caller)]) -> dict[str, Any]:

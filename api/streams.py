@@ -27,11 +27,14 @@ class OpenStreams:
     in_all: int = IN_ALL
     _open: Counter[str] = field(default_factory=Counter)
 
-    def open(self, caller: str) -> Callable[[], None]:
-        """Count a new stream of ``caller``'s, or refuse it (429); returns what closes it."""
+    def open(self, caller: str, shown: str | None = None) -> Callable[[], None]:
+        """Count a new stream of ``caller``'s (a principal's subject id: never a display name, which two
+        people may share or both lack), or refuse it (429); returns what closes it. ``shown`` is the
+        name the error gives."""
         if self._open[caller] >= self.per_caller:
             raise TooManyStreamsError(
-                f"{self.per_caller} inbox event streams are open for {caller!r} already; close one first",
+                f"{self.per_caller} inbox event streams are open for {shown or caller!r} already; close "
+                "one first",
                 limit=self.per_caller,
             )
         if self._open.total() >= self.in_all:

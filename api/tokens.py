@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import jwt
 from troupe.api.errors import AuthenticationError
+from troupe.api.guards import is_loopback
 from troupe.core.vocabulary.identity import Principal
 
 DEFAULT_ALGORITHMS = ("RS256", "ES256")
@@ -29,6 +32,8 @@ ASYMMETRIC = frozenset(
     {"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
 )
 MAX_LEEWAY_S = 300.0
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,13 @@ class OidcSettings:
             )
         if not 0 <= self.leeway_s <= MAX_LEEWAY_S:
             raise ValueError(f"oidc leeway_s must be between 0 and {MAX_LEEWAY_S:.0f} seconds")
+        if not self.jwks_cooldown_s > 0:
+            raise ValueError(
+                f"oidc jwks_cooldown_s must be more than 0 seconds (got {self.jwks_cooldown_s!r}): each "
+                "token naming an unknown key would fetch the issuer's keys again"
+            )
+        if self.jwks_url is not None:
+            _check_jwks_url(self.jwks_url)
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> OidcSettings:
@@ -88,6 +100,18 @@ class OidcSettings:
         return cls.from_mapping(data["oidc"])
 
 
+def _check_jwks_url(url: str) -> None:
+    """A JWKS URL must be https (the keys decide who anyone is), or http to this machine only."""
+    parts = urlsplit(url)
+    local = parts.scheme == "http" and parts.hostname is not None and is_loopback(parts.hostname)
+    if not (parts.scheme == "https" and parts.hostname) and not local:
+        raise ValueError(
+            f"oidc jwks_url must be https://... (or http:// to a loopback address), got {url!r}: the "
+            "issuer's keys must not be read over a connection anyone between could change, nor from a file "
+            "(use jwks_file)"
+        )
+
+
 class _KeySource:
     """The issuer's signing keys by key id, from a JWKS URL (PyJWT's client, in a worker thread: it
     blocks) or from a file."""
@@ -106,6 +130,11 @@ class _KeySource:
             else None
         )
         self._file: tuple[float, jwt.PyJWKSet] | None = None
+        if settings.jwks_file is not None:
+            try:
+                self._read_file(settings.jwks_file)
+            except _Unreadable as exc:
+                raise ValueError(f"oidc jwks_file {settings.jwks_file}: {exc}") from None
 
     async def key(self, kid: str) -> jwt.PyJWK:
         if self._client is not None:
@@ -115,14 +144,36 @@ class _KeySource:
     def _from_file(self, kid: str) -> jwt.PyJWK:
         path = self.settings.jwks_file
         assert path is not None
-        stamp = os.stat(path).st_mtime_ns
-        if self._file is None or self._file[0] != stamp:  # a rotated file is read again
-            with open(path, encoding="utf-8") as f:
-                self._file = (stamp, jwt.PyJWKSet.from_dict(json.load(f)))
+        try:
+            self._read_file(path)
+        except _Unreadable as exc:
+            # Half-written (being replaced) or gone: the keys read last stay in use until it is whole
+            # again; a server that never read it refuses tokens (401), never fails (500).
+            log.warning("oidc jwks_file %s: %s", path, exc)
+            if self._file is None:
+                raise jwt.PyJWKClientConnectionError(str(exc)) from None
+        assert self._file is not None
         for found in self._file[1].keys:
             if found.key_id == kid:
                 return found
         raise jwt.PyJWKClientError(f"no key with kid {kid!r} in the JWKS file")
+
+    def _read_file(self, path: str) -> None:
+        """Read the JWKS file if it changed since it was read (a rotated file is read again)."""
+        try:
+            stamp = os.stat(path).st_mtime_ns
+            if self._file is not None and self._file[0] == stamp:
+                return
+            with open(path, encoding="utf-8") as f:
+                self._file = (stamp, jwt.PyJWKSet.from_dict(json.load(f)))
+        except OSError as exc:
+            raise _Unreadable(f"cannot be read ({type(exc).__name__}: {exc.strerror or exc})") from None
+        except (ValueError, jwt.PyJWKSetError, jwt.PyJWKError) as exc:
+            raise _Unreadable(f"is not a JWKS ({type(exc).__name__}: {exc})") from None
+
+
+class _Unreadable(Exception):
+    """The JWKS file is missing, unreadable or not (yet) a whole JWKS."""
 
 
 @dataclass

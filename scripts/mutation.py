@@ -418,14 +418,15 @@ MUTANTS += [
     Mutant(
         "link-signature-not-checked",
         "core/notifying/links.py",
-        "            genuine = hmac.compare_digest(_unb64(mac), self._mac(payload))",
-        "            genuine = True",
+        "            genuine = bool(link_id) and hmac.compare_digest(_unb64(mac), "
+        "self._mac(_CONTEXT, link_id))",
+        "            genuine = bool(link_id)",
         ("tests/test_decision_links.py",),
     ),
     Mutant(
         "link-expiry-not-checked",
         "core/notifying/links.py",
-        "        if (time.time() if now is None else now) >= claim.expires_at:",
+        "        if (time.time() if now is None else now) >= record.expires_at:",
         "        if False:",
         ("tests/test_decision_links.py",),
     ),
@@ -551,8 +552,8 @@ MUTANTS += [
     Mutant(
         "link-decides-by-name",
         "api/decision_links.py",
-        '            "decided_by": decider,',
-        '            "decided_by": decider.display,',
+        '        "decided_by": decider,',
+        '        "decided_by": decider.display,',
         ("tests/test_decision_links.py",),
     ),
     Mutant(
@@ -565,9 +566,9 @@ MUTANTS += [
     Mutant(
         "inbox-surface-not-recorded",
         "api/service.py",
-        '    return "inbox" if request.headers.get("x-troupe-surface") == "inbox" else "http"',
+        '    return str(getattr(request.scope.get("route"), "surface", "http"))',
         '    return "http"',
-        ("tests/test_inbox_browser.py",),
+        ("tests/test_http_inbox.py", "tests/test_inbox_browser.py"),
     ),
     Mutant(
         "host-identity-ignored",
@@ -586,8 +587,8 @@ MUTANTS += [
     Mutant(
         "jwks-file-not-read-again",
         "api/tokens.py",
-        "        if self._file is None or self._file[0] != stamp:",
-        "        if self._file is None:",
+        "            if self._file is not None and self._file[0] == stamp:",
+        "            if self._file is not None:",
         IDENTITY,
     ),
     Mutant(
@@ -605,10 +606,10 @@ MUTANTS += [
         IDENTITY,
     ),
     Mutant(
-        "link-claim-types-not-checked",
-        "core/notifying/links.py",
-        "            claim = _claim(json.loads(_unb64(payload))) if genuine else None",
-        "            claim = LinkClaim(**json.loads(_unb64(payload))) if genuine else None",
+        "issued-link-decides-as-anyone",
+        "api/decision_links.py",
+        '(the core refuses the rest)."""\n    named = approver_of(claim)',
+        '(the core refuses the rest)."""\n    named = None',
         ("tests/test_decision_links.py",),
     ),
 ]
@@ -1022,6 +1023,177 @@ MUTANTS += [
     ),
 ]
 
+
+# ---- Issue 40: no way around a decision (links, CSRF, MCP sessions, delivery lanes) ----------------------
+LINKS = ("tests/test_decision_links.py",)
+MUTANTS += [
+    Mutant(
+        "link-key-may-be-a-webhook-secret",
+        "core/notifying/outbox.py",
+        "    if shared:\n        raise ValueError(",
+        "    if False:\n        raise ValueError(",
+        LINKS,
+    ),
+    Mutant(
+        "link-used-twice-by-one-person",
+        "api/decision_links.py",
+        "    if await store.use_link(claim.id, decider.id, time.time()) is None:",
+        "    if False:",
+        LINKS,
+    ),
+    Mutant(
+        "link-token-names-no-record",
+        "core/notifying/links.py",
+        "        record = await store.load_link(self.link_id(token))",
+        "        record = await store.load_link(token.partition('.')[0])",
+        LINKS,
+    ),
+    Mutant(
+        "mcp-paused-result-hands-out-links",
+        "api/mcp_pauses.py",
+        '            "body": body,\n',
+        '            "body": body,\n            "links": f"{base}/decide/anything",\n',
+        ("tests/test_mcp_server.py",),
+    ),
+    Mutant(
+        "link-post-cross-site-accepted",
+        "api/decision_links.py",
+        "        refuse_cross_site(request, trusted=[_signer(service).public_url])\n",
+        "",
+        ("tests/test_identity_host_app.py", "tests/test_decision_link_browser.py"),
+    ),
+    Mutant(
+        "mcp-sessions-not-limited-per-principal",
+        "api/mcp_http.py",
+        "            if self.sessions_of(principal.id) >= self.limits.sessions_per_principal:",
+        "            if False:",
+        ("tests/test_mcp_server.py",),
+    ),
+    Mutant(
+        "mcp-sessions-opened-at-once-not-counted",
+        "api/mcp_http.py",
+        "        await lock.acquire()\n",
+        "",
+        ("tests/test_mcp_server.py",),
+    ),
+    Mutant(
+        "mcp-sessions-idle-for-half-an-hour",
+        "api/mcp_http.py",
+        "            session_idle_timeout=self.limits.idle_s,\n",
+        "",
+        ("tests/test_mcp_server.py",),
+    ),
+    Mutant(
+        "delivery-lanes-share-every-target",
+        "core/notifying/dispatcher.py",
+        "                await self.pump(target)\n",
+        "                await self.pump()\n",
+        ("tests/test_notifications.py",),
+    ),
+    Mutant(
+        "lane-claim-takes-any-target",
+        "storage/memory.py",
+        "            if target is None or entry.target == target",
+        "            if True",
+        ("tests/test_store_conformance.py",),
+    ),
+    Mutant(
+        "link-post-origin-not-checked",
+        "api/cross_site.py",
+        "    if not same_host and origin.lower() not in {origin_of(t) for t in trusted}:",
+        "    if False:",
+        ("tests/test_identity_host_app.py",),
+    ),
+]
+
+# Issue 40's LOWs, and the guarantees no test guarded before it (each test fails when its line breaks).
+TOKENS = ("tests/test_identity_tokens.py",)
+MUTANTS += [
+    Mutant(
+        "jwks-refetch-cooldown-zero",
+        "api/tokens.py",
+        "                cooldown_duration=settings.jwks_cooldown_s,",
+        "                cooldown_duration=0,",
+        TOKENS,
+    ),
+    Mutant(
+        "token-leeway-ignored",
+        "api/tokens.py",
+        "                leeway=s.leeway_s,",
+        "                leeway=300,",
+        TOKENS,
+    ),
+    Mutant(
+        "admin-role-makes-every-token-admin",
+        "api/tokens.py",
+        "                admin=s.admin_role is not None and s.admin_role in roles,",
+        "                admin=s.admin_role is not None,",
+        TOKENS,
+    ),
+    Mutant(
+        "key-digest-accepted-as-key",
+        "api/keys.py",
+        "        return self._by_digest.get(digest(key))",
+        "        return self._by_digest.get(digest(key)) or self._by_digest.get(key)",
+        ("tests/test_http_auth.py",),
+    ),
+    Mutant(
+        "policy-specificity-inverted",
+        "core/deciding/approvers.py",
+        "        return (2 if self.tool is not None else 0) + (1 if self.agent is not None else 0)",
+        "        return (1 if self.tool is not None else 0) + (2 if self.agent is not None else 0)",
+        POLICIES,
+    ),
+    Mutant(
+        "subagent-pause-announced-too",
+        "core/run/loop.py",
+        "        announcing = state.parent is None and self.writer.notifying",
+        "        announcing = self.writer.notifying",
+        ("tests/test_notifications.py",),
+    ),
+    Mutant(
+        "decision-event-id-without-decider",
+        "core/notifying/outbox.py",
+        ', entry.fingerprint, entry.decided_by or "")',
+        ", entry.fingerprint)",
+        ("tests/test_notifications.py",),
+    ),
+    Mutant(
+        "inbox-streams-counted-by-name",
+        "api/inbox.py",
+        "    close = service.streams.open(caller.id, caller.display)",
+        "    close = service.streams.open(caller.name, caller.display)",
+        TOKENS,
+    ),
+    Mutant(
+        "jwks-url-scheme-not-checked",
+        "api/tokens.py",
+        "    if not (parts.scheme == \"https\" and parts.hostname) and not local:",
+        "    if False:",
+        TOKENS,
+    ),
+    Mutant(
+        "jwks-file-not-read-at-start",
+        "api/tokens.py",
+        "                self._read_file(settings.jwks_file)\n",
+        "                pass\n",
+        TOKENS,
+    ),
+    Mutant(
+        "keys-file-not-read-again",
+        "api/keys.py",
+        "        if stamp == self._stamp:\n            return",
+        "        if True:\n            return",
+        ("tests/test_http_auth.py",),
+    ),
+    Mutant(
+        "refused-link-use-not-given-back",
+        "api/decision_links.py",
+        "        await store.release_link(claim.id, decider.id)\n",
+        "",
+        LINKS,
+    ),
+]
 
 def run_tests(tests: tuple[str, ...]) -> tuple[bool, str]:
     """True if the tests all passed (the mutant survived); the last lines of pytest's output."""

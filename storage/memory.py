@@ -16,6 +16,7 @@ from troupe.core.vocabulary.errors import DuplicateRunError
 from troupe.core.vocabulary.state import RunState
 from troupe.core.vocabulary.store import (
     AuditEntry,
+    LinkRecord,
     OutboxEntry,
     StaleSnapshotError,
     StoredRun,
@@ -55,6 +56,8 @@ class MemoryStore:
         # same as a heap, whose stale items (redelivered, or pushed back since) are skipped when popped.
         self._prune_at: dict[str, float] = {}
         self._prunable: list[tuple[float, int, str]] = []
+        self._links: dict[str, str] = {}  # decision link id -> LinkRecord JSON
+        self._links_to_forget: list[tuple[float, str]] = []  # (forget at, id), a heap
 
     def __reduce__(self) -> Any:
         raise TypeError(
@@ -175,13 +178,17 @@ class MemoryStore:
         self._prune_at[delivery_id] = at
         heapq.heappush(self._prunable, (at, self._written[delivery_id], delivery_id))
 
-    async def claim_deliveries(self, owner: str, now: float, lease_s: float, limit: int) -> list[OutboxEntry]:
+    async def claim_deliveries(
+        self, owner: str, now: float, lease_s: float, limit: int, *, target: str | None = None
+    ) -> list[OutboxEntry]:
         # The earliest due first, ties in the order written.
         due = sorted((when, delivery_id) for delivery_id, when in self._pending.items() if when[0] <= now)
+        entries = (OutboxEntry.model_validate_json(self._outbox[delivery_id]) for _, delivery_id in due)
         claimed = [
-            OutboxEntry.model_validate_json(self._outbox[delivery_id]).leased(owner, now + lease_s)
-            for _, delivery_id in due[:limit]
-        ]
+            entry.leased(owner, now + lease_s)
+            for entry in entries
+            if target is None or entry.target == target
+        ][:limit]
         for delivery in claimed:
             self._keep(delivery)
         return claimed
@@ -240,6 +247,38 @@ class MemoryStore:
 
     async def thread_resource(self, thread_id: str) -> str | None:
         return self._thread_resources.get(thread_id)
+
+    # ---- decision links -----------------------------------------------------------------------------
+
+    async def issue_link(self, record: LinkRecord) -> LinkRecord:
+        self._forget_links(time.time())
+        if record.id not in self._links:
+            self._links[record.id] = record.model_dump_json()
+            heapq.heappush(self._links_to_forget, (record.forget_at(), record.id))
+        return LinkRecord.model_validate_json(self._links[record.id])
+
+    def _forget_links(self, now: float) -> None:
+        while self._links_to_forget and self._links_to_forget[0][0] <= now:
+            _, link_id = heapq.heappop(self._links_to_forget)
+            self._links.pop(link_id, None)
+
+    async def load_link(self, link_id: str) -> LinkRecord | None:
+        raw = self._links.get(link_id)
+        return None if raw is None else LinkRecord.model_validate_json(raw)
+
+    async def use_link(self, link_id: str, who: str, now: float) -> LinkRecord | None:
+        record = await self.load_link(link_id)
+        if record is None or not record.usable_by(who, now):
+            return None
+        record.used_by.append(who)
+        self._links[link_id] = record.model_dump_json()
+        return record
+
+    async def release_link(self, link_id: str, who: str) -> None:
+        record = await self.load_link(link_id)
+        if record is not None and who in record.used_by:
+            record.used_by.remove(who)
+            self._links[link_id] = record.model_dump_json()
 
     async def close(self) -> None:
         return None

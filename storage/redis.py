@@ -13,11 +13,13 @@ Key layout (``P`` is the prefix, ``troupe:`` by default; on Redis Cluster each s
     P running:<agent>                           zset of in-flight run ids, score 0 (so ZRANGE is sorted)
     P expiring:<agent>                          zset of suspended runs with a deadline, score: expiry
     P owners                                    zset of host heartbeats, score: expiry (server clock)
-    P outbox:<delivery_id>                      hash: entry (OutboxEntry JSON), owner (lease holder)
+    P outbox:<delivery_id>                      hash: entry (OutboxEntry JSON), owner (lease holder),
+                                                target (once a lane's claim has read it)
     P outbox-due                                zset of pending outbox entry keys, score: when due
     P outbox-run:<run_id>                       zset of a run's outbox entry keys, in the order written
     P outbox-delivered                          zset of delivered outbox entry keys, score: when delivered
     P write:<token>                             marks an append as done, for a minute (see retries)
+    P link:<link_id>                            hash: a decision link's record, expiry and users
 
 An id that ends a key is used as it is; an id followed by more parts has ``%`` and ``:`` escaped, so no two
 (agent, thread) pairs share a key. The indexes and the outbox's due set are kept per shard, beside the
@@ -50,6 +52,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
@@ -66,6 +69,7 @@ from troupe.core.vocabulary.errors import (
 from troupe.core.vocabulary.state import RunState
 from troupe.core.vocabulary.store import (
     AuditEntry,
+    LinkRecord,
     OutboxEntry,
     StaleSnapshotError,
     StoredRun,
@@ -353,21 +357,27 @@ class RedisStore:
 
     # ---- outbox -------------------------------------------------------------------------------------
 
-    async def claim_deliveries(self, owner: str, now: float, lease_s: float, limit: int) -> list[OutboxEntry]:
+    async def claim_deliveries(
+        self, owner: str, now: float, lease_s: float, limit: int, *, target: str | None = None
+    ) -> list[OutboxEntry]:
         until = now + lease_s
         shards = self.layout.shards
         async with self._session("claim_deliveries") as link:
-            wanted = {0: limit} if self.shards == 1 else await self._soonest_due(link, now, limit)
+            wanted = {0: limit} if self.shards == 1 else await self._soonest_due(link, now, limit, target)
             raw = await asyncio.gather(
                 *(
                     link.claim_outbox(keys=[shards[n].outbox_due()], args=[now, until, count, owner])
+                    if target is None
+                    else link.claim_outbox_of(
+                        keys=[shards[n].outbox_due()], args=[now, until, count, owner, target, ""]
+                    )
                     for n, count in wanted.items()
                 )
             )
         entries = sorted((OutboxEntry.model_validate_json(e) for part in raw for e in part), key=_due)
         return [entry.leased(owner, until) for entry in entries]
 
-    async def _soonest_due(self, link: Link, now: float, limit: int) -> dict[int, int]:
+    async def _soonest_due(self, link: Link, now: float, limit: int, target: str | None) -> dict[int, int]:
         """How many entries to claim from each shard so that the ``limit`` soonest due are taken (if
         another host claims some meanwhile, a shard's claim takes its next ones instead)."""
         peeks = await asyncio.gather(
@@ -375,11 +385,19 @@ class RedisStore:
                 link.client.zrangebyscore(
                     shard.outbox_due(), "-inf", now, start=0, num=limit, withscores=True
                 )
+                if target is None
+                else self._peek_due_of(link, shard, now, limit, target)
                 for shard in self.layout.shards
             )
         )
         due = sorted((score, key, n) for n, peek in enumerate(peeks) for key, score in peek)[:limit]
         return dict(Counter(n for _, _, n in due))
+
+    async def _peek_due_of(
+        self, link: Link, shard: Keys, now: float, limit: int, target: str
+    ) -> list[tuple[str, float]]:
+        found = await link.claim_outbox_of(keys=[shard.outbox_due()], args=[now, 0, limit, "", target, "1"])
+        return [(found[i], float(found[i + 1])) for i in range(0, len(found), 2)]
 
     async def settle_delivery(self, entry: OutboxEntry) -> bool:
         async with self._session("settle_delivery") as link:
@@ -469,6 +487,30 @@ class RedisStore:
             first = await link.client.lindex(self.layout.of_thread(thread_id).thread(thread_id), 0)
         return None if first is None else str(json.loads(first)["r"])
 
+    # ---- decision links -----------------------------------------------------------------------------
+
+    async def issue_link(self, record: LinkRecord) -> LinkRecord:
+        key = self.layout.of_link(record.id).link(record.id)
+        body = record.model_copy(update={"used_by": []}).model_dump_json()
+        args: list[str | int] = [body, repr(record.expires_at), math.ceil(record.forget_at())]
+        async with self._session("issue_link") as link:
+            found = await link.issue_link(keys=[key], args=args)
+        # Nothing kept: the record was past forgetting already, and Redis dropped it at once.
+        return _link_record(found) or record
+
+    async def load_link(self, link_id: str) -> LinkRecord | None:
+        async with self._session("load_link") as link:
+            return _link_record(await link.link(keys=[self.layout.of_link(link_id).link(link_id)]))
+
+    async def use_link(self, link_id: str, who: str, now: float) -> LinkRecord | None:
+        key = self.layout.of_link(link_id).link(link_id)
+        async with self._session("use_link") as link:
+            return _link_record(await link.use_link(keys=[key], args=[who, repr(now)]))
+
+    async def release_link(self, link_id: str, who: str) -> None:
+        async with self._session("release_link") as link:
+            await link.link(keys=[self.layout.of_link(link_id).link(link_id)], args=[who])
+
     async def close(self) -> None:
         """Close this event loop's connections. The store stays usable: the next call reconnects."""
         link = self._links.pop(asyncio.get_running_loop(), None)
@@ -503,6 +545,16 @@ def _thread_entry(resource_id: str | None, message: dict[str, Any]) -> str:
     """A thread's list entry: the message, with the resource it was written for (so the thread's
     first entry says whose the thread is)."""
     return json.dumps({"r": resource_id or "", "m": message})
+
+
+def _link_record(found: list[str] | None) -> LinkRecord | None:
+    """A link's record from its hash (HGETALL's flat list), its users in the order they used it."""
+    if not found:
+        return None
+    fields = dict(zip(found[::2], found[1::2], strict=True))
+    used = sorted((int(n), f.removeprefix("used:")) for f, n in fields.items() if f.startswith("used:"))
+    record = LinkRecord.model_validate_json(fields["record"])
+    return record.model_copy(update={"used_by": [who for _, who in used]})
 
 
 def _token() -> str:

@@ -89,6 +89,10 @@ class Keys:
     def write_token(self, token: str) -> str:
         return f"{self.prefix}write:{token}"
 
+    def link(self, link_id: str) -> str:
+        """A decision link's record (``troupe.core.vocabulary.store.LinkRecord``)."""
+        return f"{self.prefix}link:{link_id}"
+
     def indexes(self, state: RunState) -> list[tuple[str, float]]:
         """The index keys a run belongs to, each with the run's score there."""
         if state.status == "running":
@@ -139,6 +143,9 @@ class Layout:
     def home(self, state: RunState) -> Keys:
         """Where the run lives."""
         return self.own(state.run_id) if state.thread_id is None else self.of_thread(state.thread_id)
+
+    def of_link(self, link_id: str) -> Keys:
+        return self._of(f"link:{link_id}")
 
     @property
     def first(self) -> Keys:

@@ -249,9 +249,13 @@ class Link:
         self.touch_owner: AsyncScript = self.client.register_script(lua.TOUCH_OWNER)
         self.live_owners: AsyncScript = self.client.register_script(lua.LIVE_OWNERS)
         self.claim_outbox: AsyncScript = self.client.register_script(lua.CLAIM_OUTBOX)
+        self.claim_outbox_of: AsyncScript = self.client.register_script(lua.CLAIM_OUTBOX_OF)
         self.settle_outbox: AsyncScript = self.client.register_script(lua.SETTLE_OUTBOX)
         self.list_outbox: AsyncScript = self.client.register_script(lua.LIST_OUTBOX)
         self.prune_outbox: AsyncScript = self.client.register_script(lua.PRUNE_OUTBOX)
+        self.issue_link: AsyncScript = self.client.register_script(lua.ISSUE_LINK)
+        self.use_link: AsyncScript = self.client.register_script(lua.USE_LINK)
+        self.link: AsyncScript = self.client.register_script(lua.LINK)
         self._closer: AsyncGenerator[None, None] | None = None
         self._ready = not isinstance(self.client, RedisCluster)
         self._opening = asyncio.Lock()

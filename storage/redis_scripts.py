@@ -109,6 +109,35 @@ end
 return reply
 """
 
+# The same for one target's entries (its lane). ARGV: now, lease end, limit, owner, target, '1' to only
+# look (then it returns key, due time pairs, and leases nothing). An entry's target is read from its JSON
+# once and kept beside it (``target``), so a look over other targets' entries parses none of them again.
+CLAIM_OUTBOX_OF = """
+local reply, found, limit, looking = {}, 0, tonumber(ARGV[3]), ARGV[6] == '1'
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'WITHSCORES')
+for i = 1, #due, 2 do
+  if found >= limit then break end
+  local key = due[i]
+  local target = redis.call('HGET', key, 'target')
+  if not target then
+    target = cjson.decode(redis.call('HGET', key, 'entry'))['target']
+    if not looking then redis.call('HSET', key, 'target', target) end
+  end
+  if target == ARGV[5] then
+    found = found + 1
+    if looking then
+      reply[#reply + 1] = key
+      reply[#reply + 1] = due[i + 1]
+    else
+      redis.call('HSET', key, 'owner', ARGV[4])
+      redis.call('ZADD', KEYS[1], ARGV[2], key)
+      reply[#reply + 1] = redis.call('HGET', key, 'entry')
+    end
+  end
+end
+return reply
+"""
+
 # KEYS: entry hash, the due zset, the delivered zset. ARGV: lease owner ('' for none: a redelivery),
 # entry JSON, 'pending' or not, due time, when it was delivered ('' unless it was). A settle whose lease
 # is gone writes nothing (returns 0).
@@ -247,3 +276,35 @@ __all__ = [
     "TOKEN_TTL_S",
     "TOUCH_OWNER",
 ]
+
+
+# Decision links. Each is a hash: ``record`` (LinkRecord JSON without its users), ``expires_at``,
+# ``uses`` (a counter) and ``used:<principal>`` (the count at that principal's use, so users keep their
+# order), deleted by Redis itself once the record may be forgotten.
+
+# KEYS: the link's hash. ARGV: record JSON, expiry, when to forget it (integer epoch seconds). Keeps the
+# record unless one is kept already; returns what is kept (HGETALL).
+ISSUE_LINK = """
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('HSET', KEYS[1], 'record', ARGV[1], 'expires_at', ARGV[2], 'uses', 0)
+  redis.call('EXPIREAT', KEYS[1], ARGV[3])
+end
+return redis.call('HGETALL', KEYS[1])
+"""
+
+# KEYS: the link's hash. ARGV: principal, now. Marks the link used by the principal unless it is gone,
+# expired or used by them already (then nil); returns the hash (HGETALL).
+USE_LINK = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return nil end
+if tonumber(ARGV[2]) >= tonumber(redis.call('HGET', KEYS[1], 'expires_at')) then return nil end
+local field = 'used:' .. ARGV[1]
+if redis.call('HEXISTS', KEYS[1], field) == 1 then return nil end
+redis.call('HSET', KEYS[1], field, redis.call('HINCRBY', KEYS[1], 'uses', 1))
+return redis.call('HGETALL', KEYS[1])
+"""
+
+# KEYS: the link's hash. ARGV: nothing, or a principal whose use is undone. Returns the hash (HGETALL).
+LINK = """
+if ARGV[1] then redis.call('HDEL', KEYS[1], 'used:' .. ARGV[1]) end
+return redis.call('HGETALL', KEYS[1])
+"""

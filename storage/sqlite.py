@@ -46,6 +46,7 @@ from troupe.core.vocabulary.errors import DuplicateRunError, StorageUnavailableE
 from troupe.core.vocabulary.state import RunState
 from troupe.core.vocabulary.store import (
     AuditEntry,
+    LinkRecord,
     OutboxEntry,
     StaleSnapshotError,
     StoredRun,
@@ -382,6 +383,7 @@ class SqliteStore:
             conn.execute(f"PRAGMA busy_timeout={busy_timeout_ms}")
             conn.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")
             conn.executescript(_SCHEMA)
+            conn.executescript(_LINKS_SCHEMA)
             _migrate(conn)
         except BaseException:
             conn.close()
@@ -526,11 +528,17 @@ class SqliteStore:
 
     # ---- outbox -------------------------------------------------------------------------------------
 
-    async def claim_deliveries(self, owner: str, now: float, lease_s: float, limit: int) -> list[OutboxEntry]:
+    async def claim_deliveries(
+        self, owner: str, now: float, lease_s: float, limit: int, *, target: str | None = None
+    ) -> list[OutboxEntry]:
+        # One target's entries: read from the stored JSON (the outbox has no column for it).
+        only = "" if target is None else "AND json_extract(body, '$.target') = ? "
+        params = (now, limit) if target is None else (now, target, limit)
+
         def claim(conn: sqlite3.Connection) -> list[OutboxEntry]:
             rows = conn.execute(
-                "SELECT body FROM outbox WHERE status = 'pending' AND due <= ? ORDER BY due LIMIT ?",
-                (now, limit),
+                f"SELECT body FROM outbox WHERE status = 'pending' AND due <= ? {only}ORDER BY due LIMIT ?",
+                params,
             ).fetchall()
             claimed = [OutboxEntry.model_validate_json(r[0]).leased(owner, now + lease_s) for r in rows]
             for entry in claimed:
@@ -628,6 +636,49 @@ class SqliteStore:
 
         return await self._run(select)
 
+    # ---- decision links -----------------------------------------------------------------------------
+
+    async def issue_link(self, record: LinkRecord) -> LinkRecord:
+        def issue(conn: sqlite3.Connection) -> str:
+            conn.execute("DELETE FROM links WHERE forget_at <= ?", (time.time(),))
+            conn.execute(
+                "INSERT OR IGNORE INTO links (id, forget_at, body) VALUES (?, ?, ?)",
+                (record.id, record.forget_at(), record.model_dump_json()),
+            )
+            return str(conn.execute("SELECT body FROM links WHERE id = ?", (record.id,)).fetchone()[0])
+
+        return LinkRecord.model_validate_json(await self._write(issue))
+
+    async def load_link(self, link_id: str) -> LinkRecord | None:
+        def select(conn: sqlite3.Connection) -> str | None:
+            row = conn.execute("SELECT body FROM links WHERE id = ?", (link_id,)).fetchone()
+            return None if row is None else str(row[0])
+
+        raw = await self._run(select)
+        return None if raw is None else LinkRecord.model_validate_json(raw)
+
+    async def use_link(self, link_id: str, who: str, now: float) -> LinkRecord | None:
+        def use(conn: sqlite3.Connection) -> LinkRecord | None:
+            row = conn.execute("SELECT body FROM links WHERE id = ?", (link_id,)).fetchone()
+            record = None if row is None else LinkRecord.model_validate_json(row[0])
+            if record is None or not record.usable_by(who, now):
+                return None
+            record.used_by.append(who)
+            conn.execute("UPDATE links SET body = ? WHERE id = ?", (record.model_dump_json(), link_id))
+            return record
+
+        return await self._write(use)
+
+    async def release_link(self, link_id: str, who: str) -> None:
+        def release(conn: sqlite3.Connection) -> None:
+            row = conn.execute("SELECT body FROM links WHERE id = ?", (link_id,)).fetchone()
+            record = None if row is None else LinkRecord.model_validate_json(row[0])
+            if record is not None and who in record.used_by:
+                record.used_by.remove(who)
+                conn.execute("UPDATE links SET body = ? WHERE id = ?", (record.model_dump_json(), link_id))
+
+        await self._write(release)
+
     async def close(self) -> None:
         if self._batch is not None and self._batch.loop is asyncio.get_running_loop():
             self._commit_batch(self._batch)  # writes still waiting for their commit get it first
@@ -710,6 +761,17 @@ def _row(state: RunState, version: int) -> tuple[Any, ...]:
 
 
 _COLUMNS = "run_id, agent_id, status, thread_id, resource_id, suspended_at, version, body, expires_at"
+
+
+# Decision links' records (see ``issue_link``), deleted once ``forget_at`` has passed.
+_LINKS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS links (
+    id TEXT PRIMARY KEY,
+    forget_at REAL NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS links_by_forget_at ON links (forget_at);
+"""
 
 
 def _migrate(conn: sqlite3.Connection) -> None:

@@ -487,3 +487,20 @@ async def test_a_governed_call_needs_someone_who_says_who_they_are(tmp_path: Pat
             await agent.decline_tool_call_generate(run_id=paused.run_id, decided_by=nobody)
     assert await still_paused(rt, paused.run_id)
     await rt.shutdown()
+
+
+async def test_a_tool_policy_outranks_an_agent_policy(tmp_path: Path, calls: CallLog):
+    """The most specific policy applies: agent and tool, then tool alone, then agent alone. Here the
+    agent's policy wants role 'ops-lead' and the tool's 'dba': the tool's decides this call."""
+    by_agent = ApproverPolicy(agent="ops", roles=frozenset({"ops-lead"}))
+    by_tool = ApproverPolicy(tool="delete_record", roles=frozenset({"dba"}))
+    rt = runtime(tmp_path, calls, by_agent, by_tool)
+    agent = rt.get_agent("ops")
+    paused = await agent.generate("delete it")
+
+    with pytest.raises(ApprovalPolicyError, match=r"needs one of the roles \['dba'\]"):
+        await agent.approve_tool_call_generate(run_id=paused.run_id, decided_by="lee", roles={"ops-lead"})
+    assert await still_paused(rt, paused.run_id) and calls.count() == 0
+    done = await agent.approve_tool_call_generate(run_id=paused.run_id, decided_by="dana", roles={"dba"})
+    assert done.finish_reason == "stop" and calls.count() == 1
+    await rt.shutdown()

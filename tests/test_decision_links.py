@@ -17,7 +17,7 @@ import pytest
 from helpers import delete_tool, echo_model
 from test_notifications import FAST, SECRET
 from troupe.core.deciding.approvers import ApproverPolicy
-from troupe.core.notifying.links import LinkClaim, LinkSigner
+from troupe.core.notifying.links import LinkSigner
 from troupe.core.notifying.outbox import Notifications, NotificationTarget
 from troupe.core.vocabulary.state import fingerprint
 from webhook_receiver import Receiver
@@ -52,6 +52,7 @@ def serve(
     receiver: Receiver,
     *policies: ApproverPolicy,
     record_id: str = "abc-123",
+    keys: object = KEYS,
 ):
     def build() -> Runtime:
         agent = Agent(
@@ -68,7 +69,7 @@ def serve(
             approver_policies=policies,
         )
 
-    return http_server(build, keys=KEYS)
+    return http_server(build, keys=keys)
 
 
 def local(link: str) -> str:
@@ -103,7 +104,7 @@ async def test_a_link_shows_the_call_on_get_and_decides_once_on_post(http_server
             page = await client.get(links["approve"])
             assert page.status_code == 200 and 'method="post"' in page.text
             assert "delete_record" in page.text and "abc-123" in page.text and run_id in page.text
-            assert page.headers["referrer-policy"] == "no-referrer"
+            assert page.headers["referrer-policy"] == "same-origin", "the token never goes to another origin"
         listed = (await client.get("/api/agents/ops/suspended-runs", headers=ADMIN)).json()
         assert [r["runId"] for r in listed["runs"]] == [run_id] and calls.count() == 0, "GET decided nothing"
 
@@ -123,20 +124,20 @@ async def test_expired_changed_and_forged_links_are_refused(http_server, tmp_pat
     server = serve(http_server, tmp_path, calls, receiver)
     async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
         run_id, links = await paused_with_links(client, receiver)
-        fp = fingerprint("call-1", "delete_record", {"id": "abc-123"})
 
-        expired = SIGNER.sign(LinkClaim("approve", "ops", run_id, "call-1", fp, time.time() - 1))
+        expired = await issued(tmp_path, run_id, now=time.time() - SIGNER.ttl_s - 1)
         for method in ("GET", "POST"):
-            refused = await client.request(method, f"/decide/{expired}")
+            refused = await client.request(method, local(expired["approve"]))
             assert refused.status_code == 403 and "expired" in refused.text
 
         token = links["approve"].rsplit("/", 1)[1]
         forged = token[:-4] + ("AAAA" if not token.endswith("AAAA") else "BBBB")
         assert (await client.post(f"/decide/{forged}")).status_code == 403
-        other_key = LinkSigner(PUBLIC, SECRET).sign(
-            LinkClaim("approve", "ops", run_id, "call-1", fp, time.time() + 60)
-        )
+        link_id = token.partition(".")[0]
+        other_key = LinkSigner(PUBLIC, SECRET).token(link_id)  # the record exists; the key is not the links'
         assert (await client.post(f"/decide/{other_key}")).status_code == 403
+        unissued = await client.post(f"/decide/{SIGNER.token('no-such-record')}")  # signed, never issued
+        assert unissued.status_code == 403 and "not valid" in unissued.text
 
         # The call changes under the link (what it would delete is no longer what was shown).
         store = SqliteStore(tmp_path / "l.db")
@@ -250,20 +251,10 @@ async def test_a_link_issued_to_one_approver_decides_only_as_them(http_server, t
     server = serve(http_server, tmp_path, calls, receiver, policy)
     async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
         run_id, _ = await paused_with_links(client, receiver, starter={"Authorization": "Bearer key-alice"})
-        fp = fingerprint("call-1", "delete_record", {"id": "abc-123"})
-        data = {
-            "kind": "approval",
-            "agentId": "ops",
-            "runId": run_id,
-            "toolCallId": "call-1",
-            "fingerprint": fp,
-        }
-        to_alice = local(
-            SIGNER.links_for(data, approver=Principal("alice", roles=frozenset({"dba"})))["approve"]
-        )
-        to_dana = local(
-            SIGNER.links_for(data, approver=Principal("dana", name="dana", roles={"dba"}))["approve"]
-        )
+        alice = Principal("alice", roles=frozenset({"dba"}))
+        to_alice = local((await issued(tmp_path, run_id, approver=alice))["approve"])
+        dana = Principal("dana", name="dana", roles={"dba"})
+        to_dana = local((await issued(tmp_path, run_id, approver=dana))["approve"])
 
         page = await client.get(to_dana)
         assert "issued to dana" in page.text and 'name="key"' not in page.text
@@ -278,39 +269,121 @@ async def test_a_link_issued_to_one_approver_decides_only_as_them(http_server, t
     assert (entry.subject, entry.surface) == ("dana", "link")
 
 
-async def test_a_signed_link_with_a_malformed_claim_is_a_4xx(http_server, tmp_path, calls, receiver):
-    """Signed with the server's own secret but carrying the wrong types: refused, never a 500."""
+def old_style_token(secret: str, claim: dict) -> str:
+    """A token as links were made before issue 40: the claim itself, approver and roles included, signed
+    with a ``whsec_`` key (the server believed what it said)."""
+    import hashlib
+    import hmac
     import json
 
-    server = serve(http_server, tmp_path, calls, receiver)
+    payload = base64.urlsafe_b64encode(json.dumps(claim).encode()).rstrip(b"=").decode()
+    key = base64.b64decode(secret.removeprefix("whsec_"))
+    mac = hmac.new(key, b"troupe-link.v1." + payload.encode(), hashlib.sha256).digest()
+    return f"{payload}.{base64.urlsafe_b64encode(mac).rstrip(b'=').decode()}"
+
+
+async def test_a_link_made_by_anyone_but_the_server_decides_nothing(http_server, tmp_path, calls, receiver):
+    """Issue 40's HIGH: whoever held the webhook secret (the README gave the receiver the same one) could
+    sign links naming any approver, roles included, and the server believed them: two made-up people
+    with role dba met a quorum of two under separation of duties. Now a token only names a record the
+    server issued, so such tokens (signed with the webhook secret, or even with the links' own key) are
+    refused, the call still waits and the audit is empty."""
+    dba = frozenset({"dba"})
+    policy = ApproverPolicy(tool="delete_record", roles=dba, separation_of_duties=True, quorum=2)
+    server = serve(http_server, tmp_path, calls, receiver, policy)
     async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
-        run_id, _ = await paused_with_links(client, receiver)
-        good = {
-            "action": "approve",
-            "agent_id": "ops",
-            "run_id": run_id,
-            "tool_call_id": "call-1",
-            "fingerprint": "f",
-            "expires_at": time.time() + 60,
-        }
-        for bad in (
-            {**good, "expires_at": "tomorrow"},
-            {**good, "expires_at": None},
-            {**good, "expires_at": True},
-            {**good, "expires_at": float("inf")},
-            {**good, "run_id": 7},
-            {**good, "action": ["approve"]},
-            {**good, "approver": "alice"},
-            {**good, "approver": {"issuer": "a#b", "subject": "x"}},
-            {**good, "extra": 1},
-            [good],
-        ):
-            payload = base64.urlsafe_b64encode(json.dumps(bad).encode()).rstrip(b"=").decode()
-            token = f"{payload}.{base64.urlsafe_b64encode(SIGNER._mac(payload)).rstrip(b'=').decode()}"
-            for method in ("GET", "POST"):
-                refused = await client.request(method, f"/decide/{token}")
-                assert refused.status_code == 403 and "not valid" in refused.text, (bad, method)
+        run_id, links = await paused_with_links(client, receiver)
+        fp = fingerprint("call-1", "delete_record", {"id": "abc-123"})
+        for secret in (SECRET, LINK_SECRET):
+            for mallory in ("mallory-1", "mallory-2"):
+                who = {"issuer": "https://anyone", "subject": mallory, "roles": ["dba"]}
+                claim = {
+                    "action": "approve",
+                    "agent_id": "ops",
+                    "run_id": run_id,
+                    "tool_call_id": "call-1",
+                    "fingerprint": fp,
+                    "expires_at": time.time() + 600,
+                    "approver": who,
+                }
+                token = old_style_token(secret, claim)
+                for method in ("GET", "POST"):
+                    refused = await client.request(method, f"/decide/{token}")
+                    assert refused.status_code == 403 and "not valid" in refused.text, (secret, method)
+        # The genuine link from the webhook names nobody: used with no credential, it is refused too.
+        anonymous = await client.post(links["approve"])
+        assert anonymous.status_code == 403 and "says who they are" in anonymous.text
+        listed = (await client.get("/api/agents/ops/suspended-runs", headers=ADMIN)).json()
+        assert [r["runId"] for r in listed["runs"]] == [run_id]
     assert calls.count() == 0
+    assert await store_audit(tmp_path, run_id) == []
+
+
+def test_a_link_key_that_is_a_webhook_secret_is_refused_at_start(receiver):
+    target = NotificationTarget(receiver.url, SECRET, name="ops-chat")
+    same = "whsec_" + base64.b64encode(base64.b64decode(SECRET.removeprefix("whsec_"))).decode()
+    with pytest.raises(ValueError, match=r"key of their own.*'ops-chat'") as refused:
+        Notifications((target,), links=LinkSigner(PUBLIC, same))
+    assert SECRET not in str(refused.value)
+    Notifications((target,), links=SIGNER)  # a key of its own is fine
+
+
+async def test_one_person_uses_a_link_once(http_server, tmp_path, calls, receiver):
+    """A person's use of a link is claimed before deciding: dana's second use of her link is refused by
+    the link itself, and a refused decision (alice lacks the role) does not use it up."""
+    from troupe.core.vocabulary.identity import Principal
+
+    server = serve(http_server, tmp_path, calls, receiver, ApproverPolicy(tool="delete_record", quorum=2))
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+        run_id, links = await paused_with_links(client, receiver)
+        dana = local((await issued(tmp_path, run_id, approver=Principal("dana", name="dana")))["approve"])
+        assert (await client.post(dana)).status_code == 200
+        again = await client.post(dana)
+        assert again.status_code == 409 and "dana&#x27; has used this link already" in again.text
+        assert calls.count() == 0
+        first = await client.post(links["approve"], data={"key": "key-alice"})
+        assert first.status_code == 200, "the channel's link: each person uses it once"
+        await until_calls(calls, 1)
+
+
+async def test_a_refused_use_of_a_link_does_not_use_it_up(http_server, tmp_path, calls, receiver):
+    """Alice lacks the role when she first uses the link (403, "not used"); once the keys file gives it
+    to her, the same link decides as her: the refused use was given back, not spent."""
+    from troupe.api.keys import KeyRing, digest, write_file
+
+    def keys(*alice_roles: str) -> dict:
+        alice = {"sha256": digest("key-alice"), "subject": "alice", "resources": ["acme"]}
+        alice["roles"] = list(alice_roles)
+        return {"keys": [alice, {"sha256": digest("key-admin"), "subject": "ops", "admin": True}]}
+
+    file = tmp_path / "keys.json"
+    write_file(file, keys())
+    policy = ApproverPolicy(tool="delete_record", roles=frozenset({"dba"}))
+    server = serve(http_server, tmp_path, calls, receiver, policy, keys=KeyRing.load(file))
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+        _, links = await paused_with_links(client, receiver)
+        refused = await client.post(links["approve"], data={"key": "key-alice"})
+        assert refused.status_code == 403 and "not used" in refused.text
+        write_file(file, keys("dba"))
+        done = await client.post(links["approve"], data={"key": "key-alice"})
+        assert done.status_code == 200 and "Approved by alice" in done.text
+        await until_calls(calls, 1)
+
+
+async def issued(tmp_path: Path, run_id: str, **options) -> dict[str, str]:
+    """Links for the test's paused call, issued by Python into the server's store (as a host app would)."""
+    data = {
+        "kind": "approval",
+        "agentId": "ops",
+        "runId": run_id,
+        "toolCallId": "call-1",
+        "fingerprint": fingerprint("call-1", "delete_record", {"id": "abc-123"}),
+    }
+    store = SqliteStore(tmp_path / "l.db")
+    try:
+        return await SIGNER.issue(store, data, **options)
+    finally:
+        await store.close()
 
 
 async def test_delivery_state_is_shown_and_redelivered_over_http(http_server, tmp_path, calls, receiver):
@@ -340,7 +413,7 @@ async def test_delivery_state_is_shown_and_redelivered_over_http(http_server, tm
 def test_access_logs_never_carry_a_links_token():
     from troupe.api.decision_links import RedactLinks
 
-    token = SIGNER.sign(LinkClaim("approve", "ops", "r", "c", "f", time.time() + 60))
+    token = SIGNER.token("a-record-id")
     record = logging.LogRecord(
         "uvicorn.access",
         logging.INFO,

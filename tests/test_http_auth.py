@@ -168,3 +168,37 @@ def test_a_finished_run_is_still_its_tenants_and_no_one_elses(api, calls):
     # Nor can anyone start a new run under the finished one's id and mix into its audit trail.
     reuse = {"messages": "delete", "resourceId": "b1", "runId": run_id}
     assert status(api.post("/agents/ops/generate", json=reuse, headers=B)) == (409, "AGENT_RUN_EXISTS")
+
+
+def test_a_key_removed_from_the_keys_file_stops_working_at_once(http_server, tmp_path, calls, caplog):
+    """Issue 40: the keys file was read once at start, so a revoked key worked until a restart. It is
+    read again whenever it changes (no signal, no restart); a file that breaks keeps the last keys, and
+    says so in the log. And a key's digest, as the file stores it, is never a key itself."""
+    from troupe.api.keys import KeyRing, digest, new_key, write_file
+
+    file = tmp_path / "keys.json"
+    alice, bob = new_key(), new_key()
+
+    def entry(key: str, subject: str) -> dict:
+        return {"sha256": digest(key), "subject": subject, "resources": ["a1"]}
+
+    write_file(file, {"keys": [entry(alice, "alice"), entry(bob, "bob")]})
+    server = http_server(runtime_factory(tmp_path, calls), keys=KeyRing.load(file))
+    with httpx.Client(base_url=server.url + "/api", timeout=30) as api:
+
+        def status_of(key: str) -> int:
+            return api.get("/agents", headers={"Authorization": f"Bearer {key}"}).status_code
+
+        assert (status_of(alice), status_of(bob)) == (200, 200)
+        assert status_of(digest(alice)) == 401, "what keys.json holds is not a key"
+
+        write_file(file, {"keys": [entry(bob, "bob")]})  # alice's key revoked
+        assert (status_of(alice), status_of(bob)) == (401, 200)
+
+        file.write_text('{"keys": [{"sha256": ')  # half-written by hand
+        assert (status_of(alice), status_of(bob)) == (401, 200), "the keys read last stay in use"
+        assert any("could not be read again" in r.getMessage() for r in caplog.records)
+        assert not any(bob in r.getMessage() or digest(bob) in r.getMessage() for r in caplog.records)
+
+        write_file(file, {"keys": [entry(alice, "alice")]})
+        assert (status_of(alice), status_of(bob)) == (200, 401)

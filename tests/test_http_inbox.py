@@ -196,3 +196,32 @@ def test_a_wrong_method_names_the_allowed_ones_and_a_page_needs_no_size(api):
     assert inbox(api, A, page=1)[0] == []
     listed = api.get("/agents/ops/suspended-runs", params={"page": 0}, headers=A)
     assert listed.status_code == 200 and listed.json()["total"] == 1
+
+
+def test_the_server_says_which_surface_a_decision_came_through(server, api, tmp_path):
+    """Issue 40: the audit's surface was read from the client's ``X-Troupe-Surface`` header, so any
+    caller could claim to be the inbox. The route decides it now: the inbox page's own routes are
+    ``inbox``, everything else ``http``, whatever a header says."""
+    import asyncio
+
+    from troupe import SqliteStore
+
+    by_api = start(api, "ops", "rec-1", "a1", A)
+    by_page = start(api, "ops", "rec-2", "a1", A)
+    claimed = api.post(
+        "/agents/ops/approve-tool-call", json={"runId": by_api}, headers={**A, "X-Troupe-Surface": "inbox"}
+    )
+    assert claimed.status_code == 200, claimed.text
+    page = api.post("/inbox/agents/ops/approve-tool-call", json={"runId": by_page}, headers=A)
+    assert page.status_code == 200, page.text
+    schema = httpx.get(f"{server.url}/openapi.json", timeout=30).text
+    assert "/api/agents/{agentId}/approve-tool-call" in schema and "/api/inbox/agents/" not in schema
+
+    async def surfaces() -> list[str | None]:
+        store = SqliteStore(tmp_path / "inbox.db")
+        try:
+            return [(await store.list_audit(r))[0].surface for r in (by_api, by_page)]
+        finally:
+            await store.close()
+
+    assert asyncio.run(surfaces()) == ["http", "inbox"]

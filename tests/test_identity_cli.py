@@ -77,6 +77,14 @@ def test_serve_reads_an_identity_provider_and_refuses_an_unsafe_one(tmp_path: Pa
     assert "an identity provider (--oidc-issuer" in capsys.readouterr().err
     config.write_text(json.dumps({"oidc": unsafe}))
     assert OidcSettings.load(config).algorithms == ("RS256", "ES256")
+    missing = str(tmp_path / "no-such-jwks.json")  # issue 40: once, a server started without it
+    for flags in (
+        ["--oidc-config", str(config)],
+        ["--oidc-issuer", "https://login.example.com", "--oidc-audience", "a", "--oidc-jwks-file", missing],
+    ):
+        with pytest.raises(SystemExit):
+            main([*demo, *flags])
+        assert "jwks_file" in (said := capsys.readouterr().err) and "cannot be read" in said, said
 
 
 @pytest.fixture

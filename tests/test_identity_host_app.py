@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated
 
 import httpx
@@ -16,7 +17,6 @@ from http_server import ops_agents
 from test_decision_links import SIGNER
 from troupe.api.app import troupe_router
 from troupe.core.deciding.approvers import ApproverPolicy
-from troupe.core.notifying.links import LinkClaim
 from troupe.core.notifying.outbox import Notifications
 from troupe.core.vocabulary.identity import Principal
 from troupe.core.vocabulary.state import fingerprint
@@ -110,7 +110,7 @@ def test_the_apps_users_decide_with_its_own_sessions(server, calls: CallLog):
     assert calls.count() == 1
 
 
-def test_no_session_is_401_and_another_tenant_sees_and_decides_nothing(server, calls: CallLog):
+def test_no_session_is_401_and_another_tenant_sees_and_decides_nothing(server, calls: CallLog, tmp_path):
     api = "/troupe/api/agents/ops"
     with session(server, "s-alice") as alice, session(server, "s-mallory") as mallory:
         run_id = alice.post(f"{api}/generate", json={"messages": "go", "resourceId": "acme"}).json()["runId"]
@@ -125,17 +125,17 @@ def test_no_session_is_401_and_another_tenant_sees_and_decides_nothing(server, c
         assert theirs.status_code == 404, "someone else's run is answered as an unknown one"
         foreign = mallory.post(f"{api}/generate", json={"messages": "go", "resourceId": "acme"})
         assert foreign.status_code == 403
-        link = f"/troupe/decide/{_token(run_id)}"
+        link = f"/troupe/decide/{_token(tmp_path / 'host.db', run_id)}"
         assert mallory.post(link).status_code == 409, "nor through a link: not her run"
         assert alice.get(f"{api}/suspended-runs").json()["runs"][0]["runId"] == run_id
     assert calls.count() == 0
 
 
-def test_a_decision_link_under_the_app_decides_as_the_signed_in_user(server, calls: CallLog):
+def test_a_decision_link_under_the_app_decides_as_the_signed_in_user(server, calls: CallLog, tmp_path):
     api = "/troupe/api/agents/ops"
     with session(server, "s-alice") as alice, session(server, "s-bob") as bob:
         run_id = alice.post(f"{api}/generate", json={"messages": "go", "resourceId": "acme"}).json()["runId"]
-        link = f"/troupe/decide/{_token(run_id)}"
+        link = f"/troupe/decide/{_token(tmp_path / 'host.db', run_id)}"
         with httpx.Client(base_url=server.url, timeout=30) as nobody:
             assert nobody.post(link).status_code == 401, "the app's login guards its links too"
         assert alice.post(link).status_code == 403, "the starter's session: separation of duties"
@@ -148,9 +148,54 @@ def test_a_decision_link_under_the_app_decides_as_the_signed_in_user(server, cal
     assert calls.count() == 1
 
 
-def _token(run_id: str) -> str:
+def test_a_link_posted_from_another_site_under_the_apps_session_decides_nothing(
+    server, calls: CallLog, tmp_path
+):
+    """Issue 40, MEDIUM 3: a page on another site posted bob's link as a form, with bob's session cookie,
+    and the tool ran. Now the POST is refused when the browser says it came from elsewhere
+    (``Sec-Fetch-Site``, else ``Origin``); the link's own page (same-origin) still decides."""
+    api = "/troupe/api/agents/ops"
+    form = {"content-type": "application/x-www-form-urlencoded"}
+    with session(server, "s-alice") as alice, session(server, "s-bob") as bob:
+        run_id = alice.post(f"{api}/generate", json={"messages": "go", "resourceId": "acme"}).json()["runId"]
+        link = f"/troupe/decide/{_token(tmp_path / 'host.db', run_id)}"
+        for headers in (
+            {"origin": "https://evil.example"},
+            {"origin": "null"},
+            {"origin": server.url.replace("127.0.0.1", "localhost")},
+            {"sec-fetch-site": "cross-site", "origin": "https://evil.example"},
+            {"sec-fetch-site": "same-site", "origin": server.url},  # another port of the same host
+        ):
+            refused = bob.post(link, content=b"", headers={**form, **headers})
+            assert refused.status_code == 403 and "another site" in refused.text, headers
+        assert calls.count() == 0
+        assert bob.get(f"{api}/suspended-runs").json()["runs"][0]["runId"] == run_id, "still paused"
+        # What a browser sends from the link's own page: same-origin (and an Origin, or "null").
+        own = {**form, "sec-fetch-site": "same-origin", "origin": "null"}
+        done = bob.post(link, content=b"", headers=own)
+        assert done.status_code == 200 and "Approved by Bob" in done.text
+        deadline = time.monotonic() + 20
+        while calls.count() < 1:
+            assert time.monotonic() < deadline
+            bob.get("/me")
+    assert calls.count() == 1
+
+
+def _token(db: Path, run_id: str) -> str:
+    """An approve link's token for the paused call, issued into the server's store as a host app would."""
+    import asyncio
+
     fp = fingerprint("call-1", "delete_record", {"id": "abc-123"})
-    return SIGNER.sign(LinkClaim("approve", "ops", run_id, "call-1", fp, time.time() + 600))
+    data = {"kind": "approval", "agentId": "ops", "runId": run_id, "toolCallId": "call-1", "fingerprint": fp}
+
+    async def issue() -> str:
+        store = SqliteStore(db)
+        try:
+            return str((await SIGNER.issue(store, data))["approve"]).rsplit("/", 1)[1]
+        finally:
+            await store.close()
+
+    return asyncio.run(issue())
 
 
 def test_an_async_callable_on_the_request_names_the_principal_or_leaves_it_to_keys(

@@ -5,6 +5,7 @@ one subject reached by key, token, link and CLI is one person for separation of 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -63,7 +64,8 @@ def start(api: httpx.Client, headers: dict[str, str], resource: str = "acme") ->
 
 def test_tokens_are_checked_before_anything_changes(http_server, tmp_path, calls, issuer):
     dba = ApproverPolicy(tool="delete_record", roles=frozenset({"dba"}))
-    server = http_server(policed(tmp_path, calls, dba), oidc=settings(issuer, jwks_cooldown_s=0))
+    # A rotated key is fetched as soon as a token names it (the refetch cooldown, here a millisecond).
+    server = http_server(policed(tmp_path, calls, dba), oidc=settings(issuer, jwks_cooldown_s=0.001))
     resources = {"troupe_resources": ["acme"]}
     with httpx.Client(base_url=server.url + "/api/agents/ops", timeout=30) as api:
         run_id = start(api, bearer(issuer.token("u-alice", kid="ec-1", **resources)))  # ES256
@@ -171,7 +173,7 @@ def test_one_subject_by_key_token_link_and_cli_is_one_person(
         started = http.post(f"{api}/generate", json={"messages": "go", "resourceId": "acme"}, headers=alice)
         run_id = started.json()["runId"]
         decide = {"runId": run_id, "toolCallId": "call-1"}
-        link = _link(run_id)
+        link = _link(one_store, run_id)
 
         def refused(response: httpx.Response, why: str) -> None:
             assert response.status_code == 403, response.text
@@ -216,10 +218,21 @@ def test_one_subject_by_key_token_link_and_cli_is_one_person(
     ]
 
 
-def _link(run_id: str) -> str:
+def _link(db: Path, run_id: str) -> str:
+    """An approve link for the paused call, issued into the server's store as a host app would."""
+    import asyncio
+
     fp = fingerprint("call-1", "delete_record", {"id": "abc-123"})
     data = {"kind": "approval", "agentId": "ops", "runId": run_id, "toolCallId": "call-1", "fingerprint": fp}
-    return urlsplit(SIGNER.links_for(data)["approve"]).path
+
+    async def issue() -> str:
+        store = SqliteStore(db)
+        try:
+            return urlsplit((await SIGNER.issue(store, data))["approve"]).path
+        finally:
+            await store.close()
+
+    return asyncio.run(issue())
 
 
 def _until(done, timeout: float = 20) -> None:
@@ -272,3 +285,105 @@ async def test_keys_from_a_jwks_file_are_read_again_when_it_changes(tmp_path: Pa
     assert (await verifier.principal(issuer.token("u-2", kid=fresh.kid))).subject == "u-2"
     with pytest.raises(AuthenticationError, match="unknown kid"):
         await verifier.principal(issuer.token("u-1", kid="ec-1"))
+
+
+async def test_a_jwks_file_missing_at_start_is_refused_and_a_broken_one_never_fails_a_token(
+    tmp_path: Path, issuer
+):
+    """Issue 40: a missing or half-written jwks_file answered every token with a 500, and a server
+    started without complaint when its jwks_file was missing. Now it is refused at start, and a file
+    that breaks later (being rewritten, or gone) keeps the keys read last; a token is never a 500."""
+    from troupe.api.errors import AuthenticationError
+    from troupe.api.tokens import TokenVerifier
+
+    jwks = tmp_path / "jwks.json"
+    with pytest.raises(ValueError, match=r"jwks_file .*jwks.json: cannot be read \(FileNotFoundError"):
+        TokenVerifier(OidcSettings(issuer=issuer.url, audience=AUDIENCE, jwks_file=str(jwks)))
+    jwks.write_text('{"keys": [')
+    with pytest.raises(ValueError, match="is not a JWKS"):
+        TokenVerifier(OidcSettings(issuer=issuer.url, audience=AUDIENCE, jwks_file=str(jwks)))
+
+    jwks.write_text(json.dumps({"keys": [issuer.keys["ec-1"].jwk()]}))
+    verifier = TokenVerifier(OidcSettings(issuer=issuer.url, audience=AUDIENCE, jwks_file=str(jwks)))
+    jwks.write_text('{"keys": [{"kty": "EC", "crv"')  # half-written, with a new mtime
+    os.utime(jwks, ns=(time.time_ns(), time.time_ns() + 1_000_000))
+    assert (await verifier.principal(issuer.token("u-1", kid="ec-1"))).subject == "u-1", "the last keys"
+    jwks.unlink()
+    assert (await verifier.principal(issuer.token("u-2", kid="ec-1"))).subject == "u-2"
+    with pytest.raises(AuthenticationError, match="unknown kid"):
+        await verifier.principal(issuer.token("u-3", kid="rsa-1"))
+
+
+def test_a_jwks_url_is_https_or_loopback_and_the_refetch_cooldown_is_positive(issuer):
+    base = {"issuer": issuer.url, "audience": AUDIENCE}
+    for url in (
+        "http://login.example.com/jwks",
+        "http://10.0.0.7/jwks",
+        "file:///etc/jwks.json",
+        "ftp://login.example.com/jwks",
+        "https:///jwks",
+    ):
+        with pytest.raises(ValueError, match="jwks_url must be https"):
+            OidcSettings(**base, jwks_url=url)
+    for url in ("https://login.example.com/jwks", "http://127.0.0.1:8080/jwks", "http://[::1]/jwks"):
+        OidcSettings(**base, jwks_url=url)
+    for cooldown in (0, -1, 0.0):
+        with pytest.raises(ValueError, match="jwks_cooldown_s must be more than 0"):
+            OidcSettings(**base, jwks_url=issuer.jwks_url, jwks_cooldown_s=cooldown)
+
+
+async def test_unknown_key_ids_fetch_the_issuers_keys_once_per_cooldown(issuer):
+    """Issue 40's untested guarantee: a token naming a key the issuer does not publish fetches the keys
+    again at most once per ``jwks_cooldown_s``, so a flood of such tokens is not a flood of fetches."""
+    from oidc_issuer import SigningKey
+    from troupe.api.errors import AuthenticationError
+    from troupe.api.tokens import TokenVerifier
+
+    verifier = TokenVerifier(settings(issuer))  # the default cooldown: 30 s
+    assert (await verifier.principal(issuer.token("u-1"))).subject == "u-1"
+    issuer.keys["unpublished"] = SigningKey("unpublished", "RS256")
+    for n in range(5):
+        with pytest.raises(AuthenticationError, match="unknown kid"):
+            await verifier.principal(issuer.token(f"u-{n}", kid="unpublished"))
+    assert issuer.fetches <= 2, f"{issuer.fetches} fetches: the cooldown did not hold"
+
+
+async def test_the_configured_leeway_is_the_one_used(issuer):
+    """Issue 40's untested guarantee: ``leeway_s`` is what a token's expiry is given, not a fixed 300 s."""
+    from troupe.api.errors import AuthenticationError
+    from troupe.api.tokens import TokenVerifier
+
+    expired = issuer.token("u-1", exp=int(time.time()) - 30)
+    with pytest.raises(AuthenticationError, match="expired"):
+        await TokenVerifier(settings(issuer, leeway_s=0)).principal(expired)
+    assert (await TokenVerifier(settings(issuer, leeway_s=120)).principal(expired)).subject == "u-1"
+
+
+async def test_only_a_token_with_the_admin_role_is_an_admin(issuer):
+    """Issue 40's untested guarantee: ``admin_role`` makes an admin of a token that has that role, and of
+    no other."""
+    from troupe.api.tokens import TokenVerifier
+
+    verifier = TokenVerifier(settings(issuer, admin_role="ops"))
+    assert (await verifier.principal(issuer.token("u-ops", roles=["ops", "dba"]))).admin
+    assert not (await verifier.principal(issuer.token("u-dba", roles=["dba"]))).admin
+    assert not (await verifier.principal(issuer.token("u-none"))).admin
+    assert not (await TokenVerifier(settings(issuer)).principal(issuer.token("u-ops", roles=["ops"]))).admin
+
+
+def test_token_users_without_a_name_each_have_their_own_streams(http_server, tmp_path, calls, issuer):
+    """Issue 40: the inbox's stream limit counted by display name, so two token users with no ``name``
+    claim shared one limit. It counts by subject now."""
+    server = http_server(runtime_factory(tmp_path, calls), oidc=settings(issuer))
+    one, two = (bearer(issuer.token(sub, troupe_resources=["a1"])) for sub in ("u-1", "u-2"))
+    with httpx.Client(base_url=server.url + "/api", timeout=30) as api, contextlib.ExitStack() as held:
+        readers = []  # kept: a reader let go of closes its stream
+        for who in (one, two):
+            for _ in range(4):
+                stream = held.enter_context(api.stream("GET", "/inbox/events", headers=who))
+                assert stream.status_code == 200, stream.read()
+                readers.append(stream.iter_lines())
+                assert next(readers[-1]).startswith("data: ")
+        with api.stream("GET", "/inbox/events", headers=one) as fifth:
+            assert fifth.status_code == 429
+            assert "u-1" in fifth.read().decode(), "the error names the subject when there is no name"

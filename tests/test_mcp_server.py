@@ -5,15 +5,28 @@ the call is decided over HTTP; keys, tenancy and the Origin check hold as on ``/
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 import pytest
-from blocking import wait_for
 from http_server import KEYS, A, B, runtime_factory
 from mcp_clients import accept, action, mcp_client
 
 from troupe import SqliteStore
 
 PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    },
+}
+STREAMABLE = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
 @pytest.fixture
@@ -114,29 +127,22 @@ async def test_a_browser_origin_of_another_site_is_refused(server):
 
 
 async def test_an_mcp_session_answers_only_the_key_that_opened_it(server):
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"},
-        },
-    }
-    accept = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
     async with httpx.AsyncClient(base_url=server.url) as http:
-        opened = await http.post("/mcp", json=initialize, headers={**A, **accept})
+        opened = await http.post("/mcp", json=INITIALIZE, headers={**A, **STREAMABLE})
         assert opened.status_code == 200, opened.text
         session = {"Mcp-Session-Id": opened.headers["mcp-session-id"], "Mcp-Protocol-Version": "2025-11-25"}
-        mine = await http.post("/mcp", json=PING, headers={**A, **accept, **session})
-        theirs = await http.post("/mcp", json=PING, headers={**B, **accept, **session})
+        mine = await http.post("/mcp", json=PING, headers={**A, **STREAMABLE, **session})
+        theirs = await http.post("/mcp", json=PING, headers={**B, **STREAMABLE, **session})
     assert mine.status_code == 200
     assert theirs.status_code == 404  # as if the session did not exist
 
 
-async def test_the_paused_result_carries_decision_links_that_decide_the_call(http_server, tmp_path, calls):
+async def test_the_paused_result_hands_the_requester_no_decision_link(http_server, tmp_path, calls):
+    """Issue 40: with a ``LinkSigner`` set, the paused result carried working approve links, so the
+    requester (or its model) could approve its own call with no credential. Links go to approvers
+    through notifications; the result only says where to decide."""
     import base64
+    import json
 
     from http_server import ops_agents
 
@@ -152,9 +158,57 @@ async def test_the_paused_result_carries_decision_links_that_decide_the_call(htt
     server = http_server(build, keys=KEYS)
     async with mcp_client(server.url, "key-a", None) as client:
         result = await client.call_tool("ops", {"prompt": "delete", "resourceId": "a1"})
-    links = result.structured_content["decide"]["links"]
-    assert links["approve"].startswith("https://troupe.test/decide/")
-    async with httpx.AsyncClient() as http:
-        done = await http.post(links["approve"].replace("https://troupe.test", server.url))
-    assert done.status_code == 200, done.text
-    await wait_for(lambda: calls.count("delete_record") == 1, what="the linked approval to run the tool")
+    decide = result.structured_content["decide"]
+    assert set(decide) == {"inbox", "http", "body", "cli"}, decide
+    shown = json.dumps(result.model_dump(mode="json"))
+    assert "/decide/" not in shown and "troupe.test" not in shown
+    assert decide["inbox"] == f"{server.url}/inbox" and "waits for approval" in result.content[0].text
+    assert calls.count("delete_record") == 0
+
+
+
+async def test_one_key_cannot_open_sessions_for_everyone(http_server, tmp_path, calls):
+    """Issue 40, MEDIUM 1: one tenant key opened 10,000 sessions and every key's next initialize got 503.
+    Now each principal holds at most ``sessions_per_principal`` (3 here): its next one is a 429 naming
+    the limit, even when asked for all at once; another key still opens sessions and works; a session
+    the key ends makes room again."""
+    from troupe.api.mcp_http import MCPLimits
+
+    limits = MCPLimits(sessions_per_principal=3)
+    server = http_server(runtime_factory(tmp_path, calls), keys=KEYS, mcp_limits=limits)
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as http:
+        opened = await asyncio.gather(
+            *(http.post("/mcp", json=INITIALIZE, headers={**A, **STREAMABLE}) for _ in range(6))
+        )
+        assert sorted(r.status_code for r in opened) == [200, 200, 200, 429, 429, 429]
+        refused = next(r for r in opened if r.status_code == 429).json()
+        assert refused["code"] == "TOO_MANY_SESSIONS" and "3 MCP sessions open already" in refused["error"]
+        again = await http.post("/mcp", json=INITIALIZE, headers={**A, **STREAMABLE})
+        assert again.status_code == 429
+
+        async with mcp_client(server.url, "key-b", None) as client:  # another principal: unaffected
+            assert {t.name for t in (await client.list_tools()).tools} == {"ops", "planner"}
+
+        mine = next(r for r in opened if r.status_code == 200).headers["mcp-session-id"]
+        session = {"Mcp-Session-Id": mine, "Mcp-Protocol-Version": "2025-11-25"}
+        assert (await http.delete("/mcp", headers={**A, **STREAMABLE, **session})).status_code == 200
+        room = await http.post("/mcp", json=INITIALIZE, headers={**A, **STREAMABLE})
+        assert room.status_code == 200, room.text
+
+
+async def test_an_idle_session_is_closed_and_sessions_idle_out_in_minutes(http_server, tmp_path, calls):
+    from troupe.api.mcp_http import MCPLimits
+
+    assert MCPLimits().idle_s <= 600, "minutes, not the SDK's 30"
+    server = http_server(runtime_factory(tmp_path, calls), keys=KEYS, mcp_limits=MCPLimits(idle_s=0.5))
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as http:
+        opened = await http.post("/mcp", json=INITIALIZE, headers={**A, **STREAMABLE})
+        session = {"Mcp-Session-Id": opened.headers["mcp-session-id"], "Mcp-Protocol-Version": "2025-11-25"}
+        # A look is a request (which keeps a session alive), so each waits longer than idle_s first.
+        async with asyncio.timeout(20):
+            while True:
+                await asyncio.sleep(1.0)
+                looked = await http.post("/mcp", json=PING, headers={**A, **STREAMABLE, **session})
+                if looked.status_code == 404:
+                    break
+                assert looked.status_code == 200

@@ -35,6 +35,7 @@ from troupe.testing import CallLog, tool_call
 
 TESTS = Path(__file__).resolve().parent
 SECRET = "whsec_" + base64.b64encode(b"a test secret of 32 bytes length").decode()
+LINK_SECRET = "whsec_" + base64.b64encode(b"the links' own key, not a hook's").decode()
 # Attempts follow each other quickly here, so an outage of a few attempts takes a fraction of a second.
 FAST = RetrySchedule(delays=(0.05,) * 200, timeout_s=2.0, lease_s=3.0, poll_s=0.05)
 
@@ -65,6 +66,19 @@ def hooked_runtime(
         storage=SqliteStore(db),
         executor="local",
         notifications=notifications(target, keep_delivered_s=keep_delivered_s),
+    )
+
+
+def notified(
+    db: Path, agents: list[Agent], *targets: NotificationTarget, retry: RetrySchedule = FAST, **options: Any
+) -> Runtime:
+    """``agents`` on a local host over SQLite ``db``, their events going to ``targets``."""
+    return Runtime(
+        agents,
+        storage=SqliteStore(db),
+        executor="local",
+        notifications=notifications(*targets, retry=retry),
+        **options,
     )
 
 
@@ -124,6 +138,38 @@ async def test_pause_and_decision_arrive_signed_and_verify(executor: str, tmp_pa
     finally:
         receiver.stop()
         other.stop()
+
+
+async def test_a_slow_target_never_holds_up_another_targets_deliveries(tmp_path: Path, calls: CallLog):
+    """Issue 40, MEDIUM 4: a batch of deliveries waited for its slowest member, so a receiver answering
+    after a minute made another target's next events late by the same. Each target now has a lane of
+    its own: with the slow receiver still holding the first event (its attempt may take a minute), the
+    fast one gets the second event. An ordering, not a timing: the slow request is released only after."""
+    slow, fast = Receiver().start(), Receiver().start()
+    slow.answering.clear()  # every request is held until the test lets it go
+    patient = RetrySchedule(delays=(0.05,), timeout_s=60.0, lease_s=120.0, poll_s=0.05)
+    try:
+        targets = [NotificationTarget(r.url, SECRET, name=n) for r, n in ((slow, "slow"), (fast, "fast"))]
+        runtime = notified(tmp_path / "lanes.db", [ops_agent(calls)], *targets, retry=patient)
+        agent = runtime.get_agent("ops")
+        first = await agent.generate("delete rec-1", resource_id="acme")
+        await slow.arrived(1)  # the slow receiver has it, and answers nothing yet
+        await fast.arrived(1)
+        later = [await agent.generate(f"delete rec-{n}", resource_id="acme") for n in (2, 3)]
+
+        received = await fast.arrived(3, within=20.0)
+        runs = [first.run_id, *(r.run_id for r in later)]
+        assert [verified(r)["data"]["runId"] for r in received] == runs
+        assert len(slow.received) == 1 and not slow.answering.is_set(), "the slow attempt is still open"
+
+        slow.answering.set()
+        held = await slow.arrived(3)
+        assert sorted(verified(r)["data"]["runId"] for r in held) == sorted(runs)
+        await runtime.shutdown()
+    finally:
+        slow.answering.set()
+        slow.stop()
+        fast.stop()
 
 
 async def test_delivered_notifications_are_deleted_once_kept_long_enough(tmp_path: Path, calls: CallLog):
@@ -301,7 +347,7 @@ def test_the_serve_notify_file_is_read_and_checked(tmp_path: Path, monkeypatch: 
                         "tools": ["pay"],
                     },
                 ],
-                "links": {"public_url": "https://troupe.test/", "secret": SECRET, "ttl_s": 600},
+                "links": {"public_url": "https://troupe.test/", "secret": LINK_SECRET, "ttl_s": 600},
             }
         )
     )
@@ -322,6 +368,13 @@ def test_the_serve_notify_file_is_read_and_checked(tmp_path: Path, monkeypatch: 
         ({"targets": [{"url": "http://x", "secret_env": "NOT_SET_ANYWHERE"}]}, "NOT_SET_ANYWHERE is not set"),
         ({"targets": [{"url": "http://x", "secret": SECRET}], "links": {"secret": SECRET}}, "public_url"),
         ({"targets": [{"url": "http://x", "secret": SECRET}], "keep_delivered_s": "1d"}, "keep_delivered_s"),
+        (
+            {
+                "targets": [{"url": "http://x", "secret": SECRET}],
+                "links": {"public_url": "https://t", "secret": SECRET},
+            },
+            "key of their own",
+        ),
     ):
         path.write_text(json.dumps(bad))
         with pytest.raises(ValueError, match=says):
@@ -412,4 +465,60 @@ async def test_a_receiver_that_does_not_answer_holds_up_no_run(tmp_path: Path, c
     finally:
         receiver.answering.set()
         await runtime.shutdown()
+        receiver.stop()
+
+
+async def test_a_subagents_pause_is_announced_once_by_the_top_run(tmp_path: Path, calls: CallLog):
+    """Issue 40's untested guarantee: only the top-level run announces a pause. The subagent's run,
+    which pauses first (and checkpoints its pause before the top does), writes no event of its own."""
+    receiver = Receiver().start()
+    try:
+        sup = Agent(
+            "sup",
+            model=echo_model(tool_call("agent-ops", {"prompt": "delete rec-1"}, id="d1")),
+            agents={"ops": ops_agent(calls)},
+        )
+        runtime = notified(tmp_path / "tree.db", [sup], NotificationTarget(receiver.url, SECRET, name="hook"))
+        paused = await runtime.get_agent("sup").generate("clean up")
+        stored = await runtime.store().load_run(paused.run_id)
+        assert stored is not None
+        child = stored.state.calls[0].child
+        assert child is not None
+        assert await runtime.deliveries(child.run_id) == [], "the subagent's run announces nothing"
+        (announced,) = await runtime.deliveries(paused.run_id)
+        assert announced.body["type"] == "tool-call.paused"
+        assert announced.body["data"]["agentPath"] == ["sup", "ops"]
+        (event,) = await receiver.arrived(1)
+        assert verified(event)["data"]["runId"] == paused.run_id
+        await runtime.shutdown()
+    finally:
+        receiver.stop()
+
+
+async def test_each_approver_of_a_quorum_gets_an_event_of_their_own(tmp_path: Path, calls: CallLog):
+    """Issue 40's untested guarantee: a decision's event id names who decided, so the approvals of two
+    people towards a quorum are two events (two ``webhook-id``s), not one that the second repeats."""
+    from troupe.core.deciding.approvers import ApproverPolicy
+
+    receiver = Receiver().start()
+    try:
+        runtime = notified(
+            tmp_path / "quorum.db",
+            [ops_agent(calls)],
+            NotificationTarget(receiver.url, SECRET, name="hook"),
+            approver_policies=[ApproverPolicy(tool="delete_record", quorum=3)],
+        )
+        agent = runtime.get_agent("ops")
+        paused = await agent.generate("delete rec-1")
+        for who in ("alice", "bob"):
+            counted = await agent.approve_tool_call_generate(run_id=paused.run_id, decided_by=who)
+            assert counted.finish_reason == "suspended"
+        found = await runtime.deliveries(paused.run_id)
+        recorded = [d for d in found if d.body["type"] == "tool-call.approval-recorded"]
+        assert [d.body["data"]["decidedBy"] for d in recorded] == ["alice", "bob"]
+        assert len({d.event_id for d in recorded}) == 2
+        arrived = await receiver.arrived(3)
+        assert len({r.headers["webhook-id"] for r in arrived}) == 3
+        await runtime.shutdown()
+    finally:
         receiver.stop()

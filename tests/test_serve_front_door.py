@@ -7,10 +7,17 @@ RAY_TMPDIR, once for the whole module; each test asserts on what one scenario ob
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
 import tempfile
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -119,35 +126,54 @@ def test_the_serve_run_builder_names_what_is_missing(tmp_path):
 def test_troupe_serve_replicas_stops_cleanly_on_sigterm(tmp_path):
     """`troupe serve --replicas 2`, as an operator runs it: up, SIGTERM, down with exit code 0, without
     a traceback or Ray's failed-task warnings on its terminal."""
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-    from pathlib import Path
+    from redis_server import free_port
 
+    with troupe_serve(tmp_path, "--demo", "--open", "--replicas", "2", "--port", str(free_port())):
+        pass
+    said = (tmp_path / "serve.log").read_text(errors="replace")
+    assert "Traceback" not in said and "failed" not in said.lower(), said
+
+
+def test_troupe_serve_replicas_listens_beyond_loopback_only_where_host_says(tmp_path):
+    """Issue 40: every TCP socket that `troupe serve --replicas 2 --host 0.0.0.0` and its processes
+    (Ray's daemons and workers, Serve's controller, proxy and replicas with their gRPC servers) listen on,
+    from the kernel's tables: the proxy's port on every interface, as --host asked, and every other
+    listener on loopback. (Without --host everything is on loopback: test_no_listener_of_the_ray_...)"""
+    from listeners import process_tree, sockets_of
     from redis_server import free_port
 
     port = free_port()
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps(digested({"key-admin": {"admin": True}})))
+    flags = ["--demo", "--keys", str(keys), "--replicas", "2", "--host", "0.0.0.0", "--port", str(port)]
+    with troupe_serve(tmp_path, *flags) as server:
+        found = sockets_of(process_tree(server.pid))
+    assert sum("ServeReplica" in command for _, command in found) >= 2, found
+    beyond = sorted({(s.address, s.port, c[:60]) for s, c in found if not is_loopback(s.address)})
+    assert beyond and all(port_ == port for _, port_, _ in beyond), beyond
+    assert {address for address, _, _ in beyond} <= {"0.0.0.0", "::"}, beyond
+
+
+@contextlib.contextmanager
+def troupe_serve(tmp_path, *flags: str) -> Iterator[subprocess.Popen[bytes]]:
+    """`troupe serve FLAGS` as an operator runs it (with a RAY_TMPDIR of its own, its output in
+    ``serve.log``), once it says it serves; on leaving, SIGTERM, which must end it with exit code 0."""
     troupe = Path(sys.executable).with_name("troupe")
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "OPENAI_API_KEY")}
     env["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="rsg")
-    command = [str(troupe), "serve", "--demo", "--open", "--replicas", "2", "--port", str(port)]
     log = tmp_path / "serve.log"
     with log.open("wb") as out:
-        server = subprocess.Popen(
-            [*command, "--store", str(tmp_path / "d.db")], env=env, stdout=out, stderr=subprocess.STDOUT
-        )
+        command = [str(troupe), "serve", *flags, "--store", str(tmp_path / "d.db")]
+        server = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 180
         while "approval inbox at" not in log.read_text(errors="replace"):
             assert server.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")
             time.sleep(0.2)
+        yield server
         server.send_signal(signal.SIGTERM)
         assert server.wait(timeout=90) == 0
     finally:
         if server.poll() is None:
             server.kill()
         shutil.rmtree(env["RAY_TMPDIR"], ignore_errors=True)
-    said = log.read_text(errors="replace")
-    assert "Traceback" not in said and "failed" not in said.lower(), said

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -10,7 +11,9 @@ from typing import Any
 import pytest
 from troupe.core.vocabulary.state import CallStatus, Pause, RunState, ToolCallState
 from troupe.core.vocabulary.store import (
+    LINK_KEPT_S,
     AuditEntry,
+    LinkRecord,
     OutboxEntry,
     StaleSnapshotError,
     Store,
@@ -434,6 +437,31 @@ async def test_due_entries_are_claimed_by_one_host_at_a_time(store: Store):
     assert [e.id for e in taken] == [entries[0].id]
 
 
+async def test_a_claim_can_take_one_targets_entries_only(store: Store):
+    """Each target's lane claims its own entries, so entries of a slow target due first never stand in
+    front of another's."""
+
+    def to(target: str, n: int, at: float) -> OutboxEntry:
+        entry = delivery("r1", n, at=at)
+        return entry.model_copy(update={"id": f"{entry.event_id}.{target}", "target": target})
+
+    await store.create_run(running("r1"))
+    slow = [to("slow.hooks", n, at=100.0 + n) for n in range(5)]
+    chat = [to("chat", n, at=200.0 + n) for n in range(3)]
+    await store.save_run(running("r1"), expected_version=1, outbox=(*slow, *chat))
+
+    taken = await store.claim_deliveries("host-a", now=300.0, lease_s=10, limit=2, target="chat")
+    assert [e.id for e in taken] == [chat[0].id, chat[1].id], "the target's soonest, past the others"
+    assert all(e.lease_owner == "host-a" for e in taken)
+    assert await store.claim_deliveries("host-a", now=300.0, lease_s=10, limit=9, target="hooks") == []
+    rest = await store.claim_deliveries("host-b", now=300.0, lease_s=10, limit=9, target="chat")
+    assert [e.id for e in rest] == [chat[2].id]
+    # Looked at by another lane first, its entries are still claimed as they always were.
+    assert [e.id for e in await store.claim_deliveries("host-c", now=300.0, lease_s=10, limit=9)] == [
+        e.id for e in slow
+    ]
+
+
 async def test_a_settled_attempt_sets_the_next_one_and_a_lost_lease_writes_nothing(store: Store):
     await store.create_run(running("r1"))
     await store.save_run(running("r1"), expected_version=1, outbox=(delivery("r1", 1),))
@@ -536,3 +564,69 @@ async def test_a_delivery_sent_again_is_kept_from_its_latest_delivery(store: Sto
     assert await store.prune_deliveries(now=300.0, keep_s=0.0, limit=10) == 0, "delivered at 500 now"
     assert [e.delivered_at for e in await store.list_deliveries("r1")] == [500.0]
     assert await store.prune_deliveries(now=500.0, keep_s=0.0, limit=10) == 1
+
+
+# ---- decision links' records ------------------------------------------------------------------------
+
+
+def link(link_id: str = "L1", expires_at: float = 2e9, **fields: Any) -> LinkRecord:
+    return LinkRecord(
+        id=link_id,
+        action="approve",
+        agent_id="a",
+        run_id="r1",
+        tool_call_id="c1",
+        fingerprint="f" * 32,
+        expires_at=expires_at,
+        **fields,
+    )
+
+
+async def test_a_link_record_is_kept_once_and_read_back(store: Store):
+    dana = {"issuer": "troupe", "subject": "dana", "name": "Dana", "roles": ["dba"]}
+    issued = link(approver=dana, channel="ops-chat", created_at=1_000.5)
+    assert await store.issue_link(issued) == issued
+    # Issued again (a retried delivery): the first record stands, whatever the second says.
+    assert await store.issue_link(link(channel="elsewhere")) == issued
+    assert await store.load_link("L1") == issued
+    assert await store.load_link("missing") is None
+
+
+async def test_a_link_is_used_once_per_principal_and_never_after_it_expired(store: Store):
+    # Real epoch times: Redis forgets a record by its own clock, a day after it expired.
+    end = time.time() + 600
+    await store.issue_link(link(expires_at=end))
+    used = await store.use_link("L1", "alice@troupe", now=end - 10)
+    assert used is not None and used.used_by == ["alice@troupe"]
+    assert await store.use_link("L1", "alice@troupe", now=end - 10) is None, "alice used it already"
+    bob = await store.use_link("L1", "bob@troupe", now=end - 5)
+    assert bob is not None and bob.used_by == ["alice@troupe", "bob@troupe"]
+    assert await store.use_link("L1", "carol@troupe", now=end) is None, "expired"
+    assert await store.use_link("missing", "carol@troupe", now=end - 10) is None
+    loaded = await store.load_link("L1")
+    assert loaded is not None and loaded.used_by == ["alice@troupe", "bob@troupe"]
+
+    await store.release_link("L1", "alice@troupe")  # alice's decision was refused: not used after all
+    await store.release_link("L1", "nobody@troupe")
+    await store.release_link("missing", "alice@troupe")
+    loaded = await store.load_link("L1")
+    assert loaded is not None and loaded.used_by == ["bob@troupe"]
+    again = await store.use_link("L1", "alice@troupe", now=end - 1)
+    assert again is not None and again.used_by == ["bob@troupe", "alice@troupe"]
+
+
+async def test_concurrent_uses_of_a_link_by_one_principal_have_one_winner(store: Store):
+    await store.issue_link(link())
+    now = time.time()
+    uses = await asyncio.gather(*(store.use_link("L1", "alice@troupe", now=now) for _ in range(8)))
+    assert sum(u is not None for u in uses) == 1
+
+
+async def test_a_link_past_forgetting_is_gone(store: Store):
+    """A record is kept a day (``LINK_KEPT_S``) after it expires, so its link can say it expired; after
+    that a store may delete it (the durable ones do, by the next issue or by themselves)."""
+    now = time.time()
+    await store.issue_link(link("old", expires_at=now - LINK_KEPT_S - 1))
+    await store.issue_link(link("new", expires_at=now + 60))
+    assert await store.load_link("old") is None
+    assert await store.load_link("new") is not None

@@ -252,10 +252,10 @@ def _add_serve_oidc(serve: argparse.ArgumentParser) -> None:
 
 def _oidc(args: argparse.Namespace) -> Any:
     """The identity provider's settings from the flags or the config file; None without either."""
-    from troupe.api.tokens import OidcSettings
+    from troupe.api.tokens import OidcSettings, TokenVerifier
 
     if args.oidc_config:
-        return OidcSettings.load(args.oidc_config)
+        return TokenVerifier(OidcSettings.load(args.oidc_config)).settings  # a jwks_file is read now
     if not (args.oidc_issuer or args.oidc_audience):
         return None
     given = {
@@ -268,7 +268,8 @@ def _oidc(args: argparse.Namespace) -> Any:
         "resources_claim": args.oidc_resources_claim,
         "admin_role": args.oidc_admin_role,
     }
-    return OidcSettings.from_mapping({k: v for k, v in given.items() if v is not None})
+    settings = OidcSettings.from_mapping({k: v for k, v in given.items() if v is not None})
+    return TokenVerifier(settings).settings  # a jwks_file is read now: missing or broken, refused here
 
 
 def main(argv: Sequence[str] | None = None) -> int:

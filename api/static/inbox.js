@@ -110,8 +110,7 @@
   }
 
   async function api(method, path, body, accept, signal) {
-    // The audit records that a decision came from this page.
-    const headers = { Accept: accept || "application/json", "X-Troupe-Surface": "inbox" };
+    const headers = { Accept: accept || "application/json" };
     if (state.key) headers.Authorization = `Bearer ${state.key}`;
     if (body !== undefined) headers["Content-Type"] = "application/json";
     let response;
@@ -612,7 +611,8 @@
     try {
       response = await api(
         "POST",
-        `/agents/${encodeURIComponent(run.agentId)}/${route}`,
+        // The page's own decision routes: the audit records that the decision came from the inbox.
+        `/inbox/agents/${encodeURIComponent(run.agentId)}/${route}`,
         body,
         "text/event-stream",
       );

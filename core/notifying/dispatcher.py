@@ -1,11 +1,14 @@
-"""The loop that keeps every due outbox entry moving, for one host.
+"""The loops that keep every due outbox entry moving, for one host: one lane per target.
 
 ``Dispatcher`` runs beside a host's runs, never in their way: a run only writes its entries to the store
-(and pokes the dispatcher); sending happens in the dispatcher's own task, each attempt bounded as a whole
-by the schedule's timeout, so a slow or failing receiver never delays, fails or resumes a run. Any live
-host may send any entry: it claims due entries with a lease (longer than an attempt may take), so two
-hosts do not send one at once, and an entry whose host died mid-attempt is taken again once the lease
-runs out (at least once, never lost). The request itself is signed here and posted by the host's
+(and pokes the dispatcher); sending happens in the dispatcher's own tasks, each attempt bounded as a whole
+by the schedule's timeout, so a slow or failing receiver never delays, fails or resumes a run. Each
+target has a lane of its own, which claims only that target's entries (``Store.claim_deliveries(...,
+target=)``) and waits only for its own attempts: a slow or dead target holds up its own deliveries, never
+another target's. Any live host may send any entry: it claims due entries with a lease (longer than an
+attempt may take), so two hosts do not send one at once, and an entry whose host died mid-attempt is
+taken again once the lease runs out (at least once, never lost). An entry for a target this host does
+not have waits for a host that has it. The request itself is signed here and posted by the host's
 ``WebhookSender`` (``troupe.core.notifying.webhooks``).
 """
 
@@ -18,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from troupe.core.cancellation import stop_if_cancelled, wait_or_timeout
+from troupe.core.notifying.chat_message import chat_message
 from troupe.core.notifying.outbox import Notifications, NotificationTarget, check_secret
 from troupe.core.notifying.webhooks import WebhookSender, signed_request
 from troupe.core.vocabulary.store import OutboxEntry, Store
@@ -48,7 +52,7 @@ class Dispatcher:
         self.owner = owner
         self.sender = sender
         self.clock = clock
-        self._poked = asyncio.Event()
+        self._poked = {target.name: asyncio.Event() for target in notifications.targets}
         keep = notifications.keep_delivered_s
         self._prune_every = None if keep is None else min(_PRUNE_EVERY_S, keep / 2)
         self._prune_at = clock()
@@ -56,27 +60,46 @@ class Dispatcher:
             check_secret(target.secret, f"notification target {target.name!r}")
 
     def poke(self) -> None:
-        """New entries were written here: look now rather than at the next poll."""
-        self._poked.set()
+        """New entries were written here: every lane looks now rather than at the next poll."""
+        for poked in self._poked.values():
+            poked.set()
 
     async def run(self) -> None:
+        """Run every target's lane, and prune what was delivered long enough ago, until cancelled."""
+        lanes = [asyncio.create_task(self._lane(target.name)) for target in self.notifications.targets]
+        try:
+            while True:
+                try:
+                    await self._prune_when_due()
+                except Exception:
+                    log.warning("pruning notifications from %s failed", self.owner, exc_info=True)
+                stop_if_cancelled()
+                await asyncio.sleep(self.notifications.retry.poll_s)
+        finally:
+            for lane in lanes:
+                lane.cancel()
+            await asyncio.gather(*lanes, return_exceptions=True)
+
+    async def _lane(self, target: str) -> None:
+        poked = self._poked[target]
         while True:
             try:
-                await self.pump()
-                await self._prune_when_due()
+                await self.pump(target)
             except Exception:
                 # A storage outage: the entries stay in the store; try again at the next poll.
-                log.warning("delivering notifications from %s failed", self.owner, exc_info=True)
+                log.warning("delivering to %s from %s failed", target, self.owner, exc_info=True)
             stop_if_cancelled()
-            self._poked.clear()
-            await wait_or_timeout(self._poked, self.notifications.retry.poll_s)
+            poked.clear()
+            await wait_or_timeout(poked, self.notifications.retry.poll_s)
 
-    async def pump(self) -> int:
-        """Claim what is due and attempt it; returns how many attempts were made."""
+    async def pump(self, target: str | None = None) -> int:
+        """Claim what is due (for ``target`` alone when given, as its lane does) and attempt it; returns
+        how many attempts were made."""
         retry = self.notifications.retry
         attempted = 0
         while True:
-            claimed = await self.store.claim_deliveries(self.owner, self.clock(), retry.lease_s, _BATCH)
+            now = self.clock()
+            claimed = await self.store.claim_deliveries(self.owner, now, retry.lease_s, _BATCH, target=target)
             if not claimed:
                 return attempted
             await asyncio.gather(*(self._attempt(entry) for entry in claimed))
@@ -125,8 +148,23 @@ class Dispatcher:
             log.info("delivery %s was taken over or redelivered while being sent", entry.id)
 
     async def _post(self, target: NotificationTarget, entry: OutboxEntry, now: float) -> str | None:
-        body, headers = signed_request(target, entry, now)
+        sent = entry.model_copy(update={"body": await self._outgoing(target, entry, now)})
+        body, headers = signed_request(target, sent, now)
         return await self.sender.send(target, body, headers, self.notifications.retry.timeout_s)
+
+    async def _outgoing(self, target: NotificationTarget, entry: OutboxEntry, now: float) -> dict[str, Any]:
+        """What goes to ``target``: the event with its decision links (their records issued now, the same
+        ones on every attempt at this entry, and issued to this target's channel), as a chat message for
+        a chat target. An entry written by an older Troupe, already shaped, goes as it is."""
+        body = entry.body
+        if not ("type" in body and "data" in body):
+            return body
+        links = self.notifications.links
+        if links is not None and body["type"] == "tool-call.paused":
+            data = body["data"]
+            issued = await links.issue(self.store, data, channel=target.name, source=entry.id, now=now)
+            body = {**body, "data": {**body["data"], "links": issued}}
+        return chat_message(body) if target.format == "chat" else body
 
     async def close(self) -> None:
         await self.sender.close()

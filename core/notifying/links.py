@@ -1,14 +1,23 @@
-"""Decision links: signed, expiring URLs that approve or decline exactly one paused call.
+"""Decision links: expiring URLs that approve or decline exactly one paused call, each naming a record
+the server keeps.
 
-A link's token carries the action, the agent, run, tool call and fingerprint of the pause it was made
-for, and when it expires, signed with HMAC-SHA256 under the server's link secret. Opening it (GET) only
-shows a confirmation page; confirming it (POST) decides the call through the ordinary decision path, so it
-is bound to the fingerprint (a call that changed since the link was made is refused) and used once (the
-decision is claimed once). A link says nothing about who uses it, unless it was issued to one named
-approver (``approver``), and then it decides only as them; a call an approver policy governs is decided
-only by someone who says who they are (troupe.api.decision_links).
+A link is ``<public_url>/decide/<token>``, and its token names one ``LinkRecord`` in the runtime's store
+(``troupe.core.vocabulary.store``) and nothing else::
 
-    token = base64url(payload JSON) "." base64url(HMAC-SHA256(key, "troupe-link.v1." + payload part))
+    token = <record id> "." base64url(HMAC-SHA256(link key, "troupe-link.v2." + record id))
+
+Everything a link may do is read from its record, written by the server when it issued the link: the
+action, the agent, run, tool call and fingerprint of the pause, the expiry, and whom it was issued to
+(``approver``: it decides only as that one person; none: whoever uses it says who they are, or is its
+anonymous holder, who decides only calls no approver policy governs). So nothing in a token is believed
+but the record it names: whoever can read a webhook, or even holds the link key, can do with a link no
+more than its record allows, and can make no record. The signature keeps tokens nobody issued away from
+the store, and the key is the links' own: ``Notifications`` refuses a link secret that is also a
+webhook's secret.
+
+Opening a link (GET) only shows a confirmation page; confirming it (POST) claims the record for the
+person deciding (once per person: ``Store.use_link``) and decides the call through the ordinary decision
+path, bound to the fingerprint (troupe.api.decision_links).
 """
 
 from __future__ import annotations
@@ -16,8 +25,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import json
-import math
+import secrets
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -26,38 +34,28 @@ from typing import Any, Literal
 from troupe.core.notifying.outbox import check_secret
 from troupe.core.vocabulary.errors import DecisionLinkError
 from troupe.core.vocabulary.identity import Principal
+from troupe.core.vocabulary.store import LinkRecord, Store
 
 Action = Literal["approve", "decline"]
-_CONTEXT = b"troupe-link.v1."
-
-
-@dataclass(frozen=True)
-class LinkClaim:
-    """What a valid link allows."""
-
-    action: Action
-    agent_id: str
-    run_id: str
-    tool_call_id: str
-    fingerprint: str
-    expires_at: float
-    # A link issued to one named approver decides only as that approver: {"issuer", "subject", "name",
-    # "roles": [...]}. None: whoever uses the link says who they are (or, with no policy, nobody needs to).
-    approver: dict[str, Any] | None = None
-
-    @property
-    def approver_principal(self) -> Principal | None:
-        a = self.approver
-        if a is None:
-            return None
-        return Principal(a["subject"], a["issuer"], a.get("name", ""), roles=frozenset(a.get("roles", ())))
+ACTIONS: tuple[Action, ...] = ("approve", "decline")
+_CONTEXT = b"troupe-link.v2."
+_ID_CONTEXT = b"troupe-link-id.v2."
+_ID_BYTES = 18  # 144 bits, 24 characters
+_NOT_VALID = "this decision link is not valid (damaged, or not made by this server)"
 
 
 @dataclass(frozen=True)
 class LinkSigner:
-    """Makes and checks links. ``public_url`` is where approvers reach the server (links are
-    ``<public_url>/decide/<token>``); ``secret`` is ``whsec_<base64>``; a link lives ``ttl_s`` seconds, or
-    until its pause expires if that is sooner."""
+    """Issues and opens links. ``public_url`` is where approvers reach the server (links are
+    ``<public_url>/decide/<token>``); ``secret`` is ``whsec_<base64>``, a key of the links' own (never a
+    webhook's secret); a link lives ``ttl_s`` seconds, or until its pause expires if that is sooner.
+
+    Example:
+        >>> key = "whsec_bGlua3MnIG93biBrZXksIDMyIGJ5dGVzIGxvbmch"  # yours: 16+ random bytes
+        >>> signer = LinkSigner("https://troupe.example.com", key)
+        >>> signer.public_url
+        'https://troupe.example.com'
+    """
 
     public_url: str
     secret: str = field(repr=False)
@@ -68,95 +66,114 @@ class LinkSigner:
         object.__setattr__(self, "public_url", self.public_url.rstrip("/"))
 
     @property
-    def _key(self) -> bytes:
+    def key(self) -> bytes:
+        """The key's bytes (what ``Notifications`` compares with its targets' secrets)."""
         return check_secret(self.secret, "decision links")
 
-    def sign(self, claim: LinkClaim) -> str:
-        payload = _b64(json.dumps(claim.__dict__, separators=(",", ":"), sort_keys=True).encode())
-        return f"{payload}.{_b64(self._mac(payload))}"
+    def _mac(self, context: bytes, text: str) -> bytes:
+        return hmac.new(self.key, context + text.encode(), hashlib.sha256).digest()
 
-    def _mac(self, payload: str) -> bytes:
-        return hmac.new(self._key, _CONTEXT + payload.encode(), hashlib.sha256).digest()
+    def token(self, link_id: str) -> str:
+        """The token of the link whose record is ``link_id``."""
+        return f"{link_id}.{_b64(self._mac(_CONTEXT, link_id))}"
 
-    def verify(self, token: str, now: float | None = None) -> LinkClaim:
-        """The claim of a genuine, well-formed, unexpired token; ``DecisionLinkError`` otherwise (a
-        claim of the wrong type, even one signed with this server's key, is refused, never a crash)."""
-        payload, _, mac = token.partition(".")
+    def url(self, link_id: str) -> str:
+        return f"{self.public_url}/decide/{self.token(link_id)}"
+
+    def link_id(self, token: str) -> str:
+        """The record id a genuine token names; ``DecisionLinkError`` for any other token."""
+        link_id, _, mac = token.partition(".")
         try:
-            genuine = hmac.compare_digest(_unb64(mac), self._mac(payload))
-            claim = _claim(json.loads(_unb64(payload))) if genuine else None
+            genuine = bool(link_id) and hmac.compare_digest(_unb64(mac), self._mac(_CONTEXT, link_id))
         except (ValueError, TypeError):
-            claim = None
-        if claim is None:
-            raise DecisionLinkError("this decision link is not valid (damaged, or not made by this server)")
-        if (time.time() if now is None else now) >= claim.expires_at:
-            at = datetime.fromtimestamp(claim.expires_at, UTC).isoformat()
-            raise DecisionLinkError(f"this decision link expired at {at}", run_id=claim.run_id)
-        return claim
+            genuine = False
+        if not genuine:
+            raise DecisionLinkError(_NOT_VALID)
+        return link_id
 
-    def links_for(
-        self, data: dict[str, Any], now: float | None = None, approver: Principal | None = None
+    async def open(self, store: Store, token: str, now: float | None = None) -> LinkRecord:
+        """The record of a genuine, unexpired link; ``DecisionLinkError`` otherwise (a token nobody
+        issued, a record that is gone, an expired link)."""
+        record = await store.load_link(self.link_id(token))
+        if record is None:
+            raise DecisionLinkError(_NOT_VALID)
+        if (time.time() if now is None else now) >= record.expires_at:
+            at = datetime.fromtimestamp(record.expires_at, UTC).isoformat()
+            raise DecisionLinkError(f"this decision link expired at {at}", run_id=record.run_id)
+        return record
+
+    async def issue(
+        self,
+        store: Store,
+        data: dict[str, Any],
+        *,
+        approver: Principal | None = None,
+        channel: str | None = None,
+        source: str | None = None,
+        now: float | None = None,
     ) -> dict[str, Any]:
-        """Approve and decline links for a pause event's ``data`` (camelCase, see
-        troupe.core.notifying.outbox); with ``approver``, links issued to that one person, which decide
-        only as them (send them to that person alone)."""
-        expires = (time.time() if now is None else now) + self.ttl_s
+        """Approve and decline links for a pause, their records written to ``store`` first.
+
+        Args:
+            store: The runtime's store (``runtime.store()``), where the records are kept.
+            data: A ``tool-call.paused`` event's ``data`` (camelCase: ``kind``, ``agentId``, ``runId``,
+                ``toolCallId``, ``fingerprint``, ``expiresAt``; see troupe.core.notifying.outbox).
+            approver: Issue the links to this one person: they decide only as them (send them to that
+                person alone). None: whoever uses them says who they are.
+            channel: The notification target that carries them (kept in the record).
+            source: Issuing again with the same ``source`` (a retried delivery) gives the same links.
+            now: Epoch seconds (tests).
+
+        Returns:
+            ``{"approve": url, "decline": url, "expiresAt": iso}``; only ``expiresAt`` for a pause that
+            waits for data (a ``suspend()``), which is answered with the data, not a link.
+
+        Example:
+            ``links = await signer.issue(runtime.store(), event["data"], approver=dana)``
+        """
+        at = time.time() if now is None else now
+        expires = at + self.ttl_s
         if data.get("expiresAt"):
             expires = min(expires, datetime.fromisoformat(data["expiresAt"]).timestamp())
         links: dict[str, Any] = {"expiresAt": datetime.fromtimestamp(expires, UTC).isoformat()}
         if data.get("kind") != "approval":
-            return links  # a tool waiting for data is answered with the data, not a link
-        for action in ("approve", "decline"):
-            claim = LinkClaim(
-                action,
-                data["agentId"],
-                data["runId"],
-                data["toolCallId"],
-                data["fingerprint"],
-                expires,
-                _approver(approver),
+            return links
+        for action in ACTIONS:
+            record = LinkRecord(
+                id=self._new_id(source, action),
+                action=action,
+                agent_id=data["agentId"],
+                run_id=data["runId"],
+                tool_call_id=data["toolCallId"],
+                fingerprint=data["fingerprint"],
+                expires_at=expires,
+                approver=_approver(approver),
+                channel=channel,
+                created_at=at,
             )
-            links[action] = f"{self.public_url}/decide/{self.sign(claim)}"
+            kept = await store.issue_link(record)
+            links[action] = self.url(kept.id)
+            links["expiresAt"] = datetime.fromtimestamp(kept.expires_at, UTC).isoformat()
         return links
+
+    def _new_id(self, source: str | None, action: Action) -> str:
+        if source is None:
+            return secrets.token_urlsafe(_ID_BYTES)
+        return _b64(self._mac(_ID_CONTEXT, f"{source}\x1f{action}")[:_ID_BYTES])
+
+
+def approver_of(record: LinkRecord) -> Principal | None:
+    """The one person a link was issued to, as the server recorded them (None: nobody in particular)."""
+    a = record.approver
+    if a is None:
+        return None
+    return Principal(a["subject"], a["issuer"], a.get("name", ""), roles=frozenset(a.get("roles", ())))
 
 
 def _approver(who: Principal | None) -> dict[str, Any] | None:
     if who is None:
         return None
     return {"issuer": who.issuer, "subject": who.subject, "name": who.display, "roles": sorted(who.roles)}
-
-
-_TEXT_FIELDS = ("agent_id", "run_id", "tool_call_id", "fingerprint")
-
-
-def _claim(data: Any) -> LinkClaim | None:
-    """A claim whose every field has its type (None if any has not)."""
-    if not isinstance(data, dict) or set(data) - {*_TEXT_FIELDS, "action", "expires_at", "approver"}:
-        return None
-    expires = data.get("expires_at")
-    if not isinstance(expires, int | float) or isinstance(expires, bool) or not math.isfinite(expires):
-        return None
-    if data.get("action") not in ("approve", "decline"):
-        return None
-    if not all(isinstance(data.get(name), str) for name in _TEXT_FIELDS):
-        return None
-    approver = data.get("approver")
-    if approver is not None and not _approver_ok(approver):
-        return None
-    return LinkClaim(**data)
-
-
-def _approver_ok(a: Any) -> bool:
-    if not isinstance(a, dict) or not all(isinstance(a.get(k), str) and a[k] for k in ("issuer", "subject")):
-        return False
-    if "#" in a["issuer"]:
-        return False
-    roles = a.get("roles", [])
-    return (
-        isinstance(a.get("name", ""), str)
-        and isinstance(roles, list)
-        and all(isinstance(r, str) for r in roles)
-    )
 
 
 def _b64(raw: bytes) -> str:
@@ -167,4 +184,4 @@ def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
-__all__ = ["Action", "LinkClaim", "LinkSigner"]
+__all__ = ["ACTIONS", "Action", "LinkSigner", "approver_of"]

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from troupe.core.notifying.chat_message import chat_message
 from troupe.core.vocabulary.pause_shapes import event_data
 from troupe.core.vocabulary.state import Pause, RunState, ToolCallState, utcnow
 from troupe.core.vocabulary.store import AuditEntry, OutboxEntry
@@ -196,6 +195,19 @@ def _target(n: int, spec: Any) -> NotificationTarget:
     return NotificationTarget(spec["url"], secret, name=str(spec.get("name") or ""), format=shape, **filters)
 
 
+def _check_link_key(links: Any, targets: Sequence[NotificationTarget]) -> None:
+    """Refuse a link key that is also a webhook's secret: whoever receives that target's webhooks (and
+    can check their signatures) could then sign links."""
+    key = check_secret(getattr(links, "secret", None), "decision links")
+    shared = [t.name for t in targets if check_secret(t.secret, f"notification target {t.name!r}") == key]
+    if shared:
+        raise ValueError(
+            "decision links must be signed with a key of their own, but the LinkSigner's secret is also "
+            f"the webhook secret of notification target(s) {shared}: whoever receives those webhooks "
+            "could sign links. Give LinkSigner a secret of its own (whsec_ + base64 of 16+ random bytes)."
+        )
+
+
 def _agents(state: RunState, path: Sequence[str]) -> tuple[str, ...]:
     return (state.agent_id, *path)
 
@@ -225,6 +237,8 @@ class Notifications:
             or keep <= 0
         ):
             raise ValueError(f"keep_delivered_s must be a positive number of seconds or None, got {keep!r}")
+        if self.links is not None:
+            _check_link_key(self.links, self.targets)
 
     @classmethod
     def from_mapping(cls, data: Any, links: Any = None) -> Notifications:
@@ -242,23 +256,22 @@ class Notifications:
         return next((t for t in self.targets if t.name == name), None)
 
     def entries(self, events: Iterable[Event], now: float | None = None) -> tuple[OutboxEntry, ...]:
-        """One outbox entry per event and matching target, due at once."""
+        """One outbox entry per event and matching target, due at once. An entry holds the event as it
+        is: decision links are issued, and a chat target's message is made, when it is sent
+        (``troupe.core.notifying.dispatcher``), so the store never holds a link."""
         at = time.time() if now is None else now
         out = []
         for event in events:
             body = event.body()
-            if self.links is not None and event.type == "tool-call.paused":
-                body["data"]["links"] = self.links.links_for(event.data)
             for target in self.targets:
                 if target.matches(event.agents, event.tool_name, event.resource_id):
-                    shaped = chat_message(body) if target.format == "chat" else body
                     out.append(
                         OutboxEntry(
                             id=f"{event.id}.{target.name}",
                             event_id=event.id,
                             target=target.name,
                             run_id=event.run_id,
-                            body=shaped,
+                            body=body,
                             next_at=at,
                             created_at=at,
                         )

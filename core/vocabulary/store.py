@@ -113,6 +113,42 @@ class OutboxEntry(BaseModel):
         return self.model_copy(update={"lease_owner": None, "lease_until": None})
 
 
+# How long a decision link's record is kept after it expired (so using it says "expired", not "unknown").
+LINK_KEPT_S = 24 * 3600.0
+
+
+class LinkRecord(BaseModel):
+    """A decision link as the server issued it (``troupe.core.notifying.links``): the one call and action
+    it may decide, until when, for whom, and who has decided through it. The link's token names only the
+    record's ``id``; everything a link allows is read from here, so a token can never carry an identity
+    or a grant of its own."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    action: Literal["approve", "decline"]
+    agent_id: str
+    run_id: str
+    tool_call_id: str
+    fingerprint: str
+    expires_at: float  # epoch seconds
+    # Issued to one approver ({"issuer", "subject", "name", "roles"}): it decides only as them. None:
+    # whoever uses it says who they are (or is the link's anonymous holder).
+    approver: dict[str, Any] | None = None
+    channel: str | None = None  # the notification target it was sent through, if any
+    created_at: float = 0.0
+    # The principals (issuer + subject) who decided through it, in that order.
+    used_by: list[str] = Field(default_factory=list)
+
+    def usable_by(self, who: str, now: float) -> bool:
+        """Whether ``who`` may decide through it at ``now``: not expired, and not used by ``who``."""
+        return now < self.expires_at and who not in self.used_by
+
+    def forget_at(self) -> float:
+        """When a store may delete it."""
+        return self.expires_at + LINK_KEPT_S
+
+
 # A page asked for without its size has this many runs.
 DEFAULT_PER_PAGE = 100
 
@@ -227,9 +263,12 @@ class Store(Protocol):
         state says now."""
         ...
 
-    async def claim_deliveries(self, owner: str, now: float, lease_s: float, limit: int) -> list[OutboxEntry]:
-        """Up to ``limit`` pending outbox entries due at ``now`` (soonest first), leased to ``owner``
-        until ``now + lease_s`` in one atomic step, so no other host takes them meanwhile."""
+    async def claim_deliveries(
+        self, owner: str, now: float, lease_s: float, limit: int, *, target: str | None = None
+    ) -> list[OutboxEntry]:
+        """Up to ``limit`` pending outbox entries due at ``now`` (soonest first), of ``target`` only when
+        it is given, leased to ``owner`` until ``now + lease_s`` in one atomic step, so no other host
+        takes them meanwhile."""
         ...
 
     async def settle_delivery(self, entry: OutboxEntry) -> bool:
@@ -273,11 +312,33 @@ class Store(Protocol):
         a thread started without one), or None if the thread has no messages yet."""
         ...
 
+    # ---- decision links (troupe.core.notifying.links) -------------------------------------------------
+
+    async def issue_link(self, record: LinkRecord) -> LinkRecord:
+        """Keep ``record`` unless one with its id is kept already; returns the record kept (issuing one
+        link twice, as a retried delivery does, gives the first). A record may be deleted once its
+        ``forget_at()`` has passed."""
+        ...
+
+    async def load_link(self, link_id: str) -> LinkRecord | None: ...
+
+    async def use_link(self, link_id: str, who: str, now: float) -> LinkRecord | None:
+        """Claim the link for ``who`` (a principal id) in one atomic step: the record with ``who`` added
+        to ``used_by``, or None, and nothing written, if there is no such link, it expired at ``now``, or
+        ``who`` used it already (so two uses by one person never both pass)."""
+        ...
+
+    async def release_link(self, link_id: str, who: str) -> None:
+        """Undo ``use_link`` for ``who`` (the decision it was for was refused, so the link was not used)."""
+        ...
+
     async def close(self) -> None: ...
 
 
 __all__ = [
+    "LINK_KEPT_S",
     "AuditEntry",
+    "LinkRecord",
     "OutboxEntry",
     "StaleSnapshotError",
     "Store",
