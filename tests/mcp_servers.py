@@ -3,15 +3,17 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from troupe import MCPStdio
+from troupe import MCPHttp, MCPStdio
 
 MCP_JS = Path(__file__).resolve().parent / "mcp_js"
 MODULES = MCP_JS / "node_modules"
@@ -68,3 +70,41 @@ class EverythingOverHttp:
         if self.process is not None:
             self.process.kill()
             self.process.wait()
+
+
+RAW = Path(__file__).resolve().parent / "raw_mcp_server.py"
+RECORDER = Path(__file__).resolve().parent / "stdin_recorder.py"
+
+
+class RawServer:
+    """``tests/raw_mcp_server.py`` over ``transport`` ("stdio" or "http"), logging what it receives to
+    ``log``; ``spec`` gives the ``MCPStdio`` / ``MCPHttp`` that reaches it (an HTTP one starts here)."""
+
+    def __init__(self, transport: str, log: Path) -> None:
+        self.transport = transport
+        self.log = log
+        self.processes: list[subprocess.Popen[str]] = []
+
+    def spec(self, *flags: str, **options: Any) -> MCPStdio | MCPHttp:
+        if self.transport == "stdio":
+            return MCPStdio("raw", sys.executable, [str(RAW), str(self.log), *flags], **options)
+        args = [sys.executable, str(RAW), str(self.log), "--http", *flags]
+        process = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
+        self.processes.append(process)
+        assert process.stdout is not None
+        return MCPHttp("raw", f"http://127.0.0.1:{int(process.stdout.readline())}/mcp", **options)
+
+    def received(self) -> list[dict[str, Any]]:
+        """Every message the server received so far."""
+        return [json.loads(line) for line in self.log.read_text().splitlines()] if self.log.exists() else []
+
+    def stop(self) -> None:
+        for process in self.processes:
+            process.kill()
+            process.wait()
+
+
+def recorded(server: MCPStdio, log: Path) -> MCPStdio:
+    """``server`` with what it is sent on its stdin also appended to ``log`` (``tests/stdin_recorder.py``)."""
+    args = [str(RECORDER), str(log), server.command, *server.args]
+    return MCPStdio(server.name, sys.executable, args, env=server.env, timeout_s=server.timeout_s)
