@@ -1,10 +1,10 @@
 """An MCP call in flight, cancelled from outside (as a run's cancel or a tool's timeout does: by
-cancelling the asyncio task that awaits the tool): the server receives MCP's ``notifications/cancelled``
-for that request, with its id and a reason; the cancellation completes at once, leaves nothing of the
-call behind, and the session serves the next call. An open cancelled midway (its host shutting down)
-leaves no session behind. With the hand-written server over stdio and over
-streamable HTTP (it records what it receives), and with the real server-everything's long-running tool
-(its stdin recorded on the way)."""
+cancelling the asyncio task that awaits the tool) or past its server's ``timeout_s``: the server
+receives MCP's ``notifications/cancelled`` for that request, with its id and a reason; the cancellation
+completes at once, leaves nothing of the call behind, and the session serves the next call. An open
+cancelled midway (its host shutting down) leaves no session behind. With the hand-written server over
+stdio and over streamable HTTP (it records what it receives), and with the real server-everything's
+long-running tool (its stdin recorded on the way)."""
 
 from __future__ import annotations
 
@@ -91,6 +91,19 @@ async def test_a_cancelled_call_is_cancelled_at_the_server_and_the_session_goes_
         assert await mcp.call("good", {}, "c2") == "fine"
     finally:
         raw.stop()
+
+
+async def test_a_call_past_the_servers_timeout_fails_and_is_cancelled_at_the_server(session, tmp_path):
+    raw = RawServer("stdio", tmp_path / "received.jsonl")
+    mcp = await session(raw.spec("--objects-only", timeout_s=0.5))
+    assert mcp.tools["slow"].execute.timeout_s == 0.5  # type: ignore[attr-defined]
+    with pytest.raises(TimeoutError, match=r"no answer from the MCP server within 0\.5 s"):
+        await mcp.call("slow", {}, "c1")
+    request = call_request(raw.received(), "slow")
+    assert request is not None
+    await wait_for(lambda: cancelled_notices(raw.received()), what="notifications/cancelled")
+    assert [n["requestId"] for n in cancelled_notices(raw.received())] == [request["id"]]
+    assert await mcp.call("good", {}, "c2") == "fine"
 
 
 async def test_server_everything_hears_the_cancel_of_its_long_running_operation(session, tmp_path):
