@@ -108,3 +108,27 @@ def recorded(server: MCPStdio, log: Path) -> MCPStdio:
     """``server`` with what it is sent on its stdin also appended to ``log`` (``tests/stdin_recorder.py``)."""
     args = [str(RECORDER), str(log), server.command, *server.args]
     return MCPStdio(server.name, sys.executable, args, env=server.env, timeout_s=server.timeout_s)
+
+
+async def refused_beside_good(
+    make_runtime: Any, server: MCPStdio | MCPHttp, left_out: str
+) -> list[str] | None:
+    """Run an agent calling ``server``'s tool ``good`` and its tool ``left_out`` (one it lists that must
+    be left out): the run ends, ``good`` answered "fine", and the model was told ``left_out`` is no
+    tool. Returns the server's refused tools from its host's stats (None on Ray, where the host is out
+    of reach)."""
+    from helpers import echo_model
+
+    from troupe import Agent
+    from troupe.testing import tool_call
+
+    calls = [tool_call("good", {}, id="g1"), tool_call(left_out, {}, id="x1")]
+    runtime = make_runtime([Agent("h", model=echo_model(*calls), mcp_servers=[server])])
+    result = await runtime.get_agent("h").generate("go")
+    assert result.finish_reason == "stop"
+    assert "g1=fine" in result.text
+    assert "x1=" in result.text and f"unknown tool {left_out!r}" in result.text
+    if runtime.executor != "local":
+        return None
+    stats = await runtime.handle("h").host.stats()
+    return list(stats["mcp_servers"][server.name]["refused"])
