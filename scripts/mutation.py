@@ -850,7 +850,9 @@ MUTANTS += [
         "actors/mcp/calls.py",
         "        except TimeoutError:\n            self.cancel()\n",
         "        except TimeoutError:\n",
-        ("tests/test_mcp_cancel.py::test_a_call_past_the_servers_timeout_fails_and_is_cancelled_at_the_server",),
+        (
+            "tests/test_mcp_cancel.py::test_a_call_past_the_servers_timeout_fails_and_is_cancelled_at_the_server",
+        ),
     ),
     Mutant(
         "mcp-cancelled-open-leaves-its-session",
