@@ -206,8 +206,8 @@ class MCPConnection:
 
     async def abandon(self, call: InFlightCall) -> None:
         """Give up ``call``: its request is cancelled, which has the SDK send the server MCP's
-        ``notifications/cancelled`` (the request's id and a reason); returns once that is written, or
-        after ``ABANDON_WAIT_S``."""
+        ``notifications/cancelled`` (the request's id and a reason). Returns once the call's task has
+        ended, the notice handed to the transport (or after ``ABANDON_WAIT_S``)."""
         call.cancel()
         if call.task is not None:
             await asyncio.wait({call.task}, timeout=ABANDON_WAIT_S)
