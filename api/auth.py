@@ -32,14 +32,25 @@ def check_resource(caller: Principal, resource_id: str | None, what: str = "run"
 
 
 def own_resource(caller: Principal, resource_id: str | None) -> str | None:
-    """The resource a new run of ``caller`` belongs to: an admin may name any (or none); anyone else
-    must name one of their own."""
+    """The resource a new run of ``caller`` belongs to (or whose thread it decides on): an admin may
+    name any, or none; anyone else names one of their own, or none when they have exactly one, which
+    is then the one.
+
+    Raises:
+        InvalidRequestError: none named by a caller with several resources (the error lists them), or
+            with none at all.
+        PermissionDeniedError: a resource of someone else's named.
+    """
     if caller.admin:
         return resource_id
     if resource_id is None:
+        mine = sorted(caller.resources)
+        if len(mine) == 1:
+            return mine[0]
+        listed = f"several resources ({', '.join(map(repr, mine))})" if mine else "no resources"
         raise InvalidRequestError(
-            f"{caller.display!r} must name one of its resources (resourceId or memory.resource)",
-            resources=sorted(caller.resources),
+            f"{caller.display!r} has {listed}: name one (resourceId or memory.resource)",
+            resources=mine,
         )
     check_resource(caller, resource_id, "resource")
     return resource_id

@@ -31,7 +31,10 @@ INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "prompt": {"type": "string", "description": "The task for the agent"},
-        "resourceId": {"type": "string", "description": "The resource the run belongs to (your key's own)"},
+        "resourceId": {
+            "type": "string",
+            "description": "The resource the run belongs to, one of your key's (optional if it has only one)",
+        },
         "threadId": {"type": "string", "description": "A conversation thread, for agents with memory"},
     },
     "required": ["prompt"],

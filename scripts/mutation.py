@@ -1195,6 +1195,68 @@ MUTANTS += [
     ),
 ]
 
+# ---- MCP, issue 41: hostile servers' listings and answers, cancelled calls, one-resource keys ---------
+MCP_RAW = ("tests/test_mcp_hostile_raw.py",)
+MCP_CANCEL = ("tests/test_mcp_cancel.py",)
+MUTANTS += [
+    Mutant(
+        "mcp-listing-not-guarded",
+        "actors/mcp/wire.py",
+        '            if method == "tools/list" and isinstance(message, JSONRPCResponse):\n',
+        "            if False:\n",
+        MCP_RAW,
+    ),
+    Mutant(
+        "mcp-unparsed-answer-dropped",
+        "actors/mcp/wire.py",
+        "        text = _unparsed_text(exc)\n",
+        "        return exc\n",
+        MCP_RAW,
+    ),
+    Mutant(
+        "mcp-cancelled-call-not-cancelled-at-the-server",
+        "actors/mcp/tools.py",
+        "        except asyncio.CancelledError:\n"
+        "            await self.connection.abandon(call)\n            raise\n",
+        "        except asyncio.CancelledError:\n            raise\n",
+        MCP_CANCEL,
+    ),
+    Mutant(
+        "mcp-timed-out-call-not-cancelled-at-the-server",
+        "actors/mcp/calls.py",
+        "        except TimeoutError:\n            self.cancel()\n",
+        "        except TimeoutError:\n",
+        (
+            "tests/test_mcp_cancel.py::test_a_call_past_the_servers_timeout_fails_and_is_cancelled_at_the_server",
+        ),
+    ),
+    Mutant(
+        "mcp-cancelled-open-leaves-its-session",
+        "actors/mcp/connection.py",
+        "        except (ToolNameConflictError, asyncio.CancelledError):\n",
+        "        except ToolNameConflictError:\n",
+        MCP_CANCEL,
+    ),
+    Mutant(
+        "mcp-always-rule-ignored",
+        "actors/mcp/tools.py",
+        '        if name in rule.get("always", ()):\n            return True\n',
+        "",
+        ("tests/test_mcp_tools.py::test_an_always_rule_gates_a_tool_its_annotations_leave_ungated",),
+    ),
+    Mutant(
+        "one-resource-key-must-name-it",
+        "api/auth.py",
+        "        if len(mine) == 1:\n            return mine[0]\n",
+        "",
+        (
+            "tests/test_http_auth.py::test_a_key_with_one_resource_uses_it_unnamed_and_a_key_with_several_must_name_one",
+            "tests/test_mcp_server.py",
+        ),
+    ),
+]
+
+
 def run_tests(tests: tuple[str, ...]) -> tuple[bool, str]:
     """True if the tests all passed (the mutant survived); the last lines of pytest's output."""
     proc = subprocess.run(

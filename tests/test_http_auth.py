@@ -75,6 +75,19 @@ def test_a_key_starts_runs_only_on_its_own_resources(api):
     assert api.get("/agents", headers=B).status_code == 200, "every key may read the agent definitions"
 
 
+def test_a_key_with_one_resource_uses_it_unnamed_and_a_key_with_several_must_name_one(api):
+    started = api.post("/agents/ops/generate", json={"messages": "x", "threadId": "t"}, headers=B)
+    assert started.status_code == 200, started.text
+    [run] = api.get("/agents/ops/suspended-runs", headers=B).json()["runs"]
+    assert (run["runId"], run["resourceId"]) == (started.json()["runId"], "b1")
+
+    several = api.post("/agents/ops/generate", json={"messages": "x"}, headers=A)
+    assert status(several) == (422, "INVALID_REQUEST")
+    assert "'tenant-a' has several resources ('a1', 'a2'): name one" in several.json()["error"]
+    assert several.json()["details"]["resources"] == ["a1", "a2"]
+    assert api.get("/agents/ops/suspended-runs", headers=A).json()["runs"] == []  # nothing started
+
+
 def test_another_tenant_never_decides_a_run_and_it_stays_paused(api, calls):
     ops_run = start(api, "ops", "a1", A)
     planner_run = start(api, "planner", "a1", A)
@@ -94,19 +107,16 @@ def test_another_tenant_never_decides_a_run_and_it_stays_paused(api, calls):
         assert status(refused) == (404, "AGENT_RESUME_NO_SNAPSHOT_FOUND"), route
         assert refused.text == unknown.text.replace("nope", body["runId"]).replace("'ops'", repr(agent))
 
-    # Nor through the thread: B cannot name A's resource, and under its own it finds nothing there.
+    # Nor through the thread: B cannot name A's resource, and under its own (named, or its only one
+    # unnamed) it finds nothing there.
     approval = {"threadId": "t", "approved": True, "toolCallId": "call-1"}
-    assert status(api.post("/agents/ops/send-tool-approval", json=approval, headers=B)) == (
-        422,
-        "INVALID_REQUEST",
-    )
     theirs = {**approval, "resourceId": "a1"}
     assert status(api.post("/agents/ops/send-tool-approval", json=theirs, headers=B)) == (403, "FORBIDDEN")
-    mine = {**approval, "resourceId": "b1"}
-    assert status(api.post("/agents/ops/send-tool-approval", json=mine, headers=B)) == (
-        404,
-        "AGENT_NO_SUSPENDED_RUN",
-    )
+    for mine in ({**approval, "resourceId": "b1"}, approval):
+        assert status(api.post("/agents/ops/send-tool-approval", json=mine, headers=B)) == (
+            404,
+            "AGENT_NO_SUSPENDED_RUN",
+        )
 
     assert calls.count("delete_record") == 0
     assert [e["phase"] for e in calls.entries("weather")] == ["suspend"], "never resumed"

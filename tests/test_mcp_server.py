@@ -119,6 +119,22 @@ async def test_a_wrong_key_is_refused_and_a_key_stays_in_its_resources(server):
     assert result.is_error and "may not access" in result.content[0].text
 
 
+async def test_a_key_with_one_resource_needs_no_resource_id_one_with_several_is_told_its_own(
+    server, tmp_path
+):
+    async with mcp_client(server.url, "key-b", None) as client:
+        result = await client.call_tool("ops", {"prompt": "delete"})  # key-b has b1 alone
+    assert not result.is_error, result.content
+    stored = await SqliteStore(tmp_path / "http.db").load_run(result.structured_content["runId"])
+    assert stored is not None and stored.state.resource_id == "b1"
+
+    async with mcp_client(server.url, "key-a", None) as client:
+        refused = await client.call_tool("ops", {"prompt": "delete"})
+    assert refused.is_error
+    told = refused.content[0].text
+    assert "INVALID_REQUEST: 'tenant-a' has several resources ('a1', 'a2'): name one" in told
+
+
 async def test_a_browser_origin_of_another_site_is_refused(server):
     headers = {**A, "Origin": "http://evil.example", "Content-Type": "application/json"}
     async with httpx.AsyncClient() as http:

@@ -15,6 +15,7 @@ import pytest
 from conftest import ROOT, TESTS
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from troupe.api.keys import digested, write_file
 
 from troupe import SqliteStore
 from troupe.testing import CallLog
@@ -63,3 +64,14 @@ async def test_troupe_mcp_refuses_a_key_that_is_not_in_the_keys_file(tmp_path):
     with pytest.raises(Exception):  # noqa: B017 - the process exits before the handshake
         async with Client(troupe_mcp(tmp_path, "--keys", str(keys), "--key", "nope"), cache=None) as client:
             await client.list_tools()
+
+
+async def test_troupe_mcp_with_a_key_of_one_resource_starts_runs_there_unnamed(tmp_path):
+    keys = tmp_path / "keys.json"
+    write_file(keys, digested({"key-a": {"name": "tenant-a", "resources": ["a1"]}}))
+    async with Client(troupe_mcp(tmp_path, "--keys", str(keys), "--key", "key-a"), cache=None) as client:
+        result = await client.call_tool("ops", {"prompt": "delete abc-123"})  # no resourceId
+    assert not result.is_error, result.content
+    paused = result.structured_content
+    stored = await SqliteStore(tmp_path / "mcp.db").load_run(paused["runId"])
+    assert stored is not None and stored.state.resource_id == "a1"

@@ -78,6 +78,24 @@ async def test_a_never_rule_wins_over_annotations_and_a_run_option_wins_over_the
     assert not target.exists()
 
 
+async def test_an_always_rule_gates_a_tool_its_annotations_leave_ungated(make_runtime, tmp_path):
+    (tmp_path / "a.txt").write_text("alpha")
+    call = tool_call("read_text_file", {"path": str(tmp_path / "a.txt")}, id="r1")
+    agent = files_agent(tmp_path, call, require_approval={"always": ["read_text_file"]})
+    runtime = make_runtime([agent])
+    files = runtime.get_agent("files")
+    stream = await files.stream("read it")
+    chunks = await chunks_of(stream)
+    assert types_of(chunks)[-1] == "tool-call-approval"  # readOnlyHint: true, gated by the rule alone
+    assert chunks[-1].payload["tool_name"] == "read_text_file"
+    assert chunks[-1].payload["tool_origin"]["annotations"]["readOnlyHint"] is True
+    assert "tool-result" not in types_of(chunks)  # nothing was read before the decision
+
+    approved = await (await files.approve_tool_call(run_id=stream.run_id, tool_call_id="r1")).result()
+    assert approved.finish_reason == "stop"
+    assert approved.text == 'r1={"content": "alpha"}'
+
+
 async def test_invalid_arguments_are_refused_before_anything_pauses(make_runtime, tmp_path):
     agent = files_agent(tmp_path, tool_call("write_file", {"path": 5}, id="w1"))
     runtime = make_runtime([agent])

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from troupe.actors.mcp.calls import CallKey, Ended, InFlightCall
-from troupe.actors.mcp.results import MCPToolError
+from troupe.actors.mcp.results import MCPToolError, refused
+from troupe.actors.mcp.wire import WireGuard, refused_problem
 from troupe.core.vocabulary.errors import MCPServerError, ToolNameConflictError
 from troupe.core.vocabulary.json_schemas import schema_problem
 from troupe.core.vocabulary.mcp_servers import MCPHttp, MCPServer, MCPStdio
@@ -35,6 +36,9 @@ OPEN_TIMEOUT_S = 30.0
 # How long an elicitation waits for the other calls in flight on its session to end, so it can tell
 # which call it is for.
 ASKER_WAIT_S = 5.0
+# How long a cancelled call waits for the server to be told (a transport that cannot take the notice
+# at once gets it later, without holding up the cancellation).
+ABANDON_WAIT_S = 2.0
 
 OnTools = Callable[["MCPConnection", list[dict[str, Any]]], None]
 
@@ -58,6 +62,9 @@ class MCPConnection:
         self._closing = asyncio.Event()
         self._call_ended = asyncio.Event()
         self._background: set[asyncio.Task[Any]] = set()
+        self.guard = WireGuard(server.name)
+        # The tools the last listing left out because the MCP SDK could not read them, each "'name': why".
+        self.left_out: list[str] = []
 
     @property
     def alive(self) -> bool:
@@ -68,12 +75,15 @@ class MCPConnection:
     async def open(self) -> None:
         """Start the session and list the server's tools; ``MCPServerError`` saying why not."""
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        # Retrieved whatever happens: an open that is cancelled stops waiting for it.
+        ready.add_done_callback(lambda done: done.cancelled() or done.exception())
         self._task = asyncio.get_running_loop().create_task(self._serve(ready))
         try:
             async with asyncio.timeout(OPEN_TIMEOUT_S):
                 await asyncio.shield(ready)
             await self.refresh()
-        except ToolNameConflictError:
+        except (ToolNameConflictError, asyncio.CancelledError):
+            # Cancelled too (its host shutting down, say): the session's task must not outlive it.
             await self.close()
             raise
         except Exception as exc:
@@ -88,11 +98,12 @@ class MCPConnection:
 
         try:
             async with Client(
-                self._target(),
+                self.guard.around(self._transport()),
                 elicitation_callback=self._elicit,
                 message_handler=self._on_message,
                 cache=None,
             ) as client:
+                self.guard.version = client.protocol_version
                 self.client = client
                 ready.set_result(None)
                 await self._closing.wait()
@@ -107,18 +118,19 @@ class MCPConnection:
             self.client = None
             self._drop_calls()
 
-    def _target(self) -> Any:
+    def _transport(self) -> Any:
         match self.server:
             case MCPStdio():
-                from mcp.client.stdio import StdioServerParameters
+                from mcp.client.stdio import StdioServerParameters, stdio_client
 
                 server = self.server
-                return StdioServerParameters(
+                params = StdioServerParameters(
                     command=sys.executable,
                     args=["-I", "-S", str(LEASH), server.command, *server.args],
                     env=dict(server.env),
                     cwd=server.cwd,
                 )
+                return stdio_client(params)
             case MCPHttp():
                 return _http_transport(self.server)
 
@@ -128,6 +140,8 @@ class MCPConnection:
             refresh.cancel()
         task, self._task = self._task, None
         if task is not None and not task.done():
+            if self.client is None:
+                task.cancel()  # still connecting: there is no session to end politely
             with contextlib.suppress(BaseException):
                 await task
 
@@ -168,6 +182,7 @@ class MCPConnection:
             cursor = page.next_cursor
             if not cursor or len(tools) > 10_000:
                 break
+        self.left_out = self.guard.take_left_out()
         self.on_tools(self, tools)
 
     async def _on_message(self, message: Any) -> None:
@@ -189,6 +204,14 @@ class MCPConnection:
 
     # ---- calls --------------------------------------------------------------------------------------
 
+    async def abandon(self, call: InFlightCall) -> None:
+        """Give up ``call``: its request is cancelled, which has the SDK send the server MCP's
+        ``notifications/cancelled`` (the request's id and a reason). Returns once the call's task has
+        ended, the notice handed to the transport (or after ``ABANDON_WAIT_S``)."""
+        call.cancel()
+        if call.task is not None:
+            await asyncio.wait({call.task}, timeout=ABANDON_WAIT_S)
+
     def start_call(self, name: str, args: dict[str, Any], key: CallKey) -> InFlightCall:
         if not self.alive:
             raise MCPServerError(f"MCP server {self.server.name!r} is not connected", server=self.server.name)
@@ -204,7 +227,11 @@ class MCPConnection:
             call.end(Ended(error=MCPServerError(f"the call to {name!r} was cut short")))
             raise
         except Exception as exc:
-            call.end(Ended(error=MCPToolError(f"the call to {name!r} failed: {_told(exc)}")))
+            problem = refused_problem(exc)
+            if problem is not None:
+                call.end(Ended(error=refused(self.server.name, name, problem)))
+            else:
+                call.end(Ended(error=MCPToolError(f"the call to {name!r} failed: {_told(exc)}")))
         finally:
             self.calls.pop(call.key, None)
             self._call_ended.set()

@@ -48,11 +48,16 @@ def model_view(result: dict[str, Any]) -> Any:
     return blocks
 
 
+def refused(server: str, tool: str, problem: str) -> MCPToolError:
+    """The error the model sees for a result of ``tool`` refused for ``problem``."""
+    return MCPToolError(f"the result of {tool!r} from MCP server {server!r} was refused: {problem}")
+
+
 def bounded(server: str, tool: str, output: Any) -> Any:
     """``output`` if a run's state can keep it (the bounds model output has); else why it is refused."""
     problem = args_problem(output)
     if problem is not None:
-        raise MCPToolError(f"the result of {tool!r} from MCP server {server!r} was refused: {problem}")
+        raise refused(server, tool, problem)
     return output
 
 
@@ -64,4 +69,4 @@ def tool_output(server: str, tool: str, result: dict[str, Any]) -> Any:
     return output
 
 
-__all__ = ["MCPToolError", "bounded", "model_view", "tool_output"]
+__all__ = ["MCPToolError", "bounded", "model_view", "refused", "tool_output"]

@@ -58,7 +58,8 @@ class MCPSources:
 
     def _listed(self, connection: MCPConnection, listed: list[dict[str, Any]]) -> None:
         server = connection.server
-        tools, self.refused[server.name] = build_tools(connection, listed)
+        tools, refused = build_tools(connection, listed)
+        self.refused[server.name] = [*connection.left_out, *refused]
         try:
             self.loop.use_tools(f"MCP server {server.name!r}", tools)
         except ToolNameConflictError:

@@ -12,6 +12,7 @@ reason logged and kept for ``AgentHost.stats``. The rest get:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import Mapping
@@ -62,10 +63,20 @@ def approval_rule(server: MCPServer, name: str, annotations: Mapping[str, Any]) 
 
 @dataclass(frozen=True)
 class MCPCall:
-    """``execute`` of one MCP tool: the call on the host's session, a pause for each elicitation."""
+    """``execute`` of one MCP tool: the call on the host's session, a pause for each elicitation.
+
+    Cancelling the task that awaits it cancels the call at the server too: the server gets MCP's
+    ``notifications/cancelled`` for the request before the cancellation completes, and the session
+    goes on serving other calls."""
 
     connection: MCPConnection
     name: str
+
+    @property
+    def timeout_s(self) -> float:
+        """The server's ``timeout_s``: how long a call waits for the server's next message (its answer,
+        or a question for a person) before it fails with a tool error the model sees."""
+        return self.connection.server.timeout_s
 
     async def __call__(self, parsed: BaseModel, ctx: ToolContext) -> Any:
         server = self.connection.server
@@ -78,7 +89,11 @@ class MCPCall:
             call.answer(elicit_answer(agent.resume_data, agent.decline_reason, agent.expired))
         else:
             call = self.connection.start_call(self.name, dict(getattr(parsed, "root", {})), key)
-        event = await call.next(server.timeout_s)
+        try:
+            event = await call.next(self.timeout_s)
+        except asyncio.CancelledError:
+            await self.connection.abandon(call)
+            raise
         if isinstance(event, Ask):
             self.connection.waiting[key] = call
             await agent.suspend(_question(server.name, event), resume_schema=event.schema)

@@ -13,6 +13,11 @@ actors layer (``troupe.actors.mcp``), opened by each agent host for itself.
 - a function ``(tool_name, args) -> bool`` (sync or async) for each call; one that raises gates the call.
 A run's ``require_tool_approval=True`` still gates every call, and a run-level function decides the
 calls that no rule here gates, as for any tool.
+
+``timeout_s`` (default 300) bounds how long a call of the server's tools waits for the server's next
+message (its answer, or an elicitation); past it the call fails with a tool error the model sees, and
+the server is sent ``notifications/cancelled`` for it. Each of its tools carries it
+(``troupe.actors.mcp.tools.MCPCall.timeout_s``).
 """
 
 from __future__ import annotations

@@ -1,0 +1,224 @@
+"""What an MCP server sends, checked before the MCP SDK reads it: ``WireGuard`` sits between the
+transport (stdio or streamable HTTP) and the SDK's session.
+
+The SDK's own checks cost more than the input they refuse. One tool it cannot read (an ``inputSchema``
+that is not an object, say) fails a whole ``tools/list`` result, so every tool of the server is lost and
+every run of the agent fails; and a message its JSON parser cannot read (nested past the parser's limit
+of about 200 levels) is dropped, so the request it answers waits for its timeout. Here:
+
+- a ``tools/list`` result keeps the tools the SDK can read; each one left out is logged with the reason
+  and kept for ``AgentHost.stats`` (``take_left_out``);
+- a response that could not be parsed becomes an error response to the request it answers (found by
+  its top-level ``id``, read without parsing the rest), so that request fails at once, refused
+  (``refused_problem`` tells such an error apart).
+
+Only responses to requests of this session are touched; everything else passes as it came.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import re
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from troupe.core.run.model_output import MAX_DEPTH
+from troupe.core.vocabulary.json_schemas import schema_problem
+
+log = logging.getLogger(__name__)
+
+# The data of an error response made here for an answer that could not be read.
+REFUSED = "troupe: answer refused before parsing"
+# Requests remembered until answered; past this many the oldest are forgotten (calls never answered).
+_MAX_REMEMBERED = 1_000
+# A JSON string (with escapes) and the colon after it if it is a key, or a bracket.
+_TOKEN = re.compile(r'(?P<text>"[^"\\]*(?:\\.[^"\\]*)*")(?P<key>\s*:\s*)?|(?P<open>[{\[])|(?P<close>[}\]])')
+
+
+class WireGuard:
+    """The checks for one session with MCP server ``server`` (its name, for the logs). ``version`` is
+    the protocol version the session negotiated: the SDK checks a listing by that version's schema."""
+
+    def __init__(self, server: str) -> None:
+        self.server = server
+        self.version = "2025-11-25"
+        self._sent: dict[Any, str] = {}
+        self._left_out: list[str] = []
+
+    @contextlib.asynccontextmanager
+    async def around(self, transport: contextlib.AbstractAsyncContextManager[Any]) -> AsyncIterator[Any]:
+        """``transport``'s streams, with what arrives checked here and what leaves noted."""
+        async with transport as (read, write):
+            yield _Tapped(read, self.inbound), _Tapped(write, self.outbound)
+
+    def take_left_out(self) -> list[str]:
+        """The tools left out of the listings since the last call, each as ``'name': why``."""
+        left_out, self._left_out = self._left_out, []
+        return left_out
+
+    def outbound(self, item: Any) -> Any:
+        from mcp_types import JSONRPCRequest
+
+        message = getattr(item, "message", None)
+        if isinstance(message, JSONRPCRequest):
+            self._sent[message.id] = message.method
+            if len(self._sent) > _MAX_REMEMBERED:
+                del self._sent[next(iter(self._sent))]
+        return item
+
+    def inbound(self, item: Any) -> Any:
+        from mcp_types import JSONRPCError, JSONRPCResponse
+
+        if isinstance(item, Exception):
+            return self._unreadable(item)
+        message = getattr(item, "message", None)
+        if isinstance(message, JSONRPCResponse | JSONRPCError):
+            method = self._sent.pop(message.id, None)
+            if method == "tools/list" and isinstance(message, JSONRPCResponse):
+                return self._listing(item)
+        return item
+
+    # ---- tool listings ------------------------------------------------------------------------------
+
+    def _listing(self, item: Any) -> Any:
+        result = item.message.result
+        tools = result.get("tools")
+        if not isinstance(tools, list) or self._sdk_problem(result) is None:
+            return item
+        if self._sdk_problem({**result, "tools": []}) is not None:
+            return item  # the listing itself is broken, not one tool: the SDK says so
+        kept = []
+        for tool in tools:
+            problem = self._sdk_problem({**result, "tools": [tool]})
+            if problem is None:
+                kept.append(tool)
+                continue
+            name = str(tool.get("name") if isinstance(tool, dict) else tool)[:80]
+            schema = tool.get("inputSchema") if isinstance(tool, dict) else None
+            why = schema_problem(schema) or f"the MCP SDK cannot read it: {problem}"
+            self._left_out.append(f"{name!r}: {why}")
+            log.warning("MCP server %r: tool %r left out: %s", self.server, name, why)
+        message = item.message.model_copy(update={"result": {**result, "tools": kept}})
+        return dataclasses.replace(item, message=message)
+
+    def _sdk_problem(self, result: dict[str, Any]) -> str | None:
+        """Why the SDK would refuse ``result`` as a ``tools/list`` result (None if it would not)."""
+        from mcp_types.methods import validate_server_result
+        from pydantic import ValidationError
+
+        try:
+            validate_server_result("tools/list", self.version, result)
+        except ValidationError as exc:
+            error = exc.errors(include_url=False)[0]
+            where = ".".join(str(part) for part in error["loc"][2:])
+            return f"{where}: {error['msg']}" if where else str(error["msg"])
+        except (KeyError, ValueError):
+            return None  # a version the SDK checks nothing for
+        return None
+
+    # ---- answers that could not be parsed -----------------------------------------------------------
+
+    def _unreadable(self, exc: Exception) -> Any:
+        from mcp.shared.message import SessionMessage
+        from mcp_types import PARSE_ERROR, ErrorData, JSONRPCError
+
+        text = _unparsed_text(exc)
+        found = _response_envelope(text) if text is not None else None
+        if found is None or found[0] not in self._sent:
+            return exc
+        request_id, depth = found
+        method = self._sent.pop(request_id)
+        problem = f"nested deeper than {MAX_DEPTH} levels" if depth > MAX_DEPTH else "not valid JSON"
+        log.warning("MCP server %r: the answer to %s was refused: %s", self.server, method, problem)
+        error = ErrorData(code=PARSE_ERROR, message=problem, data=REFUSED)
+        return SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
+
+
+def refused_problem(exc: BaseException) -> str | None:
+    """Why an answer was refused here, if ``exc`` (the SDK's ``MCPError``) is such a refusal."""
+    error = getattr(exc, "error", None)
+    if error is None or getattr(error, "data", None) != REFUSED:
+        return None
+    return str(error.message)
+
+
+def _unparsed_text(exc: Exception) -> str | None:
+    """The message the SDK's parser could not read, as the parser's error carries it."""
+    from pydantic import ValidationError
+
+    if not isinstance(exc, ValidationError):
+        return None
+    for error in exc.errors(include_url=False):
+        raw = error.get("input")
+        if error["type"] == "json_invalid" and isinstance(raw, str | bytes):
+            return raw if isinstance(raw, str) else raw.decode("utf-8", "replace")
+    return None
+
+
+def _response_envelope(text: str) -> tuple[int | str, int] | None:
+    """The ``id`` of the JSON-RPC response ``text`` holds, and how deep it nests; None if it is no
+    response. Read token by token (strings and brackets), so no depth can overflow the reading."""
+    if not text.lstrip().startswith("{"):
+        return None
+    depth = deepest = 0
+    keys: set[str] = set()
+    request_id: Any = None
+    for token in _TOKEN.finditer(text):
+        if token["open"]:
+            if depth == 0 and deepest:
+                return None  # a second value after the object
+            depth += 1
+            deepest = max(deepest, depth)
+        elif token["close"]:
+            depth -= 1
+        elif depth == 1 and token["key"]:
+            key = json.loads(token["text"])
+            keys.add(key)
+            if key == "id":
+                with contextlib.suppress(ValueError):
+                    request_id = json.JSONDecoder().raw_decode(text, token.end())[0]
+    if "method" in keys or not keys & {"result", "error"}:
+        return None
+    if isinstance(request_id, bool) or not isinstance(request_id, int | str):
+        return None
+    return request_id, deepest
+
+
+class _Tapped:
+    """A transport stream whose items pass through ``tap``: received ones on their way in, sent ones on
+    their way out. Anything else is the stream's own."""
+
+    def __init__(self, inner: Any, tap: Callable[[Any], Any]) -> None:
+        self._inner = inner
+        self._tap = tap
+
+    async def receive(self) -> Any:
+        return self._tap(await self._inner.receive())
+
+    def __aiter__(self) -> _Tapped:
+        return self
+
+    async def __anext__(self) -> Any:
+        return self._tap(await self._inner.__anext__())
+
+    async def send(self, item: Any) -> None:
+        await self._inner.send(self._tap(item))
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _Tapped:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> Any:
+        return await self._inner.__aexit__(*exc_info)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+__all__ = ["REFUSED", "WireGuard", "refused_problem"]
