@@ -56,4 +56,3 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
         for path in missing:
             log.warning("%s does not name the route %s of the OpenAPI document", HTTP_PAGE, path)
     return markdown
-
