@@ -1,13 +1,19 @@
-"""Run every fenced shell and Python block of README.md and examples/README.md the way a user would, and
-report how each went (``tests/test_readme_blocks.py`` runs this, and says what failed).
+"""Run every fenced shell and Python block of README.md, examples/README.md and the documentation
+(docs/**/*.md) the way a user would, and report how each went (``tests/test_readme_blocks.py`` runs
+this, and says what failed).
 
 The user: a fresh copy of the repository (its tracked files), the system's PATH, a home of their own,
-and each block in a fresh shell. The README's "Install" section makes ``.venv`` and says every command
-after it runs with that virtualenv activated, so a block after it runs as ``source .venv/bin/activate``
-and then the block, as written. A block that starts a server runs in the background until the next
-blocks that need it have run; Python blocks are saved to a file and run with ``python``.
+and each block in a fresh shell. The docs' "Install" page makes ``.venv`` and says every command after it
+runs with that virtualenv activated, so a block after it runs as ``source .venv/bin/activate`` and then
+the block, as written. A block that starts a server runs in the background until the next blocks that
+need it have run; Python blocks are saved to a file and run with ``python``.
 
-It runs inside a PID namespace of its own (``unshare``, see the test): the blocks use the README's fixed
+A docs page shows a Python program by including its file (``--8<-- "docs/examples/NAME.py"``, MkDocs'
+snippets). Those programs run in ``tests/test_docs_examples.py`` (each checked against the output its
+page shows), except the ones that talk to the demo server on its fixed port (``RUN_HERE``): those run
+here, in their scenario, with the file's text as the block's.
+
+It runs inside a PID namespace of its own (``unshare``, see the test): the blocks use the docs' fixed
 ports and ``ray stop`` stops every Ray process it can see, which there is only what the blocks started.
 A few blocks are not run, each for a reason in ``NOT_RUN``.
 
@@ -48,12 +54,20 @@ NOT_RUN = {
 }
 
 
+# Programs the docs include that need the demo server (`troupe serve --demo --open`) on port 8000.
+RUN_HERE = frozenset({"docs/examples/client.py", "docs/examples/a2a_client.py"})
+ELSEWHERE = "tests/test_docs_examples.py runs it and checks what it prints"
+_INCLUDE = re.compile(r'^--8<-- "([^"]+)"\s*$')
+
+
 @dataclass
 class Block:
     file: str
     line: int
     lang: str
     text: str
+    source: str | None = None  # the file a docs page includes as this block (its text is that file's)
+    end: int = 0  # the line after its closing fence
 
     @property
     def first(self) -> str:
@@ -70,14 +84,26 @@ class Report:
         )
 
 
+def documents() -> list[str]:
+    """The Markdown files whose blocks a user runs: the READMEs and every docs page."""
+    pages = sorted(str(path.relative_to(ROOT)) for path in (ROOT / "docs").rglob("*.md"))
+    return ["README.md", "examples/README.md", *pages]
+
+
 def blocks() -> list[Block]:
     found = []
-    for name in ("README.md", "examples/README.md"):
+    for name in documents():
         text = (ROOT / name).read_text()
         for match in re.finditer(r"^( *)```(\w*)\n(.*?)^\1```", text, re.S | re.M):
             indent = len(match.group(1))
             body = "\n".join(line[indent:] for line in match.group(3).splitlines()) + "\n"
-            found.append(Block(name, text[: match.start()].count("\n") + 1, match.group(2), body))
+            block = Block(name, text[: match.start()].count("\n") + 1, match.group(2), body)
+            block.end = text[: match.end()].count("\n") + 1
+            included = _INCLUDE.match(body.strip())
+            if included:
+                block.source = included.group(1)
+                block.text = (ROOT / block.source).read_text()
+            found.append(block)
     return found
 
 
@@ -211,16 +237,18 @@ def expect(done: subprocess.CompletedProcess[str], *texts: str) -> None:
 
 
 class Walk:
-    """Runs the blocks in the READMEs' order (each scenario the blocks it needs), recording each. A
-    block is found by a line of its own (``block``): exactly one block may hold it."""
+    """Runs the blocks in the docs' order (each scenario the blocks it needs), recording each. A block is
+    found by a line of its own (``block``): exactly one block run here may hold it."""
 
     def __init__(self, user: User, report: Report) -> None:
         self.user = user
         self.report = report
         self.all_blocks = blocks()
+        self.elsewhere = [b for b in self.all_blocks if b.source is not None and b.source not in RUN_HERE]
+        self.here = [b for b in self.all_blocks if b not in self.elsewhere]
 
     def block(self, line: str) -> Block:
-        found = [b for b in self.all_blocks if any(s.strip().startswith(line) for s in b.text.splitlines())]
+        found = [b for b in self.here if any(s.strip().startswith(line) for s in b.text.splitlines())]
         assert len(found) == 1, f"{len(found)} blocks hold a line starting {line!r}"
         return found[0]
 
@@ -238,17 +266,19 @@ class Walk:
         self.step("python3 -m venv .venv", lambda b: expect(self.user.run(b, activated=False, timeout=1200)))
         self.step(".venv/bin/python -m pip wheel --no-deps -w dist .", self.wheel)
         self.step("from troupe import Agent, Runtime, SqliteStore, create_tool", self.quick_start)
-        self.python_blocks()
         self.demo_server()
         self.keyed_servers()
         self.serve_run()
         self.mcp_stdio()
-        self.examples()
+        self.notebooks()
+        self.cluster()
         for line, reason in NOT_RUN.items():
             self.report.add(self.block(line), "not run", reason)
         for block in self.all_blocks:
             if block.lang == "":
                 self.report.add(block, "not run", "what a command prints, not a command")
+        for block in self.elsewhere:
+            self.report.add(block, "elsewhere", f"{block.source}: {ELSEWHERE}")
 
     def demo(self, block: Block) -> None:
         sys.path.insert(0, str(TESTS))
@@ -269,28 +299,8 @@ class Walk:
     def quick_start(self, block: Block) -> None:
         expect(self.user.python(block, "quickstart.py"), "needs approval: delete_record", "Deleted.")
 
-    def python_blocks(self) -> None:
-        """The README's other Python programs, each with what it prints."""
-        checks = {
-            'supervisor = Agent(  # agents= gives it the tool "agent-data", taking {"prompt": ...}': (
-                "['supervisor', 'data'] delete_record",
-                "Done.",
-            ),
-            "from troupe import Agent, ApproverPolicy, LinkSigner, NotificationTarget, Notifications, "
-            "Runtime, SqliteStore": ("['ops-chat']",),
-            "from troupe import Agent, MCPHttp, MCPStdio": ("['files', 'tickets']",),
-            "from troupe import A2AAgent, Agent": (
-                "['vendor'] A2AAgent(id='vendor', card_url='https://agents.example.com/a2a/records/')",
-            ),
-            "async def troupe_user(user: Annotated[User, Depends(current_user)]) -> Principal:": (
-                "401\n200\n",
-            ),
-        }
-        for line, texts in checks.items():
-            self.step(line, lambda b, t=texts: expect(self.user.python(b, f"block_{b.line}.py"), *t))
-
     def demo_server(self) -> None:
-        """The demo server, and what the README does with it: curl, the client, the operator CLI."""
+        """The demo server, and what the docs do with it: curl, the client, AG-UI, A2A, the operator CLI."""
         server = self.block("troupe serve --demo --open")
         try:
             with self.user.serving(server, "http://127.0.0.1:8000/api/agents"):
@@ -372,15 +382,18 @@ class Walk:
             lambda b: expect(self.user.run(b)),
         )
 
-    def examples(self) -> None:
-        """examples/README.md: the extras, the notebook (its cells shown are the notebook's own), the
-        cluster job from start to stop."""
-        self.step("pip install -e '.[notebook,cluster]'", lambda b: expect(self.user.run(b, timeout=1200)))
+    def notebooks(self) -> None:
+        """The Notebooks page: its extra, the notebook run headless, its cells shown (the notebook's own)."""
+        self.step("pip install -e '.[notebook]'", lambda b: expect(self.user.run(b, timeout=1200)))
         self.step("jupyter execute examples/approvals.ipynb", lambda b: expect(self.user.run(b, timeout=600)))
         cells = notebook_cells()
-        for block in self.all_blocks:
-            if block.file == "examples/README.md" and block.lang == "python":
+        for block in self.here:
+            if block.file == NOTEBOOKS_PAGE and block.lang == "python":
                 self.step(block.text.strip().splitlines()[0], lambda b: _in_notebook(b.text.strip(), cells))
+
+    def cluster(self) -> None:
+        """The production tutorial: its extra, then the cluster job from start to stop."""
+        self.step("pip install -e '.[cluster]'", lambda b: expect(self.user.run(b, timeout=1200)))
         self.step("export RAY_AUTH_MODE=token", self.cluster_job)
         self.step(
             "export TROUPE_REDIS_URL=redis://127.0.0.1:6399/0",
@@ -392,6 +405,9 @@ class Walk:
         done = self.user.run(block, timeout=1500)
         expect(done)
         assert done.stdout.count("PAUSED ") >= 3 or done.stderr.count("PAUSED ") >= 3, said(done)
+
+
+NOTEBOOKS_PAGE = "docs/how-to/notebooks.md"
 
 
 def notebook_cells() -> list[str]:

@@ -1,4 +1,5 @@
-"""The README's guarantees, each with the ordering or interleaving it depends on made observable.
+"""The guarantees (docs/concepts/guarantees.md), each with the ordering or interleaving it depends on
+made observable.
 
 - Checkpoint before announce: every pause chunk is emitted only once the write that made it durable has
   returned (a store wrapper records what is durable; the check runs at the moment the chunk is emitted).

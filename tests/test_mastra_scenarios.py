@@ -1,7 +1,7 @@
 """Troupe replays Mastra 1.71's recorded scenarios a-k (``shared/mastra/traces``) on both executors and
 gives what Mastra gave: chunk types in order, payload keys, error codes, final texts, and what the model
 was sent after each decision. Where Troupe deliberately differs, the test says so and why (the same
-table is in the README):
+table is in docs/concepts/mastra.md):
 
 - D1 every gated call of a step is announced at once and may be decided in any order (Mastra announces
   one at a time and refuses to decide the second first); an approved call runs when approved, so its

@@ -83,9 +83,9 @@ async def test_a_subagents_pause_reaches_the_top_as_a_typed_event_with_its_deadl
 
 
 def _walk() -> list[str]:
-    """The README's walk of one approval: its numbered lines, in order."""
-    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    section = text.split("## Architecture: one approval, end to end", 1)[1].split("\n## ", 1)[0]
+    """The architecture page's walk of one approval: its numbered lines, in order."""
+    text = (Path(__file__).resolve().parent.parent / "docs" / "concepts" / "architecture.md").read_text()
+    section = text.split("## One approval, end to end", 1)[1].split("\n## ", 1)[0]
     return [line for line in section.splitlines() if re.match(r"\d+\. ", line)]
 
 
@@ -143,7 +143,7 @@ async def _approve_a_subagents_call_recording_calls(tmp_path: Path, calls: Any) 
     return seen
 
 
-def test_the_readmes_walk_meets_each_module_of_the_core_once():
+def test_the_docs_walk_meets_each_module_of_the_core_once():
     """A reader following the walk opens each of core's modules at one step, never twice: claim and
     ruling do not go back and forth, and the loop is one step however many calls it makes."""
     walk = _walk()
@@ -158,8 +158,8 @@ def test_the_readmes_walk_meets_each_module_of_the_core_once():
     assert all((root / path).is_file() for path in places), places
 
 
-async def test_the_readmes_walk_of_one_approval_is_the_path_an_approval_takes(tmp_path, calls):
-    """Every function the README's architecture section names is called, in that order, when a decision
+async def test_the_docs_walk_of_one_approval_is_the_path_an_approval_takes(tmp_path, calls):
+    """Every function the architecture page's walk names is called, in that order, when a decision
     on a subagent's call is approved (recorded with a profiler: nothing is stubbed)."""
     from troupe.actors.handle import AgentHandle  # noqa: F401 - the walk names it: have it imported
     from troupe.core.deciding.claim import Claims  # noqa: F401
@@ -170,5 +170,5 @@ async def test_the_readmes_walk_of_one_approval_is_the_path_an_approval_takes(tm
     position = 0
     for token, cls in _callable_names(walk):
         later = next((i for i in range(position, len(seen)) if _is(seen[i], token, cls)), None)
-        assert later is not None, f"the README's walk names {token}: not called after the hop before it"
+        assert later is not None, f"the docs' walk names {token}: not called after the hop before it"
         position = later

@@ -1,0 +1,46 @@
+"""What the documentation promises about itself, checked without building it (``mkdocs build --strict``
+in scripts/test.sh checks the site's links, anchors, nav and included files): the README stays a short
+front page whose links lead somewhere, and the API reference names every public name of ``troupe``."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from readme_driver import ROOT
+
+import troupe
+
+FRONT_PAGE_MAX_LINES = 200
+_LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+def _relative_links(page: Path) -> list[str]:
+    return [target for target in _LINK.findall(page.read_text()) if "://" not in target]
+
+
+def test_the_readme_is_a_short_front_page_that_links_into_the_docs():
+    readme = ROOT / "README.md"
+    assert len(readme.read_text().splitlines()) <= FRONT_PAGE_MAX_LINES
+    links = _relative_links(readme)
+    assert sum(target.startswith("docs/") for target in links) >= 10, links
+
+
+def test_every_relative_link_of_the_readmes_leads_to_a_file():
+    for page in (ROOT / "README.md", ROOT / "examples" / "README.md", ROOT / "bench" / "README.md"):
+        broken = [t for t in _relative_links(page) if not (page.parent / t).exists()]
+        assert not broken, f"{page.relative_to(ROOT)} links to nothing: {broken}"
+
+
+def test_the_api_reference_shows_every_public_name_of_troupe():
+    reference = ROOT / "docs" / "reference"
+    shown = set(re.findall(r"^::: troupe\.(\w+)\s*$", (reference / "troupe.md").read_text(), re.M))
+    modules = {"client", "errors", "testing"}
+    assert shown == set(troupe.__all__) - modules, set(troupe.__all__) ^ shown ^ modules
+    for module in modules:
+        assert f"::: troupe.{module}\n" in (reference / f"{module}.md").read_text(), module
+
+
+def test_no_page_points_outside_the_repository_for_the_design():
+    pages = [ROOT / "README.md", *(ROOT / "docs").rglob("*.md")]
+    assert not [p for p in pages if "shared/DESIGN.md" in p.read_text()]
