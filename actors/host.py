@@ -35,7 +35,13 @@ from troupe.core.vocabulary.errors import (
     PauseExpiredError,
     ToolCallNotSuspendedError,
 )
-from troupe.core.vocabulary.requests import AgentPort, DecideRequest, StartRequest
+from troupe.core.vocabulary.requests import (
+    AgentPort,
+    CancelledRun,
+    CancelRequest,
+    DecideRequest,
+    StartRequest,
+)
 from troupe.core.vocabulary.results import ResultBuilder, RunResult
 from troupe.core.vocabulary.store import Store
 from troupe.core.vocabulary.tools import ToolThreads
@@ -67,6 +73,8 @@ class Outbox:
         self.pending: list[Chunk] = []
         self.done = False
         self.finished_at = 0.0
+        # Set once the operation has ended (whether or not its chunks were read).
+        self.ended = asyncio.Event()
         self._changed = asyncio.Event()
         # How many pending chunks wake a waiting reader: 1 while it waits for a batch's first chunk, a
         # full batch while it lingers (a chunk per wake-up would cost a timer and a task switch each).
@@ -81,6 +89,7 @@ class Outbox:
         self.done = True
         self.finished_at = time.monotonic()
         self._changed.set()
+        self.ended.set()
 
     async def take(self, linger: float, first_wait: float | None = None) -> tuple[list[Chunk], bool]:
         """Wait for chunks (for at most ``first_wait`` s if given: then nothing may come back); then keep
@@ -239,6 +248,41 @@ class AgentHost:
             await self._expire(request.run_id)  # too late to decide: the run moves on without it
             raise
 
+    # ---- cancelling ------------------------------------------------------------------------------------
+
+    async def cancel(self, request: CancelRequest) -> CancelledRun:
+        """Cancel a run of this agent (``troupe.core.deciding.cancels``) and answer once the cancel is
+        durable. A run driven here is stopped at once (its stream ends it); a run this host took (it was
+        paused, or its host is gone) is ended here before this returns; a run another live host drives
+        is stopped by that host as soon as it learns (``poke``, its next write, or its next heartbeat)."""
+        await self._startup()
+        recorded = await self.engine.cancel(request)
+        if not self.engine.loop.stop(request.run_id, recorded.cancellation) and recorded.taken:
+            operation = await self.engine.begin_ending(request.run_id)
+            if operation is not None:
+                await self._outboxes[self._spawn(operation)].ended.wait()
+        return recorded.answer
+
+    async def poke(self, run_id: str) -> bool:
+        """Look at once whether a run driven here was cancelled elsewhere (a sibling replica recorded
+        it); if so, stop it. True if this host drives the run."""
+        if run_id not in self.engine.loop.driving:
+            return False
+        stored = await self.store.load_run(run_id)
+        if stored is not None and stored.state.cancel is not None:
+            self.engine.loop.stop(run_id, stored.state.cancel)
+        return True
+
+    async def _stop_cancelled(self) -> None:
+        """Each heartbeat: stop every run driven here that was cancelled elsewhere (another process)."""
+        loop = self.engine.loop
+        for run_id in list(loop.driving):
+            if run_id in loop.ending or run_id in loop.stops:
+                continue
+            stored = await self.store.load_run(run_id)
+            if stored is not None and stored.state.cancel is not None:
+                loop.stop(run_id, stored.state.cancel)
+
     def _accept(self, operation: Operation) -> Operation:
         if operation.refusal is not None:
             self._spawn(operation)  # the run catches up in the background; the caller hears why not
@@ -347,6 +391,7 @@ class AgentHost:
             await asyncio.sleep(HEARTBEAT_S)
             try:
                 await self.store.touch_owner(self.owner, OWNER_TTL_S)
+                await self._stop_cancelled()
             except Exception:
                 log.warning("lease renewal of %s failed", self.owner, exc_info=True)
             stop_if_cancelled()  # the store may have swallowed a cancel (troupe.core.cancellation)

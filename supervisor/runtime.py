@@ -19,7 +19,9 @@ from troupe.actors.host import OWNER_TTL_S, AgentHost
 from troupe.actors.remote import RayActor, ensure_ray
 from troupe.core.deciding.approvers import ApproverPolicies, ApproverPolicy
 from troupe.core.notifying.outbox import Notifications, NotificationTarget
+from troupe.core.run.cancelling import DEFAULT_REASON
 from troupe.core.run.settings import Durability, RunSettings
+from troupe.core.tracing import carrier
 from troupe.core.vocabulary.agent import AgentSpec
 from troupe.core.vocabulary.errors import (
     AgentNotFoundError,
@@ -30,7 +32,13 @@ from troupe.core.vocabulary.errors import (
 )
 from troupe.core.vocabulary.options import SuspendedRunFilters
 from troupe.core.vocabulary.pause_shapes import suspended_run
-from troupe.core.vocabulary.requests import DecideRequest, StartRequest
+from troupe.core.vocabulary.requests import (
+    Cancel,
+    CancelledRun,
+    CancelRequest,
+    DecideRequest,
+    StartRequest,
+)
 from troupe.core.vocabulary.results import RunResult
 from troupe.core.vocabulary.state import Clock, utcnow
 from troupe.core.vocabulary.store import OutboxEntry, Store, SuspendedRunQuery
@@ -40,6 +48,7 @@ from troupe.core.vocabulary.tools import DEFAULT_TOOL_THREADS
 from troupe.storage.memory import MemoryStore
 from troupe.storage.scratch import ScratchStore
 from troupe.supervisor.agent import Agent
+from troupe.supervisor.cancel_route import route_of
 from troupe.supervisor.placement import check_actor_options, check_replicas, options_for
 from troupe.supervisor.reconciler import Reconciler
 
@@ -250,6 +259,32 @@ class Runtime:
                 run_id=run_id,
             )
         return await AgentStream.open(batches, run_id)
+
+    async def cancel_run(self, agent_id: str, request: CancelRequest) -> CancelledRun:
+        """Cancel a run of ``agent_id`` (see ``Agent.cancel_run``); returns once the cancel is durable.
+        A waiting subagent's run is cancelled through the top run (``troupe.supervisor.cancel_route``)."""
+        route = None if request.cascade else await route_of(self.store(), agent_id, request)
+        if route is None or route.top.agent_id not in self._specs:
+            return await self.handle(agent_id).cancel(request)
+        decision = DecideRequest(
+            run_id=route.top.run_id,
+            decision=Cancel(request.run_id, request.reason),
+            tool_call_id=route.tool_call_id,
+            fingerprint=route.fingerprint,
+            decider=request.canceller,
+            surface=request.surface,
+            trace=carrier(),
+        )
+        # Claimed down to the run it cancels once this returns; the top run carries on in its host.
+        await self.handle(route.top.agent_id).decide(decision)
+        return CancelledRun(
+            run_id=request.run_id,
+            agent_id=agent_id,
+            reason=request.reason or DEFAULT_REASON,
+            cancelled_by=request.cancelled_by,
+            cancelled_at=utcnow(),
+            was="suspended",
+        )
 
     async def decide_generate(self, agent_id: str, request: DecideRequest) -> RunResult:
         return (await self.handle(agent_id).generate_decision(request)).raise_for_error()

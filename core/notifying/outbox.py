@@ -36,10 +36,12 @@ EventType = Literal[
     "tool-call.expired",
     "tool-call.interrupted",
     "tool-call.approval-recorded",  # one approver of a quorum has approved; the call still waits
+    "tool-call.withdrawn",  # the run was cancelled: the pause no longer waits for anyone
 ]
 _DECISION_EVENTS: dict[str, EventType] = {
     "expired": "tool-call.expired",
     "approval-recorded": "tool-call.approval-recorded",
+    "cancelled": "tool-call.withdrawn",
 }
 SECRET_PREFIX = "whsec_"
 

@@ -73,10 +73,15 @@ class Pauses:
         )
 
     def deadline(self, state: RunState, inherited: datetime | None = None) -> datetime | None:
-        """A new pause's expiry: this run's approval_timeout from now, else what the subagent set."""
-        if state.approval_timeout is None:
-            return inherited
-        return self.clock() + timedelta(seconds=state.approval_timeout)
+        """A new pause's expiry: this run's approval_timeout from now, else what the subagent set; and
+        no later than the run's own end, if its ``max_duration_s`` counts the time it waits."""
+        expires = inherited
+        if state.approval_timeout is not None:
+            expires = self.clock() + timedelta(seconds=state.approval_timeout)
+        end = state.duration_deadline() if state.duration_counts_waiting else None
+        if end is not None and (expires is None or end < expires):
+            return end  # the expiry sweep finds the run then, and stops it (RunEngine.begin_expiry)
+        return expires
 
 
 def next_seq(state: RunState) -> int:

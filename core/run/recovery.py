@@ -88,9 +88,10 @@ def replay(agent_id: str, state: RunState) -> list[Chunk]:
         chunks.append(Chunk("text-start", state.run_id, part))
         chunks.append(Chunk("text-delta", state.run_id, {**part, "text": outcome["text"]}))
         chunks.append(Chunk("text-end", state.run_id, {"type": "text-end", **part}))
-    chunks.append(
-        Chunk("finish", state.run_id, {"finish_reason": outcome.get("finish_reason", "stop"), "usage": usage})
-    )
+    finish = {"finish_reason": outcome.get("finish_reason", "stop"), "usage": usage}
+    if outcome.get("cancelled") is not None:  # a subagent's run that was stopped: who, why, when
+        finish["cancelled"] = outcome["cancelled"]
+    chunks.append(Chunk("finish", state.run_id, finish))
     return chunks
 
 
