@@ -20,7 +20,12 @@ from troupe.actors.remote import RayActor, ensure_ray
 from troupe.core.deciding.approvers import ApproverPolicies, ApproverPolicy
 from troupe.core.notifying.outbox import Notifications, NotificationTarget
 from troupe.core.run.cancelling import DEFAULT_REASON
-from troupe.core.run.settings import Durability, RunSettings
+from troupe.core.run.settings import (
+    DEFAULT_IN_DOUBT_MARGIN_S,
+    DEFAULT_IN_DOUBT_S,
+    Durability,
+    RunSettings,
+)
 from troupe.core.tracing import carrier
 from troupe.core.vocabulary.agent import AgentSpec
 from troupe.core.vocabulary.errors import (
@@ -66,6 +71,11 @@ class Runtime:
     tools run and at the end: two store writes fewer per approval cycle, but a crash during a model turn
     reports the step's tool calls as interrupted instead of keeping their results, and a run that crashes
     before its first write is lost rather than recovered.
+
+    ``in_doubt_default_s`` and ``in_doubt_margin_s``: a gated call taken over from a host that may still
+    be running it (its lease ran out: a storage outage, say) is in doubt, and neither run again nor
+    declined, until its deadline: the tool's ``timeout_s`` (``in_doubt_default_s``, 300 s, for a tool
+    without one) from when it started, plus ``in_doubt_margin_s`` (5 s); see README "Cancelling runs".
     """
 
     def __init__(
@@ -81,13 +91,23 @@ class Runtime:
         clock: Clock = utcnow,
         tool_threads: int = DEFAULT_TOOL_THREADS,
         durability: Durability = "sync",
+        in_doubt_default_s: float = DEFAULT_IN_DOUBT_S,
+        in_doubt_margin_s: float = DEFAULT_IN_DOUBT_MARGIN_S,
     ) -> None:
         if executor not in ("ray", "local"):
             raise ValueError(f"executor must be 'ray' or 'local', got {executor!r}")
         # How every agent host drives its runs: where pauses and decisions are announced (signed webhooks
         # from a durable outbox), who may decide what (troupe.core.deciding.approvers), and the rest.
         policies = ApproverPolicies.of(approver_policies)
-        self.settings = RunSettings(_notifications(notifications), policies, clock, tool_threads, durability)
+        self.settings = RunSettings(
+            _notifications(notifications),
+            policies,
+            clock,
+            tool_threads,
+            durability,
+            in_doubt_default_s,
+            in_doubt_margin_s,
+        )
         self.storage: Store = storage if storage is not None else MemoryStore()
         self.executor: Executor = executor
         self.ray_address = ray_address

@@ -29,11 +29,12 @@ from troupe.core.vocabulary.errors import (
     DecisionConflictError,
     DecisionRejectedError,
     SnapshotNotFoundError,
+    ToolCallInDoubtError,
     ToolCallNotSuspendedError,
     TroupeError,
 )
 from troupe.core.vocabulary.requests import DecideRequest
-from troupe.core.vocabulary.state import CallStatus, RunState, utcnow
+from troupe.core.vocabulary.state import CallStatus, RunState, ToolCallState, utcnow
 from troupe.core.vocabulary.store import AuditEntry, StaleSnapshotError, StoredRun, ThreadAppend
 
 log = logging.getLogger(__name__)
@@ -101,6 +102,15 @@ class Claims:
         except TroupeError as exc:
             if kept is not None:
                 return None  # refused on the kept copy: nothing was written; decide again on a fresh read
+            if isinstance(exc, ToolCallInDoubtError):
+                # Unless the outcome of its first host has come meanwhile: then the run goes on with it.
+                call = stored.state.call(str(exc.details.get("tool_call_id")))
+                try:
+                    if call is not None:
+                        await self._completed_meanwhile(stored, call)
+                except StaleSnapshotError:
+                    return None
+                raise
             if isinstance(exc, ToolCallNotSuspendedError):
                 # A call of an earlier step may have been decided already (a retry after the run moved on).
                 raise await self._decided_before(request, stored.state) or exc from exc
@@ -149,8 +159,8 @@ class Claims:
         the next checkpoint leaves it for recovery, not listed)."""
         state, entry, call = stored.state, applied.entry, applied.target.call
         if applied.target.pause.interrupted:
-            await self._completed_meanwhile(stored, applied)
-        waited(state)
+            await self._completed_meanwhile(stored, call)
+        state.stop_waiting()
         state.status, state.owner = "running", self.owner
         # A delegated decision is audited once the subagent has accepted it (see _route).
         audit = () if applied.delegated else (entry,)
@@ -165,16 +175,16 @@ class Claims:
             return run, Plan(calls=(call.tool_call_id,))
         return run, Plan(backlog=(decline_chunk(state.run_id, call),))
 
-    async def _completed_meanwhile(self, stored: StoredRun, applied: Applied) -> None:
+    async def _completed_meanwhile(self, stored: StoredRun, call: ToolCallState) -> None:
         """A call asked about again after a takeover may have completed after all, on the host that lost
         the run (troupe.core.run.late_results): then it is not run again, whatever the decision; the run
         goes on with the recorded result, and the decider hears so (``ContinuedElsewhere``)."""
-        call, state = applied.target.call, stored.state
+        state = stored.state
         late = late_results.completed(await self.store.list_audit(state.run_id), call)
         if late is None:
             return
         outcome = late_results.take(state.run_id, call, late)
-        waited(state)
+        state.stop_waiting()
         state.status, state.owner = "running", self.owner
         version = await self.loop.writer.save(state, expected_version=stored.version)
         run = ActiveRun(state, version, self._resumed_policy(state))
@@ -230,7 +240,7 @@ class Claims:
         calls = run.state.calls
         calls[calls.index(applied.target.call)] = applied.before
         run.state.status = "suspended"
-        run.state.updated_at = utcnow()  # it waits again from now (see waited)
+        run.state.updated_at = utcnow()  # it waits again from now (see RunState.stop_waiting)
         run.version = await self.store.save_run(run.state, expected_version=run.version)
 
     async def _decided_before(
@@ -280,13 +290,6 @@ def decided_in(
                 request.run_id, entry.tool_call_id, entry.kind, entry.decided_by, entry.reason
             )
     return None
-
-
-def waited(state: RunState) -> None:
-    """A paused run taken up again: the time it waited for people is added up (it does not count
-    against its ``max_duration_s`` unless it asked for that)."""
-    if state.status == "suspended":
-        state.waited_s += max(0.0, (utcnow() - state.updated_at).total_seconds())
 
 
 def _record(state: RunState, applied: Applied) -> None:

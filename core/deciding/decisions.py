@@ -32,6 +32,7 @@ from troupe.core.vocabulary.errors import (
     PauseExpiredError,
     ResumeDataValidationError,
     RunCancelledError,
+    ToolCallInDoubtError,
     ToolCallNotSuspendedError,
 )
 from troupe.core.vocabulary.identity import Approval
@@ -125,6 +126,7 @@ def rule(
     delegated = call.tool_name in delegations and call.child is not None
     if isinstance(decision, Cancel):
         return _route_cancel(state, target, request, policies, delegated)
+    refuse_in_doubt(state.run_id, call, target.pause, now)
     policy = None
     if not expiring and state.parent is None:  # a subagent's pause is decided, and checked, at the top
         refuse_late(state, target, now)
@@ -211,6 +213,24 @@ def refuse_late(state: RunState, target: Target, now: datetime) -> None:
             run_id=state.run_id,
             tool_call_id=target.call.tool_call_id,
         )
+
+
+def refuse_in_doubt(run_id: str, call: ToolCallState, pause: Pause, now: datetime) -> None:
+    """A decision on a call in doubt before its deadline is refused (nothing is claimed)."""
+    doubt = pause.in_doubt
+    if doubt is None or doubt.deadline <= now:
+        return
+    raise ToolCallInDoubtError(
+        f"tool call {call.tool_call_id!r} ({pause.tool_name!r}) of run {run_id} is in doubt: the host that "
+        f"was running it ({doubt.owner}) lost the run and may still be running it, so it is neither run "
+        f"again nor declined before {doubt.deadline.isoformat()}; if that host's result comes first, the "
+        "run goes on with it by itself",
+        run_id=run_id,
+        tool_call_id=call.tool_call_id,
+        owner=doubt.owner,
+        deadline=doubt.deadline.isoformat(),
+    )
+
 
 
 def find_target(state: RunState, request: DecideRequest) -> Target:
@@ -403,6 +423,8 @@ def apply(
         inner_fingerprint=pause.inner_fingerprint,
     )
     _settle(target, record, decision, tool)
+    if call.status is CallStatus.RUNNING:
+        call.started_at = record.decided_at  # claimed to run (a deadline counts from here)
     call.decision = record
     call.pauses = []
     return audit_entry(

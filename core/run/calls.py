@@ -23,7 +23,7 @@ from troupe.core.vocabulary.agent import AgentSpec
 from troupe.core.vocabulary.chunks import Chunk
 from troupe.core.vocabulary.hooks import ToolCallOverride
 from troupe.core.vocabulary.model import ToolCallPart
-from troupe.core.vocabulary.state import CallStatus, RunState, ToolCallState
+from troupe.core.vocabulary.state import CallStatus, RunState, ToolCallState, utcnow
 from troupe.core.vocabulary.tools import (
     AgentContext,
     SuspendSignal,
@@ -93,6 +93,7 @@ class Calls:
                 call.status = CallStatus.AWAITING_APPROVAL
                 call.pauses = [self.pauses.own(state, call, tool, "approval")]
             else:
+                call.started_at = utcnow()
                 todo.append(call.tool_call_id)
         return tuple(todo)
 

@@ -26,7 +26,8 @@ from troupe.core.run.locks import RunLocks
 from troupe.core.run.loop import RunLoop
 from troupe.core.run.memory import trim_history
 from troupe.core.run.operation import Operation, Recorded
-from troupe.core.run.recovery import prepare_recovery, replay
+from troupe.core.run.in_doubt import fence
+from troupe.core.run.recovery import Doubt, prepare_recovery, replay
 from troupe.core.run.settings import RunSettings
 from troupe.core.vocabulary.agent import AgentSpec
 from troupe.core.vocabulary.chunks import Chunk
@@ -66,6 +67,7 @@ class RunEngine:
         self.spec = spec
         self.store = store
         settings = settings or RunSettings()
+        self.settings = settings
         self.loop = RunLoop(spec, store, ports or {}, settings, threads)
         self.locks = RunLocks()
         # Who drives the runs this engine works on (its host's identity; see RunState.owner).
@@ -333,7 +335,9 @@ class RunEngine:
             plan = (
                 Plan()
                 if state.cancel is not None
-                else prepare_recovery(state, loop.tools, loop.delegations, loop.pauses, audit)
+                else prepare_recovery(
+                    state, loop.tools, loop.delegations, loop.pauses, audit, self._doubt(expected_owner, state)
+                )
             )
             completed = {n.payload["tool_call_id"] for n in plan.backlog if "completed_at" in n.payload}
             cut = [
@@ -357,6 +361,17 @@ class RunEngine:
         decision_log.recovered(run_id, state.agent_id, interrupted, self.owner, expected_owner)
         start_note = {"recovered": True, "interrupted_tool_calls": interrupted}
         return Operation(self.loop, run, release, plan, start_note, kind="recovery")
+
+    def _doubt(self, owner: str | None, state: RunState) -> Doubt | None:
+        """How calls taken over from ``owner`` are marked in doubt (None: ``owner`` is this host, whose
+        earlier process, which ran them, is gone: nothing can still be running)."""
+        if owner == self.owner:
+            return None
+        settings = self.settings
+        seen = state.updated_at  # before this takeover's write changes it
+        return lambda call, tool: fence(
+            call, tool, owner, seen, settings.in_doubt_default_s, settings.in_doubt_margin_s
+        )
 
     async def describe(self, run_id: str) -> list[Chunk] | None:
         """Chunks telling where a run that is not in flight here stands

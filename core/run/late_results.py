@@ -1,13 +1,17 @@
-"""Tool results that come back after their run was taken over.
+"""Tool results that come back late: after their run was taken over, stopped, or their call timed out.
 
 A host whose lease ran out (say, through a storage outage) can still be running an approved tool when
 another host takes its run over: that host sees the call interrupted and, if it is gated, asks its human
-again. When the tool then finishes, its outcome must not be lost: its host cannot write the run (the
-compare-and-set fails: the run is not its any more), so it appends a ``completed`` entry to the run's
-audit log, which needs no compare-and-set, and tells whoever waited on it so (``RunTakenOverError``).
-Whoever holds the run uses that entry instead of the call's interruption: recovery takes the result as
-the call's, and a decision on the call asked again is answered that it completed
-(``ToolCallCompletedError``), the run going on with the result.
+again (the call in doubt: ``troupe.core.run.in_doubt``). When the tool then finishes, its outcome must
+not be lost: its host cannot write the run (the compare-and-set fails: the run is not its any more), so
+it appends a ``completed`` entry to the run's audit log, which needs no compare-and-set. Whoever holds
+the run uses that entry instead of the call's interruption: recovery takes the result as the call's,
+the host that ran it takes the run back with it while the call is in doubt, and a decision on the call
+asked again is answered that it completed (``ToolCallCompletedError``), the run going on with the result.
+
+A tool whose call was given up (its run was cancelled, or it timed out) leaves a ``completed`` entry
+too if it ends after all (a sync tool's thread cannot be stopped: ``LateOutcomes``), its ``reason``
+saying why it came late; no model is given it.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import Any
 
 from troupe.core.run.calls import settle
 from troupe.core.vocabulary.chunks import Chunk
-from troupe.core.vocabulary.errors import RunTakenOverError, ToolCallCompletedError
+from troupe.core.vocabulary.errors import ToolCallCompletedError
 from troupe.core.vocabulary.state import RunState, ToolCallState, fingerprint, utcnow
 from troupe.core.vocabulary.store import AuditEntry, Store
 from troupe.core.vocabulary.tools import Late, to_jsonable
@@ -41,23 +45,6 @@ async def append(
     for entry in entries:
         await store.append_audit(entry)
     return entries
-
-
-async def record(store: Store, state: RunState, calls: Sequence[ToolCallState]) -> RunTakenOverError:
-    """Append each call's outcome to the run's audit log; the error that tells the waiting caller."""
-    entries = await append(store, state, calls)
-    said = "; ".join(
-        f"{e.tool_name!r} (call {e.tool_call_id}) completed at {e.decided_at.isoformat()}" for e in entries
-    )
-    return RunTakenOverError(
-        f"run {state.run_id} was taken over by another host while its tools ran here: {said}; the outcome "
-        "is recorded with the run, which goes on there with it",
-        run_id=state.run_id,
-        outcomes=[
-            {"tool_call_id": e.tool_call_id, "completed_at": e.decided_at.isoformat(), "result": e.result}
-            for e in entries
-        ],
-    )
 
 
 def _entry(state: RunState, call: ToolCallState, at: datetime, why: str | None = None) -> AuditEntry:
@@ -86,7 +73,7 @@ def completed(audit: Iterable[AuditEntry], call: ToolCallState) -> AuditEntry | 
 
 def take(run_id: str, call: ToolCallState, entry: AuditEntry) -> Chunk:
     """The call's outcome is the recorded one (mutates ``call``); the chunk that reports it."""
-    call.pauses, call.decision = [], None
+    call.pauses, call.decision, call.in_doubt = [], None, None
     return settle(run_id, call, entry.result, bool(entry.is_error), completed_at=entry.decided_at.isoformat())
 
 
@@ -146,4 +133,4 @@ class LateOutcomes:
             await asyncio.gather(*self._writing, return_exceptions=True)
 
 
-__all__ = ["LateOutcomes", "already_completed", "append", "call_fingerprint", "completed", "record", "take"]
+__all__ = ["LateOutcomes", "already_completed", "append", "call_fingerprint", "completed", "take"]

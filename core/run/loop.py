@@ -22,6 +22,7 @@ from troupe.core.run.calls import Calls
 from troupe.core.run.cancelling import out_of_time
 from troupe.core.run.delegation import Delegation, child_run_id, delegation_tool
 from troupe.core.run.flow import ActiveRun, Continue, Failed, Finished, Paused, Plan, StepOutcome
+from troupe.core.run.in_doubt import TakeBack
 from troupe.core.run.late_results import LateOutcomes
 from troupe.core.run.memory import settled_length, take_unsaved
 from troupe.core.run.paused import PausedRuns
@@ -99,6 +100,8 @@ class RunLoop:
         self.driving: dict[str, asyncio.Task[Any]] = {}
         self.ending: set[str] = set()
         self.stopping = Stopping(self)
+        # What a host that lost a run does with the tools it ran meanwhile (troupe.core.run.in_doubt).
+        self.take_back = TakeBack(self)
 
     def stop(self, run_id: str, cancellation: Cancellation) -> bool:
         """Stop the run if an operation here drives it: its task is cancelled and ends the run (see
@@ -204,10 +207,16 @@ class RunLoop:
                     cancelled = await self.stopping.cancelled_meanwhile(run, error)
                     if cancelled is not None:
                         return await self.stopping.stopped(run, cancelled)
+                    back = await self.take_back.after_loss(run, error)
+                    if isinstance(back, Plan):  # the run was lost, and is this host's again: go on
+                        self.ending.discard(state.run_id)
+                        plan, state = back, run.state
+                        continue
+                    error = back or error
                     if not isinstance(error, TroupeError):
                         log.error("run %s failed", state.run_id, exc_info=error)
                     await self.fail(run, error, plan.audit)
-                    return outcome
+                    return Failed(error)
                 case _:
                     assert_never(outcome)
 
@@ -344,8 +353,6 @@ class RunLoop:
         the last durable checkpoint as it is, for recovery once storage is back.
         """
         error = pending_delivery(run.state, self.delegations, error)
-        if isinstance(error, StaleSnapshotError) and run.ran:
-            error = await self._taken_over(run, error)
         if isinstance(error, TroupeError):
             info = error.to_dict()
         else:
@@ -359,16 +366,6 @@ class RunLoop:
                 log.warning("failed run %s was changed elsewhere; left as it is", run.state.run_id)
         run.chunk("error", error=info)
         run.chunk("finish", **self._ending(run.state, "error", ""))
-
-    async def _taken_over(self, run: ActiveRun, stale: StaleSnapshotError) -> TroupeError:
-        """The run was taken over while tools ran here: their outcome goes to its audit log."""
-        try:
-            return await late_results.record(self.store, run.state, run.ran)
-        except StorageError:
-            log.error("run %s: the outcome of tools that finished late was not recorded", run.state.run_id)
-            return stale
-        finally:
-            run.ran.clear()
 
     # ---- closing a step ------------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from troupe.core.deciding.decisions import APPROVAL_RESUME_SCHEMA
 from troupe.core.vocabulary.chunks import Chunk, PauseEvent
 from troupe.core.vocabulary.pause_shapes import pause_event
-from troupe.core.vocabulary.state import Clock, Pause, RunState, ToolCallState, fingerprint
+from troupe.core.vocabulary.state import Clock, InDoubt, Pause, RunState, ToolCallState, fingerprint
 from troupe.core.vocabulary.tools import Tool
 
 
@@ -70,6 +70,7 @@ class Pauses:
             interrupted=inner.interrupted,
             expires_at=self.deadline(state, inner.expires_at),
             tool_origin=inner.tool_origin,
+            in_doubt=InDoubt.model_validate(inner.in_doubt) if inner.in_doubt is not None else None,
         )
 
     def deadline(self, state: RunState, inherited: datetime | None = None) -> datetime | None:

@@ -156,6 +156,8 @@ class ToolCallState(_Model):
     child: ChildLink | None = None
     # When the call was claimed to run (its deadline counts from here; see InDoubt).
     started_at: datetime | None = None
+    # Set while the call, taken over from a host that may still be running it, is in doubt.
+    in_doubt: InDoubt | None = None
 
     @property
     def effective_args(self) -> dict[str, Any]:
@@ -250,6 +252,12 @@ class RunState(_Model):
         store would give back, and it costs a third of ``model_copy(deep=True)``, whose deepcopy walks
         every nested model (a write sent ahead takes one per step)."""
         return type(self).model_validate_json(self.to_json())
+
+    def stop_waiting(self) -> None:
+        """The paused run is taken up again: the time it waited for people is added to ``waited_s``
+        (it does not count against ``max_duration_s`` unless ``duration_counts_waiting``)."""
+        if self.status == "suspended":
+            self.waited_s += max(0.0, (utcnow() - self.updated_at).total_seconds())
 
     def duration_deadline(self) -> datetime | None:
         """When the run's ``max_duration_s`` runs out, counting from its creation and leaving out the
