@@ -19,7 +19,7 @@ from troupe.actors.host import OWNER_TTL_S, AgentHost
 from troupe.actors.remote import RayActor, ensure_ray
 from troupe.core.deciding.approvers import ApproverPolicies, ApproverPolicy
 from troupe.core.notifying.outbox import Notifications, NotificationTarget
-from troupe.core.run.cancelling import DEFAULT_REASON
+from troupe.core.run.cancelling import DEFAULT_REASON, as_recorded, outcome
 from troupe.core.run.settings import (
     DEFAULT_IN_DOUBT_MARGIN_S,
     DEFAULT_IN_DOUBT_S,
@@ -328,26 +328,34 @@ class Runtime:
         return SuspendedRunList([suspended_run(s) for s in states], total)
 
     async def run_info(self, agent_id: str, run_id: str) -> dict[str, Any] | None:
-        """Whose a run is and where it stands (``run_id, agent_id, thread_id, resource_id, status``),
-        read from its snapshot; None if the agent has no such run (unknown, or finished and gone)."""
+        """Whose a run is and where it stands (``run_id, agent_id, thread_id, resource_id, status``;
+        status ``cancelled`` with ``cancelled``: by whom, why, when), read from its snapshot, or from its
+        audit log once it is gone; None if the agent has no such run (unknown, or finished and gone)."""
         stored = await self.store().load_run(run_id)
         if stored is not None:
             if stored.state.agent_id != agent_id:
                 return None
-            return stored.state.model_dump(
-                include={"run_id", "agent_id", "thread_id", "resource_id", "status"}
-            )
-        # Finished and gone: its decisions are still on record, and say whose it was.
-        for entry in await self.store().list_audit(run_id):
-            if entry.agent_id == agent_id:
-                return {
-                    "run_id": run_id,
-                    "agent_id": agent_id,
-                    "thread_id": None,
-                    "resource_id": entry.resource_id,
-                    "status": "finished",
-                }
-        return None
+            state = stored.state
+            info = state.model_dump(include={"run_id", "agent_id", "thread_id", "resource_id", "status"})
+            if state.cancel is not None:
+                info.update(status="cancelled", cancelled=outcome(state.cancel)["cancelled"])
+            return info
+        # Finished and gone: its decisions are still on record, and say whose it was (and if it was
+        # cancelled, by whom).
+        audit = [e for e in await self.store().list_audit(run_id) if e.agent_id == agent_id]
+        if not audit:
+            return None
+        info = {
+            "run_id": run_id,
+            "agent_id": agent_id,
+            "thread_id": None,
+            "resource_id": audit[0].resource_id,
+            "status": "finished",
+        }
+        cancel = next((e for e in audit if e.kind == "cancelled" and not e.tool_call_id), None)
+        if cancel is not None:
+            info.update(status="cancelled", cancelled=outcome(as_recorded(cancel))["cancelled"])
+        return info
 
     async def find_suspended_run(
         self, agent_id: str, *, thread_id: str, resource_id: str | None, tool_call_id: str | None

@@ -8,7 +8,7 @@ and tries again; a decision that loses to it finds the run cancelled (``RunCance
 cancel and an approval of the same call have exactly one winner, as two approvals do.
 
 Who ends the run then depends on where it stood. A paused run, one this host holds, or one whose host
-is gone is taken by this host (``Recorded.taken``), which ends it. A run another live host drives is
+is gone is taken by this host (``CancelRecorded.taken``), which ends it. A run another live host drives is
 left to that host, which stops it as soon as it learns: told directly when it can be reached, else at
 its next write (the compare-and-set fails) or its next heartbeat.
 """
@@ -37,7 +37,7 @@ _ATTEMPTS = 20
 
 
 @dataclass(frozen=True)
-class Recorded:
+class CancelRecorded:
     """A cancel that is durable: what to answer, and whether this host took the run to end it."""
 
     answer: CancelledRun
@@ -55,13 +55,16 @@ class Cancels:
         self.owner = owner
         self.policies = policies
 
-    async def cancel(self, request: CancelRequest) -> Recorded:
+    async def cancel(self, request: CancelRequest) -> CancelRecorded:
         """Record the cancel (see the module's docstring); raises why it cannot be."""
         for _ in range(_ATTEMPTS):
             stored = await self.store.load_run(request.run_id)
             if stored is None or stored.state.agent_id != self.agent_id:
-                raise await self._gone(request, foreign=stored is not None)
-            again = _repeated(stored.state, request)
+                gone = await self._gone(request, foreign=stored is not None)
+                if isinstance(gone, CancelRecorded):
+                    return gone
+                raise gone
+            again = _repeated(request, stored.state.agent_id, stored.state.cancel)
             if again is not None:
                 return again
             recorded = await self._attempt(stored, request)
@@ -69,7 +72,7 @@ class Cancels:
                 return recorded
         raise StaleSnapshotError(f"run {request.run_id} kept changing while it was being cancelled; retry")
 
-    async def _attempt(self, stored: StoredRun, request: CancelRequest) -> Recorded | None:
+    async def _attempt(self, stored: StoredRun, request: CancelRequest) -> CancelRecorded | None:
         """One compare-and-set; None if the run changed since it was read."""
         state = stored.state
         await self._check(state, request)
@@ -98,7 +101,7 @@ class Cancels:
             cancelled_at=cancellation.at,
             was=was,
         )
-        return Recorded(answer, cancellation, taken)
+        return CancelRecorded(answer, cancellation, taken)
 
     async def _check(self, state: RunState, request: CancelRequest) -> None:
         """Raise why this request cannot cancel the run as it stands."""
@@ -131,13 +134,20 @@ class Cancels:
         """Whether a live host other than this one holds the run in flight."""
         return state.status == "running" and state.owner in await self.store.live_owners()
 
-    async def _gone(self, request: CancelRequest, foreign: bool) -> TroupeError:
+    async def _gone(self, request: CancelRequest, foreign: bool) -> TroupeError | CancelRecorded:
         """Why a run that is not stored cannot be cancelled: cancelled or finished (its audit log says
-        so), or unknown."""
+        so), or unknown; or, for a retry of the cancel that ended it, that cancel's answer."""
         audit: list[AuditEntry] = [] if foreign else await self.store.list_audit(request.run_id)
+        if request.tool_call_id is not None:  # the call the canceller saw: who decided it first
+            seen = DecideRequest(request.run_id, Decline(), request.tool_call_id, request.fingerprint)
+            decided = decided_in(audit, seen, self.agent_id)
+            if decided is not None:
+                return decided
         for entry in audit:
             if entry.kind == "cancelled" and not entry.tool_call_id and entry.agent_id == self.agent_id:
-                return cancelled_error(request.run_id, as_recorded(entry), "it is cancelled once")
+                recorded = as_recorded(entry)
+                again = _repeated(request, self.agent_id, recorded)
+                return again or cancelled_error(request.run_id, recorded, "it is cancelled once")
         if any(entry.agent_id == self.agent_id for entry in audit):
             return RunNotCancellableError(
                 f"run {request.run_id} has already finished; there is nothing to cancel",
@@ -150,24 +160,23 @@ class Cancels:
         )
 
 
-def _repeated(state: RunState, request: CancelRequest) -> Recorded | None:
+def _repeated(request: CancelRequest, agent_id: str, cancel: Cancellation | None) -> CancelRecorded | None:
     """The same cancel again (a retry after its answer was lost: same canceller, same reason) is
     answered as the first was; any other cancel of a cancelled run is refused (``_check``)."""
-    cancel = state.cancel
     if cancel is None or cancel.reason != (request.reason or DEFAULT_REASON):
         return None
     mine = request.canceller.id if request.canceller is not None else None
     if mine != (cancel.by.id if cancel.by is not None else None):
         return None
     answer = CancelledRun(
-        run_id=state.run_id,
-        agent_id=state.agent_id,
+        run_id=request.run_id,
+        agent_id=agent_id,
         reason=cancel.reason,
         cancelled_by=cancel.who,
         cancelled_at=cancel.at,
         was="cancelled",
     )
-    return Recorded(answer, cancel, taken=False)
+    return CancelRecorded(answer, cancel, taken=False)
 
 
-__all__ = ["Cancels", "Recorded"]
+__all__ = ["Cancels", "CancelRecorded"]

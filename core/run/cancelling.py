@@ -78,7 +78,7 @@ def record(state: RunState, cancellation: Cancellation, surface: str) -> tuple[A
     its call closed as cancelled. Returns the audit entries to write with it: one for the run, one per
     withdrawn pause (the writer announces those as ``tool-call.withdrawn``)."""
     who = cancellation.by
-    people = {
+    people: dict[str, Any] = {
         "reason": cancellation.reason,
         "decided_by": cancellation.who,
         "subject": who.subject if who is not None else None,

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from troupe.core.deciding import decision_log
-from troupe.core.deciding.cancels import Cancels, Recorded
+from troupe.core.deciding.cancels import CancelRecorded, Cancels
 from troupe.core.deciding.claim import Claims, ContinuedElsewhere, QuorumPending
 from troupe.core.deciding.policy import RunPolicy
 from troupe.core.notifying.outbox import interrupted_event
@@ -243,7 +243,8 @@ class RunEngine:
                 release()
                 return None
             end = stored.state.duration_deadline() if stored is not None else None
-            if end is not None and end <= utcnow():  # its max_duration_s, waiting included, ran out
+            if stored is not None and end is not None and end <= utcnow():
+                # Its max_duration_s, waiting included, ran out: the run is stopped, not the pause declined.
                 return await self._cancel_under_lock(_out_of_time(stored.state), release)
             deadline, call, pause = min(due, key=lambda item: item[0])
             reason = f"No decision was made in time: the request expired at {deadline.isoformat()}"
@@ -263,9 +264,9 @@ class RunEngine:
 
     # ---- cancelling a run ----------------------------------------------------------------------------
 
-    async def cancel(self, request: CancelRequest) -> Recorded:
+    async def cancel(self, request: CancelRequest) -> CancelRecorded:
         """Record a cancel in the run, durably (``troupe.core.deciding.cancels``); the caller then stops
-        the run if this host drives it, or ends it here if this host took it (``Recorded.taken``)."""
+        the run if this host drives it, or ends it here if this host took it (``CancelRecorded.taken``)."""
         return await self.cancels.cancel(request)
 
     async def _cancelled_here(

@@ -71,10 +71,12 @@ class TakeBack:
         ran = list(run.ran)
         if not ran or not isinstance(error, StaleSnapshotError | StorageError):
             return None
-        entries = await self._record(run.state, ran)
+        lost = isinstance(error, StaleSnapshotError)  # the store answered: another host holds the run
+        entries = await self._record(run.state, ran, patience=_RECORD_FOR_S if lost else 0.0)
         run.ran.clear()
-        if entries is None:
-            return None  # the store is out of reach: recovery asks about the calls again
+        if entries is None or not lost:
+            # The store failed: the caller hears so; recovery, later, takes what was recorded.
+            return None
         try:
             stored = await self.store.load_run(run.state.run_id)
         except StorageError:
@@ -84,9 +86,12 @@ class TakeBack:
             return plan
         return _told(run.state, stored.state if stored is not None else None, entries)
 
-    async def _record(self, state: RunState, ran: Sequence[ToolCallState]) -> list[AuditEntry] | None:
-        """Append the outcomes to the run's audit log, waiting out a short outage of the store."""
-        deadline = asyncio.get_running_loop().time() + _RECORD_FOR_S
+    async def _record(
+        self, state: RunState, ran: Sequence[ToolCallState], patience: float
+    ) -> list[AuditEntry] | None:
+        """Append the outcomes to the run's audit log, waiting out an outage of the store for up to
+        ``patience`` seconds."""
+        deadline = asyncio.get_running_loop().time() + patience
         while True:
             try:
                 return await late_results.append(self.store, state, ran)
