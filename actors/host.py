@@ -73,8 +73,6 @@ class Outbox:
         self.pending: list[Chunk] = []
         self.done = False
         self.finished_at = 0.0
-        # Set once the operation has ended (whether or not its chunks were read).
-        self.ended = asyncio.Event()
         self._changed = asyncio.Event()
         # How many pending chunks wake a waiting reader: 1 while it waits for a batch's first chunk, a
         # full batch while it lingers (a chunk per wake-up would cost a timer and a task switch each).
@@ -89,7 +87,6 @@ class Outbox:
         self.done = True
         self.finished_at = time.monotonic()
         self._changed.set()
-        self.ended.set()
 
     async def take(self, linger: float, first_wait: float | None = None) -> tuple[list[Chunk], bool]:
         """Wait for chunks (for at most ``first_wait`` s if given: then nothing may come back); then keep
@@ -253,14 +250,15 @@ class AgentHost:
     async def cancel(self, request: CancelRequest) -> CancelledRun:
         """Cancel a run of this agent (``troupe.core.deciding.cancels``) and answer once the cancel is
         durable. A run driven here is stopped at once (its stream ends it); a run this host took (it was
-        paused, or its host is gone) is ended here before this returns; a run another live host drives
-        is stopped by that host as soon as it learns (``poke``, its next write, or its next heartbeat)."""
+        paused, or its host is gone) is ended here, in the background (``attach`` follows it); a run
+        another live host drives is stopped by that host as soon as it learns (``poke``, its next write,
+        or its next heartbeat). A crash before the run has ended leaves it to recovery, which ends it."""
         await self._startup()
         recorded = await self.engine.cancel(request)
         if not self.engine.loop.stop(request.run_id, recorded.cancellation) and recorded.taken:
             operation = await self.engine.begin_ending(request.run_id)
             if operation is not None:
-                await self._outboxes[self._spawn(operation)].ended.wait()
+                self._spawn(operation)
         return recorded.answer
 
     async def poke(self, run_id: str) -> bool:
