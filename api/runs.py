@@ -20,6 +20,7 @@ from troupe.api.routing import TroupeRoute
 from troupe.api.service import CallerDep, DeciderDep, ServiceDep, surface
 from troupe.api.sse import MEDIA_TYPE, sse_response
 from troupe.api.wire import run_result_json
+from troupe.core.vocabulary.chunks import camelize
 from troupe.core.vocabulary.errors import SnapshotNotFoundError
 
 router = APIRouter(tags=["runs"], route_class=TroupeRoute)
@@ -219,7 +220,7 @@ async def get_run(agentId: str, runId: str, service: ServiceDep, caller: CallerD
         "threadId": info["thread_id"],
         "resourceId": info["resource_id"],
         "status": info["status"],
-        "cancelled": info.get("cancelled"),
+        "cancelled": camelize(info["cancelled"]) if info.get("cancelled") else None,
     }
 
 

@@ -13,6 +13,7 @@ on stderr and exit code 1.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -337,6 +338,9 @@ async def cancel_run(args: Any, out: TextIO) -> int:
         cancelled = await found.cancel_run(
             args.run, reason=args.reason, tool_call_id=args.call, fingerprint=args.fingerprint, **who
         )
+        if source.runtime is not None:  # in-process: see the run to its end before the runtime goes
+            with contextlib.suppress(SnapshotNotFoundError):
+                await (await source.runtime.observe(agent_id, args.run)).result()
     finally:
         await source.close()
     by = f" by {safe(cancelled.cancelled_by)}" if cancelled.cancelled_by else ""
