@@ -100,7 +100,9 @@ class RunBody(_Body):
     approval_timeout: Annotated[float, Field(gt=0, le=MAX_APPROVAL_TIMEOUT_S, allow_inf_nan=False)] | None = (
         None
     )
-    max_duration_s: Annotated[float, Field(gt=0, le=MAX_APPROVAL_TIMEOUT_S, allow_inf_nan=False)] | None = None
+    max_duration_s: Annotated[float, Field(gt=0, le=MAX_APPROVAL_TIMEOUT_S, allow_inf_nan=False)] | None = (
+        None
+    )
     duration_counts_waiting: bool | None = None
 
     def thread(self) -> str | None:

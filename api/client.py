@@ -244,12 +244,16 @@ class AsyncAgentClient:
         """Cancel a run (``POST .../cancel-run``), as ``Agent.cancel_run``: answered once the cancel is
         durable; the canceller is the key's principal."""
         body = _body(runId=run_id, reason=reason, toolCallId=tool_call_id, fingerprint=fingerprint)
-        return cancelled_run_from_json(await self.client.request("POST", f"{self._base}/cancel-run", body=body))
+        return cancelled_run_from_json(
+            await self.client.request("POST", f"{self._base}/cancel-run", body=body)
+        )
 
     async def run_status(self, run_id: str) -> dict[str, Any]:
         """Where a run stands (``GET .../runs/{runId}``): ``status`` is ``running``, ``suspended``,
         ``finished`` or ``cancelled`` (then ``cancelled`` says by whom, why and when)."""
-        found: dict[str, Any] = await self.client.request("GET", f"{self._base}/runs/{quote(run_id, safe='')}")
+        found: dict[str, Any] = await self.client.request(
+            "GET", f"{self._base}/runs/{quote(run_id, safe='')}"
+        )
         return found
 
     # ---- finding paused runs ------------------------------------------------------------------------

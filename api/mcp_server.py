@@ -19,7 +19,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
-
 from troupe.api.auth import Principal, own_resource
 from troupe.api.mcp_pauses import PausedCall, Questions, finished_result, paused_result
 from troupe.api.service import Service
@@ -189,9 +188,7 @@ async def _cancelled_with(agent: Agent, run_id: str, caller: Principal) -> Async
     except anyio.get_cancelled_exc_class():
         with anyio.CancelScope(shield=True):
             try:
-                await agent.cancel_run(
-                    run_id, reason=CLIENT_CANCELLED, cancelled_by=caller, surface="mcp"
-                )
+                await agent.cancel_run(run_id, reason=CLIENT_CANCELLED, cancelled_by=caller, surface="mcp")
             except TroupeError as exc:  # finished or cancelled meanwhile, or never stored
                 log.info("run %s was not cancelled with its MCP call: %s", run_id, exc.message)
         raise

@@ -152,14 +152,22 @@ def _run_json(run: SuspendedRun) -> dict[str, Any]:
 def _from_wire_doubt(doubt: Any) -> dict[str, Any] | None:
     if not isinstance(doubt, dict):
         return None
-    return {"owner": doubt.get("owner"), "last_seen": doubt.get("lastSeen"), "deadline": doubt.get("deadline")}
+    return {
+        "owner": doubt.get("owner"),
+        "last_seen": doubt.get("lastSeen"),
+        "deadline": doubt.get("deadline"),
+    }
 
 
 def _in_doubt(doubt: dict[str, Any] | None) -> dict[str, Any] | None:
     """A call in doubt after a takeover: its first host, that host's last write, the call's deadline."""
     if doubt is None:
         return None
-    return {"owner": doubt.get("owner"), "lastSeen": doubt.get("last_seen"), "deadline": doubt.get("deadline")}
+    return {
+        "owner": doubt.get("owner"),
+        "lastSeen": doubt.get("last_seen"),
+        "deadline": doubt.get("deadline"),
+    }
 
 
 def suspended_runs_from_json(data: dict[str, Any]) -> SuspendedRunList:

@@ -69,7 +69,9 @@ def work_tool(log: CallLog, gate: str, *, sync: bool = False, **options: Any) ->
     return create_tool("work", "Do a piece of work", Job, work_sync if sync else work_async, **options)
 
 
-def worker(log: CallLog, gate: str, *, sync: bool = False, model_gate: str | None = None, **options: Any) -> Agent:
+def worker(
+    log: CallLog, gate: str, *, sync: bool = False, model_gate: str | None = None, **options: Any
+) -> Agent:
     """Calls ``work`` once (its model's first turn may wait on ``model_gate``), then reports."""
     first = tool_call("work", {"name": "job-1"}, id="w1")
     return Agent(

@@ -271,8 +271,8 @@ async def settle(case: Case, deadline_s: float = 60.0) -> dict[str, Any]:
             except DecisionConflictError:
                 await asyncio.sleep(0.1)  # decided (or cancelled) before the crash: the run catches up
             except ToolCallInDoubtError as exc:  # the dead driver might still be running it: wait it out
-                deadline = datetime.fromisoformat(exc.details["deadline"])
-                await asyncio.sleep(max(0.05, (deadline - datetime.now(UTC)).total_seconds()))
+                fence = datetime.fromisoformat(exc.details["deadline"])
+                await asyncio.sleep(max(0.05, (fence - datetime.now(UTC)).total_seconds()))
             decisions += 1
         return await check(case, store, decisions)
     finally:

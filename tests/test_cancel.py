@@ -13,9 +13,9 @@ import pytest
 from blocking import wait_for
 from cancel_agents import phases, tree, worker
 from helpers import chunks_of, delete_tool, one_call
+from troupe.core.run.delegation import child_run_id
 
 from troupe import Agent, Runtime, SqliteStore
-from troupe.core.run.delegation import child_run_id
 from troupe.errors import (
     CancelForbiddenError,
     DecisionConflictError,
@@ -82,6 +82,7 @@ async def test_a_run_cancelled_in_a_tool_stops_and_a_sync_tools_late_result_is_o
     await wait_for(lambda: phases(log, "work") == ["started"], what="the tool to start")
 
     await agent.cancel_run(stream.run_id, reason="too slow")  # the process itself: no name needed
+    gate.touch()  # the tool may finish from now on: what it returns must not reach a model
     chunks = await chunks_of(stream)
 
     cut = [c for c in chunks if c.type == "tool-error"]
@@ -89,7 +90,6 @@ async def test_a_run_cancelled_in_a_tool_stops_and_a_sync_tools_late_result_is_o
     assert "too slow" in cut[0].payload["result"]["error"]
     assert chunks[-1].payload["finish_reason"] == "cancelled"
     await _gone(runtime, stream.run_id)
-    gate.touch()
     if sync:  # its thread cannot be stopped: it finishes, and what it returned is recorded, and only that
         await wait_for(lambda: phases(log, "work") == ["started", "finished"], what="the thread to finish")
 
@@ -176,7 +176,9 @@ async def test_cancelling_a_running_subagents_run_is_a_tool_error_its_parents_mo
     from trees import delegating
 
     boss = Agent(
-        "boss", model=delegating("boss", ("worker", "do it", "b1")), agents={"worker": worker(log, str(tmp_path / "g"))}
+        "boss",
+        model=delegating("boss", ("worker", "do it", "b1")),
+        agents={"worker": worker(log, str(tmp_path / "g"))},
     )
     runtime = make_runtime([boss])
     stream = await boss.stream("go")
@@ -187,13 +189,18 @@ async def test_cancelling_a_running_subagents_run_is_a_tool_error_its_parents_mo
     result = await stream.result()
 
     assert result.finish_reason == "stop"
-    assert result.text.startswith("boss: b1=") and f"the subagent's run {child} was cancelled: enough" in result.text
+    assert (
+        result.text.startswith("boss: b1=")
+        and f"the subagent's run {child} was cancelled: enough" in result.text
+    )
 
 
-# ---- what a cancel refuses, and what refuses it --------------------------------------------------------------
+# ---- what a cancel refuses, and what refuses it -------------------------------------------------------
 
 
-async def test_a_cancelled_or_finished_run_cannot_be_cancelled_and_a_stranger_cannot_cancel(make_runtime, log):
+async def test_a_cancelled_or_finished_run_cannot_be_cancelled_and_a_stranger_cannot_cancel(
+    make_runtime, log
+):
     agent = Agent("ops", model=one_call("delete_record", {"id": "x"}), tools=[delete_tool(log)])
     make_runtime([agent])
     paused = await agent.generate("delete x", started_by="alice")
@@ -221,10 +228,39 @@ async def test_a_cancel_bound_to_a_call_loses_to_an_approval_that_came_first(mak
     paused = await agent.generate("delete x")
     seen = paused.suspend_payload
 
-    approved = await agent.approve_tool_call_generate(run_id=paused.run_id, tool_call_id="call-1", decided_by="bob")
+    approved = await agent.approve_tool_call_generate(
+        run_id=paused.run_id, tool_call_id="call-1", decided_by="bob"
+    )
     with pytest.raises(DecisionConflictError, match="already approved by bob"):
         await agent.cancel_run(paused.run_id, tool_call_id="call-1", fingerprint=seen["fingerprint"])
 
+    assert approved.finish_reason == "stop" and log.count("delete_record") == 1
+
+
+@pytest.mark.parametrize("executor", ["local"])  # the store's hooks are asyncio events of this loop
+async def test_a_cancel_that_read_the_run_before_an_approval_landed_loses_to_it(make_runtime, log, tmp_path):
+    """The cancel has read the call as waiting and is about to write when an approval lands: its
+    compare-and-set fails, it reads again, and it loses, naming the approver; the tool ran once."""
+    from store_hooks import HookedStore
+
+    store = HookedStore(SqliteStore(tmp_path / "hooked.db"))
+    agent = Agent("ops", model=one_call("delete_record", {"id": "x"}), tools=[delete_tool(log)])
+    make_runtime([agent], storage=store)
+    paused = await agent.generate("delete x")
+    seen = paused.suspend_payload or {}
+    reached, release = store.hold_next_save(paused.run_id)
+    cancelling = asyncio.create_task(
+        agent.cancel_run(paused.run_id, tool_call_id="call-1", fingerprint=seen["fingerprint"])
+    )
+    await reached.wait()  # read, checked, and about to write
+
+    approved = await agent.approve_tool_call_generate(
+        run_id=paused.run_id, tool_call_id="call-1", decided_by="bob"
+    )
+    release.set()
+
+    with pytest.raises(DecisionConflictError, match="already approved by bob"):
+        await cancelling
     assert approved.finish_reason == "stop" and log.count("delete_record") == 1
 
 
@@ -239,11 +275,14 @@ async def test_a_tool_that_runs_past_its_timeout_is_a_tool_error_the_model_hears
     agent = worker(log, str(gate), sync=sync, timeout_s=0.5)
     runtime = make_runtime([agent])
 
-    result = await agent.generate("work please")
+    try:
+        async with asyncio.timeout(60):  # without the timeout, the tool would wait for ever
+            result = await agent.generate("work please")
+    finally:
+        gate.touch()
 
     assert result.finish_reason == "stop"
     assert "'work' timed out after 0.5 s" in result.text
-    gate.touch()
     if sync:  # its thread finished later: recorded, not told
         await wait_for(lambda: phases(log, "work") == ["started", "finished"], what="the thread to finish")
         store = runtime.store()
@@ -256,10 +295,15 @@ async def test_a_tool_that_runs_past_its_timeout_is_a_tool_error_the_model_hears
 
 
 async def test_a_run_past_its_max_duration_ends_with_max_duration(make_runtime, log, tmp_path: Path):
-    agent = worker(log, str(tmp_path / "tool-gate"))
+    gate = tmp_path / "tool-gate"
+    agent = worker(log, str(gate))
     runtime = make_runtime([agent])
 
-    result = await agent.generate("work please", max_duration_s=1.0)
+    try:
+        async with asyncio.timeout(60):  # without the budget, the tool would wait for ever
+            result = await agent.generate("work please", max_duration_s=1.0)
+    finally:
+        gate.touch()
 
     assert result.finish_reason == "max-duration"
     await _gone(runtime, result.run_id)
@@ -285,7 +329,9 @@ async def test_time_waiting_for_a_person_counts_only_when_asked(make_runtime, lo
     assert done.finish_reason == "stop" and log.count("delete_record") == 1
 
 
-async def test_a_run_in_flight_of_another_process_stops_at_its_next_heartbeat(tmp_path: Path, log, monkeypatch):
+async def test_a_run_in_flight_of_another_process_stops_at_its_next_heartbeat(
+    tmp_path: Path, log, monkeypatch
+):
     """Two runtimes on one store, as two processes: the cancel is recorded by one while the other drives
     the run; the driving host finds it when it looks (each heartbeat) and stops the run there."""
     from troupe.actors import host

@@ -45,7 +45,9 @@ def test_cancel_run_asks_first_then_cancels_the_run(server, api, tabs, calls, tm
     answer = api.post("/agents/sup/cancel-run", json={"runId": nested, "reason": "from the API"})
     assert answer.status_code == 200, answer.text
     expect(inbox.card(nested)).to_have_attribute("data-state", "cancelled")
-    expect(inbox.card(nested).get_by_test_id("verdict")).to_have_text("Run cancelled by anonymous: from the API")
+    expect(inbox.card(nested).get_by_test_id("verdict")).to_have_text(
+        "Run cancelled by anonymous: from the API"
+    )
     assert calls.count("delete_record") == 0
     assert snapshot is None or snapshot.state.cancel is not None
 

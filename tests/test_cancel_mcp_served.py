@@ -17,7 +17,9 @@ from troupe import Runtime, SqliteStore
 from troupe.testing import CallLog
 
 
-async def test_a_client_that_cancels_its_tool_call_cancels_the_run(http_server, tmp_path: Path, calls: CallLog):
+async def test_a_client_that_cancels_its_tool_call_cancels_the_run(
+    http_server, tmp_path: Path, calls: CallLog
+):
     gate, db = str(tmp_path / "gate"), tmp_path / "m.db"
     server = http_server(
         lambda: Runtime([worker(calls, gate)], storage=SqliteStore(db), executor="local"),
@@ -36,7 +38,9 @@ async def test_a_client_that_cancels_its_tool_call_cancels_the_run(http_server, 
         async with asyncio.timeout(30):
             while await store.load_run(run_id) is not None:
                 await asyncio.sleep(0.05)
-        entry = next(e for e in await store.list_audit(run_id) if e.kind == "cancelled" and not e.tool_call_id)
+        entry = next(
+            e for e in await store.list_audit(run_id) if e.kind == "cancelled" and not e.tool_call_id
+        )
         assert (entry.decided_by, entry.surface, entry.reason) == ("kim", "mcp", CLIENT_CANCELLED)
     finally:
         await store.close()

@@ -34,7 +34,9 @@ async def test_a_cancel_racing_an_approval_from_another_runtime_has_exactly_one_
         log = CallLog(tmp_path / f"calls-{attempt}.jsonl")
         approver, canceller = _agent(log), _agent(log)
         stores = [HookedStore(RedisStore.from_url(redis_url, prefix=prefix), name) for name in ("one", "two")]
-        one = Runtime([approver], storage=stores[0] if executor == "local" else stores[0].inner, executor=executor)  # type: ignore[arg-type]
+        one = Runtime(
+            [approver], storage=stores[0] if executor == "local" else stores[0].inner, executor=executor
+        )  # type: ignore[arg-type]
         two = Runtime([canceller], storage=stores[1], executor="local")  # type: ignore[arg-type]
         try:
             paused = await approver.generate("delete x", started_by="alice")

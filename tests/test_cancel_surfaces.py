@@ -12,15 +12,24 @@ from typing import Any
 
 import httpx
 import pytest
-from test_decision_links import local, receiver, serve  # noqa: F401 - receiver is a fixture
+from test_decision_links import local, serve
 from troupe.api.client import AsyncTroupeClient
 from troupe.api.sync_client import TroupeClient
 from troupe.core.deciding.approvers import ApproverPolicy
+from webhook_receiver import Receiver
 
 from troupe import SqliteStore
 from troupe.cli import main
 from troupe.errors import CancelForbiddenError, RunCancelledError
 from troupe.testing import CallLog
+
+
+@pytest.fixture
+def receiver() -> Any:
+    hook = Receiver().start()
+    yield hook
+    hook.stop()
+
 
 ALICE = {"Authorization": "Bearer key-alice"}
 BOB = {"Authorization": "Bearer key-bob"}
@@ -31,7 +40,9 @@ DBA_POLICY = ApproverPolicy(tool="delete_record", roles=frozenset({"dba"}))
 
 
 async def paused_with_links(
-    client: httpx.AsyncClient, receiver: Any, starter: dict[str, str]  # noqa: F811
+    client: httpx.AsyncClient,
+    receiver: Any,
+    starter: dict[str, str],
 ) -> tuple[str, dict[str, str]]:
     """A run paused by ``starter``, and the decision links its pause event carried."""
     seen = len(receiver.received)
@@ -43,18 +54,23 @@ async def paused_with_links(
     return started.json()["runId"], {"approve": local(links["approve"]), "decline": local(links["decline"])}
 
 
-async def _cancel(client: httpx.AsyncClient, run_id: str, headers: dict[str, str], **body: Any) -> httpx.Response:
+async def _cancel(
+    client: httpx.AsyncClient, run_id: str, headers: dict[str, str], **body: Any
+) -> httpx.Response:
     return await client.post("/api/agents/ops/cancel-run", json={"runId": run_id, **body}, headers=headers)
 
 
-async def test_who_may_cancel_a_run_over_http(http_server, tmp_path: Path, calls: CallLog, receiver):  # noqa: F811
+async def test_who_may_cancel_a_run_over_http(http_server, tmp_path: Path, calls: CallLog, receiver):
     server = serve(http_server, tmp_path, calls, receiver, DBA_POLICY)
     async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
         runs = [(await paused_with_links(client, receiver, ALICE))[0] for _ in range(3)]
 
         stranger = await _cancel(client, runs[0], BOB)  # same resource, neither starter nor approver
         assert stranger.status_code == 403, stranger.text
-        assert stranger.json()["code"] == "AGENT_CANCEL_FORBIDDEN" and "'bob' may not cancel" in stranger.json()["error"]
+        assert (
+            stranger.json()["code"] == "AGENT_CANCEL_FORBIDDEN"
+            and "'bob' may not cancel" in stranger.json()["error"]
+        )
         other_tenant = await _cancel(client, runs[0], OLGA)
         assert other_tenant.status_code == 404  # another tenant's run is answered as an unknown one
 
@@ -71,7 +87,10 @@ async def test_who_may_cancel_a_run_over_http(http_server, tmp_path: Path, calls
         assert "cancelled by alice: wrong record" in again.json()["error"]
         status = (await client.get(f"/api/agents/ops/runs/{runs[0]}", headers=ALICE)).json()
         assert status["status"] == "cancelled"
-        assert (status["cancelled"]["cancelledBy"], status["cancelled"]["reason"]) == ("alice", "wrong record")
+        assert (status["cancelled"]["cancelledBy"], status["cancelled"]["reason"]) == (
+            "alice",
+            "wrong record",
+        )
     store = SqliteStore(tmp_path / "l.db")
     audit = await store.list_audit(runs[0])
     await store.close()
@@ -85,7 +104,9 @@ async def test_who_may_cancel_a_run_over_http(http_server, tmp_path: Path, calls
     assert calls.count() == 0
 
 
-async def test_a_cancelled_pause_is_withdrawn_everywhere(http_server, tmp_path: Path, calls: CallLog, receiver):  # noqa: F811
+async def test_a_cancelled_pause_is_withdrawn_everywhere(
+    http_server, tmp_path: Path, calls: CallLog, receiver
+):
     server = serve(http_server, tmp_path, calls, receiver)
     async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
         run_id, links = await paused_with_links(client, receiver, ALICE)
@@ -101,7 +122,9 @@ async def test_a_cancelled_pause_is_withdrawn_everywhere(http_server, tmp_path: 
             used = await client.post(links[action])
             assert used.status_code == 409, used.text
         approve = await client.post(
-            "/api/agents/ops/approve-tool-call-generate", json={"runId": run_id, "toolCallId": "call-1"}, headers=ALICE
+            "/api/agents/ops/approve-tool-call-generate",
+            json={"runId": run_id, "toolCallId": "call-1"},
+            headers=ALICE,
         )
         assert approve.status_code == 409 and approve.json()["code"] == "AGENT_RUN_CANCELLED"
         listed = (await client.get("/api/inbox", headers=ALICE)).json()
@@ -109,7 +132,9 @@ async def test_a_cancelled_pause_is_withdrawn_everywhere(http_server, tmp_path: 
     assert calls.count() == 0
 
 
-async def test_the_python_clients_cancel_and_hear_why_not(http_server, tmp_path: Path, calls: CallLog, receiver):  # noqa: F811
+async def test_the_python_clients_cancel_and_hear_why_not(
+    http_server, tmp_path: Path, calls: CallLog, receiver
+):
     server = serve(http_server, tmp_path, calls, receiver)
     async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
         first, _ = await paused_with_links(client, receiver, ALICE)
@@ -176,7 +201,9 @@ def test_troupe_runs_cancel_over_a_server(http_server, tmp_path: Path, calls: Ca
     server = http_server(runtime_factory(tmp_path, calls), keys={"k": {"name": "ann", "resources": ["a1"]}})
     with httpx.Client(base_url=server.url, timeout=30) as client:
         started = client.post(
-            "/api/agents/ops/generate", json={"messages": "x", "resourceId": "a1"}, headers={"Authorization": "Bearer k"}
+            "/api/agents/ops/generate",
+            json={"messages": "x", "resourceId": "a1"},
+            headers={"Authorization": "Bearer k"},
         )
     run_id = started.json()["runId"]
 

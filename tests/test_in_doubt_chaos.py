@@ -46,7 +46,9 @@ def paying(ledger: CallLog, gate: str) -> Agent:
     def turn(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
         heard = told(messages)
         ledger.record("model", told=heard)
-        return text("told: " + heard[-1]) if heard else tool_call("pay", {"to": "vendor", "amount": 10}, id="p1")
+        return (
+            text("told: " + heard[-1]) if heard else tool_call("pay", {"to": "vendor", "amount": 10}, id="p1")
+        )
 
     tool = create_tool("pay", "Pay someone", Payment, pay, require_approval=True, timeout_s=30)
     return Agent("ops", model=FunctionModel(turn), tools=[tool])
@@ -86,7 +88,9 @@ async def _one_round(
     two = Runtime([second], storage=RedisStore.from_url(redis.url, prefix=prefix), executor="local")
     try:
         paused = await first.generate("pay the vendor")
-        approving = asyncio.create_task(first.approve_tool_call_generate(run_id=paused.run_id, decided_by="ann"))
+        approving = asyncio.create_task(
+            first.approve_tool_call_generate(run_id=paused.run_id, decided_by="ann")
+        )
         await wait_for(lambda: len(ledger.entries("pay")) == 1, what="the payment to start")
 
         # The first host is cut off and redis-server dies while the payment runs; Redis comes back.
@@ -108,7 +112,11 @@ async def _one_round(
 
         refused = None
         if decision != "none":
-            decide = second.approve_tool_call_generate if decision == "approve" else second.decline_tool_call_generate
+            decide = (
+                second.approve_tool_call_generate
+                if decision == "approve"
+                else second.decline_tool_call_generate
+            )
             with pytest.raises(ToolCallInDoubtError) as refused:
                 await decide(run_id=paused.run_id, tool_call_id="p1")
             assert "in doubt" in refused.value.message and owner in refused.value.message
@@ -135,7 +143,11 @@ async def _one_round(
 
 @pytest.mark.parametrize("decision", ["approve", "decline", "none"])
 async def test_a_call_in_doubt_after_a_takeover_runs_once_and_the_run_finishes_with_its_result(
-    dedicated_redis: RedisServer, tmp_path: Path, executor: str, decision: str, monkeypatch: pytest.MonkeyPatch
+    dedicated_redis: RedisServer,
+    tmp_path: Path,
+    executor: str,
+    decision: str,
+    monkeypatch: pytest.MonkeyPatch,
 ):
     from troupe.actors import host
 

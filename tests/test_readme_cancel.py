@@ -19,7 +19,9 @@ def test_the_cancel_example_prints_that_the_run_was_cancelled(tmp_path: Path):
     script = tmp_path / "cancel_example.py"
     script.write_text(block)
 
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=False
+    )
 
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "cancelled - wrong month"

@@ -630,7 +630,7 @@
   async function cancelRun(card) {
     if (card.status !== "pending") return;
     const { run, call } = card;
-    const body = { runId: run.runId, toolCallId: call.toolCallId, fingerprint: call.fingerprint };
+    const body = { runId: run.runId, fingerprint: call.fingerprint, toolCallId: call.toolCallId };
     const reason = card.cancelReason.value.trim();
     if (reason) body.reason = reason;
     showError(card, "");

@@ -179,4 +179,4 @@ def _repeated(request: CancelRequest, agent_id: str, cancel: Cancellation | None
     return CancelRecorded(answer, cancel, taken=False)
 
 
-__all__ = ["Cancels", "CancelRecorded"]
+__all__ = ["CancelRecorded", "Cancels"]

@@ -232,7 +232,6 @@ def refuse_in_doubt(run_id: str, call: ToolCallState, pause: Pause, now: datetim
     )
 
 
-
 def find_target(state: RunState, request: DecideRequest) -> Target:
     """The paused call (and which of its pauses) a decision is for."""
     if request.tool_call_id is None:

@@ -22,11 +22,11 @@ from troupe.core.notifying.outbox import interrupted_event
 from troupe.core.run.auto_resume import extract_resume_data, find_resumable
 from troupe.core.run.cancelling import OUT_OF_TIME, cancelled_error
 from troupe.core.run.flow import ActiveRun, Plan
+from troupe.core.run.in_doubt import fence
 from troupe.core.run.locks import RunLocks
 from troupe.core.run.loop import RunLoop
 from troupe.core.run.memory import trim_history
 from troupe.core.run.operation import Operation, Recorded
-from troupe.core.run.in_doubt import fence
 from troupe.core.run.recovery import Doubt, prepare_recovery, replay
 from troupe.core.run.settings import RunSettings
 from troupe.core.vocabulary.agent import AgentSpec
@@ -337,7 +337,12 @@ class RunEngine:
                 Plan()
                 if state.cancel is not None
                 else prepare_recovery(
-                    state, loop.tools, loop.delegations, loop.pauses, audit, self._doubt(expected_owner, state)
+                    state,
+                    loop.tools,
+                    loop.delegations,
+                    loop.pauses,
+                    audit,
+                    self._doubt(expected_owner, state),
                 )
             )
             completed = {n.payload["tool_call_id"] for n in plan.backlog if "completed_at" in n.payload}

@@ -17,7 +17,6 @@ from typing import Any, assert_never
 
 from troupe.core.deciding.handoff import pending_delivery
 from troupe.core.notifying.outbox import Event, pause_event
-from troupe.core.run import late_results
 from troupe.core.run.calls import Calls
 from troupe.core.run.cancelling import out_of_time
 from troupe.core.run.delegation import Delegation, child_run_id, delegation_tool

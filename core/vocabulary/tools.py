@@ -8,6 +8,7 @@ it may pause itself with ``return await ctx.agent.suspend(payload)`` and is call
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import inspect
@@ -93,10 +94,9 @@ def _on_loop(loop: asyncio.AbstractEventLoop, late: Late) -> Callable[[Future[An
             return  # it never started: nothing happened
         error = work.exception()
         outcome = None if error is not None else work.result()
-        try:
+        # The event loop may be gone (the process is ending): then nobody is left to record it.
+        with contextlib.suppress(RuntimeError):
             loop.call_soon_threadsafe(late, outcome, error)
-        except RuntimeError:
-            pass  # the event loop is gone (the process is ending): nobody is left to record it
 
     return arrived
 
