@@ -255,11 +255,20 @@ class AgentHost:
         or its next heartbeat). A crash before the run has ended leaves it to recovery, which ends it."""
         await self._startup()
         recorded = await self.engine.cancel(request)
-        if not self.engine.loop.stop(request.run_id, recorded.cancellation) and recorded.taken:
-            operation = await self.engine.begin_ending(request.run_id)
-            if operation is not None:
-                self._spawn(operation)
+        run_id = request.run_id
+        # An operation here that holds the run but does not drive it yet stops as soon as it begins.
+        driven = self.engine.loop.stop(run_id, recorded.cancellation, about_to=self.engine.is_busy(run_id))
+        if not driven and recorded.taken:
+            task = asyncio.get_running_loop().create_task(self._end_taken(run_id))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
         return recorded.answer
+
+    async def _end_taken(self, run_id: str) -> None:
+        """End a cancelled run this host took, once nothing else here holds it."""
+        operation = await self.engine.begin_ending(run_id)
+        if operation is not None:
+            self._spawn(operation)
 
     async def poke(self, run_id: str) -> bool:
         """Look at once whether a run driven here was cancelled elsewhere (a sibling replica recorded

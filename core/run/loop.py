@@ -102,11 +102,14 @@ class RunLoop:
         # What a host that lost a run does with the tools it ran meanwhile (troupe.core.run.in_doubt).
         self.take_back = TakeBack(self)
 
-    def stop(self, run_id: str, cancellation: Cancellation) -> bool:
+    def stop(self, run_id: str, cancellation: Cancellation, *, about_to: bool = False) -> bool:
         """Stop the run if an operation here drives it: its task is cancelled and ends the run (see
-        ``troupe.core.run.stopping``). False if nothing here drives it."""
+        ``troupe.core.run.stopping``). False if nothing here drives it. ``about_to``: an operation here
+        holds the run and is about to drive it: it stops as soon as it begins."""
         task = self.driving.get(run_id)
         if task is None or task.done():
+            if about_to:
+                self.stops[run_id] = cancellation
             return False
         if run_id not in self.ending and run_id not in self.stops:
             self.stops[run_id] = cancellation
@@ -167,57 +170,73 @@ class RunLoop:
             run.chunk("start", id=self.spec.id, agent_id=self.spec.id, **start_note)
         for chunk in plan.backlog:
             run.emit(chunk)
-        if state.cancel is not None:  # opened on a cancelled run (recovered, or the canceller's): end it
+        # Opened on a cancelled run (recovered, or the canceller's), or asked to stop before it began.
+        stop = state.cancel or self.stops.pop(state.run_id, None)
+        if stop is not None:
             self.ending.add(state.run_id)
-            return await self.stopping.end(run, state.cancel)
+            if state.cancel is not None:
+                return await self.stopping.end(run, stop)
+            return await self.stopping.stopped(run, stop)
         deadline = _loop_time(state.duration_deadline())
         while True:
-            # One span per step this operation works on: the model turn (unless the step was already
-            # planned, e.g. when a decision resumes it), then the step's tool calls.
-            resumed = bool(state.calls)
-            try:
-                with span(
-                    "troupe.step", troupe__step=state.step + (0 if resumed else 1), troupe__resumed=resumed
-                ):
-                    async with asyncio.timeout_at(deadline) as budget:
-                        outcome = await self._step(run, plan)
-            except asyncio.CancelledError:
-                stop = self.stops.pop(state.run_id, None)
-                if stop is None:
-                    raise
-                _uncancel()
-                self.ending.add(state.run_id)
-                return await self.stopping.stopped(run, stop)
-            except TimeoutError as exc:
-                if not budget.expired():
-                    outcome = Failed(exc)
-                else:
-                    self.ending.add(state.run_id)
-                    return await self.stopping.stopped(run, _out_of_time(run.state))
-            except Exception as exc:
-                outcome = Failed(exc)
+            outcome = await self._guarded_step(run, plan, deadline)
             match outcome:
                 case Continue():
                     plan = Plan()
                 case Finished() | Paused():
                     return outcome
                 case Failed(error=error):
-                    self.ending.add(state.run_id)  # what is left of this operation is not stopped
-                    cancelled = await self.stopping.cancelled_meanwhile(run, error)
-                    if cancelled is not None:
-                        return await self.stopping.stopped(run, cancelled)
-                    back = await self.take_back.after_loss(run, error)
-                    if isinstance(back, Plan):  # the run was lost, and is this host's again: go on
-                        self.ending.discard(state.run_id)
-                        plan, state = back, run.state
-                        continue
-                    error = back or error
-                    if not isinstance(error, TroupeError):
-                        log.error("run %s failed", state.run_id, exc_info=error)
-                    await self.fail(run, error, plan.audit)
-                    return Failed(error)
+                    after = await self._after_failure(run, plan, error)
+                    if not isinstance(after, Plan):
+                        return after
+                    plan = after  # the run was lost, and is this host's again: it goes on
                 case _:
                     assert_never(outcome)
+
+    async def _guarded_step(self, run: ActiveRun, plan: Plan, deadline: float | None) -> StepOutcome:
+        """One step, within the run's time budget (the loop's clock ``deadline``): a stop asked of
+        this host (its task cancelled) or the budget running out ends the run here."""
+        state = run.state
+        # One span per step this operation works on: the model turn (unless the step was already
+        # planned, e.g. when a decision resumes it), then the step's tool calls.
+        resumed = bool(state.calls)
+        try:
+            with span(
+                "troupe.step", troupe__step=state.step + (0 if resumed else 1), troupe__resumed=resumed
+            ):
+                async with asyncio.timeout_at(deadline) as budget:
+                    return await self._step(run, plan)
+        except asyncio.CancelledError:
+            stop = self.stops.pop(state.run_id, None)
+            if stop is None:
+                raise
+            _uncancel()
+        except TimeoutError as exc:
+            if not budget.expired():
+                return Failed(exc)
+            stop = _out_of_time(state)
+        except Exception as exc:
+            return Failed(exc)
+        self.ending.add(state.run_id)
+        return await self.stopping.stopped(run, stop)
+
+    async def _after_failure(self, run: ActiveRun, plan: Plan, error: Exception) -> StepOutcome | Plan:
+        """A step failed: because the run was cancelled meanwhile (it ends), or lost to another host
+        while tools ran here and taken back (the plan to go on with), or for good (it fails)."""
+        run_id = run.state.run_id
+        self.ending.add(run_id)  # what is left of this operation is not stopped
+        cancelled = await self.stopping.cancelled_meanwhile(run, error)
+        if cancelled is not None:
+            return await self.stopping.stopped(run, cancelled)
+        back = await self.take_back.after_loss(run, error)
+        if isinstance(back, Plan):
+            self.ending.discard(run_id)
+            return back
+        failure = back or error
+        if not isinstance(failure, TroupeError):
+            log.error("run %s failed", run_id, exc_info=failure)
+        await self.fail(run, failure, plan.audit)
+        return Failed(failure)
 
     async def _step(self, run: ActiveRun, plan: Plan) -> StepOutcome:
         """Drive one step: the model's turn unless ``plan`` resumes a step, then the step's calls."""
