@@ -276,7 +276,7 @@ async def test_a_tool_that_runs_past_its_timeout_is_a_tool_error_the_model_hears
     runtime = make_runtime([agent])
 
     try:
-        async with asyncio.timeout(60):  # without the timeout, the tool would wait for ever
+        async with asyncio.timeout(30):  # without the timeout, the tool would wait for ever
             result = await agent.generate("work please")
     finally:
         gate.touch()
@@ -300,7 +300,7 @@ async def test_a_run_past_its_max_duration_ends_with_max_duration(make_runtime, 
     runtime = make_runtime([agent])
 
     try:
-        async with asyncio.timeout(60):  # without the budget, the tool would wait for ever
+        async with asyncio.timeout(30):  # without the budget, the tool would wait for ever
             result = await agent.generate("work please", max_duration_s=1.0)
     finally:
         gate.touch()
