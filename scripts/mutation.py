@@ -537,9 +537,9 @@ MUTANTS += [
     Mutant(
         "python-decides-by-name",
         "supervisor/agent.py",
-        "            decider = Principal.named(who, roles) if who is not None else None",
-        "            decider = Principal.named(getattr(who, 'display', who), roles) "
-        "if who is not None else None",
+        "        return (Principal.named(who, roles) if who is not None else None), surface",
+        "        return (Principal.named(getattr(who, 'display', who), roles) "
+        "if who is not None else None), surface",
         POLICIES,
     ),
     Mutant(

@@ -99,14 +99,7 @@ class Agent(AgentSpec):
     # ---- deciding -----------------------------------------------------------------------------------
 
     def _decision(self, run_id: str, decision: DecisionInput, options: DecisionOptions) -> DecideRequest:
-        who, roles = options.get("decided_by"), options.get("roles")
-        surface = options.get("surface") or "python"
-        if surface not in SURFACES:
-            raise DecisionRejectedError(f"surface must be one of {sorted(SURFACES)}, got {surface!r}")
-        try:
-            decider = Principal.named(who, roles) if who is not None else None
-        except ValueError as exc:
-            raise DecisionRejectedError(str(exc)) from None
+        decider, surface = _acting(options.get("decided_by"), options.get("roles"), options.get("surface"))
         return DecideRequest(
             run_id=run_id,
             decision=decision,
@@ -192,13 +185,7 @@ class Agent(AgentSpec):
             'cancelled'
         """
         who, roles = options.get("cancelled_by"), options.get("roles")
-        surface = options.get("surface") or "python"
-        if surface not in SURFACES:
-            raise DecisionRejectedError(f"surface must be one of {sorted(SURFACES)}, got {surface!r}")
-        try:
-            canceller = Principal.named(who, roles) if who is not None else None
-        except ValueError as exc:
-            raise DecisionRejectedError(str(exc)) from None
+        canceller, surface = _acting(who, roles, options.get("surface"))
         request = CancelRequest(
             run_id=run_id,
             reason=reason,
@@ -255,6 +242,19 @@ class Agent(AgentSpec):
             {"tool_call_id": tool_call_id, "decided_by": decided_by, "roles": roles, "surface": surface},
         )
         return await self.runtime.decide(self.id, request)
+
+
+def _acting(
+    who: str | Principal | None, roles: frozenset[str] | None, surface: str | None
+) -> tuple[Principal | None, str]:
+    """Who acts (a decision or a cancel; None: the process itself) and through which surface."""
+    surface = surface or "python"
+    if surface not in SURFACES:
+        raise DecisionRejectedError(f"surface must be one of {sorted(SURFACES)}, got {surface!r}")
+    try:
+        return (Principal.named(who, roles) if who is not None else None), surface
+    except ValueError as exc:
+        raise DecisionRejectedError(str(exc)) from None
 
 
 __all__ = ["Agent", "use_default_runtime"]

@@ -639,13 +639,7 @@
     try {
       answer = await (await api("POST", `/agents/${encodeURIComponent(run.agentId)}/cancel-run`, body)).json();
     } catch (err) {
-      if (err.status === 401) {
-        onUnauthorized(err);
-        return;
-      }
-      setCardStatus(card, "pending");
-      showError(card, err.message);
-      if (err.status === 404 || err.status === 409) refresh();
+      refused(card, err);
       return;
     }
     // Every card of the run shows it: its other pauses were withdrawn with it.
@@ -653,6 +647,17 @@
       if (other.run.runId === run.runId) showCancelled(other, answer.cancelledBy, answer.reason);
     }
     refresh();
+  }
+
+  // The server refused what the card asked: it is pending again, and says why.
+  function refused(card, err) {
+    if (err.status === 401) {
+      onUnauthorized(err);
+      return;
+    }
+    setCardStatus(card, "pending");
+    showError(card, err.message);
+    if (err.status === 404 || err.status === 409) refresh(); // decided elsewhere, or it changed
   }
 
   function showCancelled(card, by, reason) {
@@ -711,13 +716,7 @@
         "text/event-stream",
       );
     } catch (err) {
-      if (err.status === 401) {
-        onUnauthorized(err);
-        return;
-      }
-      setCardStatus(card, "pending");
-      showError(card, err.message);
-      if (err.status === 404 || err.status === 409) refresh(); // decided elsewhere, or it changed
+      refused(card, err);
       return;
     }
     // The decision is claimed: whatever the stream says now is the run carrying on.
