@@ -21,7 +21,13 @@ from troupe.core.vocabulary.errors import (
     DecisionConflictError,
     ToolCallNotSuspendedError,
 )
-from troupe.core.vocabulary.requests import ChunkBatches, DecideRequest, StartRequest
+from troupe.core.vocabulary.requests import (
+    CancelledRun,
+    CancelRequest,
+    ChunkBatches,
+    DecideRequest,
+    StartRequest,
+)
 from troupe.core.vocabulary.results import ResultBuilder, RunResult
 
 log = logging.getLogger(__name__)
@@ -67,6 +73,10 @@ class AgentHandle(abc.ABC):
     async def generate(self, request: StartRequest) -> RunResult: ...
 
     @abc.abstractmethod
+    async def cancel(self, request: CancelRequest) -> CancelledRun:
+        """Cancel a run of the agent; returns once the cancel is durable (``AgentHost.cancel``)."""
+
+    @abc.abstractmethod
     async def generate_decision(self, request: DecideRequest) -> RunResult: ...
 
     # What the Runtime's reconciler asks (troupe.supervisor.reconciler); each is idempotent.
@@ -104,6 +114,9 @@ class LocalHandle(AgentHandle):
 
     async def generate(self, request: StartRequest) -> RunResult:
         return await self.host.generate_start(request)
+
+    async def cancel(self, request: CancelRequest) -> CancelledRun:
+        return await self.host.cancel(request)
 
     async def generate_decision(self, request: DecideRequest) -> RunResult:
         return await self.host.generate_decision(request)
@@ -212,6 +225,15 @@ class RayHandle(AgentHandle):
 
     async def generate(self, request: StartRequest) -> RunResult:
         return await self._generate("generate_start", request, request.options_given.get("run_id"))
+
+    async def cancel(self, request: CancelRequest) -> CancelledRun:
+        """One replica records the cancel; the others are told to look, so the one driving the run (if
+        it is another) stops it now rather than at its next write or heartbeat."""
+        actor, *others = self._order()
+        answer: CancelledRun = await actor.call_while_restarting("cancel", request)
+        if others:
+            await asyncio.gather(*(a.call("poke", request.run_id) for a in others), return_exceptions=True)
+        return answer
 
     async def generate_decision(self, request: DecideRequest) -> RunResult:
         return await self._generate("generate_decision", request, request.run_id)

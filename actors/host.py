@@ -35,7 +35,13 @@ from troupe.core.vocabulary.errors import (
     PauseExpiredError,
     ToolCallNotSuspendedError,
 )
-from troupe.core.vocabulary.requests import AgentPort, DecideRequest, StartRequest
+from troupe.core.vocabulary.requests import (
+    AgentPort,
+    CancelledRun,
+    CancelRequest,
+    DecideRequest,
+    StartRequest,
+)
 from troupe.core.vocabulary.results import ResultBuilder, RunResult
 from troupe.core.vocabulary.store import Store
 from troupe.core.vocabulary.tools import ToolThreads
@@ -239,6 +245,51 @@ class AgentHost:
             await self._expire(request.run_id)  # too late to decide: the run moves on without it
             raise
 
+    # ---- cancelling ------------------------------------------------------------------------------------
+
+    async def cancel(self, request: CancelRequest) -> CancelledRun:
+        """Cancel a run of this agent (``troupe.core.deciding.cancels``) and answer once the cancel is
+        durable. A run driven here is stopped at once (its stream ends it); a run this host took (it was
+        paused, or its host is gone) is ended here, in the background (``attach`` follows it); a run
+        another live host drives is stopped by that host as soon as it learns (``poke``, its next write,
+        or its next heartbeat). A crash before the run has ended leaves it to recovery, which ends it."""
+        await self._startup()
+        recorded = await self.engine.cancel(request)
+        run_id = request.run_id
+        # An operation here that holds the run but does not drive it yet stops as soon as it begins.
+        driven = self.engine.loop.stop(run_id, recorded.cancellation, about_to=self.engine.is_busy(run_id))
+        if not driven and recorded.taken:
+            task = asyncio.get_running_loop().create_task(self._end_taken(run_id))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        return recorded.answer
+
+    async def _end_taken(self, run_id: str) -> None:
+        """End a cancelled run this host took, once nothing else here holds it."""
+        operation = await self.engine.begin_ending(run_id)
+        if operation is not None:
+            self._spawn(operation)
+
+    async def poke(self, run_id: str) -> bool:
+        """Look at once whether a run driven here was cancelled elsewhere (a sibling replica recorded
+        it); if so, stop it. True if this host drives the run."""
+        if run_id not in self.engine.loop.driving:
+            return False
+        stored = await self.store.load_run(run_id)
+        if stored is not None and stored.state.cancel is not None:
+            self.engine.loop.stop(run_id, stored.state.cancel)
+        return True
+
+    async def _stop_cancelled(self) -> None:
+        """Each heartbeat: stop every run driven here that was cancelled elsewhere (another process)."""
+        loop = self.engine.loop
+        for run_id in list(loop.driving):
+            if run_id in loop.ending or run_id in loop.stops:
+                continue
+            stored = await self.store.load_run(run_id)
+            if stored is not None and stored.state.cancel is not None:
+                loop.stop(run_id, stored.state.cancel)
+
     def _accept(self, operation: Operation) -> Operation:
         if operation.refusal is not None:
             self._spawn(operation)  # the run catches up in the background; the caller hears why not
@@ -347,6 +398,7 @@ class AgentHost:
             await asyncio.sleep(HEARTBEAT_S)
             try:
                 await self.store.touch_owner(self.owner, OWNER_TTL_S)
+                await self._stop_cancelled()
             except Exception:
                 log.warning("lease renewal of %s failed", self.owner, exc_info=True)
             stop_if_cancelled()  # the store may have swallowed a cancel (troupe.core.cancellation)

@@ -100,6 +100,10 @@ class RunBody(_Body):
     approval_timeout: Annotated[float, Field(gt=0, le=MAX_APPROVAL_TIMEOUT_S, allow_inf_nan=False)] | None = (
         None
     )
+    max_duration_s: Annotated[float, Field(gt=0, le=MAX_APPROVAL_TIMEOUT_S, allow_inf_nan=False)] | None = (
+        None
+    )
+    duration_counts_waiting: bool | None = None
 
     def thread(self) -> str | None:
         from_memory = None
@@ -127,6 +131,8 @@ class RunBody(_Body):
             "max_steps": self.max_steps,
             "run_id": self.run_id,
             "approval_timeout": self.approval_timeout,
+            "max_duration_s": self.max_duration_s,
+            "duration_counts_waiting": self.duration_counts_waiting,
         }
         return {k: v for k, v in given.items() if v is not None}
 
@@ -170,6 +176,16 @@ class ResumeBody(_Body):
     fingerprint: Id | None = None
 
 
+class CancelBody(_Body):
+    """``POST /cancel-run``: cancel a run. With ``toolCallId`` and ``fingerprint`` (what the inbox's
+    card sends) only while that call still waits as it was shown: against an approval of it, one wins."""
+
+    run_id: Id
+    reason: Text | None = None
+    tool_call_id: Id | None = None
+    fingerprint: Id | None = None
+
+
 class ToolApprovalBody(_Body):
     """``POST /send-tool-approval``: decide the paused call of the run suspended on a thread."""
 
@@ -192,6 +208,7 @@ class ToolApprovalBody(_Body):
 
 __all__ = [
     "ApproveBody",
+    "CancelBody",
     "DeclineBody",
     "MemoryRef",
     "Message",

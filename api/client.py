@@ -26,11 +26,13 @@ from typing import Any, Unpack
 from urllib.parse import quote, unquote
 
 import httpx
+from troupe.api.cancelled import cancelled_run_from_json
 from troupe.api.errors import HttpError, ServerUnreachableError, error_from_body
 from troupe.api.wire import RUN_ID_HEADER, run_result_from_json, suspended_runs_from_json
 from troupe.core.vocabulary.agent_api import Messages
 from troupe.core.vocabulary.chunks import Chunk
 from troupe.core.vocabulary.options import StreamOptions, SuspendedRunFilters
+from troupe.core.vocabulary.requests import CancelledRun
 from troupe.core.vocabulary.results import RunResult
 from troupe.core.vocabulary.stream import AgentStream
 from troupe.core.vocabulary.suspended import SuspendedRunList
@@ -254,6 +256,31 @@ class AsyncAgentClient:
         }
         return await self._result("resume-generate", body)
 
+    # ---- cancelling ---------------------------------------------------------------------------------
+
+    async def cancel_run(
+        self,
+        run_id: str,
+        *,
+        reason: str | None = None,
+        tool_call_id: str | None = None,
+        fingerprint: str | None = None,
+    ) -> CancelledRun:
+        """Cancel a run (``POST .../cancel-run``), as ``Agent.cancel_run``: answered once the cancel is
+        durable; the canceller is the key's principal."""
+        body = _body(runId=run_id, reason=reason, toolCallId=tool_call_id, fingerprint=fingerprint)
+        return cancelled_run_from_json(
+            await self.client.request("POST", f"{self._base}/cancel-run", body=body)
+        )
+
+    async def run_status(self, run_id: str) -> dict[str, Any]:
+        """Where a run stands (``GET .../runs/{runId}``): ``status`` is ``running``, ``suspended``,
+        ``finished`` or ``cancelled`` (then ``cancelled`` says by whom, why and when)."""
+        found: dict[str, Any] = await self.client.request(
+            "GET", f"{self._base}/runs/{quote(run_id, safe='')}"
+        )
+        return found
+
     # ---- finding paused runs ------------------------------------------------------------------------
 
     async def list_suspended_runs(self, **filters: Unpack[SuspendedRunFilters]) -> SuspendedRunList:
@@ -307,6 +334,8 @@ _RUN_OPTIONS = {
     "max_steps": "maxSteps",
     "run_id": "runId",
     "approval_timeout": "approvalTimeout",
+    "max_duration_s": "maxDurationS",
+    "duration_counts_waiting": "durationCountsWaiting",
 }
 
 

@@ -6,14 +6,19 @@ pause in turn (``troupe.api.mcp_pauses``) and its answers decide the calls; a cl
 person who cancels, gets a result saying the run is paused, with its run id and where to decide it. The
 caller is a ``Principal``: over HTTP the API key of the request (``troupe.api.mcp_http``), over stdio the
 one ``troupe mcp`` was started as. It starts runs and decides them exactly as over the HTTP routes
-(``Service``): only in its own resources, and through the agents' own decision methods.
+(``Service``): only in its own resources, and through the agents' own decision methods. A client that
+cancels its tool call (``notifications/cancelled``) cancels the run it started, as itself.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 from troupe.api.auth import Principal, own_resource
 from troupe.api.mcp_pauses import PausedCall, Questions, finished_result, paused_result
 from troupe.api.service import Service
@@ -25,6 +30,8 @@ log = logging.getLogger(__name__)
 
 # A run paused again and again is handed back after this many questions rather than asking forever.
 MAX_QUESTIONS = 20
+# The reason a run is cancelled with when the MCP client cancels the tool call that started it.
+CLIENT_CANCELLED = "the MCP client cancelled the tool call that started the run"
 PRINCIPAL_KEY = "troupe.principal"
 
 INPUT_SCHEMA: dict[str, Any] = {
@@ -111,8 +118,10 @@ class AgentsOverMCP:
             return _error("'prompt' must be a non-empty string")
         agent = self.service.agent(name)
         options = _options(caller, arguments)
-        result = await agent.generate(prompt, started_by=caller.name, **options)
-        return await self._settle(ctx, caller, agent, result)
+        run_id = str(uuid.uuid4())
+        async with _cancelled_with(agent, run_id, caller):
+            result = await agent.generate(prompt, started_by=caller, run_id=run_id, **options)
+            return await self._settle(ctx, caller, agent, result)
 
     async def _settle(self, ctx: Any, caller: Principal, agent: Agent, result: RunResult) -> Any:
         """Ask about each pause in turn, while the client can be asked; the result, or the question for
@@ -144,8 +153,9 @@ class AgentsOverMCP:
         agent = self.service.agent(call.agent_id)
         if action == "cancel":
             return self._paused(ctx, agent.id, None, None, call)
-        result = await self._decide(caller, agent, call, action, content)
-        return await self._settle(ctx, caller, agent, result)
+        async with _cancelled_with(agent, call.run_id, caller):
+            result = await self._decide(caller, agent, call, action, content)
+            return await self._settle(ctx, caller, agent, result)
 
     async def _decide(
         self, caller: Principal, agent: Agent, call: PausedCall, action: str, content: Any
@@ -165,6 +175,21 @@ class AgentsOverMCP:
             assert result is not None
             call = PausedCall(agent_id, result.run_id, result.suspend_payload or {})
         return paused_result(call, call.where_to_decide(_base_url(ctx, self.base_url)), note)
+
+
+@contextlib.asynccontextmanager
+async def _cancelled_with(agent: Agent, run_id: str, caller: Principal) -> AsyncIterator[None]:
+    """The MCP client cancelled the tool call (``notifications/cancelled``: the SDK cancels its
+    handler): the run it started is cancelled too, as the caller, before the cancel goes on up."""
+    try:
+        yield
+    except anyio.get_cancelled_exc_class():
+        with anyio.CancelScope(shield=True):
+            try:
+                await agent.cancel_run(run_id, reason=CLIENT_CANCELLED, cancelled_by=caller, surface="mcp")
+            except TroupeError as exc:  # finished or cancelled meanwhile, or never stored
+                log.info("run %s was not cancelled with its MCP call: %s", run_id, exc.message)
+        raise
 
 
 def _options(caller: Principal, arguments: dict[str, Any]) -> dict[str, Any]:

@@ -16,12 +16,15 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from troupe.api.auth import own_resource
-from troupe.api.bodies import ApproveBody, DeclineBody, ResumeBody, RunBody, ToolApprovalBody
+from troupe.api.bodies import ApproveBody, CancelBody, DeclineBody, ResumeBody, RunBody, ToolApprovalBody
+from troupe.api.cancelled import cancelled_run_json
 from troupe.api.errors import ERRORS
 from troupe.api.routing import TroupeRoute
-from troupe.api.service import CallerDep, DeciderDep, ServiceDep
+from troupe.api.service import CallerDep, DeciderDep, ServiceDep, surface
 from troupe.api.sse import MEDIA_TYPE, sse_response
 from troupe.api.wire import run_result_json
+from troupe.core.vocabulary.chunks import camelize
+from troupe.core.vocabulary.errors import SnapshotNotFoundError
 
 router = APIRouter(tags=["runs"], route_class=TroupeRoute)
 
@@ -180,6 +183,50 @@ async def send_tool_approval(
     return JSONResponse(accepted)
 
 
+# ---- cancelling ---------------------------------------------------------------------------------------
+
+
+@router.post("/agents/{agentId}/cancel-run", operation_id="cancelRun", **JSON_ROUTE)
+async def cancel_run(
+    agentId: str,
+    body: CancelBody,
+    request: Request,
+    service: ServiceDep,
+    caller: CallerDep,
+) -> dict[str, Any]:
+    """Cancel a run, wherever it stands (in a model turn, in a tool, or paused); answered once the cancel
+    is durable. The run's own principal, an admin, or an approver its approver policies name may (403
+    otherwise); a run already cancelled or finished is a 409."""
+    agent = await service.run_agent(caller, agentId, body.run_id)
+    cancelled = await agent.cancel_run(
+        body.run_id,
+        reason=body.reason,
+        tool_call_id=body.tool_call_id,
+        fingerprint=body.fingerprint,
+        cancelled_by=caller,
+        surface=surface(request),
+    )
+    return cancelled_run_json(cancelled)
+
+
+@router.get("/agents/{agentId}/runs/{runId}", operation_id="getRun", **JSON_ROUTE)
+async def get_run(agentId: str, runId: str, service: ServiceDep, caller: CallerDep) -> dict[str, Any]:
+    """Where a run stands: ``running``, ``suspended``, ``finished`` or ``cancelled`` (then ``cancelled``
+    says by whom, why and when), as far as its snapshot or, once it is gone, its audit log tells."""
+    agent = await service.run_agent(caller, agentId, runId)
+    info = await service.runtime.run_info(agent.id, runId)
+    if info is None:
+        raise SnapshotNotFoundError(f"snapshot not found for run {runId} of agent {agentId!r}", run_id=runId)
+    return {
+        "runId": info["run_id"],
+        "agentId": info["agent_id"],
+        "threadId": info["thread_id"],
+        "resourceId": info["resource_id"],
+        "status": info["status"],
+        "cancelled": camelize(info["cancelled"]) if info.get("cancelled") else None,
+    }
+
+
 class InboxRoute(TroupeRoute):
     """A decision route of the inbox page's own: the audit records its decisions as ``inbox``."""
 
@@ -189,17 +236,18 @@ class InboxRoute(TroupeRoute):
 # The inbox page decides through these: the same routes under /api/inbox, so that the server, not the
 # page, says where a decision came from. Not in the OpenAPI document: they are the page's, not the API's.
 inbox_router = APIRouter(tags=["inbox"], route_class=InboxRoute)
-for _path, _endpoint in (
-    ("approve-tool-call", approve_tool_call),
-    ("decline-tool-call", decline_tool_call),
-    ("resume-stream", resume_stream),
+for _path, _endpoint, _response in (
+    ("approve-tool-call", approve_tool_call, StreamingResponse),
+    ("decline-tool-call", decline_tool_call, StreamingResponse),
+    ("resume-stream", resume_stream, StreamingResponse),
+    ("cancel-run", cancel_run, JSONResponse),
 ):
     inbox_router.add_api_route(
         f"/inbox/agents/{{agentId}}/{_path}",
         _endpoint,
         methods=["POST"],
         include_in_schema=False,
-        response_class=StreamingResponse,
+        response_class=_response,
     )
 
 

@@ -23,6 +23,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from troupe.api.client import DEFAULT_URL, AsyncAgentClient, AsyncTroupeClient
 from troupe.core.vocabulary.agent_api import AgentAPI
 from troupe.core.vocabulary.chunks import Chunk
+from troupe.core.vocabulary.requests import CancelledRun
 from troupe.core.vocabulary.results import RunResult
 from troupe.core.vocabulary.stream import AgentStream
 from troupe.core.vocabulary.suspended import SuspendedRunList
@@ -158,9 +159,11 @@ class AgentClient:
     resume_generate = _blocking(AsyncAgentClient.resume_generate)
     list_suspended_runs = _blocking(AsyncAgentClient.list_suspended_runs)
     send_tool_approval = _blocking_stream(AsyncAgentClient.send_tool_approval)
+    cancel_run = _blocking(AsyncAgentClient.cancel_run)
+    run_status = _blocking(AsyncAgentClient.run_status)
 
 
 # The blocking form of ``troupe.core.vocabulary.agent_api.AgentAPI``: every method returns its result.
-SyncAgentAPI = AgentAPI[SyncAgentStream, RunResult, SuspendedRunList]
+SyncAgentAPI = AgentAPI[SyncAgentStream, RunResult, SuspendedRunList, CancelledRun]
 
 __all__ = ["AgentClient", "SyncAgentAPI", "SyncAgentStream", "TroupeClient"]

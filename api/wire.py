@@ -142,9 +142,31 @@ def _run_json(run: SuspendedRun) -> dict[str, Any]:
                 "expiresAt": _iso(p.expires_at),
                 "interrupted": p.interrupted,
                 "toolOrigin": shown(p.tool_origin),
+                "inDoubt": _in_doubt(p.in_doubt),
             }
             for p in run.pending
         ],
+    }
+
+
+def _from_wire_doubt(doubt: Any) -> dict[str, Any] | None:
+    if not isinstance(doubt, dict):
+        return None
+    return {
+        "owner": doubt.get("owner"),
+        "last_seen": doubt.get("lastSeen"),
+        "deadline": doubt.get("deadline"),
+    }
+
+
+def _in_doubt(doubt: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A call in doubt after a takeover: its first host, that host's last write, the call's deadline."""
+    if doubt is None:
+        return None
+    return {
+        "owner": doubt.get("owner"),
+        "lastSeen": doubt.get("last_seen"),
+        "deadline": doubt.get("deadline"),
     }
 
 
@@ -170,6 +192,7 @@ def suspended_runs_from_json(data: dict[str, Any]) -> SuspendedRunList:
                     interrupted=bool(p.get("interrupted")),
                     expires_at=_date(p.get("expiresAt")),
                     tool_origin=p.get("toolOrigin"),
+                    in_doubt=_from_wire_doubt(p.get("inDoubt")),
                 )
                 for p in r.get("toolCalls") or []
             ],

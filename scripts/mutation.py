@@ -169,9 +169,9 @@ MUTANTS = [
     ),
     Mutant(
         "late-result-not-recorded",
-        "core/run/loop.py",
-        "        if isinstance(error, StaleSnapshotError) and run.ran:\n",
-        "        if False:\n",
+        "core/run/in_doubt.py",
+        "        entries = await self._record(run.state, ran, patience=_RECORD_FOR_S if lost else 0.0)\n",
+        "        entries = None\n",
         ("tests/test_late_results.py",),
     ),
     Mutant(
@@ -287,8 +287,9 @@ MUTANTS = [
         "already-decided-check-removed",
         "core/deciding/decisions.py",
         """        if call.decision is not None:
+            decision = call.decision
             raise already_decided(
-                state.run_id, call.tool_call_id, call.decision.kind, call.decision.decided_by
+                state.run_id, call.tool_call_id, decision.kind, decision.decided_by, decision.reason
             )
 """,
         "",
@@ -537,9 +538,9 @@ MUTANTS += [
     Mutant(
         "python-decides-by-name",
         "supervisor/agent.py",
-        "            decider = Principal.named(who, roles) if who is not None else None",
-        "            decider = Principal.named(getattr(who, 'display', who), roles) "
-        "if who is not None else None",
+        "        return (Principal.named(who, roles) if who is not None else None), surface",
+        "        return (Principal.named(getattr(who, 'display', who), roles) "
+        "if who is not None else None), surface",
         POLICIES,
     ),
     Mutant(
@@ -1253,6 +1254,87 @@ MUTANTS += [
             "tests/test_http_auth.py::test_a_key_with_one_resource_uses_it_unnamed_and_a_key_with_several_must_name_one",
             "tests/test_mcp_server.py",
         ),
+    ),
+]
+
+
+# ---- Cancel, deadlines and calls in doubt (issue 41) -------------------------------------------------------
+CANCEL = ("tests/test_cancel.py",)
+CANCEL_WRITE = (
+    "            await self.loop.writer.save(state, expected_version=stored.version, audit=entries)\n"
+)
+MUTANTS += [
+    Mutant(  # one winner: a cancel whose compare-and-set lost to an approval is answered as if it had won
+        "cancel-ignores-a-lost-compare-and-set",
+        "core/deciding/cancels.py",
+        "        except StaleSnapshotError:\n            return None\n",
+        "        except StaleSnapshotError:\n            pass\n",
+        ("tests/test_cancel.py::test_a_cancel_that_read_the_run_before_an_approval_landed_loses_to_it",),
+    ),
+    Mutant(  # durable before ack: the cancel is acknowledged without being written
+        "cancel-acknowledged-before-durable",
+        "core/deciding/cancels.py",
+        CANCEL_WRITE,
+        "            pass\n",
+        ("tests/test_cancel_crash.py",),
+    ),
+    Mutant(  # no cancelled run resumes: recovery of a cancelled run goes on instead of ending it
+        "cancelled-run-resumes-on-recovery",
+        "core/run/loop.py",
+        "        stop = state.cancel or self.stops.pop(state.run_id, None)\n",
+        "        stop = self.stops.pop(state.run_id, None)\n",
+        ("tests/test_cancel_crash.py",),
+    ),
+    Mutant(  # cascade: the subagents' runs are left as they were
+        "cancel-does-not-cascade",
+        "core/run/stopping.py",
+        "        await self._cascade(state, cancellation)\n",
+        "",
+        CANCEL,
+    ),
+    Mutant(  # a late result never fed to a model: a stopped sync tool's call waits for its thread
+        "cancelled-sync-tool-result-fed-to-the-model",
+        "core/vocabulary/tools.py",
+        "                work.add_done_callback(_on_loop(asyncio.get_running_loop(), late))\n"
+        "            raise\n",
+        "                work.add_done_callback(_on_loop(asyncio.get_running_loop(), late))\n"
+        "            return await asyncio.wrap_future(work)\n",
+        CANCEL,
+    ),
+    Mutant(  # the in-doubt fence: a call taken over while its first host may still run it is decided at once
+        "call-in-doubt-decided-at-once",
+        "core/deciding/decisions.py",
+        "    refuse_in_doubt(state.run_id, call, target.pause, now)\n",
+        "",
+        ("tests/test_late_results.py",),
+    ),
+    Mutant(  # the tool's timeout_s is not enforced
+        "tool-timeout-ignored",
+        "core/run/calls.py",
+        "            async with asyncio.timeout(tool.timeout_s) as limit:\n",
+        "            async with asyncio.timeout(None) as limit:\n",
+        ("tests/test_cancel.py::test_a_tool_that_runs_past_its_timeout_is_a_tool_error_the_model_hears",),
+    ),
+    Mutant(  # the run's max_duration_s is not enforced
+        "max-duration-ignored",
+        "core/run/loop.py",
+        "        deadline = _loop_time(state.duration_deadline())\n",
+        "        deadline = None\n",
+        ("tests/test_cancel.py::test_a_run_past_its_max_duration_ends_with_max_duration",),
+    ),
+    Mutant(  # who may cancel: anyone
+        "cancel-by-anyone",
+        "core/deciding/cancels.py",
+        "        if not request.cascade:\n",
+        "        if False:\n",
+        ("tests/test_cancel_surfaces.py::test_who_may_cancel_a_run_over_http",),
+    ),
+    Mutant(  # MCP: a client's cancelled tool call leaves its run going
+        "mcp-cancelled-call-leaves-the-run",
+        "api/mcp_server.py",
+        "        async with _cancelled_with(agent, run_id, caller):\n",
+        "        async with contextlib.AsyncExitStack():\n",
+        ("tests/test_cancel_mcp_served.py",),
     ),
 ]
 

@@ -15,9 +15,16 @@ from troupe.core.vocabulary.agent import AgentSpec
 from troupe.core.vocabulary.agent_api import Messages
 from troupe.core.vocabulary.errors import DecisionRejectedError
 from troupe.core.vocabulary.identity import SURFACES, Principal
-from troupe.core.vocabulary.options import DecisionOptions, StreamOptions, SuspendedRunFilters
+from troupe.core.vocabulary.options import (
+    CancelOptions,
+    DecisionOptions,
+    StreamOptions,
+    SuspendedRunFilters,
+)
 from troupe.core.vocabulary.requests import (
     Approve,
+    CancelledRun,
+    CancelRequest,
     DecideRequest,
     DecisionInput,
     Decline,
@@ -92,14 +99,7 @@ class Agent(AgentSpec):
     # ---- deciding -----------------------------------------------------------------------------------
 
     def _decision(self, run_id: str, decision: DecisionInput, options: DecisionOptions) -> DecideRequest:
-        who, roles = options.get("decided_by"), options.get("roles")
-        surface = options.get("surface") or "python"
-        if surface not in SURFACES:
-            raise DecisionRejectedError(f"surface must be one of {sorted(SURFACES)}, got {surface!r}")
-        try:
-            decider = Principal.named(who, roles) if who is not None else None
-        except ValueError as exc:
-            raise DecisionRejectedError(str(exc)) from None
+        decider, surface = _acting(options.get("decided_by"), options.get("roles"), options.get("surface"))
         return DecideRequest(
             run_id=run_id,
             decision=decision,
@@ -143,6 +143,58 @@ class Agent(AgentSpec):
         return await self.runtime.decide_generate(
             self.id, self._decision(run_id, Resume(resume_data), options)
         )
+
+    # ---- cancelling ---------------------------------------------------------------------------------
+
+    async def cancel_run(
+        self, run_id: str, *, reason: str | None = None, **options: Unpack[CancelOptions]
+    ) -> CancelledRun:
+        """Cancel a run, wherever it stands: in a model turn, in a tool, or paused.
+
+        Returns once the cancel is durable: from then on the run never resumes. A run driven in this
+        runtime stops at once; one another process drives stops at its next write or heartbeat (a couple
+        of seconds). Its in-flight work is cancelled (an async tool through asyncio; a sync tool's thread
+        runs on, and what it returns is recorded in the audit log, never given to a model), its subagent
+        runs are cancelled too, its pending pauses are withdrawn, and its stream ends with
+        ``finish_reason="cancelled"``. Cancelling a subagent's run fails the parent's delegation with a
+        tool error the parent's model sees, naming the cancel and ``reason``.
+
+        Args:
+            run_id: the run to cancel (a top-level run, or a subagent's).
+            reason: why; recorded in the audit log and told (default "The run was cancelled").
+            **options: ``tool_call_id`` and ``fingerprint`` (cancel only while that call still waits as
+                it was seen: against an approval of it, exactly one of the two wins); ``cancelled_by``
+                and ``roles`` (who cancels: the run's starter, an admin or an approver its approver
+                policies name; None, the default, is this process itself); ``surface`` (for the audit).
+
+        Returns:
+            ``CancelledRun``: who cancelled, why, when, and where the run stood.
+
+        Raises:
+            RunCancelledError: the run was cancelled already (409; a retry of the same cancel by the
+                same canceller is answered as the first was).
+            RunNotCancellableError: the run has already finished (409).
+            SnapshotNotFoundError: no such run of this agent (404).
+            CancelForbiddenError: ``cancelled_by`` may not cancel it (403).
+            DecisionConflictError: the call given by ``tool_call_id`` was decided first (409, naming who).
+
+        Example:
+            >>> stream = await agent.stream("pay the vendor")        # doctest: +SKIP
+            >>> await agent.cancel_run(stream.run_id, reason="wrong vendor")  # doctest: +SKIP
+            >>> (await stream.result()).finish_reason                 # doctest: +SKIP
+            'cancelled'
+        """
+        who, roles = options.get("cancelled_by"), options.get("roles")
+        canceller, surface = _acting(who, roles, options.get("surface"))
+        request = CancelRequest(
+            run_id=run_id,
+            reason=reason,
+            tool_call_id=options.get("tool_call_id"),
+            fingerprint=options.get("fingerprint"),
+            canceller=canceller,
+            surface=surface,
+        )
+        return await self.runtime.cancel_run(self.id, request)
 
     async def observe_stream(self, *, run_id: str) -> AgentStream:
         """Follow a run from now on: the operation driving it (e.g. one recovered after a crash), or a
@@ -190,6 +242,19 @@ class Agent(AgentSpec):
             {"tool_call_id": tool_call_id, "decided_by": decided_by, "roles": roles, "surface": surface},
         )
         return await self.runtime.decide(self.id, request)
+
+
+def _acting(
+    who: str | Principal | None, roles: frozenset[str] | None, surface: str | None
+) -> tuple[Principal | None, str]:
+    """Who acts (a decision or a cancel; None: the process itself) and through which surface."""
+    surface = surface or "python"
+    if surface not in SURFACES:
+        raise DecisionRejectedError(f"surface must be one of {sorted(SURFACES)}, got {surface!r}")
+    try:
+        return (Principal.named(who, roles) if who is not None else None), surface
+    except ValueError as exc:
+        raise DecisionRejectedError(str(exc)) from None
 
 
 __all__ = ["Agent", "use_default_runtime"]

@@ -21,7 +21,14 @@ from troupe.actors.host import OWNER_TTL_S, AgentHost
 from troupe.actors.remote import RayActor, ensure_ray
 from troupe.core.deciding.approvers import ApproverPolicies, ApproverPolicy
 from troupe.core.notifying.outbox import Notifications, NotificationTarget
-from troupe.core.run.settings import Durability, RunSettings
+from troupe.core.run.cancelling import DEFAULT_REASON, as_recorded, outcome
+from troupe.core.run.settings import (
+    DEFAULT_IN_DOUBT_MARGIN_S,
+    DEFAULT_IN_DOUBT_S,
+    Durability,
+    RunSettings,
+)
+from troupe.core.tracing import carrier
 from troupe.core.vocabulary.agent import AgentSpec
 from troupe.core.vocabulary.errors import (
     AgentNotFoundError,
@@ -32,7 +39,13 @@ from troupe.core.vocabulary.errors import (
 )
 from troupe.core.vocabulary.options import SuspendedRunFilters
 from troupe.core.vocabulary.pause_shapes import suspended_run
-from troupe.core.vocabulary.requests import DecideRequest, StartRequest
+from troupe.core.vocabulary.requests import (
+    Cancel,
+    CancelledRun,
+    CancelRequest,
+    DecideRequest,
+    StartRequest,
+)
 from troupe.core.vocabulary.results import RunResult
 from troupe.core.vocabulary.state import Clock, utcnow
 from troupe.core.vocabulary.store import OutboxEntry, Store, SuspendedRunQuery
@@ -42,6 +55,7 @@ from troupe.core.vocabulary.tools import DEFAULT_TOOL_THREADS
 from troupe.storage.memory import MemoryStore
 from troupe.storage.scratch import ScratchStore
 from troupe.supervisor.agent import Agent
+from troupe.supervisor.cancel_route import route_of
 from troupe.supervisor.placement import check_actor_options, check_replicas, options_for
 from troupe.supervisor.reconciler import Reconciler
 
@@ -59,6 +73,11 @@ class Runtime:
     tools run and at the end: two store writes fewer per approval cycle, but a crash during a model turn
     reports the step's tool calls as interrupted instead of keeping their results, and a run that crashes
     before its first write is lost rather than recovered.
+
+    ``in_doubt_default_s`` and ``in_doubt_margin_s``: a gated call taken over from a host that may still
+    be running it (its lease ran out: a storage outage, say) is in doubt, and neither run again nor
+    declined, until its deadline: the tool's ``timeout_s`` (``in_doubt_default_s``, 300 s, for a tool
+    without one) from when it started, plus ``in_doubt_margin_s`` (5 s); see README "Cancelling runs".
     """
 
     def __init__(
@@ -74,13 +93,23 @@ class Runtime:
         clock: Clock = utcnow,
         tool_threads: int = DEFAULT_TOOL_THREADS,
         durability: Durability = "sync",
+        in_doubt_default_s: float = DEFAULT_IN_DOUBT_S,
+        in_doubt_margin_s: float = DEFAULT_IN_DOUBT_MARGIN_S,
     ) -> None:
         if executor not in ("ray", "local"):
             raise ValueError(f"executor must be 'ray' or 'local', got {executor!r}")
         # How every agent host drives its runs: where pauses and decisions are announced (signed webhooks
         # from a durable outbox), who may decide what (troupe.core.deciding.approvers), and the rest.
         policies = ApproverPolicies.of(approver_policies)
-        self.settings = RunSettings(_notifications(notifications), policies, clock, tool_threads, durability)
+        self.settings = RunSettings(
+            _notifications(notifications),
+            policies,
+            clock,
+            tool_threads,
+            durability,
+            in_doubt_default_s,
+            in_doubt_margin_s,
+        )
         self.storage: Store = storage if storage is not None else MemoryStore()
         self.executor: Executor = executor
         self.ray_address = ray_address
@@ -255,6 +284,32 @@ class Runtime:
             )
         return await AgentStream.open(batches, run_id)
 
+    async def cancel_run(self, agent_id: str, request: CancelRequest) -> CancelledRun:
+        """Cancel a run of ``agent_id`` (see ``Agent.cancel_run``); returns once the cancel is durable.
+        A waiting subagent's run is cancelled through the top run (``troupe.supervisor.cancel_route``)."""
+        route = None if request.cascade else await route_of(self.store(), agent_id, request)
+        if route is None or route.top.agent_id not in self._specs:
+            return await self.handle(agent_id).cancel(request)
+        decision = DecideRequest(
+            run_id=route.top.run_id,
+            decision=Cancel(request.run_id, request.reason),
+            tool_call_id=route.tool_call_id,
+            fingerprint=route.fingerprint,
+            decider=request.canceller,
+            surface=request.surface,
+            trace=carrier(),
+        )
+        # Claimed down to the run it cancels once this returns; the top run carries on in its host.
+        await self.handle(route.top.agent_id).decide(decision)
+        return CancelledRun(
+            run_id=request.run_id,
+            agent_id=agent_id,
+            reason=request.reason or DEFAULT_REASON,
+            cancelled_by=request.cancelled_by,
+            cancelled_at=utcnow(),
+            was="suspended",
+        )
+
     async def decide_generate(self, agent_id: str, request: DecideRequest) -> RunResult:
         return (await self.handle(agent_id).generate_decision(request)).raise_for_error()
 
@@ -277,26 +332,34 @@ class Runtime:
         return SuspendedRunList([suspended_run(s) for s in states], total)
 
     async def run_info(self, agent_id: str, run_id: str) -> dict[str, Any] | None:
-        """Whose a run is and where it stands (``run_id, agent_id, thread_id, resource_id, status``),
-        read from its snapshot; None if the agent has no such run (unknown, or finished and gone)."""
+        """Whose a run is and where it stands (``run_id, agent_id, thread_id, resource_id, status``;
+        status ``cancelled`` with ``cancelled``: by whom, why, when), read from its snapshot, or from its
+        audit log once it is gone; None if the agent has no such run (unknown, or finished and gone)."""
         stored = await self.store().load_run(run_id)
         if stored is not None:
             if stored.state.agent_id != agent_id:
                 return None
-            return stored.state.model_dump(
-                include={"run_id", "agent_id", "thread_id", "resource_id", "status"}
-            )
-        # Finished and gone: its decisions are still on record, and say whose it was.
-        for entry in await self.store().list_audit(run_id):
-            if entry.agent_id == agent_id:
-                return {
-                    "run_id": run_id,
-                    "agent_id": agent_id,
-                    "thread_id": None,
-                    "resource_id": entry.resource_id,
-                    "status": "finished",
-                }
-        return None
+            state = stored.state
+            info = state.model_dump(include={"run_id", "agent_id", "thread_id", "resource_id", "status"})
+            if state.cancel is not None:
+                info.update(status="cancelled", cancelled=outcome(state.cancel)["cancelled"])
+            return info
+        # Finished and gone: its decisions are still on record, and say whose it was (and if it was
+        # cancelled, by whom).
+        audit = [e for e in await self.store().list_audit(run_id) if e.agent_id == agent_id]
+        if not audit:
+            return None
+        info = {
+            "run_id": run_id,
+            "agent_id": agent_id,
+            "thread_id": None,
+            "resource_id": audit[0].resource_id,
+            "status": "finished",
+        }
+        cancel = next((e for e in audit if e.kind == "cancelled" and not e.tool_call_id), None)
+        if cancel is not None:
+            info.update(status="cancelled", cancelled=outcome(as_recorded(cancel))["cancelled"])
+        return info
 
     async def find_suspended_run(
         self, agent_id: str, *, thread_id: str, resource_id: str | None, tool_call_id: str | None

@@ -21,20 +21,21 @@ TARGETS = ("driver", "redis", "actor")
 
 @contextmanager
 def _case(
-    target: str, root: Path, name: str, ray_address: str | None
+    target: str, root: Path, name: str, ray_address: str | None, seed: int | None = None
 ) -> Iterator[tuple[Case, RedisServer | None]]:
     workdir = root / name
     workdir.mkdir()
     if target == "redis":
         with RedisServer(workdir / "redis") as server:
-            yield Case(workdir, server.url), server
+            yield Case(workdir, server.url, seed=seed), server
         return
     executor = "ray" if target == "actor" else "local"
-    yield Case(workdir, str(workdir / "store.db"), executor, ray_address if target == "actor" else None), None
+    address = ray_address if target == "actor" else None
+    yield Case(workdir, str(workdir / "store.db"), executor, address, seed), None
 
 
-def count_boundaries(target: str, root: Path, ray_address: str | None) -> list[str]:
-    with _case(target, root, f"{target}-dry", ray_address) as (case, _):
+def count_boundaries(target: str, root: Path, ray_address: str | None, seed: int | None = None) -> list[str]:
+    with _case(target, root, f"{target}-dry", ray_address, seed) as (case, _):
         code = run_driver(case)
         assert code == 0, f"the clean {target} run failed (exit {code})"
         found = boundaries(case.workdir)
@@ -43,9 +44,11 @@ def count_boundaries(target: str, root: Path, ray_address: str | None) -> list[s
         return found
 
 
-def crash_at(target: str, index: int, label: str, root: Path, ray_address: str | None) -> dict[str, Any]:
+def crash_at(
+    target: str, index: int, label: str, root: Path, ray_address: str | None, seed: int | None = None
+) -> dict[str, Any]:
     """Crash ``target`` at boundary ``index`` (``label`` in the clean run), settle, check."""
-    with _case(target, root, f"{target}-{index}", ray_address) as (case, server):
+    with _case(target, root, f"{target}-{index}", ray_address, seed) as (case, server):
         plan(case.workdir, index, target, server.pid if server else None)
         code = run_driver(case)
         if server is not None:
@@ -84,8 +87,11 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def run_matrix(targets: list[str], every: int = 1, ray_address: str | None = None) -> list[dict[str, Any]]:
-    """Run the matrix, print one line per case, return the failing cases."""
+def run_matrix(
+    targets: list[str], every: int = 1, ray_address: str | None = None, seed: int | None = None
+) -> list[dict[str, Any]]:
+    """Run the matrix, print one line per case, return the failing cases. With ``seed``, the client
+    cancels the run at random (the same way in every case) instead of deciding."""
     if "actor" in targets and ray_address is None:
         from troupe.actors.remote import ensure_ray
 
@@ -97,9 +103,9 @@ def run_matrix(targets: list[str], every: int = 1, ray_address: str | None = Non
     root = Path(tempfile.mkdtemp(prefix="troupe-faults-"))
     try:
         for target in targets:
-            points = count_boundaries(target, root, ray_address)
+            points = count_boundaries(target, root, ray_address, seed)
             for index in range(1, len(points) + 1, every):
-                result = crash_at(target, index, points[index - 1], root, ray_address)
+                result = crash_at(target, index, points[index - 1], root, ray_address, seed)
                 status = "ok " if not result["problems"] else "FAIL"
                 print(
                     f"{status} {target:<6} boundary {index:>2}/{len(points)} ({points[index - 1]}): "

@@ -12,9 +12,14 @@ Invariants checked after settling (``check``):
   I2 an approved, non-idempotent tool ran at most once; a declined tool never ran (read from the tools'
      own ledger, whatever the audit log says: the script never approves refund, so it must never run);
   I3 no acknowledged decision was lost: each one is in the audit log;
-  I4 the supervisor's run finished exactly once: its thread holds exactly one final answer.
+  I4 the supervisor's run finished exactly once: its thread holds exactly one final answer (none if it
+     was cancelled);
+  I5 no acknowledged cancel was lost: the run's audit log holds it, and the run never went on after it.
 
-    python tests/fault_harness.py full [--targets driver,redis,actor]   # every boundary, every target
+With a seed (``--seed``), the client cancels the run at random instead of deciding (a cancel mixed with
+the decisions before it, and with the kills).
+
+    python tests/fault_harness.py full [--targets driver,redis,actor] [--seed N]
 """
 
 from __future__ import annotations
@@ -24,11 +29,13 @@ import asyncio
 import fcntl
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +43,7 @@ from pydantic import BaseModel
 from troupe.core.vocabulary.store import AuditEntry, StoredRun, SuspendedRunQuery
 
 from troupe import Agent, Memory, RedisStore, Runtime, SqliteStore, create_tool
-from troupe.errors import DecisionConflictError
+from troupe.errors import DecisionConflictError, ToolCallInDoubtError
 from troupe.testing import CallLog, FunctionModel, text, tool_call
 
 TESTS = Path(__file__).resolve().parent
@@ -134,7 +141,8 @@ def agents(log: CallLog) -> Agent:
             log.record(name, phase="end", call=ctx.tool_call_id)
             return {name: inp.amount}
 
-        return create_tool(name, name, Amount, run, **options)
+        # A deadline of its own: a call taken over from a dead driver is in doubt only until then.
+        return create_tool(name, name, Amount, run, timeout_s=1.0, **options)
 
     def ops_turn(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
         results = [m for m in messages if m["role"] == "tool"]
@@ -174,6 +182,8 @@ class Case:
     store: str  # SQLite path or redis:// URL
     executor: str = "local"
     ray_address: str | None = None
+    # With a seed, the client may cancel the run (at random, the same way each time) instead of deciding.
+    seed: int | None = None
 
     @property
     def log(self) -> CallLog:
@@ -199,10 +209,15 @@ async def drive(case: Case) -> None:
         with case.acks.open("a") as acks:
             acks.write(json.dumps(entry) + "\n")
 
+    chance = random.Random(case.seed)
     paused = await sup.generate("settle the account", run_id=RUN_ID, thread_id=THREAD)
     ack(step="started")
     while paused.finish_reason == "suspended":
         pending = paused.suspend_payload or {}
+        if case.seed is not None and chance.random() < 0.5:
+            await sup.cancel_run(RUN_ID, reason="chaos")
+            ack(step="cancelled")
+            return
         # A careful client: a call that was interrupted mid-run may have taken effect, so it is declined
         # rather than approved a second time.
         approve = pending["tool_name"] == "charge" and not pending.get("interrupted")
@@ -225,7 +240,7 @@ async def settle(case: Case, deadline_s: float = 60.0) -> dict[str, Any]:
     """A fresh runtime (no faults) recovers what was in flight and decides what still waits, the way an
     operator would: interrupted calls are declined (a crash must never turn into a second run)."""
     sup = agents(case.log)
-    runtime = Runtime([sup], storage=real_store(case.store), executor="local")
+    runtime = Runtime([sup], storage=real_store(case.store), executor="local", in_doubt_margin_s=0.5)
     store = runtime.store()
     decisions = 0
     try:
@@ -254,7 +269,10 @@ async def settle(case: Case, deadline_s: float = 60.0) -> dict[str, Any]:
                         run_id=run.run_id, tool_call_id=pending.tool_call_id, fingerprint=pending.fingerprint
                     )
             except DecisionConflictError:
-                await asyncio.sleep(0.1)  # decided before the crash: the run is catching up on its own
+                await asyncio.sleep(0.1)  # decided (or cancelled) before the crash: the run catches up
+            except ToolCallInDoubtError as exc:  # the dead driver might still be running it: wait it out
+                fence = datetime.fromisoformat(exc.details["deadline"])
+                await asyncio.sleep(max(0.05, (fence - datetime.now(UTC)).total_seconds()))
             decisions += 1
         return await check(case, store, decisions)
     finally:
@@ -297,14 +315,22 @@ async def check(case: Case, store: Any, decisions: int) -> dict[str, Any]:
             call = "charge-1" if a["tool"] == "charge" else "refund-1"
             if not any(e.tool_call_id == call and e.kind == kind for e in audit):
                 problems.append(f"I3: acknowledged {kind} of {call} is not in the audit log")
-    # I4: exactly one final answer in the thread, if the run was ever acknowledged (or exists at all).
+    # I4: exactly one final answer in the thread, if the run was ever acknowledged (or exists at all),
+    # and none if it was cancelled.
     finals = [
         m
         for m in await store.load_messages(THREAD)
         if m["role"] == "assistant" and str(m.get("content") or "").startswith("sup:")
     ]
-    if (started or finals) and len(finals) != 1:
+    top_audit = await store.list_audit(RUN_ID)
+    cancelled = any(e.kind == "cancelled" and not e.tool_call_id for e in top_audit)
+    if cancelled and finals:
+        problems.append(f"I4: the supervisor's run was cancelled, yet finished {len(finals)} times")
+    if not cancelled and (started or finals) and len(finals) != 1:
         problems.append(f"I4: the supervisor's run finished {len(finals)} times")
+    # I5: an acknowledged cancel is on record (and, by I4, the run did not go on).
+    if any(a["step"] == "cancelled" for a in acks) and not cancelled:
+        problems.append("I5: an acknowledged cancel is not in the audit log")
     return {
         "problems": problems,
         "acks": acks,
@@ -343,6 +369,8 @@ def run_driver(case: Case, timeout_s: float = 120.0) -> int:
     ]
     if case.ray_address:
         args += ["--ray-address", case.ray_address]
+    if case.seed is not None:
+        args += ["--seed", str(case.seed)]
     return subprocess.run(
         args, env=env, timeout=timeout_s, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False
     ).returncode
@@ -374,15 +402,18 @@ def main() -> None:
     one.add_argument("--store", required=True)
     one.add_argument("--executor", default="local")
     one.add_argument("--ray-address")
+    one.add_argument("--seed", type=int)
     full = sub.add_parser("full", help="every boundary x every target (takes a while)")
     full.add_argument("--targets", default="driver,redis,actor")
+    full.add_argument("--seed", type=int, help="the client cancels at random (this seed) instead of deciding")
     args = parser.parse_args()
     if args.command == "drive":
-        asyncio.run(drive(Case(Path(args.workdir), args.store, args.executor, args.ray_address)))
+        case = Case(Path(args.workdir), args.store, args.executor, args.ray_address, args.seed)
+        asyncio.run(drive(case))
         return
     from fault_cases import run_matrix
 
-    failures = run_matrix(args.targets.split(","), every=1)
+    failures = run_matrix(args.targets.split(","), every=1, seed=args.seed)
     raise SystemExit(1 if failures else 0)
 
 

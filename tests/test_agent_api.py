@@ -14,9 +14,10 @@ from troupe.core.vocabulary.agent_api import AgentAPI
 
 from troupe import Chunk
 from troupe.client import AsyncTroupeClient, TroupeClient
+from troupe.errors import RunCancelledError
 from troupe.testing import CallLog
 
-AnyAgent = AgentAPI[Any, Any, Any]
+AnyAgent = AgentAPI[Any, Any, Any, Any]
 
 
 async def settled(value: Any) -> Any:
@@ -90,3 +91,12 @@ async def test_the_approval_story(agents: Callable[[str], AnyAgent], calls: Call
     )
     assert answered.text == 'w1={"city": "Paris", "forecast": "sunny"}'
     assert [e["phase"] for e in calls.entries("weather")] == ["suspend", "resume"]
+
+    # Cancel: the paused run ends, its pause withdrawn; deciding it afterwards is a conflict.
+    third = await settled(ops.generate("delete abc-123", resource_id="a1"))
+    cancelled = await settled(ops.cancel_run(third.run_id, reason="not needed"))
+    assert (cancelled.run_id, cancelled.reason, cancelled.was) == (third.run_id, "not needed", "suspended")
+    assert [r.run_id for r in (await settled(ops.list_suspended_runs())).runs] == []
+    with pytest.raises(RunCancelledError):
+        await settled(ops.approve_tool_call_generate(run_id=third.run_id, tool_call_id="call-1"))
+    assert calls.count("delete_record") == 1

@@ -2,6 +2,10 @@
 every one too, and an agent actor at every third; each time the run must settle with the guarantees
 intact. The full matrix (every boundary for every target) is ``python tests/fault_harness.py full``.
 
+With a seed, the client cancels the run at random instead of deciding (issue 41): cancels mixed with
+approvals and kills lose nothing (an acknowledged cancel is on record and the run never goes on after
+it) and run nothing twice.
+
 Also races: the same call approved from ten clients at once, and approve racing decline, run the tool
 at most once, every time, within one runtime and across two processes' runtimes on one store.
 """
@@ -25,6 +29,23 @@ def test_every_checkpoint_boundary_survives_a_crash(target: str, every: int, ray
     address = ray_session.get_runtime_context().gcs_address if target == "actor" else None
 
     failures = run_matrix([target], every=every, ray_address=address)
+
+    assert failures == [], "\n".join(
+        f"boundary {f['boundary']} ({f['at']}): {f['problems']}" for f in failures
+    )
+
+
+# Seeds whose client cancels the run at different points: at its first pause (seed 1), and at its second,
+# once it has decided the first call (seed 10): ``random.Random(seed).random() < 0.5`` at each pause.
+CANCEL_SEEDS = (1, 10)
+
+
+@pytest.mark.parametrize("seed", CANCEL_SEEDS)
+@pytest.mark.parametrize(("target", "every"), [("driver", 1), ("redis", 2)])
+def test_random_cancels_mixed_with_decisions_and_kills_lose_nothing_and_run_nothing_twice(
+    target: str, every: int, seed: int
+):
+    failures = run_matrix([target], every=every, seed=seed)
 
     assert failures == [], "\n".join(
         f"boundary {f['boundary']} ({f['at']}): {f['problems']}" for f in failures

@@ -20,7 +20,7 @@ def fuzz(url: str, headers: dict[str, str]) -> dict[str, int]:
     schema = schemathesis.openapi.from_url(f"{url}/openapi.json")
     sent: dict[str, int] = {}
     operations = [op.ok() for op in schema.get_all_operations()]
-    assert len(operations) == 18, [op.label for op in operations]
+    assert len(operations) == 20, [op.label for op in operations]
     for operation in operations:
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
             # Valid requests go to a real agent (so runs start and pause); invalid ones name any agent.
@@ -88,7 +88,7 @@ def test_bodies_at_and_past_the_limit_never_get_a_server_error(http_server, tmp_
     server = http_server(runtime_factory(tmp_path, calls), keys=KEYS, max_body_bytes=LIMIT)
     schema = schemathesis.openapi.from_url(f"{server.url}/openapi.json")
     posts = [op.ok() for op in schema.get_all_operations() if op.ok().method.upper() == "POST"]
-    assert len(posts) == 12, [op.label for op in posts]
+    assert len(posts) == 13, [op.label for op in posts]
     with httpx.Client(base_url=server.url, timeout=30) as client:
         for operation in posts:
             path = operation.path.replace("{agentId}", "ops")

@@ -1,9 +1,11 @@
-"""A result is never lost to a takeover (issue 36): another host takes a run over while its first host
-still runs an approved tool. The tool finishes; its host cannot write the run any more, so it records the
-outcome in the run's audit log and tells the approver so; the host that holds the run uses it instead of
-the call's interruption, both when it recovers after the outcome came and when a person decides the call
-it asked about again. Two runtimes on one SQLite file, as two processes would; the takeover is made
-happen while the tool runs (a gate the test opens), not waited for."""
+"""A result is never lost to a takeover (issues 36 and 41): another host takes a run over while its first
+host still runs an approved tool. The call asked about again is in doubt: it cannot be approved or
+declined before its deadline. The tool finishes; its host cannot write the run any more, so it records
+the outcome in the run's audit log and, the call still being in doubt, takes the run back and goes on
+with the result; or, if the run was taken by a host that then died, tells the approver where the run
+went, and the host that recovers it uses the outcome instead of the call's interruption. Two runtimes on
+one SQLite file, as two processes would; the takeover is made happen while the tool runs (a gate the
+test opens), not waited for."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import pytest
 from pydantic import BaseModel
 
 from troupe import Agent, Runtime, SqliteStore, create_tool
-from troupe.errors import RunTakenOverError, ToolCallCompletedError
+from troupe.errors import RunTakenOverError, ToolCallInDoubtError
 from troupe.testing import CallLog, FunctionModel, text, tool_call
 
 
@@ -62,22 +64,25 @@ async def test_a_tool_that_finishes_after_a_takeover_keeps_its_result(tmp_path: 
         await asyncio.wait_for(_until(lambda: gate._waiters), 30)  # the tool is running on the first host
 
         if order == "tool-finishes-after-the-takeover":
-            await _take_over(second, paused.run_id, owner)  # the call is asked about again
+            await _take_over(second, paused.run_id, owner)  # the call is asked about again, in doubt
             asked = await agent_b.list_suspended_runs()
-            assert [c.interrupted for r in asked.runs for c in r.pending] == [True]
+            pending = [c for r in asked.runs for c in r.pending]
+            assert [(c.interrupted, (c.in_doubt or {}).get("owner")) for c in pending] == [(True, owner)]
+            with pytest.raises(ToolCallInDoubtError):  # its first host may still be running it
+                await agent_b.approve_tool_call_generate(run_id=paused.run_id)
+            gate.set()
+            # The first host's result completes the call: it takes the run back and goes on with it.
+            done = await approving
+            # (The model's turn that went ahead of the write the takeover refused is in the stream too.)
+            assert done.finish_reason == "stop" and done.text.endswith('told: {"paid": 10, "to": "vendor"}')
         else:  # a host took the run but died before it handled the call, which is still running
             await _claim_ownership(SqliteStore(db), paused.run_id, owner="dead-host")
-        gate.set()
-        with pytest.raises(RunTakenOverError) as told:
-            await approving
-        assert told.value.details["outcomes"][0]["result"] == {"paid": 10, "to": "vendor"}
-        assert "completed at" in told.value.message
-
-        if order == "tool-finishes-after-the-takeover":
-            with pytest.raises(ToolCallCompletedError) as answered:
-                await agent_b.approve_tool_call_generate(run_id=paused.run_id)
-            assert answered.value.details["result"] == {"paid": 10, "to": "vendor"}
-        else:
+            gate.set()
+            with pytest.raises(RunTakenOverError) as told:
+                await approving
+            assert told.value.details["outcomes"][0]["result"] == {"paid": 10, "to": "vendor"}
+            assert "completed at" in told.value.message
+            assert "still marked running there: the run goes on there with this outcome" in told.value.message
             await _take_over(second, paused.run_id, "dead-host")  # recovery takes the recorded outcome
         finished = await _finished(second, paused.run_id)
     finally:

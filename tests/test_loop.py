@@ -135,7 +135,7 @@ async def test_the_loop_stops_at_max_steps(make_runtime, calls):
 
     result = await agent.generate("loop", max_steps=3)
 
-    assert result.finish_reason == "tool-calls"
+    assert result.finish_reason == "max-steps"
     assert len(result.steps) == 3
     assert calls.count("pay") == 3
 

@@ -4,7 +4,7 @@ troupe --version
 troupe demo [--store PATH] [--executor ray|local]
 troupe serve (--app MODULE:ATTR | --demo) [--host H] [--port P] [--ray-address A] (--keys FILE | --open)
              [--replicas N]   (N front door replicas on Ray Serve instead of one uvicorn process)
-troupe runs list|show, troupe approve|decline|resume RUN [CALL]   (--server URL | --app M:A | --store URL)
+troupe runs list|show|cancel, troupe approve|decline|resume RUN [CALL]   (--server | --app | --store)
 troupe mcp (--app MODULE:ATTR | --demo) [--keys FILE --key KEY | --as NAME] [--public-url URL]   (stdio)
 troupe keys new --file FILE --subject S [...], troupe keys convert FILE   (API keys stored as digests)
 """

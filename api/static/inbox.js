@@ -294,7 +294,10 @@
     for (const [id, card] of state.cards) {
       // A pause missing from a pushed listing was decided elsewhere (or expired); were it listed again
       // (an older answer arriving late), it would turn back to pending above.
-      if (!listed.has(id) && card.status === "pending") setCardStatus(card, "gone");
+      if (!listed.has(id) && card.status === "pending") {
+        setCardStatus(card, "gone");
+        whyGone(card);
+      }
     }
     for (const card of state.cards.values()) refreshTimes(card);
     $("count").textContent = waiting ? `${waiting} waiting` : "";
@@ -477,6 +480,7 @@
           "Decline",
         ),
       ),
+      cancelControls(card),
     );
 
     card.el = el(
@@ -562,6 +566,7 @@
     deciding: () => ["busy", "deciding…"],
     decided: (card) => (card.verdict === "declined" ? ["declined", "declined"] : ["done", card.verdict]),
     gone: () => ["gone", "no longer pending"],
+    cancelled: () => ["declined", "cancelled"],
   };
 
   function setCardStatus(card, status) {
@@ -574,7 +579,7 @@
     for (const control of card.actions.querySelectorAll("button, input, select, textarea")) {
       control.disabled = locked;
     }
-    card.actions.hidden = status === "decided" || status === "gone";
+    card.actions.hidden = status === "decided" || status === "gone" || status === "cancelled";
     card.gone.hidden = status !== "gone";
     if (status === "decided") refreshTimes(card);
   }
@@ -582,6 +587,101 @@
   function showError(card, message) {
     card.error.textContent = message;
     card.error.hidden = !message;
+  }
+
+  // ---- cancelling the run ------------------------------------------------------------------------------
+
+  // "Cancel run", then an inline confirmation (with an optional reason) before anything is sent.
+  function cancelControls(card) {
+    card.cancelReason = el("input", {
+      type: "text",
+      class: "reason",
+      "data-testid": "cancel-reason",
+      placeholder: "Why cancel (optional)",
+      "aria-label": "Reason for cancelling the run",
+      maxlength: 100000,
+    });
+    card.cancelConfirm = el(
+      "div",
+      { class: "cancel-confirm", "data-testid": "cancel-confirm", role: "group", hidden: true },
+      el("p", {}, "Cancel the whole run? What it is doing stops, and every call of it that waits is withdrawn."),
+      card.cancelReason,
+      el(
+        "button",
+        { type: "button", class: "danger", "data-testid": "confirm-cancel", onclick: () => cancelRun(card) },
+        "Yes, cancel the run",
+      ),
+      el(
+        "button",
+        { type: "button", "data-testid": "keep-run", onclick: () => (card.cancelConfirm.hidden = true) },
+        "Keep it",
+      ),
+    );
+    const ask = el(
+      "button",
+      { type: "button", class: "link", "data-testid": "cancel-run", onclick: () => (card.cancelConfirm.hidden = false) },
+      "Cancel run",
+    );
+    return el("div", { class: "cancel-run" }, ask, card.cancelConfirm);
+  }
+
+  // Bound to the call as shown (its fingerprint): if someone decided it first, this is refused (409).
+  async function cancelRun(card) {
+    if (card.status !== "pending") return;
+    const { run, call } = card;
+    const body = { runId: run.runId, fingerprint: call.fingerprint, toolCallId: call.toolCallId };
+    const reason = card.cancelReason.value.trim();
+    if (reason) body.reason = reason;
+    showError(card, "");
+    setCardStatus(card, "deciding");
+    let answer;
+    try {
+      // The page's own route: the audit records that the cancel came from the inbox.
+      answer = await (await api("POST", `/inbox/agents/${encodeURIComponent(run.agentId)}/cancel-run`, body)).json();
+    } catch (err) {
+      refused(card, err);
+      return;
+    }
+    // Every card of the run shows it: its other pauses were withdrawn with it.
+    for (const other of state.cards.values()) {
+      if (other.run.runId === run.runId) showCancelled(other, answer.cancelledBy, answer.reason);
+    }
+    refresh();
+  }
+
+  // The server refused what the card asked: it is pending again, and says why.
+  function refused(card, err) {
+    if (err.status === 401) {
+      onUnauthorized(err);
+      return;
+    }
+    setCardStatus(card, "pending");
+    showError(card, err.message);
+    if (err.status === 404 || err.status === 409) refresh(); // decided elsewhere, or it changed
+  }
+
+  function showCancelled(card, by, reason) {
+    setCardStatus(card, "cancelled");
+    const box = card.outcome;
+    box.dataset.outcome = "cancelled";
+    const who = by ? ` by ${by}` : "";
+    box.replaceChildren(el("p", { class: "verdict", "data-testid": "verdict" }, `Run cancelled${who}: ${reason}`));
+    box.hidden = false;
+  }
+
+  // A pause that left the listing: if its run was cancelled (here or elsewhere), the card says so.
+  async function whyGone(card) {
+    const { run } = card;
+    try {
+      const path = `/agents/${encodeURIComponent(run.agentId)}/runs/${encodeURIComponent(run.runId)}`;
+      const found = await (await api("GET", path)).json();
+      if (found.status === "cancelled" && card.status === "gone") {
+        const told = found.cancelled || {};
+        showCancelled(card, told.cancelledBy, told.reason || "cancelled");
+      }
+    } catch {
+      // it stays "no longer pending"
+    }
   }
 
   // ---- deciding -------------------------------------------------------------------------------------
@@ -617,13 +717,7 @@
         "text/event-stream",
       );
     } catch (err) {
-      if (err.status === 401) {
-        onUnauthorized(err);
-        return;
-      }
-      setCardStatus(card, "pending");
-      showError(card, err.message);
-      if (err.status === 404 || err.status === 409) refresh(); // decided elsewhere, or it changed
+      refused(card, err);
       return;
     }
     // The decision is claimed: whatever the stream says now is the run carrying on.

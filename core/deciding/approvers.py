@@ -20,8 +20,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from troupe.core.vocabulary.errors import ApprovalPolicyError
-from troupe.core.vocabulary.identity import Approval
+from troupe.core.vocabulary.errors import ApprovalPolicyError, CancelForbiddenError
+from troupe.core.vocabulary.identity import Approval, Principal
 from troupe.core.vocabulary.requests import Approve, DecideRequest, DecisionInput
 from troupe.core.vocabulary.state import Pause, RunState
 
@@ -103,6 +103,33 @@ def check_decider(
         )
 
 
+def check_canceller(policies: ApproverPolicies | None, state: RunState, who: Principal | None) -> None:
+    """Raise ``CancelForbiddenError`` (403) unless ``who`` may cancel the run: the principal that
+    started it, an admin, or someone an approver policy lets decide its calls (one that governs one of
+    its open pauses, or every tool of an agent on its path). ``who`` None is the process itself (the
+    Python API without a name), which may. People are compared by subject id."""
+    if who is None or who.admin or (state.starter_id is not None and who.id == state.starter_id):
+        return
+    path = [*(state.parent.agent_path if state.parent is not None else ()), state.agent_id]
+    governing = [policies.for_pause(pause) for _, pause in state.open_pauses()] if policies else []
+    if policies is not None:
+        governing += [p for p in policies.policies if p.tool is None and p.governs("", path)]
+    if any(p is not None and _may_decide(p, who) for p in governing):
+        return
+    raise CancelForbiddenError(
+        f"{who.display!r} may not cancel run {state.run_id}: only whoever started it, an admin, or an "
+        "approver its approver policies name may",
+        run_id=state.run_id,
+        principal=who.display,
+    )
+
+
+def _may_decide(policy: ApproverPolicy, who: Principal) -> bool:
+    if who.anonymous:
+        return False
+    return policy.roles is None or bool(policy.roles.intersection(who.roles))
+
+
 def agreeing(pause: Pause, args: dict[str, Any]) -> list[Approval]:
     """The approvals so far that are for exactly ``args``: only they count together towards a quorum
     (an approval with other edits starts a count of its own)."""
@@ -125,4 +152,12 @@ def _refused(message: str, state: RunState, who: str | None = None) -> ApprovalP
     return ApprovalPolicyError(message, run_id=state.run_id, principal=who)
 
 
-__all__ = ["ApproverPolicies", "ApproverPolicy", "agreeing", "approved_args", "check_decider", "needs_more"]
+__all__ = [
+    "ApproverPolicies",
+    "ApproverPolicy",
+    "agreeing",
+    "approved_args",
+    "check_canceller",
+    "check_decider",
+    "needs_more",
+]

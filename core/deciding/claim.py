@@ -21,6 +21,7 @@ from troupe.core.deciding.decisions import Applied, Counted, Ruling, already_dec
 from troupe.core.deciding.policy import RunPolicy
 from troupe.core.run import late_results
 from troupe.core.run.calls import decline_chunk
+from troupe.core.run.cancelling import as_recorded, cancelled_error
 from troupe.core.run.flow import ActiveRun, Plan
 from troupe.core.run.loop import RunLoop
 from troupe.core.tracing import record_wait
@@ -28,11 +29,12 @@ from troupe.core.vocabulary.errors import (
     DecisionConflictError,
     DecisionRejectedError,
     SnapshotNotFoundError,
+    ToolCallInDoubtError,
     ToolCallNotSuspendedError,
     TroupeError,
 )
 from troupe.core.vocabulary.requests import DecideRequest
-from troupe.core.vocabulary.state import CallStatus, RunState
+from troupe.core.vocabulary.state import CallStatus, RunState, ToolCallState, utcnow
 from troupe.core.vocabulary.store import AuditEntry, StaleSnapshotError, StoredRun, ThreadAppend
 
 log = logging.getLogger(__name__)
@@ -100,6 +102,15 @@ class Claims:
         except TroupeError as exc:
             if kept is not None:
                 return None  # refused on the kept copy: nothing was written; decide again on a fresh read
+            if isinstance(exc, ToolCallInDoubtError):
+                # Unless the outcome of its first host has come meanwhile: then the run goes on with it.
+                call = stored.state.call(str(exc.details.get("tool_call_id")))
+                try:
+                    if call is not None:
+                        await self._completed_meanwhile(stored, call)
+                except StaleSnapshotError:
+                    return None
+                raise
             if isinstance(exc, ToolCallNotSuspendedError):
                 # A call of an earlier step may have been decided already (a retry after the run moved on).
                 raise await self._decided_before(request, stored.state) or exc from exc
@@ -148,7 +159,8 @@ class Claims:
         the next checkpoint leaves it for recovery, not listed)."""
         state, entry, call = stored.state, applied.entry, applied.target.call
         if applied.target.pause.interrupted:
-            await self._completed_meanwhile(stored, applied)
+            await self._completed_meanwhile(stored, call)
+        state.stop_waiting()
         state.status, state.owner = "running", self.owner
         # A delegated decision is audited once the subagent has accepted it (see _route).
         audit = () if applied.delegated else (entry,)
@@ -163,15 +175,16 @@ class Claims:
             return run, Plan(calls=(call.tool_call_id,))
         return run, Plan(backlog=(decline_chunk(state.run_id, call),))
 
-    async def _completed_meanwhile(self, stored: StoredRun, applied: Applied) -> None:
+    async def _completed_meanwhile(self, stored: StoredRun, call: ToolCallState) -> None:
         """A call asked about again after a takeover may have completed after all, on the host that lost
         the run (troupe.core.run.late_results): then it is not run again, whatever the decision; the run
         goes on with the recorded result, and the decider hears so (``ContinuedElsewhere``)."""
-        call, state = applied.target.call, stored.state
+        state = stored.state
         late = late_results.completed(await self.store.list_audit(state.run_id), call)
         if late is None:
             return
         outcome = late_results.take(state.run_id, call, late)
+        state.stop_waiting()
         state.status, state.owner = "running", self.owner
         version = await self.loop.writer.save(state, expected_version=stored.version)
         run = ActiveRun(state, version, self._resumed_policy(state))
@@ -227,6 +240,7 @@ class Claims:
         calls = run.state.calls
         calls[calls.index(applied.target.call)] = applied.before
         run.state.status = "suspended"
+        run.state.updated_at = utcnow()  # it waits again from now (see RunState.stop_waiting)
         run.version = await self.store.save_run(run.state, expected_version=run.version)
 
     async def _decided_before(
@@ -237,15 +251,20 @@ class Claims:
         waiting = {c.tool_call_id for c in state.paused_calls()} if state is not None else set()
         if request.tool_call_id is None or request.tool_call_id in waiting:
             return None
-        return _decided_in(await self.store.list_audit(request.run_id), request, self.agent_id)
+        return decided_in(await self.store.list_audit(request.run_id), request, self.agent_id)
 
     async def _missing(self, request: DecideRequest, foreign: bool = False) -> TroupeError:
         """No snapshot (of this agent's): say whether the call was decided already, else why there is
         nothing to resume: the run finished (its decisions are on record), or it is unknown."""
         audit = [] if foreign else await self.store.list_audit(request.run_id)
-        decided = _decided_in(audit, request, self.agent_id)
+        decided = decided_in(audit, request, self.agent_id)
         if decided is not None:
             return decided
+        cancel = next((e for e in audit if e.kind == "cancelled" and not e.tool_call_id), None)
+        if cancel is not None and cancel.agent_id == self.agent_id:
+            return cancelled_error(
+                request.run_id, as_recorded(cancel), "nothing in it can be decided any more"
+            )
         if any(entry.agent_id == self.agent_id for entry in audit):
             why = "the run has finished: nothing in it waits for a decision"
         else:
@@ -256,16 +275,20 @@ class Claims:
         return SnapshotNotFoundError(f"snapshot not found for {run}: {why}", run_id=request.run_id)
 
 
-def _decided_in(
+def decided_in(
     audit: list[AuditEntry], request: DecideRequest, agent_id: str
 ) -> DecisionConflictError | None:
+    """The audit's say on the call ``request`` names: the conflict it was decided (or cancelled)
+    before, if it was."""
     for entry in audit:
         if (
             entry.tool_call_id == request.tool_call_id
             and entry.agent_id == agent_id
             and entry.kind != "approval-recorded"  # a quorum's count, not a decision
         ):
-            return already_decided(request.run_id, entry.tool_call_id, entry.kind, entry.decided_by)
+            return already_decided(
+                request.run_id, entry.tool_call_id, entry.kind, entry.decided_by, entry.reason
+            )
     return None
 
 
@@ -287,4 +310,4 @@ def _record(state: RunState, applied: Applied) -> None:
     )
 
 
-__all__ = ["Claims", "ContinuedElsewhere", "QuorumPending"]
+__all__ = ["Claims", "ContinuedElsewhere", "QuorumPending", "decided_in"]

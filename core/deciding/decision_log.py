@@ -44,6 +44,25 @@ def decided(entry: AuditEntry) -> None:
     )
 
 
+def cancelled(entry: AuditEntry) -> None:
+    """A top-level run cancelled (its run-level audit entry), by whom, through which surface, and why."""
+    _emit(
+        "cancel",
+        {
+            "run": entry.run_id,
+            "call": None,
+            "agent_path": entry.agent_path,
+            "decision": "cancelled",
+            "who": entry.decided_by,
+            "subject": entry.subject,
+            "issuer": entry.issuer,
+            "surface": entry.surface,
+            "reason": entry.reason,
+            "fingerprint": None,
+        },
+    )
+
+
 def recovered(run_id: str, agent_id: str, calls: list[str], owner: str, previous: str | None) -> None:
     """A run taken over from a dead host, with the calls it found interrupted."""
     _emit(
@@ -60,4 +79,4 @@ def recovered(run_id: str, agent_id: str, calls: list[str], owner: str, previous
     )
 
 
-__all__ = ["decided", "recovered"]
+__all__ = ["cancelled", "decided", "recovered"]

@@ -20,20 +20,25 @@ from troupe.core.deciding.approvers import (
     ApproverPolicies,
     agreeing,
     approved_args,
+    check_canceller,
     check_decider,
     needs_more,
 )
+from troupe.core.run.cancelling import DEFAULT_REASON as DEFAULT_CANCEL_REASON
+from troupe.core.run.cancelling import cancelled_error
 from troupe.core.vocabulary.errors import (
     DecisionConflictError,
     DecisionRejectedError,
     PauseExpiredError,
     ResumeDataValidationError,
+    RunCancelledError,
+    ToolCallInDoubtError,
     ToolCallNotSuspendedError,
 )
 from troupe.core.vocabulary.identity import Approval
 from troupe.core.vocabulary.json_schemas import instance_errors
 from troupe.core.vocabulary.pause_shapes import audit_entry
-from troupe.core.vocabulary.requests import Approve, DecideRequest, DecisionInput, Decline, Resume
+from troupe.core.vocabulary.requests import Approve, Cancel, DecideRequest, DecisionInput, Decline, Resume
 from troupe.core.vocabulary.state import CallStatus, Decision, Pause, RunState, ToolCallState
 from troupe.core.vocabulary.store import AuditEntry
 from troupe.core.vocabulary.tools import Tool
@@ -112,15 +117,20 @@ def rule(
     """Rule on ``request`` against ``state`` (mutated when the ruling records something), or raise why
     it cannot be decided. ``expiring``: the decline of a pause whose deadline passed (no policy, no
     deadline check)."""
+    if state.cancel is not None:
+        raise cancelled_error(state.run_id, state.cancel, "nothing in it can be decided any more")
     target = find_target(state, request)
     check_kind(state.run_id, target, request)
     decision = as_decision(target.pause, target.call.tool_call_id, request.decision)
+    call = target.call
+    delegated = call.tool_name in delegations and call.child is not None
+    if isinstance(decision, Cancel):
+        return _route_cancel(state, target, request, policies, delegated)
+    refuse_in_doubt(state.run_id, call, target.pause, now)
     policy = None
     if not expiring and state.parent is None:  # a subagent's pause is decided, and checked, at the top
         refuse_late(state, target, now)
         policy = policies.for_pause(target.pause) if policies is not None else None
-    call = target.call
-    delegated = call.tool_name in delegations and call.child is not None
     tool = None if delegated else tools.get(call.tool_name)
     if policy is not None:
         check_decider(policy, state, target.pause, decision, request)
@@ -138,6 +148,27 @@ def rule(
         entry.approvals = [*(a.display for a in agreed), entry.decided_by or ""]
         entry.quorum = policy.quorum
     return Applied(target, entry, delegated, before)
+
+
+def _route_cancel(
+    state: RunState,
+    target: Target,
+    request: DecideRequest,
+    policies: ApproverPolicies | None,
+    delegated: bool,
+) -> Applied:
+    """A cancel of a run below, on its way down the delegation that leads to it: checked at the top
+    (who may cancel), then claimed here like any decision, withdrawing the call's pauses."""
+    if not delegated:
+        raise DecisionRejectedError(
+            f"tool call {target.call.tool_call_id!r} of run {state.run_id} does not lead to a subagent's "
+            "run: a cancel is routed only down a delegation",
+            tool_call_id=target.call.tool_call_id,
+        )
+    if state.parent is None:
+        check_canceller(policies, state, request.decider)
+    before = target.call.model_copy(deep=True)
+    return Applied(target, apply(state, target, request.decision, request, None), True, before)
 
 
 def _count(
@@ -184,6 +215,23 @@ def refuse_late(state: RunState, target: Target, now: datetime) -> None:
         )
 
 
+def refuse_in_doubt(run_id: str, call: ToolCallState, pause: Pause, now: datetime) -> None:
+    """A decision on a call in doubt before its deadline is refused (nothing is claimed)."""
+    doubt = pause.in_doubt
+    if doubt is None or doubt.deadline <= now:
+        return
+    raise ToolCallInDoubtError(
+        f"tool call {call.tool_call_id!r} ({pause.tool_name!r}) of run {run_id} is in doubt: the host that "
+        f"was running it ({doubt.owner}) lost the run and may still be running it, so it is neither run "
+        f"again nor declined before {doubt.deadline.isoformat()}; if that host's result comes first, the "
+        "run goes on with it by itself",
+        run_id=run_id,
+        tool_call_id=call.tool_call_id,
+        owner=doubt.owner,
+        deadline=doubt.deadline.isoformat(),
+    )
+
+
 def find_target(state: RunState, request: DecideRequest) -> Target:
     """The paused call (and which of its pauses) a decision is for."""
     if request.tool_call_id is None:
@@ -203,8 +251,9 @@ def find_target(state: RunState, request: DecideRequest) -> Target:
         call = found
     if call.status not in (CallStatus.AWAITING_APPROVAL, CallStatus.SUSPENDED):
         if call.decision is not None:
+            decision = call.decision
             raise already_decided(
-                state.run_id, call.tool_call_id, call.decision.kind, call.decision.decided_by
+                state.run_id, call.tool_call_id, decision.kind, decision.decided_by, decision.reason
             )
         raise ToolCallNotSuspendedError(
             f"tool call {call.tool_call_id!r} of run {state.run_id} is {call.status.value}, not paused",
@@ -214,8 +263,20 @@ def find_target(state: RunState, request: DecideRequest) -> Target:
     return Target(call, _pick_pause(state.run_id, call, request.fingerprint))
 
 
-def already_decided(run_id: str, tool_call_id: str, kind: str, by: str | None) -> DecisionConflictError:
+def already_decided(
+    run_id: str, tool_call_id: str, kind: str, by: str | None, reason: str | None = None
+) -> DecisionConflictError:
     who = f" by {by}" if by else ""
+    if kind == "cancelled":
+        return RunCancelledError(
+            f"run {run_id} was cancelled{who}: {reason}; its tool call {tool_call_id!r} waits for no "
+            "decision any more",
+            run_id=run_id,
+            tool_call_id=tool_call_id,
+            decision=kind,
+            cancelled_by=by,
+            reason=reason,
+        )
     # A decision after the expiry sweep got there is as late as one that finds the deadline passed.
     error = PauseExpiredError if kind == "expired" else DecisionConflictError
     return error(
@@ -361,6 +422,8 @@ def apply(
         inner_fingerprint=pause.inner_fingerprint,
     )
     _settle(target, record, decision, tool)
+    if call.status is CallStatus.RUNNING:
+        call.started_at = record.decided_at  # claimed to run (a deadline counts from here)
     call.decision = record
     call.pauses = []
     return audit_entry(
@@ -398,6 +461,11 @@ def _settle(target: Target, record: Decision, decision: DecisionInput, tool: Too
         case Resume(resume_data=data):
             record.kind = "resumed"
             record.resume_data = validated_resume_data(tool, target, data) if tool is not None else data
+            call.status = CallStatus.RUNNING
+        case Cancel(run_id=below, reason=reason):  # routed down to the run it cancels (_route_cancel)
+            record.kind = "cancelled"
+            record.reason = reason or DEFAULT_CANCEL_REASON
+            record.cancel_target = below
             call.status = CallStatus.RUNNING
         case _:
             assert_never(decision)

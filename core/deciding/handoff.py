@@ -14,7 +14,7 @@ from typing import assert_never
 
 from troupe.core.vocabulary.errors import AgentUnavailableError, DecisionPendingError
 from troupe.core.vocabulary.identity import Principal
-from troupe.core.vocabulary.requests import Approve, DecideRequest, DecisionInput, Decline, Resume
+from troupe.core.vocabulary.requests import Approve, Cancel, DecideRequest, DecisionInput, Decline, Resume
 from troupe.core.vocabulary.state import PAUSED, CallStatus, Decision, RunState
 from troupe.core.vocabulary.store import Store
 
@@ -28,6 +28,8 @@ def decision_input(decision: Decision) -> DecisionInput:
             return Decline(decision.reason)
         case "resumed":
             return Resume(decision.resume_data)
+        case "cancelled":
+            return Cancel(decision.cancel_target or "", decision.reason)
         case _:
             assert_never(decision.kind)
 

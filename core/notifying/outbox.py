@@ -1,5 +1,5 @@
-"""Notifications: an event for every pause, decision, expiry and interrupted call, kept in a durable
-outbox until each target has it.
+"""Notifications: an event for every pause, decision, expiry and interrupted call, and for every pause a
+cancel withdrew (``tool-call.withdrawn``), kept in a durable outbox until each target has it.
 
 An event is written in the same atomic store write as the state change it reports (the pause's
 checkpoint, the decision's claim), one ``OutboxEntry`` per target whose filters match, so a crash can
@@ -35,10 +35,12 @@ EventType = Literal[
     "tool-call.expired",
     "tool-call.interrupted",
     "tool-call.approval-recorded",  # one approver of a quorum has approved; the call still waits
+    "tool-call.withdrawn",  # the run was cancelled: the pause no longer waits for anyone
 ]
 _DECISION_EVENTS: dict[str, EventType] = {
     "expired": "tool-call.expired",
     "approval-recorded": "tool-call.approval-recorded",
+    "cancelled": "tool-call.withdrawn",
 }
 SECRET_PREFIX = "whsec_"
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from typing import Any, assert_never
+from typing import TYPE_CHECKING, Any, assert_never
 
 from pydantic import BaseModel, ValidationError
 from troupe.core.deciding.approvers import ApproverPolicies
@@ -23,7 +23,7 @@ from troupe.core.vocabulary.agent import AgentSpec
 from troupe.core.vocabulary.chunks import Chunk
 from troupe.core.vocabulary.hooks import ToolCallOverride
 from troupe.core.vocabulary.model import ToolCallPart
-from troupe.core.vocabulary.state import CallStatus, RunState, ToolCallState
+from troupe.core.vocabulary.state import CallStatus, RunState, ToolCallState, utcnow
 from troupe.core.vocabulary.tools import (
     AgentContext,
     SuspendSignal,
@@ -32,6 +32,9 @@ from troupe.core.vocabulary.tools import (
     ToolInterrupted,
     ToolThreads,
 )
+
+if TYPE_CHECKING:
+    from troupe.core.run.late_results import LateOutcomes
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +50,12 @@ class Calls:
         pauses: Pauses,
         threads: ToolThreads,
         policies: ApproverPolicies | None = None,
+        late: LateOutcomes | None = None,
     ) -> None:
         self.spec = spec
+        # Where a sync tool's outcome goes when it comes after its call was given up (troupe.core.run
+        # .late_results); None: it is dropped.
+        self.late = late
         # Calls these govern always pause, whatever the run's options say (troupe.core.deciding.policy).
         self.policies = policies
         self.tools = tools
@@ -86,6 +93,7 @@ class Calls:
                 call.status = CallStatus.AWAITING_APPROVAL
                 call.pauses = [self.pauses.own(state, call, tool, "approval")]
             else:
+                call.started_at = utcnow()
                 todo.append(call.tool_call_id)
         return tuple(todo)
 
@@ -169,10 +177,26 @@ class Calls:
         ctx = self.context(run.state, call, tool)
         _answer(ctx, tool, call)
         hooks = self.spec.hooks
+        # Why a sync tool's outcome came too late, should it (its thread runs on when its call is given up).
+        why = ["the run was stopped while it ran"]
+        late = self.late.later(run.state, call, lambda: why[0]) if self.late is not None else None
         try:
             if await self._overridden(run, call, tool, ctx):
                 return
-            output = await tool.run(call.effective_args, ctx, self.threads)
+            async with asyncio.timeout(tool.timeout_s) as limit:
+                output = await tool.run(call.effective_args, ctx, self.threads, late)
+        except TimeoutError:
+            if not limit.expired():
+                raise  # the tool's own TimeoutError: handled below like any error it raises
+            why[0] = f"the call had timed out after {tool.timeout_s:g} s"
+            done(
+                run,
+                call,
+                {"error": _timed_out(call.tool_name, tool.timeout_s)},
+                is_error=True,
+                timed_out=True,
+            )
+            return
         except SuspendSignal as signal:
             call.status = CallStatus.SUSPENDED
             pause = self.pauses.own(run.state, call, tool, "suspend", signal.payload, signal.resume_schema)
@@ -213,6 +237,13 @@ class Calls:
             done(run, call, override.output, overridden=True)
             return True
         return False
+
+
+def _timed_out(tool_name: str, timeout_s: float | None) -> str:
+    return (
+        f"tool {tool_name!r} timed out after {timeout_s:g} s (its timeout_s) and was cancelled; it may "
+        "or may not have taken effect"
+    )
 
 
 def _answer(ctx: ToolContext, tool: Tool, call: ToolCallState) -> None:

@@ -13,10 +13,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, Field
+from troupe.core.run.cancelling import child_message
 from troupe.core.run.flow import ActiveRun, ChildFailed, ChildFinished, ChildOutcome, ChildPaused
 from troupe.core.tracing import carrier, span
 from troupe.core.vocabulary.agent import AgentSpec
 from troupe.core.vocabulary.chunks import PAUSE_TYPES, Chunk, PauseEvent
+from troupe.core.vocabulary.identity import Principal
 from troupe.core.vocabulary.requests import AgentPort, ChunkBatches, StartRequest
 from troupe.core.vocabulary.state import ChildLink, ParentLink, ToolCallState
 from troupe.core.vocabulary.tools import Tool, create_tool
@@ -71,9 +73,12 @@ class Delegation:
         self, run: ActiveRun, call: ToolCallState, link: ChildLink, parent_agent: str
     ) -> ChunkBatches:
         state = run.state
-        options = {"run_id": link.run_id, "request_context": state.request_context}
+        options: dict[str, Any] = {"run_id": link.run_id, "request_context": state.request_context}
         if state.resource_id is not None:
             options["resource_id"] = state.resource_id
+        starter = state.starter
+        if starter is not None:  # so whoever started the whole run may cancel this part of it too
+            options["started_by"] = Principal(starter.subject, starter.issuer, starter.name)
         prompt = DelegationInput.model_validate(call.effective_args).prompt
         request = StartRequest(
             messages=[{"role": "user", "content": prompt}],
@@ -95,6 +100,7 @@ class Delegation:
         text: list[str] = []  # of the subagent's latest step: its answer is its last turn's text
         pauses: list[PauseEvent] = []
         error: dict[str, Any] | None = None
+        finish: dict[str, Any] = {}
         async for batch in source:
             for chunk in batch:
                 if chunk.type in PAUSE_TYPES:
@@ -107,6 +113,8 @@ class Delegation:
                     text.append(chunk.payload["text"])
                 elif chunk.type == "error":
                     error = chunk.payload.get("error")
+                elif chunk.type == "finish":
+                    finish = chunk.payload
                 # Mastra's tool-output: the subagent's chunk as ``output``.
                 inner: dict[str, Any] = {"type": chunk.type, "run_id": chunk.run_id, "from": "AGENT"}
                 inner["payload"] = chunk.payload
@@ -119,6 +127,9 @@ class Delegation:
                 )
         if pauses:
             return ChildPaused(link, tuple(pauses))
+        stopped = child_message(link.run_id, finish)
+        if stopped is not None:  # cancelled below (not from here): the parent's model hears why
+            return ChildFailed(link, stopped)
         if error is not None:
             return ChildFailed(link, error.get("message", "subagent failed"))
         return ChildFinished(link, "".join(text))

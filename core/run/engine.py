@@ -11,19 +11,23 @@ honest.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any, Literal
 
 from troupe.core.deciding import decision_log
+from troupe.core.deciding.cancels import CancelRecorded, Cancels
 from troupe.core.deciding.claim import Claims, ContinuedElsewhere, QuorumPending
 from troupe.core.deciding.policy import RunPolicy
 from troupe.core.notifying.outbox import interrupted_event
 from troupe.core.run.auto_resume import extract_resume_data, find_resumable
-from troupe.core.run.flow import ActiveRun
+from troupe.core.run.cancelling import OUT_OF_TIME, cancelled_error
+from troupe.core.run.flow import ActiveRun, Plan
+from troupe.core.run.in_doubt import fence
 from troupe.core.run.locks import RunLocks
 from troupe.core.run.loop import RunLoop
 from troupe.core.run.memory import trim_history
 from troupe.core.run.operation import Operation, Recorded
-from troupe.core.run.recovery import prepare_recovery, replay
+from troupe.core.run.recovery import Doubt, prepare_recovery, replay
 from troupe.core.run.settings import RunSettings
 from troupe.core.vocabulary.agent import AgentSpec
 from troupe.core.vocabulary.chunks import Chunk
@@ -36,8 +40,16 @@ from troupe.core.vocabulary.errors import (
 from troupe.core.vocabulary.identity import Principal
 from troupe.core.vocabulary.messages import last_user_text, normalize_messages
 from troupe.core.vocabulary.options import RunOptions
-from troupe.core.vocabulary.requests import AgentPort, DecideRequest, Decline, Resume, StartRequest
-from troupe.core.vocabulary.state import CallStatus, RunState
+from troupe.core.vocabulary.requests import (
+    AgentPort,
+    Cancel,
+    CancelRequest,
+    DecideRequest,
+    Decline,
+    Resume,
+    StartRequest,
+)
+from troupe.core.vocabulary.state import CallStatus, RunState, utcnow
 from troupe.core.vocabulary.store import StaleSnapshotError, Store, ThreadAppend
 from troupe.core.vocabulary.tools import ToolThreads
 
@@ -55,11 +67,13 @@ class RunEngine:
         self.spec = spec
         self.store = store
         settings = settings or RunSettings()
+        self.settings = settings
         self.loop = RunLoop(spec, store, ports or {}, settings, threads)
         self.locks = RunLocks()
         # Who drives the runs this engine works on (its host's identity; see RunState.owner).
         self.owner = owner or f"engine:{uuid.uuid4().hex}"
         self.claims = Claims(self.loop, self.owner, settings.policies, self._resumed_policy)
+        self.cancels = Cancels(self.loop, self.owner, settings.policies)
 
     # ---- starting a run -----------------------------------------------------------------------------
 
@@ -109,6 +123,8 @@ class RunEngine:
             approval=self._storable_policy(request, options.require_tool_approval),
             auto_resume=options.auto_resume_suspended_tools,
             approval_timeout=options.approval_timeout,
+            max_duration_s=options.max_duration_s,
+            duration_counts_waiting=options.duration_counts_waiting,
             **_starter(options.started_by),
             parent=request.parent,
             owner=self.owner,
@@ -189,6 +205,9 @@ class RunEngine:
         """Accept a decision. If it turns out the call was decided before and the run must catch up with
         its subagent, the returned operation carries that error as ``refusal``: run it, then raise."""
         release = await self.locks.acquire(request.run_id)
+        cancel = request.decision
+        if isinstance(cancel, Cancel) and cancel.run_id == request.run_id:
+            return await self._cancelled_here(request, cancel, release)
         try:
             run, plan = await self.claims.claim(request, thread=thread)
         except QuorumPending as pending:
@@ -223,6 +242,10 @@ class RunEngine:
             if not due:
                 release()
                 return None
+            end = stored.state.duration_deadline() if stored is not None else None
+            if stored is not None and end is not None and end <= utcnow():
+                # Its max_duration_s, waiting included, ran out: the run is stopped, not the pause declined.
+                return await self._cancel_under_lock(_out_of_time(stored.state), release)
             deadline, call, pause = min(due, key=lambda item: item[0])
             reason = f"No decision was made in time: the request expired at {deadline.isoformat()}"
             request = DecideRequest(
@@ -239,6 +262,56 @@ class RunEngine:
             raise
         return Operation(self.loop, run, release, plan, kind="expiry")
 
+    # ---- cancelling a run ----------------------------------------------------------------------------
+
+    async def cancel(self, request: CancelRequest) -> CancelRecorded:
+        """Record a cancel in the run, durably (``troupe.core.deciding.cancels``); the caller then stops
+        the run if this host drives it, or ends it here if this host took it (``CancelRecorded.taken``)."""
+        return await self.cancels.cancel(request)
+
+    async def _cancelled_here(
+        self, request: DecideRequest, cancel: Cancel, release: Callable[[], None]
+    ) -> Operation:
+        """A cancel routed down a delegation has reached the run it cancels (held under ``release``):
+        record it here and end the run on the stream the parent follows, which tells the parent's model."""
+        here = CancelRequest(
+            run_id=request.run_id,
+            reason=cancel.reason,
+            canceller=request.decider,
+            surface=request.surface,
+            cascade=True,
+        )
+        return await self._cancel_under_lock(here, release)
+
+    async def _cancel_under_lock(self, request: CancelRequest, release: Callable[[], None]) -> Operation:
+        """Record ``request`` in a paused run held under ``release``; the operation that ends it."""
+        try:
+            recorded = await self.cancels.cancel(request)
+            stored = await self.store.load_run(request.run_id)
+        except BaseException:
+            release()
+            raise
+        if stored is None or not recorded.taken:  # ended already, or a live host drives it and ends it
+            release()
+            raise cancelled_error(request.run_id, recorded.cancellation, "it is cancelled once")
+        run = ActiveRun(stored.state, stored.version, self._resumed_policy(stored.state))
+        return Operation(self.loop, run, release, kind="cancel")
+
+    async def begin_ending(self, run_id: str) -> Operation | None:
+        """An operation that ends the cancelled run this host holds (``troupe.core.run.stopping``);
+        None if it is not cancelled, not this host's, or over already."""
+        release = await self.locks.acquire(run_id)
+        try:
+            stored = await self.store.load_run(run_id)
+        except BaseException:
+            release()
+            raise
+        if stored is None or stored.state.cancel is None or stored.state.owner != self.owner:
+            release()
+            return None
+        run = ActiveRun(stored.state, stored.version, self._resumed_policy(stored.state))
+        return Operation(self.loop, run, release, kind="cancel")
+
     # ---- recovering an orphaned run ------------------------------------------------------------------
 
     async def begin_recovery(self, run_id: str, expected_owner: str | None) -> Operation | None:
@@ -253,11 +326,25 @@ class RunEngine:
             state = stored.state
             state.owner = self.owner
             run = ActiveRun(state, stored.version, self._resumed_policy(state))
-            running = [c.tool_call_id for c in state.calls if c.status is CallStatus.RUNNING]
+            # A cancelled run is only ended (the operation sees its cancel), never resumed.
+            running = [
+                c.tool_call_id for c in state.calls if c.status is CallStatus.RUNNING and state.cancel is None
+            ]
             loop = self.loop
             # Its last owner may have finished a tool after all, and recorded it (late_results).
             audit = await self.store.list_audit(run_id) if running else []
-            plan = prepare_recovery(state, loop.tools, loop.delegations, loop.pauses, audit)
+            plan = (
+                Plan()
+                if state.cancel is not None
+                else prepare_recovery(
+                    state,
+                    loop.tools,
+                    loop.delegations,
+                    loop.pauses,
+                    audit,
+                    self._doubt(expected_owner, state),
+                )
+            )
             completed = {n.payload["tool_call_id"] for n in plan.backlog if "completed_at" in n.payload}
             cut = [
                 c
@@ -281,6 +368,17 @@ class RunEngine:
         start_note = {"recovered": True, "interrupted_tool_calls": interrupted}
         return Operation(self.loop, run, release, plan, start_note, kind="recovery")
 
+    def _doubt(self, owner: str | None, state: RunState) -> Doubt | None:
+        """How calls taken over from ``owner`` are marked in doubt (None: ``owner`` is this host, whose
+        earlier process, which ran them, is gone: nothing can still be running)."""
+        if owner == self.owner:
+            return None
+        settings = self.settings
+        seen = state.updated_at  # before this takeover's write changes it
+        return lambda call, tool: fence(
+            call, tool, owner, seen, settings.in_doubt_default_s, settings.in_doubt_margin_s
+        )
+
     async def describe(self, run_id: str) -> list[Chunk] | None:
         """Chunks telling where a run that is not in flight here stands
         (``troupe.core.run.recovery.replay``)."""
@@ -289,6 +387,19 @@ class RunEngine:
 
     def is_busy(self, run_id: str) -> bool:
         return self.locks.held(run_id)
+
+
+def _out_of_time(state: RunState) -> CancelRequest:
+    """The stop of a paused run whose ``max_duration_s`` (waiting included) ran out."""
+    return CancelRequest(
+        run_id=state.run_id,
+        reason=f"it ran longer than its max_duration_s of {state.max_duration_s:g} s (time spent waiting "
+        "for people included)",
+        canceller=OUT_OF_TIME,
+        surface="system",
+        cascade=True,
+        finish_reason="max-duration",
+    )
 
 
 def _trusted(request: StartRequest) -> dict[str, Any]:

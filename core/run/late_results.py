@@ -1,25 +1,35 @@
-"""Tool results that come back after their run was taken over.
+"""Tool results that come back late: after their run was taken over, stopped, or their call timed out.
 
 A host whose lease ran out (say, through a storage outage) can still be running an approved tool when
 another host takes its run over: that host sees the call interrupted and, if it is gated, asks its human
-again. When the tool then finishes, its outcome must not be lost: its host cannot write the run (the
-compare-and-set fails: the run is not its any more), so it appends a ``completed`` entry to the run's
-audit log, which needs no compare-and-set, and tells whoever waited on it so (``RunTakenOverError``).
-Whoever holds the run uses that entry instead of the call's interruption: recovery takes the result as
-the call's, and a decision on the call asked again is answered that it completed
-(``ToolCallCompletedError``), the run going on with the result.
+again (the call in doubt: ``troupe.core.run.in_doubt``). When the tool then finishes, its outcome must
+not be lost: its host cannot write the run (the compare-and-set fails: the run is not its any more), so
+it appends a ``completed`` entry to the run's audit log, which needs no compare-and-set. Whoever holds
+the run uses that entry instead of the call's interruption: recovery takes the result as the call's,
+the host that ran it takes the run back with it while the call is in doubt, and a decision on the call
+asked again is answered that it completed (``ToolCallCompletedError``), the run going on with the result.
+
+A tool whose call was given up (its run was cancelled, or it timed out) leaves a ``completed`` entry
+too if it ends after all (a sync tool's thread cannot be stopped: ``LateOutcomes``), its ``reason``
+saying why it came late; no model is given it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import asyncio
+import logging
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
+from typing import Any
 
 from troupe.core.run.calls import settle
 from troupe.core.vocabulary.chunks import Chunk
-from troupe.core.vocabulary.errors import RunTakenOverError, ToolCallCompletedError
+from troupe.core.vocabulary.errors import ToolCallCompletedError
 from troupe.core.vocabulary.state import RunState, ToolCallState, fingerprint, utcnow
 from troupe.core.vocabulary.store import AuditEntry, Store
+from troupe.core.vocabulary.tools import Late, to_jsonable
+
+log = logging.getLogger(__name__)
 
 
 def call_fingerprint(call: ToolCallState) -> str:
@@ -27,27 +37,19 @@ def call_fingerprint(call: ToolCallState) -> str:
     return fingerprint(call.tool_call_id, call.tool_name, call.effective_args)
 
 
-async def record(store: Store, state: RunState, calls: Sequence[ToolCallState]) -> RunTakenOverError:
-    """Append each call's outcome to the run's audit log; the error that tells the waiting caller."""
-    entries = [_entry(state, call, utcnow()) for call in calls]
+async def append(
+    store: Store, state: RunState, calls: Sequence[ToolCallState], why: str | None = None
+) -> list[AuditEntry]:
+    """Append each call's outcome (``call.output``) to the run's audit log, noting ``why`` it is late."""
+    entries = [_entry(state, call, utcnow(), why) for call in calls]
     for entry in entries:
         await store.append_audit(entry)
-    said = "; ".join(
-        f"{e.tool_name!r} (call {e.tool_call_id}) completed at {e.decided_at.isoformat()}" for e in entries
-    )
-    return RunTakenOverError(
-        f"run {state.run_id} was taken over by another host while its tools ran here: {said}; the outcome "
-        "is recorded with the run, which goes on there with it",
-        run_id=state.run_id,
-        outcomes=[
-            {"tool_call_id": e.tool_call_id, "completed_at": e.decided_at.isoformat(), "result": e.result}
-            for e in entries
-        ],
-    )
+    return entries
 
 
-def _entry(state: RunState, call: ToolCallState, at: datetime) -> AuditEntry:
+def _entry(state: RunState, call: ToolCallState, at: datetime, why: str | None = None) -> AuditEntry:
     return AuditEntry(
+        reason=why,
         run_id=state.run_id,
         agent_id=state.agent_id,
         tool_call_id=call.tool_call_id,
@@ -71,7 +73,7 @@ def completed(audit: Iterable[AuditEntry], call: ToolCallState) -> AuditEntry | 
 
 def take(run_id: str, call: ToolCallState, entry: AuditEntry) -> Chunk:
     """The call's outcome is the recorded one (mutates ``call``); the chunk that reports it."""
-    call.pauses, call.decision = [], None
+    call.pauses, call.decision, call.in_doubt = [], None, None
     return settle(run_id, call, entry.result, bool(entry.is_error), completed_at=entry.decided_at.isoformat())
 
 
@@ -92,4 +94,43 @@ def _short(value: object, limit: int = 200) -> str:
     return shown if len(shown) <= limit else shown[: limit - 1] + "\u2026"
 
 
-__all__ = ["already_completed", "call_fingerprint", "completed", "record", "take"]
+class LateOutcomes:
+    """Records what sync tools return after their caller gave up on them (the run was stopped, or the
+    call timed out: a thread cannot be stopped). The outcome goes to the run's audit log as a
+    ``completed`` entry whose ``reason`` says why it came late; no model is given it."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._writing: set[asyncio.Task[None]] = set()
+
+    def later(self, state: RunState, call: ToolCallState, why: Callable[[], str]) -> Late:
+        """What to tell the tool's thread pool: ``why()`` is asked once the outcome arrives."""
+        run = RunState(
+            run_id=state.run_id, agent_id=state.agent_id, resource_id=state.resource_id, owner=state.owner
+        )
+        ran = call.model_copy(deep=True)
+
+        def arrived(output: Any, error: BaseException | None) -> None:
+            if error is not None:
+                ran.output, ran.is_error = {"error": f"{type(error).__name__}: {error}"}, True
+            else:
+                ran.output, ran.is_error = to_jsonable(output), False
+            task = asyncio.get_running_loop().create_task(self._write(run, ran, why()))
+            self._writing.add(task)
+            task.add_done_callback(self._writing.discard)
+
+        return arrived
+
+    async def _write(self, state: RunState, call: ToolCallState, why: str) -> None:
+        try:
+            await append(self.store, state, [call], why)
+        except Exception:
+            log.error("run %s: the late outcome of call %s was not recorded", state.run_id, call.tool_call_id)
+
+    async def drain(self) -> None:
+        """Wait for the outcomes being written (tests, and a host shutting down)."""
+        while self._writing:
+            await asyncio.gather(*self._writing, return_exceptions=True)
+
+
+__all__ = ["LateOutcomes", "already_completed", "append", "call_fingerprint", "completed", "take"]

@@ -9,20 +9,25 @@ pause is only announced once it is durable), and the operation ends there, as Ma
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any, assert_never
 
 from troupe.core.deciding.handoff import pending_delivery
 from troupe.core.notifying.outbox import Event, pause_event
-from troupe.core.run import late_results
 from troupe.core.run.calls import Calls
+from troupe.core.run.cancelling import out_of_time
 from troupe.core.run.delegation import Delegation, child_run_id, delegation_tool
 from troupe.core.run.flow import ActiveRun, Continue, Failed, Finished, Paused, Plan, StepOutcome
+from troupe.core.run.in_doubt import TakeBack
+from troupe.core.run.late_results import LateOutcomes
 from troupe.core.run.memory import settled_length, take_unsaved
 from troupe.core.run.paused import PausedRuns
 from troupe.core.run.pauses import Pauses, open_pause_chunks
 from troupe.core.run.settings import RunSettings
+from troupe.core.run.stopping import Stopping
 from troupe.core.run.turn import model_turn
 from troupe.core.run.writes import RunWriter
 from troupe.core.tracing import span
@@ -37,7 +42,7 @@ from troupe.core.vocabulary.errors import (
 from troupe.core.vocabulary.messages import tool_message
 from troupe.core.vocabulary.model import Usage
 from troupe.core.vocabulary.requests import AgentPort
-from troupe.core.vocabulary.state import RunState, utcnow
+from troupe.core.vocabulary.state import Cancellation, RunState, utcnow
 from troupe.core.vocabulary.store import AuditEntry, StaleSnapshotError, Store, ThreadAppend
 from troupe.core.vocabulary.tools import Tool, ToolThreads
 
@@ -75,9 +80,41 @@ class RunLoop:
         self.sourced: dict[str, frozenset[str]] = {}
         self.tool_specs = [tool.spec(name) for name, tool in self.tools.items()]
         self.pauses = Pauses(spec.id, clock)
+        # Outcomes of sync tools that finish after their call was given up (troupe.core.run.late_results).
+        self.late = LateOutcomes(store)
         self.calls = Calls(
-            spec, self.tools, self.delegations, self.pauses, threads or ToolThreads(), settings.policies
+            spec,
+            self.tools,
+            self.delegations,
+            self.pauses,
+            threads or ToolThreads(),
+            settings.policies,
+            self.late,
         )
+        # Runs this host was asked to stop, set before their operation's task is cancelled: the task
+        # that sees the cancel ends the run (troupe.core.run.stopping) instead of dying with it.
+        self.stops: dict[str, Cancellation] = {}
+        # The task driving each run here (inside ``advance``), and the runs being ended: those are not
+        # stopped again.
+        self.driving: dict[str, asyncio.Task[Any]] = {}
+        self.ending: set[str] = set()
+        self.stopping = Stopping(self)
+        # What a host that lost a run does with the tools it ran meanwhile (troupe.core.run.in_doubt).
+        self.take_back = TakeBack(self)
+
+    def stop(self, run_id: str, cancellation: Cancellation, *, about_to: bool = False) -> bool:
+        """Stop the run if an operation here drives it: its task is cancelled and ends the run (see
+        ``troupe.core.run.stopping``). False if nothing here drives it. ``about_to``: an operation here
+        holds the run and is about to drive it: it stops as soon as it begins."""
+        task = self.driving.get(run_id)
+        if task is None or task.done():
+            if about_to:
+                self.stops[run_id] = cancellation
+            return False
+        if run_id not in self.ending and run_id not in self.stops:
+            self.stops[run_id] = cancellation
+            task.cancel()
+        return True
 
     def use_tools(self, source: str, tools: dict[str, Tool]) -> None:
         """Offer ``tools`` from ``source`` (say, ``mcp:files``) from the next model turn on, in place of
@@ -112,36 +149,94 @@ class RunLoop:
     async def advance(
         self, run: ActiveRun, plan: Plan | None = None, start_note: dict[str, Any] | None = None
     ) -> StepOutcome:
-        """Drive the run from ``plan`` until it finishes, pauses or fails; ``start_note`` (given for a
-        new run or a recovery, not a decision) opens the stream with a ``start`` chunk carrying it."""
-        state, plan = run.state, plan or Plan()
+        """Drive the run from ``plan`` until it finishes, pauses, fails or is stopped; ``start_note``
+        (given for a new run or a recovery, not a decision) opens the stream with a ``start`` chunk
+        carrying it."""
+        run_id = run.state.run_id
+        task = asyncio.current_task()
+        assert task is not None
+        self.driving[run_id] = task
+        try:
+            return await self._advance(run, plan or Plan(), start_note)
+        finally:
+            if self.driving.get(run_id) is task:
+                del self.driving[run_id]
+            self.stops.pop(run_id, None)
+            self.ending.discard(run_id)
+
+    async def _advance(self, run: ActiveRun, plan: Plan, start_note: dict[str, Any] | None) -> StepOutcome:
+        state = run.state
         if start_note is not None:
             run.chunk("start", id=self.spec.id, agent_id=self.spec.id, **start_note)
         for chunk in plan.backlog:
             run.emit(chunk)
+        # Opened on a cancelled run (recovered, or the canceller's), or asked to stop before it began.
+        stop = state.cancel or self.stops.pop(state.run_id, None)
+        if stop is not None:
+            self.ending.add(state.run_id)
+            if state.cancel is not None:
+                return await self.stopping.end(run, stop)
+            return await self.stopping.stopped(run, stop)
+        deadline = _loop_time(state.duration_deadline())
         while True:
-            # One span per step this operation works on: the model turn (unless the step was already
-            # planned, e.g. when a decision resumes it), then the step's tool calls.
-            resumed = bool(state.calls)
-            try:
-                with span(
-                    "troupe.step", troupe__step=state.step + (0 if resumed else 1), troupe__resumed=resumed
-                ):
-                    outcome = await self._step(run, plan)
-            except Exception as exc:
-                outcome = Failed(exc)
+            outcome = await self._guarded_step(run, plan, deadline)
             match outcome:
                 case Continue():
                     plan = Plan()
                 case Finished() | Paused():
                     return outcome
                 case Failed(error=error):
-                    if not isinstance(error, TroupeError):
-                        log.error("run %s failed", state.run_id, exc_info=error)
-                    await self.fail(run, error, plan.audit)
-                    return outcome
+                    after = await self._after_failure(run, plan, error)
+                    if not isinstance(after, Plan):
+                        return after
+                    plan = after  # the run was lost, and is this host's again: it goes on
                 case _:
                     assert_never(outcome)
+
+    async def _guarded_step(self, run: ActiveRun, plan: Plan, deadline: float | None) -> StepOutcome:
+        """One step, within the run's time budget (the loop's clock ``deadline``): a stop asked of
+        this host (its task cancelled) or the budget running out ends the run here."""
+        state = run.state
+        # One span per step this operation works on: the model turn (unless the step was already
+        # planned, e.g. when a decision resumes it), then the step's tool calls.
+        resumed = bool(state.calls)
+        try:
+            with span(
+                "troupe.step", troupe__step=state.step + (0 if resumed else 1), troupe__resumed=resumed
+            ):
+                async with asyncio.timeout_at(deadline) as budget:
+                    return await self._step(run, plan)
+        except asyncio.CancelledError:
+            stop = self.stops.pop(state.run_id, None)
+            if stop is None:
+                raise
+            _uncancel()
+        except TimeoutError as exc:
+            if not budget.expired():
+                return Failed(exc)
+            stop = _out_of_time(state)
+        except Exception as exc:
+            return Failed(exc)
+        self.ending.add(state.run_id)
+        return await self.stopping.stopped(run, stop)
+
+    async def _after_failure(self, run: ActiveRun, plan: Plan, error: Exception) -> StepOutcome | Plan:
+        """A step failed: because the run was cancelled meanwhile (it ends), or lost to another host
+        while tools ran here and taken back (the plan to go on with), or for good (it fails)."""
+        run_id = run.state.run_id
+        self.ending.add(run_id)  # what is left of this operation is not stopped
+        cancelled = await self.stopping.cancelled_meanwhile(run, error)
+        if cancelled is not None:
+            return await self.stopping.stopped(run, cancelled)
+        back = await self.take_back.after_loss(run, error)
+        if isinstance(back, Plan):
+            self.ending.discard(run_id)
+            return back
+        failure = back or error
+        if not isinstance(failure, TroupeError):
+            log.error("run %s failed", run_id, exc_info=failure)
+        await self.fail(run, failure, plan.audit)
+        return Failed(failure)
 
     async def _step(self, run: ActiveRun, plan: Plan) -> StepOutcome:
         """Drive one step: the model's turn unless ``plan`` resumes a step, then the step's calls."""
@@ -163,8 +258,9 @@ class RunLoop:
             return await self._suspend(run, plan.audit, consumed)
         self._close_step(run)
         if state.step >= state.max_steps:
-            await self.finish(run, "tool-calls", plan.audit)
-            return Finished("tool-calls")
+            # The model wanted more steps than the run allows: it ends here, and says why.
+            await self.finish(run, "max-steps", plan.audit)
+            return Finished("max-steps")
         if self.durability == "sync" or plan.audit or consumed:
             # (Audit entries and consumed subagent records are never left waiting for a later write.)
             # Sent ahead: the model's next turn does not wait for it, whatever comes after it does.
@@ -275,8 +371,6 @@ class RunLoop:
         the last durable checkpoint as it is, for recovery once storage is back.
         """
         error = pending_delivery(run.state, self.delegations, error)
-        if isinstance(error, StaleSnapshotError) and run.ran:
-            error = await self._taken_over(run, error)
         if isinstance(error, TroupeError):
             info = error.to_dict()
         else:
@@ -290,16 +384,6 @@ class RunLoop:
                 log.warning("failed run %s was changed elsewhere; left as it is", run.state.run_id)
         run.chunk("error", error=info)
         run.chunk("finish", **self._ending(run.state, "error", ""))
-
-    async def _taken_over(self, run: ActiveRun, stale: StaleSnapshotError) -> TroupeError:
-        """The run was taken over while tools ran here: their outcome goes to its audit log."""
-        try:
-            return await late_results.record(self.store, run.state, run.ran)
-        except StorageError:
-            log.error("run %s: the outcome of tools that finished late was not recorded", run.state.run_id)
-            return stale
-        finally:
-            run.ran.clear()
 
     # ---- closing a step ------------------------------------------------------------------------------
 
@@ -326,6 +410,25 @@ class RunLoop:
         for chunk in announced:
             run.emit(chunk)
         return Paused(tuple(c.pause for c in announced if c.pause is not None))
+
+
+def _loop_time(at: datetime | None) -> float | None:
+    """The event loop's clock reading at wall-clock time ``at`` (None stays None: no deadline)."""
+    if at is None:
+        return None
+    return asyncio.get_running_loop().time() + (at - utcnow()).total_seconds()
+
+
+def _uncancel() -> None:
+    """This task was cancelled to stop its run: it goes on to end the run, no longer cancelled."""
+    task = asyncio.current_task()
+    while task is not None and task.cancelling():
+        task.uncancel()
+
+
+def _out_of_time(state: RunState) -> Cancellation:
+    waiting = " (time spent waiting for people included)" if state.duration_counts_waiting else ""
+    return out_of_time(f"it ran longer than its max_duration_s of {state.max_duration_s:g} s{waiting}")
 
 
 def _final_text(state: RunState) -> str:

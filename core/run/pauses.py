@@ -15,7 +15,7 @@ from typing import Any, Literal
 from troupe.core.deciding.decisions import APPROVAL_RESUME_SCHEMA
 from troupe.core.vocabulary.chunks import Chunk, PauseEvent
 from troupe.core.vocabulary.pause_shapes import pause_event
-from troupe.core.vocabulary.state import Clock, Pause, RunState, ToolCallState, fingerprint
+from troupe.core.vocabulary.state import Clock, InDoubt, Pause, RunState, ToolCallState, fingerprint
 from troupe.core.vocabulary.tools import Tool
 
 
@@ -70,13 +70,19 @@ class Pauses:
             interrupted=inner.interrupted,
             expires_at=self.deadline(state, inner.expires_at),
             tool_origin=inner.tool_origin,
+            in_doubt=InDoubt.model_validate(inner.in_doubt) if inner.in_doubt is not None else None,
         )
 
     def deadline(self, state: RunState, inherited: datetime | None = None) -> datetime | None:
-        """A new pause's expiry: this run's approval_timeout from now, else what the subagent set."""
-        if state.approval_timeout is None:
-            return inherited
-        return self.clock() + timedelta(seconds=state.approval_timeout)
+        """A new pause's expiry: this run's approval_timeout from now, else what the subagent set; and
+        no later than the run's own end, if its ``max_duration_s`` counts the time it waits."""
+        expires = inherited
+        if state.approval_timeout is not None:
+            expires = self.clock() + timedelta(seconds=state.approval_timeout)
+        end = state.duration_deadline() if state.duration_counts_waiting else None
+        if end is not None and (expires is None or end < expires):
+            return end  # the expiry sweep finds the run then, and stops it (RunEngine.begin_expiry)
+        return expires
 
 
 def next_seq(state: RunState) -> int:

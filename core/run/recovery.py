@@ -9,16 +9,19 @@ subagent's run, which recovers on its own terms.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from troupe.core.run import late_results
 from troupe.core.run.calls import settle
 from troupe.core.run.flow import Plan
 from troupe.core.run.pauses import Pauses, open_pause_chunks
 from troupe.core.vocabulary.chunks import Chunk
-from troupe.core.vocabulary.state import CallStatus, RunState, ToolCallState
+from troupe.core.vocabulary.state import CallStatus, InDoubt, RunState, ToolCallState
 from troupe.core.vocabulary.store import AuditEntry
 from troupe.core.vocabulary.tools import Tool
+
+# Marks a call taken over from a host that may still be running it.
+Doubt = Callable[[ToolCallState, Tool], InDoubt]
 
 INTERRUPTED = (
     "interrupted: the process running this tool call stopped before it finished; it may or may not have "
@@ -32,10 +35,13 @@ def prepare_recovery(
     delegations: Collection[str],
     pauses: Pauses,
     audit: Sequence[AuditEntry] = (),
+    doubt: Doubt | None = None,
 ) -> Plan:
     """Settle the interrupted calls of the run (mutates ``state``): the plan re-runs or re-attaches
     what may be, and its backlog reports the calls cut short. A call whose tool did complete after all
-    (its host recorded the outcome in the run's ``audit`` log, see ``late_results``) takes that outcome."""
+    (its host recorded the outcome in the run's ``audit`` log, see ``late_results``) takes that outcome.
+    ``doubt`` marks a gated call asked about again as in doubt (its last host may still be running it:
+    ``troupe.core.run.in_doubt``); None when that host is known gone (this one, restarted)."""
     calls: list[str] = []
     reattach: set[str] = set()
     notes: list[Chunk] = []
@@ -56,6 +62,11 @@ def prepare_recovery(
             call.decision = None
             pause = pauses.own(state, call, tool, "approval")
             pause.interrupted = True
+            if doubt is not None:
+                pause.in_doubt = call.in_doubt = doubt(call, tool)
+                # An expiry would decline it before it may be declined: not before its deadline.
+                if pause.expires_at is not None:
+                    pause.expires_at = max(pause.expires_at, pause.in_doubt.deadline)
             call.pauses = [pause]
         else:
             notes.append(_cut_short(state.run_id, call))
@@ -88,10 +99,11 @@ def replay(agent_id: str, state: RunState) -> list[Chunk]:
         chunks.append(Chunk("text-start", state.run_id, part))
         chunks.append(Chunk("text-delta", state.run_id, {**part, "text": outcome["text"]}))
         chunks.append(Chunk("text-end", state.run_id, {"type": "text-end", **part}))
-    chunks.append(
-        Chunk("finish", state.run_id, {"finish_reason": outcome.get("finish_reason", "stop"), "usage": usage})
-    )
+    finish = {"finish_reason": outcome.get("finish_reason", "stop"), "usage": usage}
+    if outcome.get("cancelled") is not None:  # a subagent's run that was stopped: who, why, when
+        finish["cancelled"] = outcome["cancelled"]
+    chunks.append(Chunk("finish", state.run_id, finish))
     return chunks
 
 
-__all__ = ["INTERRUPTED", "prepare_recovery", "replay"]
+__all__ = ["INTERRUPTED", "Doubt", "prepare_recovery", "replay"]

@@ -19,6 +19,10 @@ from troupe.core.vocabulary.tools import DEFAULT_TOOL_THREADS, ToolThreads
 # the next model turn, so a crash during any model turn resumes from where it stood.
 Durability = Literal["sync", "exit"]
 DURABILITY_MODES: tuple[Durability, ...] = ("sync", "exit")
+# How long a call of a tool without timeout_s stays in doubt after a takeover (as long as an MCP call may
+# take by default), and the margin added to any call's deadline (clocks and the last write can be late).
+DEFAULT_IN_DOUBT_S = 300.0
+DEFAULT_IN_DOUBT_MARGIN_S = 5.0
 
 
 def check_durability(durability: str) -> Durability:
@@ -39,10 +43,26 @@ class RunSettings:
     clock: Clock = utcnow
     tool_threads: int = DEFAULT_TOOL_THREADS
     durability: Durability = "sync"
+    # A call taken over from a host that may still be running it is in doubt until its deadline: the
+    # tool's timeout_s (this, for a tool without one) from when it started, plus the margin
+    # (troupe.core.run.in_doubt).
+    in_doubt_default_s: float = DEFAULT_IN_DOUBT_S
+    in_doubt_margin_s: float = DEFAULT_IN_DOUBT_MARGIN_S
 
     def __post_init__(self) -> None:
         check_durability(self.durability)
+        for name in ("in_doubt_default_s", "in_doubt_margin_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
+                raise ValueError(f"{name} must be a number of seconds >= 0, got {value!r}")
         ToolThreads(self.tool_threads)  # a bad size is the caller's error now, not an actor's at first use
 
 
-__all__ = ["DURABILITY_MODES", "Durability", "RunSettings", "check_durability"]
+__all__ = [
+    "DEFAULT_IN_DOUBT_MARGIN_S",
+    "DEFAULT_IN_DOUBT_S",
+    "DURABILITY_MODES",
+    "Durability",
+    "RunSettings",
+    "check_durability",
+]

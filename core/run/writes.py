@@ -57,8 +57,13 @@ class RunWriter:
         notifications = self.notifications if self.notifying else None
         if notifications is None:
             return ()
-        # A subagent's decisions are reported by the top-level run that routed them.
-        decided = [decision_event(state, entry) for entry in audit] if state.parent is None else []
+        # A subagent's decisions are reported by the top-level run that routed them; a cancel's entry for
+        # the run as a whole (no call) announces nothing: each pause it withdrew has an event of its own.
+        decided = (
+            [decision_event(state, entry) for entry in audit if entry.tool_call_id]
+            if state.parent is None
+            else []
+        )
         return notifications.entries([*events, *decided])
 
 

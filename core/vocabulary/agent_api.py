@@ -19,6 +19,7 @@ from collections.abc import Awaitable
 from typing import Any, Protocol, TypeVar, Unpack
 
 from troupe.core.vocabulary.options import StreamOptions, SuspendedRunFilters
+from troupe.core.vocabulary.requests import CancelledRun
 from troupe.core.vocabulary.results import RunResult
 from troupe.core.vocabulary.stream import AgentStream
 from troupe.core.vocabulary.suspended import SuspendedRunList
@@ -28,11 +29,13 @@ Messages = str | list[dict[str, Any]]
 StreamT = TypeVar("StreamT", covariant=True)
 ResultT = TypeVar("ResultT", covariant=True)
 ListingT = TypeVar("ListingT", covariant=True)
+CancelT = TypeVar("CancelT", covariant=True)
 
 
-class AgentAPI(Protocol[StreamT, ResultT, ListingT]):
-    """The ten run methods: start (stream/generate), decide (approve/decline, each streamed or to its
-    result), answer a ``suspend()`` (resume), find paused runs and decide one by thread."""
+class AgentAPI(Protocol[StreamT, ResultT, ListingT, CancelT]):
+    """The eleven run methods: start (stream/generate), decide (approve/decline, each streamed or to
+    its result), answer a ``suspend()`` (resume), find paused runs, decide one by thread, and cancel a
+    run."""
 
     @property
     def id(self) -> str: ...
@@ -108,8 +111,19 @@ class AgentAPI(Protocol[StreamT, ResultT, ListingT]):
         resume_data: Any = None,
     ) -> StreamT: ...
 
+    def cancel_run(
+        self,
+        run_id: str,
+        *,
+        reason: str | None = None,
+        tool_call_id: str | None = None,
+        fingerprint: str | None = None,
+    ) -> CancelT: ...
+
 
 # In-process and over HTTP with the async client: every method is awaited.
-AsyncAgentAPI = AgentAPI[Awaitable[AgentStream], Awaitable[RunResult], Awaitable[SuspendedRunList]]
+AsyncAgentAPI = AgentAPI[
+    Awaitable[AgentStream], Awaitable[RunResult], Awaitable[SuspendedRunList], Awaitable[CancelledRun]
+]
 
 __all__ = ["AgentAPI", "AsyncAgentAPI", "Messages"]

@@ -74,6 +74,8 @@ class PauseEvent:
     interrupted: bool = False
     expires_at: datetime | None = None
     tool_origin: dict[str, Any] | None = None
+    # A call in doubt after a takeover: {"owner", "last_seen", "deadline"} (see RunState's InDoubt).
+    in_doubt: dict[str, Any] | None = None
 
     def payload(self) -> dict[str, Any]:
         """The pause chunk's payload (Python's snake_case form; ``to_wire`` camelizes it)."""
@@ -93,6 +95,8 @@ class PauseEvent:
             out["suspend_payload"] = self.suspend_payload
         if self.tool_origin is not None:
             out["tool_origin"] = self.tool_origin
+        if self.in_doubt is not None:
+            out["in_doubt"] = self.in_doubt
         return out
 
 

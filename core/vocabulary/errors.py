@@ -5,9 +5,13 @@
      ├── ToolCallNotSuspendedError    AGENT_RESUME_TOOL_CALL_NOT_SUSPENDED
      ├── DecisionConflictError        AGENT_DECISION_CONFLICT
      │    ├── PauseExpiredError           AGENT_DECISION_EXPIRED
-     │    └── ToolCallCompletedError      AGENT_TOOL_CALL_COMPLETED
+     │    ├── ToolCallCompletedError      AGENT_TOOL_CALL_COMPLETED
+     │    └── RunCancelledError           AGENT_RUN_CANCELLED            (409: the run was cancelled)
      ├── DecisionRejectedError        AGENT_DECISION_REJECTED
-     │    └── ResumeDataValidationError   AGENT_RESUME_DATA_INVALID
+     │    ├── ResumeDataValidationError   AGENT_RESUME_DATA_INVALID
+     │    └── ToolCallInDoubtError        AGENT_TOOL_CALL_IN_DOUBT       (409: its owner may still run it)
+     ├── RunNotCancellableError       AGENT_RUN_NOT_CANCELLABLE      (409: the run has already finished)
+     ├── CancelForbiddenError         AGENT_CANCEL_FORBIDDEN         (403: not the caller's run to cancel)
      ├── AmbiguousSuspendedRunsError  AGENT_SUSPENDED_RUNS_AMBIGUOUS
      ├── NoSuspendedRunError          AGENT_NO_SUSPENDED_RUN
      ├── ThreadAccessError            AGENT_THREAD_RESOURCE_MISMATCH
@@ -181,6 +185,38 @@ class ToolCallCompletedError(DecisionConflictError):
     http_status = 409
 
 
+class RunCancelledError(DecisionConflictError):
+    """The run was cancelled (``cancelled_by``, ``reason``, ``cancelled_at`` in the details): a decision
+    on one of its calls, or a second cancel, comes too late. Nothing was changed."""
+
+    code = "AGENT_RUN_CANCELLED"
+    http_status = 409
+
+
+class RunNotCancellableError(TroupeError):
+    """The run has already finished (its outcome stands), so there is nothing left to cancel."""
+
+    code = "AGENT_RUN_NOT_CANCELLABLE"
+    http_status = 409
+
+
+class CancelForbiddenError(TroupeError):
+    """The caller may not cancel this run: only the principal that started it, an admin, and whoever the
+    approver policies let decide its calls may. Nothing was changed."""
+
+    code = "AGENT_CANCEL_FORBIDDEN"
+    http_status = 403
+
+
+class ToolCallInDoubtError(DecisionRejectedError):
+    """The call was taken over from a host that may still be running it: it cannot be run again or
+    declined before its deadline (``deadline`` in the details) unless that host's outcome arrives first,
+    in which case the run goes on with it by itself. Nothing was claimed; the call stays paused."""
+
+    code = "AGENT_TOOL_CALL_IN_DOUBT"
+    http_status = 409
+
+
 class DecisionPendingError(AgentUnavailableError):
     """The decision was accepted and is durable, but the subagent it is for cannot be reached yet: it is
     delivered (once) when that agent is back; the run carries on then. Deciding again is a conflict."""
@@ -261,6 +297,7 @@ __all__ = [
     "AgentUnavailableError",
     "AmbiguousSuspendedRunsError",
     "ApprovalPolicyError",
+    "CancelForbiddenError",
     "DecisionConflictError",
     "DecisionLinkError",
     "DecisionRejectedError",
@@ -274,7 +311,9 @@ __all__ = [
     "PauseExpiredError",
     "RayAuthError",
     "ResumeDataValidationError",
+    "RunCancelledError",
     "RunFailedError",
+    "RunNotCancellableError",
     "RunTakenOverError",
     "SnapshotNotFoundError",
     "SnapshotVersionError",
@@ -282,6 +321,7 @@ __all__ = [
     "StorageUnavailableError",
     "ThreadAccessError",
     "ToolCallCompletedError",
+    "ToolCallInDoubtError",
     "ToolCallNotSuspendedError",
     "ToolNameConflictError",
     "TroupeError",

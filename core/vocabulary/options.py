@@ -25,6 +25,11 @@ class RunOptions:
     # Who starts the run (a name of the local issuer, or a Principal): an approver policy with separation
     # of duties keeps them from deciding its calls.
     started_by: str | Principal | None = None
+    # Seconds the run may take in all (None: no limit); after that it ends with finish_reason
+    # "max-duration", whatever it was doing. Time spent waiting for people does not count, unless
+    # ``duration_counts_waiting``.
+    max_duration_s: float | None = None
+    duration_counts_waiting: bool = False
 
     @classmethod
     def names(cls) -> frozenset[str]:
@@ -69,6 +74,20 @@ class RunOptions:
             raise InvalidOptionError(
                 "started_by must be a non-empty name or a troupe Principal", option="started_by"
             )
+        duration = self.max_duration_s
+        if duration is not None and (
+            isinstance(duration, bool)
+            or not isinstance(duration, int | float)
+            or not 0 < duration < float("inf")
+        ):
+            raise InvalidOptionError(
+                f"max_duration_s must be a positive number of seconds, got {duration!r}",
+                option="max_duration_s",
+            )
+        if not isinstance(self.duration_counts_waiting, bool):
+            raise InvalidOptionError(
+                "duration_counts_waiting must be a bool", option="duration_counts_waiting"
+            )
         if not isinstance(self.auto_resume_suspended_tools, bool):
             raise InvalidOptionError(
                 "auto_resume_suspended_tools must be a bool", option="auto_resume_suspended_tools"
@@ -87,6 +106,8 @@ class StreamOptions(TypedDict, total=False):
     run_id: str
     approval_timeout: float
     started_by: str | Principal
+    max_duration_s: float
+    duration_counts_waiting: bool
 
 
 class DecisionOptions(TypedDict, total=False):
@@ -99,6 +120,19 @@ class DecisionOptions(TypedDict, total=False):
     decided_by: str | Principal | None
     roles: frozenset[str] | None  # the decider's roles, for an approver policy (a Principal has its own)
     surface: str | None  # where the decision came from, for the audit (default "python")
+
+
+class CancelOptions(TypedDict, total=False):
+    """The keyword options of ``cancel_run`` besides the run and the reason."""
+
+    # Given with ``fingerprint``: cancel only while this call still waits as the canceller saw it (so
+    # against an approval of the same call exactly one of them wins).
+    tool_call_id: str | None
+    fingerprint: str | None
+    # Who cancels: a name of the local issuer, or a Principal (None: the process itself); audited.
+    cancelled_by: str | Principal | None
+    roles: frozenset[str] | None  # the canceller's roles, for the approver policies
+    surface: str | None  # where the cancel came from, for the audit (default "python")
 
 
 class SuspendedRunFilters(TypedDict, total=False):
@@ -122,4 +156,11 @@ def check_option_names(options: dict[str, Any], where: str) -> None:
         )
 
 
-__all__ = ["DecisionOptions", "RunOptions", "StreamOptions", "SuspendedRunFilters", "check_option_names"]
+__all__ = [
+    "CancelOptions",
+    "DecisionOptions",
+    "RunOptions",
+    "StreamOptions",
+    "SuspendedRunFilters",
+    "check_option_names",
+]

@@ -28,6 +28,7 @@ _AUDIT_FIELDS = frozenset({"tool_call_id", "tool_name", "args", "fingerprint", "
 def _fields(call: ToolCallState, pause: Pause) -> dict[str, Any]:
     """The pause as the call that waits on it shows it: the call's id and the pause's own fields."""
     out = {name: getattr(pause, name) for name in _PAUSE_FIELDS}
+    out["in_doubt"] = pause.in_doubt.model_dump(mode="json") if pause.in_doubt is not None else None
     out["tool_call_id"] = call.tool_call_id
     out["approvals"] = [a.display for a in pause.approvals]
     return out

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from datetime import datetime
+from typing import Any, Literal, Protocol
 
 from troupe.core.vocabulary.chunks import Chunk
 from troupe.core.vocabulary.identity import Principal
@@ -46,7 +47,16 @@ class Resume:
     resume_data: Any = None
 
 
-DecisionInput = Approve | Decline | Resume
+@dataclass(frozen=True)
+class Cancel:
+    """A cancel routed down a delegation, as a decision on the delegation call that leads to the run
+    below being cancelled (``run_id``); see ``troupe.core.run.cancelling``."""
+
+    run_id: str
+    reason: str | None = None
+
+
+DecisionInput = Approve | Decline | Resume | Cancel
 
 
 @dataclass(frozen=True)
@@ -68,6 +78,44 @@ class DecideRequest:
         return self.decider.display if self.decider is not None else None
 
 
+@dataclass(frozen=True)
+class CancelRequest:
+    """Cancel a run: ``reason`` is recorded and told (the model of a parent whose subagent's run this
+    is, the audit, notification targets). With ``tool_call_id`` and ``fingerprint`` the cancel applies
+    only while that call still waits with that fingerprint (what the canceller saw): against an approval
+    of the same call exactly one of them wins."""
+
+    run_id: str
+    reason: str | None = None
+    tool_call_id: str | None = None
+    fingerprint: str | None = None
+    # Who cancels (None: the process itself, through the Python API without a name), and through which
+    # surface; a cancel that cascades from a parent run is the runtime's own.
+    canceller: Principal | None = None
+    surface: str = "python"
+    # From the parent run's cancel (cascading down): not checked again, and not told to the parent.
+    cascade: bool = False
+    finish_reason: Literal["cancelled", "max-duration"] = "cancelled"
+
+    @property
+    def cancelled_by(self) -> str | None:
+        return self.canceller.display if self.canceller is not None else None
+
+
+@dataclass(frozen=True)
+class CancelledRun:
+    """What ``cancel_run`` answers once the cancel is durable: the run is cancelled from then on, and
+    whichever host holds it stops it (in-flight work is cancelled, pending pauses are withdrawn)."""
+
+    run_id: str
+    agent_id: str
+    reason: str
+    cancelled_by: str | None
+    cancelled_at: datetime
+    # Where the run stood when it was cancelled: "running" or "suspended".
+    was: str
+
+
 ChunkBatches = AsyncIterator[list[Chunk]]
 
 
@@ -84,10 +132,17 @@ class AgentPort(Protocol):
         state (recovering it first if it was orphaned). None if the run never existed."""
         ...
 
+    async def cancel(self, request: CancelRequest) -> CancelledRun:
+        """Cancel a run of this agent; returns once the cancel is durable (see ``CancelRequest``)."""
+        ...
+
 
 __all__ = [
     "AgentPort",
     "Approve",
+    "Cancel",
+    "CancelRequest",
+    "CancelledRun",
     "ChunkBatches",
     "DecideRequest",
     "DecisionInput",

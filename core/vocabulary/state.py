@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -51,7 +51,7 @@ class _Model(BaseModel):
 
 
 class Decision(_Model):
-    kind: Literal["approved", "declined", "resumed", "expired"]
+    kind: Literal["approved", "declined", "resumed", "expired", "cancelled"]
     reason: str | None = None
     edited_args: dict[str, Any] | None = None
     resume_data: Any = None
@@ -63,6 +63,35 @@ class Decision(_Model):
     # durable hand-off: a subagent that missed the routed decision (its actor died) applies it from here.
     inner_tool_call_id: str | None = None
     inner_fingerprint: str | None = None
+    # For a cancel routed down a delegation (``kind="cancelled"``): the run below that is cancelled.
+    cancel_target: str | None = None
+
+
+class InDoubt(_Model):
+    """A call whose host lost the run while the call ran, and may still be running it: it is not run
+    again, nor declined, before ``deadline`` (the tool's ``timeout_s`` from when it started, plus a
+    margin) unless that host's outcome arrives first (``troupe.core.run.in_doubt``)."""
+
+    owner: str | None
+    # The owner's last sign of life the run holds: its last write of the run (the call's start, or later).
+    last_seen: datetime | None = None
+    deadline: datetime
+
+
+class Cancellation(_Model):
+    """Why and by whom a run ends early. Written into the run before the cancel is acknowledged; from
+    then on nothing resumes the run, and whichever host holds it ends it (``troupe.core.run.cancelling``)."""
+
+    reason: str
+    # Who cancelled: None for the process itself (the Python API without a name).
+    by: Identity | None = None
+    at: datetime = Field(default_factory=utcnow)
+    # "cancelled" (someone asked), or "max-duration" (the run's max_duration_s ran out).
+    finish_reason: Literal["cancelled", "max-duration"] = "cancelled"
+
+    @property
+    def who(self) -> str | None:
+        return self.by.display if self.by is not None else None
 
 
 class Pause(_Model):
@@ -89,6 +118,8 @@ class Pause(_Model):
     approvals: list[Approval] = Field(default_factory=list)
     # Where the leaf tool comes from (``Tool.origin``: e.g. its MCP server and annotations).
     tool_origin: dict[str, Any] | None = None
+    # Set on a call asked about again after a takeover while its first host may still be running it.
+    in_doubt: InDoubt | None = None
 
     @field_validator("approvals", mode="before")
     @classmethod
@@ -136,6 +167,10 @@ class ToolCallState(_Model):
     is_error: bool = False
     declined: bool = False
     child: ChildLink | None = None
+    # When the call was claimed to run (its deadline counts from here; see InDoubt).
+    started_at: datetime | None = None
+    # Set while the call, taken over from a host that may still be running it, is in doubt.
+    in_doubt: InDoubt | None = None
 
     @property
     def effective_args(self) -> dict[str, Any]:
@@ -197,6 +232,13 @@ class RunState(_Model):
     trace: dict[str, str] | None = None
     # A proxy run's remote task (a remote A2A agent standing as a subagent); None for Troupe's own runs.
     remote: RemoteTask | None = None
+    # Set once the run is cancelled (or ran out of ``max_duration_s``): it never resumes.
+    cancel: Cancellation | None = None
+    # The run's time budget in seconds (None: none) and the time spent waiting for people so far, which
+    # does not count unless ``duration_counts_waiting``.
+    max_duration_s: float | None = None
+    duration_counts_waiting: bool = False
+    waited_s: float = 0.0
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> RunState:
@@ -225,6 +267,20 @@ class RunState(_Model):
         store would give back, and it costs a third of ``model_copy(deep=True)``, whose deepcopy walks
         every nested model (a write sent ahead takes one per step)."""
         return type(self).model_validate_json(self.to_json())
+
+    def stop_waiting(self) -> None:
+        """The paused run is taken up again: the time it waited for people is added to ``waited_s``
+        (it does not count against ``max_duration_s`` unless ``duration_counts_waiting``)."""
+        if self.status == "suspended":
+            self.waited_s += max(0.0, (utcnow() - self.updated_at).total_seconds())
+
+    def duration_deadline(self) -> datetime | None:
+        """When the run's ``max_duration_s`` runs out, counting from its creation and leaving out the
+        time it waited for people (unless ``duration_counts_waiting``)."""
+        if self.max_duration_s is None:
+            return None
+        waited = 0.0 if self.duration_counts_waiting else self.waited_s
+        return self.created_at + timedelta(seconds=self.max_duration_s + waited)
 
     @property
     def starter_id(self) -> str | None:
@@ -268,9 +324,11 @@ __all__ = [
     "PAUSED",
     "SCHEMA_VERSION",
     "CallStatus",
+    "Cancellation",
     "ChildLink",
     "Clock",
     "Decision",
+    "InDoubt",
     "ParentLink",
     "Pause",
     "RemoteTask",

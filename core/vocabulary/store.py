@@ -49,8 +49,10 @@ class AuditEntry(BaseModel):
     tool_name: str
     args: dict[str, Any]
     fingerprint: str
-    # "completed": a tool that finished after its run was taken over by another host (``result``).
-    kind: Literal["approved", "declined", "resumed", "expired", "approval-recorded", "completed"]
+    # "completed": a tool that finished after its run was taken over by another host, or after its run
+    # was cancelled or its call timed out (``result``; never given to a model then). "cancelled": the
+    # run was cancelled (an entry for the run, with ``tool_call_id`` "", and one per call it withdrew).
+    kind: Literal["approved", "declined", "resumed", "expired", "approval-recorded", "completed", "cancelled"]
     reason: str | None = None
     edited_args: dict[str, Any] | None = None
     resume_data: Any = None

@@ -31,6 +31,8 @@ class PendingToolCall:
     expires_at: datetime | None = None
     approvals: list[str] = field(default_factory=list)  # towards an approver policy's quorum
     tool_origin: dict[str, Any] | None = None  # where the tool comes from (e.g. its MCP server)
+    # In doubt after a takeover: {"owner", "last_seen", "deadline"}; not decidable before the deadline.
+    in_doubt: dict[str, Any] | None = None
 
     @property
     def kind(self) -> Literal["approval", "suspend"]:

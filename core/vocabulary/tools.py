@@ -8,12 +8,13 @@ it may pause itself with ``return await ctx.agent.suspend(payload)`` and is call
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import inspect
 import os
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -56,20 +57,48 @@ class ToolThreads:
         self.size = size
         self._pool: ThreadPoolExecutor | None = None
 
-    async def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+    async def call(self, fn: Callable[..., Any], *args: Any, late: Late | None = None) -> Any:
+        """Run ``fn(*args)`` in a worker thread and return what it returns. A thread cannot be stopped:
+        if the caller gives up waiting (its task is cancelled: the run was cancelled, the call timed
+        out), ``fn`` runs on, and ``late`` is called on this event loop with its outcome once it ends
+        (not if it had not started yet: then it never runs)."""
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self.size, thread_name_prefix="troupe-tool")
         # The caller's context (tracing spans) goes with the call, as asyncio.to_thread does.
         context = contextvars.copy_context()
-        return await asyncio.get_running_loop().run_in_executor(
-            self._pool, functools.partial(context.run, fn, *args)
-        )
+        work = self._pool.submit(context.run, fn, *args)
+        try:
+            return await asyncio.wrap_future(work)
+        except asyncio.CancelledError:
+            if late is not None:
+                work.add_done_callback(_on_loop(asyncio.get_running_loop(), late))
+            raise
 
     def close(self) -> None:
         """Stop taking calls; a tool still running finishes in its thread."""
         pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=False)
+
+
+# Told the outcome of a sync tool that finished after its caller gave up: its result, or the exception
+# it raised.
+Late = Callable[[Any, BaseException | None], None]
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop, late: Late) -> Callable[[Future[Any]], None]:
+    """A done-callback for a worker thread's future that hands its outcome to ``late`` on ``loop``."""
+
+    def arrived(work: Future[Any]) -> None:
+        if work.cancelled():
+            return  # it never started: nothing happened
+        error = work.exception()
+        outcome = None if error is not None else work.result()
+        # The event loop may be gone (the process is ending): then nobody is left to record it.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(late, outcome, error)
+
+    return arrived
 
 
 def is_async(fn: Callable[..., Any]) -> bool:
@@ -130,6 +159,10 @@ class Tool:
     # Where the tool comes from, as people deciding its calls see it (JSON; e.g. an MCP server's name and
     # the tool's annotations). Carried on its pauses.
     origin: dict[str, Any] | None = None
+    # How long one call may run, in seconds (None: no limit). A call that takes longer is a tool error
+    # the model sees; a sync tool's thread cannot be stopped, so what it returns later is recorded in
+    # the run's audit log and given to no model. Also the deadline of a call in doubt after a takeover.
+    timeout_s: float | None = None
 
     def spec(self, name: str) -> dict[str, Any]:
         """The OpenAI function spec the model sees, under the name the agent gives this tool."""
@@ -148,14 +181,21 @@ class Tool:
     def resume_json_schema(self) -> dict[str, Any] | None:
         return self.resume_schema.model_json_schema() if self.resume_schema else None
 
-    async def run(self, args: dict[str, Any], ctx: ToolContext, threads: ToolThreads | None = None) -> Any:
+    async def run(
+        self,
+        args: dict[str, Any],
+        ctx: ToolContext,
+        threads: ToolThreads | None = None,
+        late: Late | None = None,
+    ) -> Any:
         """Validate, execute and return the JSON-able output. An async ``execute`` runs on the event
-        loop; a sync one runs in ``threads`` (a private pool of the default size if none is given)."""
+        loop; a sync one runs in ``threads`` (a private pool of the default size if none is given), and
+        if this call is cancelled meanwhile, ``late`` hears what the thread returns in the end."""
         parsed = self.parse_input(args)
         if is_async(self.execute):
             result = self.execute(parsed, ctx)
         else:
-            result = await (threads or _fallback_threads()).call(self.execute, parsed, ctx)
+            result = await (threads or _fallback_threads()).call(self.execute, parsed, ctx, late=late)
         if inspect.isawaitable(result):
             result = await result
         if self.output_schema is not None:
@@ -186,7 +226,17 @@ def create_tool(
     require_approval: ApprovalRule = False,
     allow_edited_args: bool = False,
     idempotent: bool = False,
+    timeout_s: float | None = None,
 ) -> Tool:
+    """Build a ``Tool``. ``timeout_s``: how long one call may run, in seconds (default None, no limit);
+    a call that runs longer is cancelled (an async tool) or left to finish in its thread unheard (a
+    sync tool), and the model is told it timed out.
+
+    Raises:
+        TypeError: a schema that is not a pydantic model class, an ``execute`` that is not callable, a
+            ``require_approval`` that is neither a bool nor a function, or a ``timeout_s`` that is not a
+            positive number.
+    """
     if not (isinstance(input_schema, type) and issubclass(input_schema, BaseModel)):
         raise TypeError(f"tool {id!r}: input_schema must be a pydantic model class")
     for label, schema in (("output", output_schema), ("suspend", suspend_schema), ("resume", resume_schema)):
@@ -196,6 +246,7 @@ def create_tool(
         raise TypeError(f"tool {id!r}: execute must be callable")
     if not (isinstance(require_approval, bool) or callable(require_approval)):
         raise TypeError(f"tool {id!r}: require_approval must be a bool or a function (args, ctx) -> bool")
+    check_timeout(timeout_s, f"tool {id!r}: timeout_s")
     return Tool(
         id=id,
         description=description,
@@ -207,17 +258,28 @@ def create_tool(
         require_approval=require_approval,
         allow_edited_args=allow_edited_args,
         idempotent=idempotent,
+        timeout_s=timeout_s,
     )
+
+
+def check_timeout(value: Any, what: str) -> None:
+    """Raise ``TypeError`` unless ``value`` is None or a positive, finite number of seconds."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
+        raise TypeError(f"{what} must be a positive number of seconds or None, got {value!r}")
 
 
 __all__ = [
     "DEFAULT_TOOL_THREADS",
     "AgentContext",
+    "Late",
     "SuspendSignal",
     "Tool",
     "ToolContext",
     "ToolInterrupted",
     "ToolThreads",
+    "check_timeout",
     "create_tool",
     "is_async",
     "to_jsonable",

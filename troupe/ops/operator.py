@@ -1,4 +1,4 @@
-"""``troupe runs list|show`` and ``troupe approve|decline|resume``: an operator's view of paused runs.
+"""``troupe runs list|show|cancel`` and ``troupe approve|decline|resume``: an operator's view of runs.
 
 Works against a server (``--server URL``, with ``--key`` or ``TROUPE_API_KEY``), against a store
 (``--store URL``: an existing SQLite file or ``redis://…``, read-only, since deciding runs the agents'
@@ -13,6 +13,7 @@ on stderr and exit code 1.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -324,6 +325,36 @@ def _json_arg(flag: str, text: str) -> Any:
         raise SystemExit(f"{flag} must be JSON: {exc}") from exc
 
 
+# ---- cancelling ---------------------------------------------------------------------------------------
+
+
+async def cancel_run(args: Any, out: TextIO) -> int:
+    """``troupe runs cancel RUN``: cancel the run wherever it stands; exit 0 once the cancel is durable."""
+    source = await open_source(args)
+    try:
+        who = {_CANCEL_KEYS[k]: v for k, v in _operator(source, args).items()}
+        agent_id = args.agent or await _agent_of(source, args.run)
+        found = source.agent(agent_id)
+        cancelled = await found.cancel_run(
+            args.run, reason=args.reason, tool_call_id=args.call, fingerprint=args.fingerprint, **who
+        )
+        if source.runtime is not None:  # in-process: see the run to its end before the runtime goes
+            with contextlib.suppress(SnapshotNotFoundError):
+                await (await source.runtime.observe(agent_id, args.run)).result()
+    finally:
+        await source.close()
+    by = f" by {safe(cancelled.cancelled_by)}" if cancelled.cancelled_by else ""
+    out.write(
+        f"run {safe(cancelled.run_id)} ({safe(cancelled.agent_id)}, {safe(cancelled.was)}) cancelled{by}: "
+        f"{safe(cancelled.reason)}\n"
+    )
+    return 0
+
+
+# The decision options `_operator` gives, as cancel_run takes them.
+_CANCEL_KEYS = {"decided_by": "cancelled_by", "surface": "surface"}
+
+
 # ---- running a command ------------------------------------------------------------------------------
 
 
@@ -331,7 +362,7 @@ def run_command(args: Any, out: TextIO | None = None) -> int:
     import asyncio
 
     out = out or sys.stdout
-    handlers = {"list": list_runs, "show": show_run}
+    handlers = {"list": list_runs, "show": show_run, "cancel": cancel_run}
     handler = handlers[args.runs_command] if args.command == "runs" else decide
     try:
         return asyncio.run(handler(args, out))
@@ -442,6 +473,21 @@ def _add_runs(commands: Any) -> None:
     show = runs_commands.add_parser("show", help="one run: where it stands, what waits, what was decided")
     show.add_argument("run", metavar="RUN")
     _where(show)
+    cancel = runs_commands.add_parser(
+        "cancel",
+        help="cancel a run, running or paused: in-flight work stops, pending pauses are withdrawn",
+        description="Cancel a run wherever it stands (a model turn, a tool, a pause), with its subagents' "
+        "runs. Done once the cancel is durable; a run another process drives stops within its next "
+        "heartbeat. Needs --server or --app (a bare --store is read-only).",
+    )
+    cancel.add_argument("run", metavar="RUN")
+    cancel.add_argument("--reason", help="why (recorded in the audit log, told to a parent's model)")
+    cancel.add_argument(
+        "--call", metavar="CALL", help="cancel only while this paused call still waits (with --fingerprint)"
+    )
+    cancel.add_argument("--fingerprint", help="the paused call's fingerprint, as `runs list --json` shows it")
+    _where(cancel)
+    _who(cancel)
 
 
 __all__ = ["add_commands", "run_command"]
