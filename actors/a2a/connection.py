@@ -176,6 +176,16 @@ class RemoteAgent:
         except Exception as exc:
             raise self.classified(exc) from None
 
+    async def cancel(self, task_id: str) -> Any:
+        """Ask the agent to cancel the task (A2A's ``CancelTask``); the task as it answers."""
+        from a2a.types.a2a_pb2 import CancelTaskRequest
+
+        client = await self._connected()
+        try:
+            return await client.cancel_task(CancelTaskRequest(id=task_id))
+        except Exception as exc:
+            raise self.classified(exc) from None
+
     async def subscribe(self, task_id: str) -> AsyncIterator[Any]:
         """Follow the task's events from now on."""
         from a2a.types.a2a_pb2 import SubscribeToTaskRequest

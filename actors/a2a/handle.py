@@ -15,20 +15,35 @@ from typing import Any
 
 from troupe.actors.a2a.agent import A2AAgent
 from troupe.actors.handle import AgentHandle, OwnedRun
+from troupe.core.deciding.approvers import check_canceller
+from troupe.core.deciding.decisions import find_target
 from troupe.core.deciding.handoff import handed_off
+from troupe.core.run.cancelling import DEFAULT_REASON, cancelled_error
 from troupe.core.run.recovery import replay
 from troupe.core.vocabulary.chunks import Chunk
 from troupe.core.vocabulary.errors import (
     DecisionConflictError,
     DuplicateRunError,
+    RunNotCancellableError,
     SnapshotNotFoundError,
     ToolCallNotSuspendedError,
 )
+from troupe.core.vocabulary.identity import starter_fields
 from troupe.core.vocabulary.messages import normalize_messages
-from troupe.core.vocabulary.requests import ChunkBatches, DecideRequest, StartRequest
+from troupe.core.vocabulary.requests import (
+    CancelledRun,
+    CancelRequest,
+    ChunkBatches,
+    DecideRequest,
+    Decline,
+    StartRequest,
+)
 from troupe.core.vocabulary.results import ResultBuilder, RunResult
-from troupe.core.vocabulary.state import RemoteTask, RunState
-from troupe.core.vocabulary.store import Store
+from troupe.core.vocabulary.state import Cancellation, RemoteTask, RunState
+from troupe.core.vocabulary.store import StaleSnapshotError, Store
+
+# A cancel retries its compare-and-set while the proxy run changes under it (its task's events).
+_CANCEL_ATTEMPTS = 20
 
 
 class A2AHandle(AgentHandle):
@@ -69,7 +84,8 @@ class A2AHandle(AgentHandle):
             if found is None:
                 raise
             return found
-        return _batches(self._run(state, version).begin())
+        run = self._run(state, version)
+        return _batches(run.watched(run.begin()))
 
     def _new_state(self, request: StartRequest) -> RunState:
         options = request.options_given
@@ -84,6 +100,7 @@ class A2AHandle(AgentHandle):
             messages=[{"role": "user", "content": str(prompt)}],
             parent=request.parent,
             remote=RemoteTask(url=self.spec.where),
+            **starter_fields(options.get("started_by")),
         )
 
     async def decide(self, request: DecideRequest) -> ChunkBatches:
@@ -93,7 +110,8 @@ class A2AHandle(AgentHandle):
                 f"snapshot not found for run {request.run_id} of A2A agent {self.agent_id!r}",
                 run_id=request.run_id,
             )
-        return _batches(await self._run(stored.state, stored.version).answer(request))
+        run = self._run(stored.state, stored.version)
+        return _batches(run.watched(await run.answer(request)))
 
     async def attach(self, run_id: str) -> ChunkBatches | None:
         """Follow the proxy run wherever it stands: replay it once it has ended or while it waits (first
@@ -111,7 +129,43 @@ class A2AHandle(AgentHandle):
                     return await self.attach(run_id)  # decided meanwhile: follow that
         if state.status != "running":
             return _batches(_listed(replay(self.agent_id, state)))
-        return _batches(self._run(state, stored.version).resumed())
+        run = self._run(state, stored.version)
+        return _batches(run.watched(run.resumed()))
+
+    async def cancel(self, request: CancelRequest) -> CancelledRun:
+        """Cancel a proxy run: recorded by compare-and-set (so against an answer to the same question
+        exactly one wins), the run ended with the cancel as its outcome (its parent's model is told),
+        then the remote task cancelled over A2A (``ProxyRun.cancel``). Only the run's starter or an
+        admin may, unless it cascades from the parent's cancel; the approver policies live with the top
+        run, where a waiting subagent's cancel is routed (``troupe.supervisor.cancel_route``)."""
+        for _ in range(_CANCEL_ATTEMPTS):
+            stored = await self.store.load_run(request.run_id)
+            if stored is None or stored.state.agent_id != self.agent_id:
+                raise SnapshotNotFoundError(
+                    f"snapshot not found for run {request.run_id} of A2A agent {self.agent_id!r}",
+                    run_id=request.run_id,
+                )
+            state, was = stored.state, stored.state.status
+            _check(state, request)
+            who = request.canceller
+            cancellation = Cancellation(
+                reason=request.reason or DEFAULT_REASON,
+                by=who.identity() if who is not None else None,
+                finish_reason=request.finish_reason,
+            )
+            try:
+                await self._run(state, stored.version).cancel(cancellation, request.surface)
+            except StaleSnapshotError:
+                continue
+            return CancelledRun(
+                run_id=state.run_id,
+                agent_id=self.agent_id,
+                reason=cancellation.reason,
+                cancelled_by=cancellation.who,
+                cancelled_at=cancellation.at,
+                was=was,
+            )
+        raise StaleSnapshotError(f"run {request.run_id} kept changing while it was being cancelled; retry")
 
     async def generate(self, request: StartRequest) -> RunResult:
         return await _collect(await self.start(request), request.options_given.get("run_id", ""))
@@ -133,6 +187,20 @@ class A2AHandle(AgentHandle):
     async def close(self) -> None:
         if self._remote is not None:
             await self._remote.close()
+
+
+def _check(state: RunState, request: CancelRequest) -> None:
+    """Raise why ``request`` cannot cancel the proxy run as it stands."""
+    if not request.cascade:
+        check_canceller(None, state, request.canceller)
+    if state.cancel is not None:
+        raise cancelled_error(state.run_id, state.cancel, "it is cancelled once")
+    if state.status == "finished":
+        raise RunNotCancellableError(
+            f"run {state.run_id} has already finished; there is nothing to cancel", run_id=state.run_id
+        )
+    if request.tool_call_id is not None:  # the question the canceller saw must still wait as it saw it
+        find_target(state, DecideRequest(state.run_id, Decline(), request.tool_call_id, request.fingerprint))
 
 
 async def _listed(chunks: list[Chunk]) -> AsyncIterator[Chunk]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -29,6 +30,8 @@ from troupe.actors.a2a.pending import is_pending
 from troupe.actors.a2a.questions import answer_message, calls_of, prompt_of, refusal_of
 from troupe.actors.a2a.remote_task import Broke, Ended, Outcome, Question, RemoteTask
 from troupe.core.deciding.decisions import apply, as_decision, check_kind, find_target
+from troupe.core.run.cancelling import DEFAULT_REASON as DEFAULT_CANCEL_REASON
+from troupe.core.run.cancelling import cancelled_error, outcome, record
 from troupe.core.run.pauses import open_pause_chunks
 from troupe.core.run.recovery import replay
 from troupe.core.vocabulary.chunks import Chunk
@@ -39,9 +42,11 @@ from troupe.core.vocabulary.errors import (
     ToolCallNotSuspendedError,
 )
 from troupe.core.vocabulary.json_schemas import instance_errors
-from troupe.core.vocabulary.requests import DecideRequest, Resume
-from troupe.core.vocabulary.state import RunState, ToolCallState
+from troupe.core.vocabulary.requests import Cancel, DecideRequest, Resume
+from troupe.core.vocabulary.state import Cancellation, RunState, ToolCallState
 from troupe.core.vocabulary.store import StaleSnapshotError, Store
+
+log = logging.getLogger(__name__)
 
 # Following a task by asking for it: the first wait, the longest, and how many failed asks in a row
 # end the follow (a remote agent gone for good is reported, not waited for forever).
@@ -63,7 +68,25 @@ class ProxyRun:
         self.agent_id = state.agent_id
 
     async def save(self) -> None:
-        self.version = await self.store.save_run(self.state, expected_version=self.version)
+        """Write the run on the version it was read at. A write that loses because the run was cancelled
+        meanwhile (``cancel``, from another coroutine or process) raises ``Stopped``."""
+        try:
+            self.version = await self.store.save_run(self.state, expected_version=self.version)
+        except StaleSnapshotError:
+            stored = await self.store.load_run(self.state.run_id)
+            if stored is not None and stored.state.cancel is not None:
+                raise Stopped(stored.state) from None
+            raise
+
+    async def watched(self, chunks: AsyncIterator[Chunk]) -> AsyncIterator[Chunk]:
+        """``chunks``, ending the way the run ended if it is cancelled while they are read: the parent
+        following it is told the cancel (its finish), never a write that failed."""
+        try:
+            async for chunk in chunks:
+                yield chunk
+        except Stopped as stopped:
+            for chunk in replay(self.agent_id, stopped.state)[1:]:
+                yield chunk
 
     def _chunk(self, type_: Any, **payload: Any) -> Chunk:
         return Chunk(type_, self.state.run_id, payload)
@@ -160,6 +183,45 @@ class ProxyRun:
         if self.state.remote is not None:
             self.state.remote.answer_id = None
 
+    # ---- cancelling ---------------------------------------------------------------------------------
+
+    async def cancel(self, cancellation: Cancellation, surface: str) -> None:
+        """Record the cancel and end the run in one compare-and-set (``StaleSnapshotError`` if the run
+        changed since it was read: read it again and retry), then ask the remote agent to cancel its
+        task. The record comes first, so an acknowledged cancel is durable; the remote cancel is told
+        once, and a remote agent that cannot be reached is only logged (its task is no longer followed,
+        and no answer is ever sent to it again)."""
+        state = self.state
+        entries = record(state, cancellation, surface)
+        state.status, state.outcome, state.calls, state.messages = "finished", outcome(cancellation), [], []
+        self._delivered()
+        self.version = await self.store.save_run(state, expected_version=self.version, audit=entries)
+        task_id = state.remote.task_id if state.remote is not None else None
+        if task_id is None:
+            return  # the remote agent never named a task (a start lost to a crash): nothing to tell
+        try:
+            await self.remote.cancel(task_id)
+        except RemoteAgentError as exc:
+            log.warning(
+                "the cancel of run %s could not be told to %s: %s", state.run_id, self.remote.name, exc
+            )
+
+    async def _cancelled(self, request: DecideRequest, cancel: Cancel) -> AsyncIterator[Chunk]:
+        """A cancel routed down from the top run (its delegation call's pause was claimed for it):
+        record it here and end the run, whose finish tells the parent."""
+        who = request.decider
+        cancellation = Cancellation(
+            reason=cancel.reason or DEFAULT_CANCEL_REASON, by=who.identity() if who is not None else None
+        )
+        try:
+            await self.cancel(cancellation, request.surface)
+        except StaleSnapshotError:
+            raise DecisionConflictError(
+                f"run {self.state.run_id} changed while its cancel was recorded; retry",
+                run_id=self.state.run_id,
+            ) from None
+        return _listed(replay(self.agent_id, self.state)[1:])
+
     # ---- deciding -----------------------------------------------------------------------------------
 
     async def answer(self, request: DecideRequest) -> AsyncIterator[Chunk]:
@@ -167,6 +229,10 @@ class ProxyRun:
         taken it (or it is known to be lost), then streams the run on; a decision that cannot be taken
         raises here, and leaves the call paused."""
         state = self.state
+        if state.cancel is not None:
+            raise cancelled_error(state.run_id, state.cancel, "nothing in it is decided any more")
+        if isinstance(request.decision, Cancel):
+            return await self._cancelled(request, request.decision)
         if state.status != "suspended" or state.remote is None or state.remote.task_id is None:
             raise ToolCallNotSuspendedError(
                 f"run {state.run_id} ({self.remote.name}) has no question waiting for an answer",
@@ -191,6 +257,9 @@ class ProxyRun:
         try:
             self.version = await self.store.save_run(state, expected_version=self.version, audit=(entry,))
         except StaleSnapshotError:
+            now = await self.store.load_run(state.run_id)
+            if now is not None and now.state.cancel is not None:
+                raise cancelled_error(state.run_id, now.state.cancel, "its answer was not sent") from None
             raise DecisionConflictError(
                 f"tool call {target.call.tool_call_id!r} of run {state.run_id} was decided at the same "
                 "time elsewhere; its answer goes to the remote agent once",
@@ -310,6 +379,19 @@ class ProxyRun:
             yield chunk
 
 
+class Stopped(Exception):
+    """The run was cancelled while it was followed here; ``state`` is how it ended."""
+
+    def __init__(self, state: RunState) -> None:
+        super().__init__(state.run_id)
+        self.state = state
+
+
+async def _listed(chunks: list[Chunk]) -> AsyncIterator[Chunk]:
+    for chunk in chunks:
+        yield chunk
+
+
 async def _chained(first: list[Any], rest: AsyncIterator[Any]) -> AsyncIterator[Any]:
     for item in first:
         yield item
@@ -323,4 +405,4 @@ def _as_dict(task: Any) -> dict[str, Any]:
     return MessageToDict(task)
 
 
-__all__ = ["ProxyRun"]
+__all__ = ["ProxyRun", "Stopped"]

@@ -153,8 +153,10 @@ def _decision_item(tool_call_id: str, remote_fp: str | None, decision: DecisionI
         fields.update(approved=True, edited_args=decision.edited_args)
     elif isinstance(decision, Decline):
         fields.update(approved=False, reason=decision.reason)
-    else:
+    elif isinstance(decision, Resume):
         fields.update(resume_data=decision.resume_data)
+    else:  # a cancel is never an answer: the proxy run records it and cancels the remote task
+        raise TypeError(f"{type(decision).__name__} is not an answer to a remote task")
     return DecisionItem(**{k: v for k, v in fields.items() if v is not None or k == "resume_data"})
 
 

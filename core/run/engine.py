@@ -37,7 +37,7 @@ from troupe.core.vocabulary.errors import (
     ThreadAccessError,
     ToolCallNotSuspendedError,
 )
-from troupe.core.vocabulary.identity import Principal
+from troupe.core.vocabulary.identity import Principal, starter_fields
 from troupe.core.vocabulary.messages import last_user_text, normalize_messages
 from troupe.core.vocabulary.options import RunOptions
 from troupe.core.vocabulary.requests import (
@@ -125,7 +125,7 @@ class RunEngine:
             approval_timeout=options.approval_timeout,
             max_duration_s=options.max_duration_s,
             duration_counts_waiting=options.duration_counts_waiting,
-            **_starter(options.started_by),
+            **starter_fields(options.started_by),
             parent=request.parent,
             owner=self.owner,
         )
@@ -409,14 +409,6 @@ def _trusted(request: StartRequest) -> dict[str, Any]:
     if request.remote and given.get("require_tool_approval") is not True:
         given.pop("require_tool_approval", None)
     return given
-
-
-def _starter(started_by: str | Principal | None) -> dict[str, Any]:
-    """Who started a run, as the run state keeps it (for separation of duties)."""
-    if started_by is None:
-        return {}
-    who = Principal.named(started_by)
-    return {"started_by": who.display, "starter": who.identity()}
 
 
 # Operation and RunLocks live in their own modules; their names stay importable from here.

@@ -125,6 +125,15 @@ class Approval(Identity):
     edited_args: dict[str, Any] | None = None
 
 
+def starter_fields(started_by: str | Principal | None) -> dict[str, Any]:
+    """Who started a run, as its state keeps it (``RunState.started_by`` and ``starter``: separation of
+    duties and who may cancel compare the latter); nothing for a run nobody named."""
+    if started_by is None:
+        return {}
+    who = Principal.named(started_by)
+    return {"started_by": who.display, "starter": who.identity()}
+
+
 __all__ = [
     "LOCAL_ISSUER",
     "SURFACES",
@@ -133,5 +142,6 @@ __all__ = [
     "Identity",
     "Principal",
     "Surface",
+    "starter_fields",
     "subject_id",
 ]

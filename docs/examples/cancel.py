@@ -1,7 +1,6 @@
 import asyncio
 
 from pydantic import BaseModel
-
 from troupe import Agent, Runtime, create_tool
 from troupe.testing import ScriptedModel, text, tool_call
 
