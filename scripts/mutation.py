@@ -819,6 +819,18 @@ MUTANTS += [
 ]
 
 
+# ---- Paging and scale (issue 42): listings read one page from the store's indexes; group commit --------
+MUTANTS += [
+    Mutant(
+        "group-commit-writes-a-cancelled-caller",
+        "storage/sqlite.py",
+        "        if self.future.cancelled():\n            raise _Cancelled\n",
+        "",
+        ("tests/test_sqlite_group_commit.py",),
+    ),
+]
+
+
 def run_tests(tests: tuple[str, ...]) -> tuple[bool, str]:
     """True if the tests all passed (the mutant survived); the last lines of pytest's output."""
     proc = subprocess.run(

@@ -26,6 +26,12 @@ rolled back to its savepoint and fails its caller alone; the others commit. Nobo
 the COMMIT has returned (a commit that fails fails every write in it). A transaction runs in one go on
 the loop, so it is never open while other code runs: reads on the same connection see only what is
 committed, and the write lock is held no longer than the statements and the commit take.
+
+A write whose caller is cancelled before its transaction takes it is not made: the caller was told it
+failed, so the run must still be at the version the caller read. On the loop that is every cancel that
+lands before the commit (the commit runs in one go); a write waiting for the lock on the worker thread
+(another process holds it) is checked when the lock is got, just before its statements run, so a cancel
+that lands while it waits (for up to the busy timeout) leaves nothing written either.
 """
 
 from __future__ import annotations
@@ -121,6 +127,28 @@ CREATE TABLE IF NOT EXISTS owners (
 _Outcome = tuple[bool, Any]
 
 
+class _Cancelled(Exception):
+    """The outcome of a write whose caller was cancelled before its transaction took it."""
+
+
+class _Write:
+    """A write and the future its caller awaits: made only if that caller is still waiting when its
+    transaction takes it (on the loop, or on the worker thread once it holds the write lock)."""
+
+    __slots__ = ("fn", "future")
+
+    def __init__(self, fn: Callable[[sqlite3.Connection], Any], future: asyncio.Future[Any]) -> None:
+        self.fn = fn
+        self.future = future
+
+    def __call__(self, conn: sqlite3.Connection) -> Any:
+        # Read from the worker thread too: a future's state is one attribute, and a cancel sets it on the
+        # loop before the caller hears of it, so a write whose caller was told "cancelled" is never made.
+        if self.future.cancelled():
+            raise _Cancelled
+        return self.fn(conn)
+
+
 class _Batch:
     """The followers of one turn of an event loop (see above), waiting for their shared commit."""
 
@@ -128,7 +156,7 @@ class _Batch:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
-        self.writes: list[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]] = []
+        self.writes: list[_Write] = []
 
 
 class SqliteStore:
@@ -200,7 +228,7 @@ class SqliteStore:
             batch = self._batch = _Batch(loop)
             loop.call_soon(self._commit_batch, batch)
         future: asyncio.Future[T] = loop.create_future()
-        batch.writes.append((fn, future))
+        batch.writes.append(_Write(fn, future))
         return await future
 
     def _next_turn(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -211,9 +239,10 @@ class SqliteStore:
         try:
             outcomes = self._commit_on_loop([fn])
         except sqlite3.OperationalError:  # busy: another process holds the write lock
-            outcomes = await asyncio.get_running_loop().run_in_executor(
-                self._worker(), self._wait_and_call, functools.partial(self._transaction, fns=[fn])
-            )
+            # It waits for the lock on the worker thread, as a batch of one: a cancel meanwhile unmakes it.
+            future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+            self._wait_for_lock(asyncio.get_running_loop(), [_Write(fn, future)])
+            return await future
         self._count(outcomes)
         ok, value = outcomes[0]
         if not ok:
@@ -225,25 +254,28 @@ class SqliteStore:
         if self._batch is batch:
             self._batch = None
         # A write whose caller was cancelled before its turn is not made: the caller was told it failed.
-        writes = [(fn, future) for fn, future in batch.writes if not future.cancelled()]
+        writes = [write for write in batch.writes if not write.future.cancelled()]
         if not writes:
             return
-        fns = [fn for fn, _ in writes]
-        futures = [future for _, future in writes]
         try:
-            outcomes = self._commit_on_loop(fns)
+            outcomes = self._commit_on_loop(list(writes))
         except sqlite3.OperationalError:
             # Busy: the batch waits for the write lock on the worker thread. Writes asked for meanwhile
             # form the next batch.
-            waited = batch.loop.run_in_executor(
-                self._worker(), self._wait_and_call, functools.partial(self._transaction, fns=fns)
-            )
-            waited.add_done_callback(functools.partial(self._answer_waited, futures))
+            self._wait_for_lock(batch.loop, writes)
             return
         except Exception as exc:  # the database is broken, or could not be opened
-            _fail(futures, exc)
+            _fail([write.future for write in writes], exc)
             return
-        self._answer(futures, outcomes)
+        self._answer([write.future for write in writes], outcomes)
+
+    def _wait_for_lock(self, loop: asyncio.AbstractEventLoop, writes: list[_Write]) -> None:
+        """Commit ``writes`` on the worker thread, which waits for the write lock; each caller hears its
+        outcome on the loop. A write whose caller is cancelled before the lock is got is not made."""
+        waited = loop.run_in_executor(
+            self._worker(), self._wait_and_call, functools.partial(self._transaction, fns=list(writes))
+        )
+        waited.add_done_callback(functools.partial(self._answer_waited, [w.future for w in writes]))
 
     def _commit_on_loop(self, fns: list[Callable[[sqlite3.Connection], Any]]) -> list[_Outcome]:
         """``fns`` in one transaction on the loop's connection. Raises sqlite3's OperationalError if the
@@ -310,8 +342,8 @@ class SqliteStore:
         """After the commit returned: each write's caller gets its own outcome."""
         self._count(outcomes)
         for future, (ok, value) in zip(futures, outcomes, strict=True):
-            if future.done():  # cancelled while its batch waited for the lock: it was written all the same
-                continue
+            if future.done():  # its caller was cancelled: the write was not made (``_Write``), or if the
+                continue  # cancel came after its transaction took it, made and not heard of
             if ok:
                 future.set_result(value)
             else:

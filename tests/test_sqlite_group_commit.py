@@ -241,3 +241,54 @@ async def test_writes_that_find_the_database_busy_commit_on_the_worker_thread(tm
         assert stored_versions(db) == {f"r{i}": (2, 1) for i in range(3)}
     finally:
         await store.close()
+
+
+class QueuedStore(SqliteStore):
+    """Says (on the loop) once two transactions have been handed to the worker thread to wait for the
+    database's write lock."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.queued = asyncio.Event()
+        self.handed = 0
+
+    def _worker(self) -> Any:
+        self.handed += 1  # only to hand a transaction over: no checkpoint runs here (the fixture above)
+        if self.handed == 2:
+            self.queued.set()
+        return super()._worker()
+
+
+async def test_a_write_whose_caller_is_cancelled_while_it_waits_for_the_lock_is_not_made(tmp_path: Path):
+    # Another process holds the write lock: the lone write (the leader) and the shared one after it wait
+    # for it on the worker thread. Their callers are cancelled meanwhile, so each was told its write
+    # failed: once the lock is free, neither may be committed (their runs stay at version 1), and the
+    # write whose caller still waits is.
+    db = tmp_path / "t.db"
+    store = QueuedStore(db)
+    try:
+        for i in range(3):
+            await store.create_run(running(f"r{i}"))
+        with closing(sqlite3.connect(db, isolation_level=None)) as other:
+            other.execute("BEGIN IMMEDIATE")
+            saves = [
+                asyncio.ensure_future(store.save_run(running(f"r{i}", 1), expected_version=1))
+                for i in range(3)
+            ]
+            # The leader's transaction, then the followers', are handed to the worker thread to wait.
+            await store.queued.wait()
+            assert not any(save.done() for save in saves), saves
+            saves[0].cancel()  # the leader
+            saves[1].cancel()  # a follower in the shared transaction
+            with pytest.raises(asyncio.CancelledError):
+                await saves[0]
+            with pytest.raises(asyncio.CancelledError):
+                await saves[1]
+            other.execute("COMMIT")
+            assert await saves[2] == 2
+        assert stored_versions(db) == {"r0": (1, 0), "r1": (1, 0), "r2": (2, 1)}
+        # The same store goes on writing the cancelled runs from the version their callers read.
+        assert await store.save_run(running("r0", 1), expected_version=1) == 2
+        assert await store.save_run(running("r1", 1), expected_version=1) == 2
+    finally:
+        await store.close()
