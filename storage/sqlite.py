@@ -49,6 +49,14 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar, cast
 
 from troupe.core.vocabulary.errors import DuplicateRunError, StorageUnavailableError
+from troupe.core.vocabulary.listing import (
+    PausedChanges,
+    PausedPage,
+    PausedQuery,
+    listed,
+    page_of,
+    pause_roles,
+)
 from troupe.core.vocabulary.state import RunState
 from troupe.core.vocabulary.store import (
     AuditEntry,
@@ -59,8 +67,10 @@ from troupe.core.vocabulary.store import (
     ThreadAppend,
     expiry_timestamp,
     pause_timestamp,
+    suspended_runs,
 )
 from troupe.storage.private_file import create_private
+from troupe.storage.sqlite_listing import keep_roles, prepare, read_changes, read_page
 
 log = logging.getLogger(__name__)
 
@@ -86,11 +96,9 @@ CREATE TABLE IF NOT EXISTS runs (
     suspended_at REAL,
     version INTEGER NOT NULL,
     body TEXT NOT NULL,
-    expires_at REAL
+    expires_at REAL,
+    top INTEGER NOT NULL DEFAULT 1
 );
-CREATE INDEX IF NOT EXISTS runs_by_agent ON runs (agent_id, status, suspended_at);
-CREATE INDEX IF NOT EXISTS runs_by_thread ON runs (agent_id, thread_id, status, suspended_at);
-CREATE INDEX IF NOT EXISTS runs_by_resource ON runs (agent_id, resource_id, status, suspended_at);
 CREATE TABLE IF NOT EXISTS audit (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     run_id TEXT NOT NULL,
@@ -414,7 +422,7 @@ class SqliteStore:
             conn.execute(f"PRAGMA busy_timeout={busy_timeout_ms}")
             conn.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")
             conn.executescript(_SCHEMA)
-            _migrate(conn)
+            prepare(conn)  # the listings' indexes, counters and change log (troupe.storage.sqlite_listing)
         except BaseException:
             conn.close()
             raise
@@ -444,6 +452,7 @@ class SqliteStore:
         version = expected_version + 1
         row = _row(state, version)
         entries = [(a.run_id, a.model_dump_json()) for a in audit]
+        roles = pause_roles(state) if listed(state) else []
 
         def update(conn: sqlite3.Connection) -> int:
             if expected_version == 0:
@@ -451,13 +460,14 @@ class SqliteStore:
             else:
                 cursor = conn.execute(
                     "UPDATE runs SET agent_id=?, status=?, thread_id=?, resource_id=?, suspended_at=?, "
-                    "version=?, body=?, expires_at=? WHERE run_id=? AND version=?",
+                    "version=?, body=?, expires_at=?, top=? WHERE run_id=? AND version=?",
                     (*row[1:], state.run_id, expected_version),
                 )
                 if cursor.rowcount != 1:
                     raise StaleSnapshotError(
                         f"run {state.run_id} is not at version {expected_version}", run_id=state.run_id
                     )
+            keep_roles(conn, state, roles, row[5])
             # Each statement costs its preparation even with nothing to insert: most writes have none.
             if entries:
                 conn.executemany("INSERT INTO audit (run_id, body) VALUES (?, ?)", entries)
@@ -482,46 +492,28 @@ class SqliteStore:
             if expected_version is not None and found[0] != expected_version:
                 raise StaleSnapshotError(f"run {run_id} is not at version {expected_version}", run_id=run_id)
             conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
+            conn.execute("DELETE FROM paused_roles WHERE run_id = ?", (run_id,))
             conn.execute("INSERT OR IGNORE INTO finished_runs (run_id) VALUES (?)", (run_id,))
             _insert_thread(conn, thread)
 
         await self._write(delete)
 
     async def list_suspended_runs(self, query: SuspendedRunQuery) -> tuple[list[RunState], int]:
-        where = ["status = 'suspended'", "suspended_at IS NOT NULL"]
-        params: list[Any] = []
-        if query.agent_id is not None:
-            where.append("agent_id = ?")
-            params.append(query.agent_id)
-        for column, value in (("thread_id", query.thread_id), ("resource_id", query.resource_id)):
-            if value is not None:
-                where.append(f"{column} = ?")
-                params.append(value)
-        if query.from_date is not None:
-            where.append("suspended_at >= ?")
-            params.append(query.from_date.timestamp())
-        if query.to_date is not None:
-            where.append("suspended_at <= ?")
-            params.append(query.to_date.timestamp())
-        clause = " AND ".join(where)
-        limit = -1 if query.limit is None else query.limit
+        return await suspended_runs(self, query)
 
-        def select(conn: sqlite3.Connection) -> tuple[list[str], int]:
-            total = conn.execute(f"SELECT COUNT(*) FROM runs WHERE {clause}", params).fetchone()[0]
-            rows = conn.execute(
-                f"SELECT body FROM runs WHERE {clause} ORDER BY suspended_at DESC, run_id LIMIT ? OFFSET ?",
-                [*params, limit, query.offset],
-            ).fetchall()
-            return [r[0] for r in rows], total
+    async def list_paused(self, query: PausedQuery) -> PausedPage:
+        rows, total = await self._run(functools.partial(read_page, query=query))
+        bodies, cursor = page_of(rows, query)
+        return PausedPage([RunState.from_json(body) for body in bodies], total, cursor)
 
-        bodies, total = await self._run(select)
-        return [RunState.from_json(b) for b in bodies], total
+    async def paused_changes(self, after: str | None, limit: int) -> PausedChanges:
+        return await self._run(functools.partial(read_changes, after=after, limit=limit))
 
     async def list_expiring_runs(self, agent_id: str, before: float) -> list[str]:
         def select(conn: sqlite3.Connection) -> list[str]:
             rows = conn.execute(
-                "SELECT run_id FROM runs WHERE agent_id = ? AND status = 'suspended' AND expires_at <= ? "
-                "ORDER BY expires_at",
+                "SELECT run_id FROM runs INDEXED BY expiring_by_agent WHERE agent_id = ? "
+                "AND status = 'suspended' AND expires_at IS NOT NULL AND expires_at <= ? ORDER BY expires_at",
                 (agent_id, before),
             ).fetchall()
             return [r[0] for r in rows]
@@ -531,7 +523,8 @@ class SqliteStore:
     async def list_running_runs(self, agent_id: str) -> list[str]:
         def select(conn: sqlite3.Connection) -> list[str]:
             rows = conn.execute(
-                "SELECT run_id FROM runs WHERE agent_id = ? AND status = 'running' ORDER BY run_id",
+                "SELECT run_id FROM runs INDEXED BY running_by_agent WHERE agent_id = ? "
+                "AND status = 'running' ORDER BY run_id",
                 (agent_id,),
             ).fetchall()
             return [r[0] for r in rows]
@@ -738,19 +731,11 @@ def _row(state: RunState, version: int) -> tuple[Any, ...]:
         version,
         state.to_json(),
         expiry_timestamp(state),
+        int(state.parent is None),
     )
 
 
-_COLUMNS = "run_id, agent_id, status, thread_id, resource_id, suspended_at, version, body, expires_at"
-
-
-def _migrate(conn: sqlite3.Connection) -> None:
-    """Bring a file written by an older Troupe up to this schema (columns are only ever added)."""
-    columns = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
-    if "expires_at" not in columns:
-        conn.execute("ALTER TABLE runs ADD COLUMN expires_at REAL")
-    conn.execute("CREATE INDEX IF NOT EXISTS runs_by_expiry ON runs (agent_id, status, expires_at)")
-    conn.execute("CREATE INDEX IF NOT EXISTS runs_by_pause ON runs (status, suspended_at)")
+_COLUMNS = "run_id, agent_id, status, thread_id, resource_id, suspended_at, version, body, expires_at, top"
 
 
 __all__ = ["SqliteStore"]

@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from datetime import datetime
 from typing import Any, Literal, Unpack
 
 from troupe.actors.handle import AgentHandle, LocalHandle, RayHandle
@@ -28,12 +29,14 @@ from troupe.core.vocabulary.errors import (
     NoSuspendedRunError,
     SnapshotNotFoundError,
 )
+from troupe.core.vocabulary.identity import Principal
+from troupe.core.vocabulary.listing import DEFAULT_PER_PAGE, PausedPage, PausedQuery, page_window
 from troupe.core.vocabulary.options import SuspendedRunFilters
 from troupe.core.vocabulary.pause_shapes import suspended_run
 from troupe.core.vocabulary.requests import DecideRequest, StartRequest
 from troupe.core.vocabulary.results import RunResult
 from troupe.core.vocabulary.state import Clock, utcnow
-from troupe.core.vocabulary.store import OutboxEntry, Store, SuspendedRunQuery
+from troupe.core.vocabulary.store import OutboxEntry, Store, SuspendedRunQuery, suspended_runs
 from troupe.core.vocabulary.stream import AgentStream
 from troupe.core.vocabulary.suspended import SuspendedRunList
 from troupe.core.vocabulary.tools import DEFAULT_TOOL_THREADS
@@ -269,8 +272,92 @@ class Runtime:
     async def list_suspended_runs(
         self, agent_id: str, **filters: Unpack[SuspendedRunFilters]
     ) -> SuspendedRunList:
-        states, total = await self.store().list_suspended_runs(SuspendedRunQuery.paged(agent_id, **filters))
-        return SuspendedRunList([suspended_run(s) for s in states], total)
+        """One page of the agent's suspended runs, newest pause first (100 unless ``per_page`` says
+        otherwise); ``next_cursor`` continues it."""
+        query = SuspendedRunQuery.paged(agent_id, **filters)
+        page = await self.store().list_paused(query.paused(query.limit or DEFAULT_PER_PAGE))
+        return SuspendedRunList([suspended_run(s) for s in page.states], page.total, page.next_cursor)
+
+    async def list_pending(
+        self,
+        *,
+        caller: Principal | None = None,
+        resource_ids: Sequence[str] | None = None,
+        role: str | None = None,
+        from_date: datetime | None = None,
+        to_date: datetime | None = None,
+        per_page: int | None = None,
+        page: int | None = None,
+        cursor: str | None = None,
+    ) -> SuspendedRunList:
+        """One page of every pause waiting for a human across this runtime's agents: what the inbox lists,
+        and the listing for other surfaces (A2A, AG-UI) to call.
+
+        Only top-level runs are listed (a subagent's pause shows once, on the run it bubbled up to),
+        oldest pause first, then run id. The page is read from the store's indexes: its cost depends on
+        the page's size and on the agents and resources asked for, not on how many runs wait.
+
+        Args:
+            caller: who asks; one who is not an admin sees only runs of its own resources.
+            resource_ids: only runs of these resources (within the caller's).
+            role: only runs with an approval whose approver policy names this role.
+            from_date: paused at or after; to_date: paused at or before (the age).
+            per_page: runs per page (default 100, at most 1,000); page: a 0-based page number, or
+            cursor: the ``next_cursor`` of the page before (with the same filters).
+
+        Returns:
+            The page (``runs``, ``total``, ``next_cursor``).
+
+        Raises:
+            InvalidPaginationError: a bad size, page or cursor.
+
+        Example:
+            >>> first = await runtime.list_pending(per_page=50)
+            >>> rest = await runtime.list_pending(per_page=50, cursor=first.next_cursor)
+        """
+        found = await self.pending_page(
+            caller=caller,
+            resource_ids=resource_ids,
+            role=role,
+            from_date=from_date,
+            to_date=to_date,
+            per_page=per_page,
+            page=page,
+            cursor=cursor,
+        )
+        return SuspendedRunList([suspended_run(s) for s in found.states], found.total, found.next_cursor)
+
+    async def pending_page(
+        self,
+        *,
+        caller: Principal | None = None,
+        resource_ids: Sequence[str] | None = None,
+        role: str | None = None,
+        from_date: datetime | None = None,
+        to_date: datetime | None = None,
+        per_page: int | None = None,
+        page: int | None = None,
+        cursor: str | None = None,
+    ) -> PausedPage:
+        """``list_pending``'s page as the store gave it (the runs' states)."""
+        limit, offset = page_window(page, per_page or DEFAULT_PER_PAGE, cursor)
+        resources = None if resource_ids is None else tuple(resource_ids)
+        if caller is not None and not caller.admin:
+            allowed = sorted(caller.resources)
+            resources = tuple(r for r in (resources or allowed) if r in caller.resources)
+        agents = tuple(sorted({agent.id for agent in self.list_agents()}))
+        listing = PausedQuery(
+            agents=agents,
+            top_level=True,
+            resources=resources,
+            role=role,
+            from_date=from_date,
+            to_date=to_date,
+            limit=limit or DEFAULT_PER_PAGE,
+            offset=offset,
+            cursor=cursor,
+        )
+        return await self.store().list_paused(listing)
 
     async def run_info(self, agent_id: str, run_id: str) -> dict[str, Any] | None:
         """Whose a run is and where it stands (``run_id, agent_id, thread_id, resource_id, status``),
@@ -299,8 +386,9 @@ class Runtime:
     ) -> str:
         """The run ``send_tool_approval`` means: the one on the thread holding ``tool_call_id``, or the
         only paused run on the thread."""
-        found = await self.list_suspended_runs(agent_id, thread_id=thread_id, resource_id=resource_id)
-        runs = found.runs
+        query = SuspendedRunQuery.paged(agent_id, thread_id=thread_id, resource_id=resource_id)
+        states, _ = await suspended_runs(self.store(), query)  # every run on the thread, a page at a time
+        runs = [suspended_run(s) for s in states]
         if tool_call_id is not None:
             runs = [r for r in runs if any(p.tool_call_id == tool_call_id for p in r.pending)]
         if not runs:

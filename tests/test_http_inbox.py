@@ -148,19 +148,28 @@ def test_the_page_and_its_files_are_served_without_a_key(server):
 
 
 def test_changes_are_pushed_as_server_sent_events(server, api):
-    """``/api/inbox/events`` sends the listing at once and again when it changes, only what the key
-    may see; without a key it is refused like the listing."""
+    """``/api/inbox/events`` sends the listing's first page at once, then only what changed (runs that
+    entered, with what the page shows of them, and runs that left), only what the key may see; without a
+    key it is refused like the listing."""
     first = start(api, "ops", "rec-1", "a1", A)
     assert error_code(api.get("/inbox/events")) == (401, "UNAUTHENTICATED")
     with api.stream("GET", "/inbox/events", params={"interval": 0.05}, headers=A) as events:
         assert events.headers["content-type"].startswith("text/event-stream")
         frames = (line[len("data: ") :] for line in events.iter_lines() if line.startswith("data: "))
         now = json.loads(next(frames))
-        assert [r["runId"] for r in now["runs"]] == [first]
+        assert now["type"] == "page" and [r["runId"] for r in now["runs"]] == [first]
+        assert (now["total"], now["nextCursor"]) == (1, None)
         start(api, "sup", "rec-2", "b1", B)  # another tenant's: nothing to push to this key
         second = start(api, "planner", "lunch", "a2", A)
         pushed = json.loads(next(frames))
-        assert [r["runId"] for r in pushed["runs"]] == [first, second], "appended, oldest first"
+        assert pushed["type"] == "changes" and pushed["total"] == 2
+        assert [r["runId"] for r in pushed["listed"]] == [second] and pushed["unlisted"] == []
+        assert pushed["listed"][0]["toolCalls"][0]["context"]["request"] == "lunch", "shown as listed"
+        answer = {"runId": first, "toolCallId": "call-1", "reason": "no"}
+        declined = api.post("/agents/ops/decline-tool-call-generate", json=answer, headers=A)
+        assert declined.status_code == 200, declined.text
+        gone = json.loads(next(frames))
+        assert (gone["listed"], gone["unlisted"], gone["total"]) == ([], [first], 1)
 
 
 def test_a_caller_keeps_a_few_event_streams_open_at_most(server, api):

@@ -74,7 +74,7 @@ class RunLoop:
         # Tools a host found for this agent elsewhere (an MCP server's), by source: see use_tools.
         self.sourced: dict[str, frozenset[str]] = {}
         self.tool_specs = [tool.spec(name) for name, tool in self.tools.items()]
-        self.pauses = Pauses(spec.id, clock)
+        self.pauses = Pauses(spec.id, clock, settings.policies)
         self.calls = Calls(
             spec, self.tools, self.delegations, self.pauses, threads or ToolThreads(), settings.policies
         )

@@ -110,6 +110,7 @@ class SuspendedRunFilters(TypedDict, total=False):
     to_date: datetime | None  # paused at or before
     page: int | None  # 0-based; per_page runs a page (default 100)
     per_page: int | None
+    cursor: str | None  # the next_cursor of the page before: the page after it (with the same filters)
 
 
 def check_option_names(options: dict[str, Any], where: str) -> None:

@@ -70,6 +70,7 @@ def event_data(state: RunState, call: ToolCallState, pause: Pause) -> dict[str, 
     for stamp in ("paused_at", "expires_at"):
         taken[stamp] = taken[stamp].isoformat() if taken[stamp] is not None else None
     del taken["resume_schema"], taken["approvals"], taken["inner_tool_call_id"], taken["inner_fingerprint"]
+    del taken["roles"]  # the listing's index, not news: a receiver learns who may decide from its policies
     run = {
         "run_id": state.run_id,
         "agent_id": state.agent_id,

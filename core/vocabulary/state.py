@@ -89,6 +89,10 @@ class Pause(_Model):
     approvals: list[Approval] = Field(default_factory=list)
     # Where the leaf tool comes from (``Tool.origin``: e.g. its MCP server and annotations).
     tool_origin: dict[str, Any] | None = None
+    # The roles the approver policy governing the call named when it paused (approvals of top-level runs):
+    # what a listing by role reads (troupe.core.vocabulary.listing). A decision is checked against the
+    # policy as it is then, not against this.
+    roles: list[str] | None = None
 
     @field_validator("approvals", mode="before")
     @classmethod
