@@ -173,35 +173,24 @@ for i, key in ipairs(KEYS) do reply[i] = redis.call('HGET', key, 'version') end
 return reply
 """
 
-# KEYS: a shard's change log. ARGV: the last id read ('' for none: from now on), how many to read.
-# Returns {position, complete, entry id, run id, listed, of, ...}; complete is 0 if entries after the
-# position were trimmed away (or the position is not this log's).
+# KEYS: a shard's change log, its count. ARGV: the count read up to ('' for none: from now on), how many
+# to read. Returns {position, complete, entry id, run id, listed, of, ...}; complete is 0 if entries after
+# the position were trimmed away (or the position is not this log's).
 CHANGES = """
-local function less(a, b)
-  local am, as = string.match(a, '^(%d+)-(%d+)$')
-  local bm, bs = string.match(b, '^(%d+)-(%d+)$')
-  if tonumber(am) ~= tonumber(bm) then return tonumber(am) < tonumber(bm) end
-  return tonumber(as) < tonumber(bs)
-end
+local last = tonumber(redis.call('GET', KEYS[2]) or '0')
 local after = ARGV[1]
-if after ~= '' and not string.match(after, '^%d+%-%d+$') then return {'0-0', 0} end
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  return {'0-0', (after == '' or after == '0-0') and 1 or 0}
-end
-local info = redis.call('XINFO', 'STREAM', KEYS[1])
-local last, trimmed = '0-0', '0-0'
-for i = 1, #info, 2 do
-  if info[i] == 'last-generated-id' then last = info[i + 1] end
-  if info[i] == 'max-deleted-entry-id' then trimmed = info[i + 1] end
-end
-if after == '' then return {last, 1} end
-if less(after, trimmed) or less(last, after) then return {last, 0} end
-local entries = redis.call('XRANGE', KEYS[1], '(' .. after, '+', 'COUNT', ARGV[2])
+if after == '' then return {tostring(last), 1} end
+if not string.match(after, '^%d+$') or tonumber(after) > last then return {tostring(last), 0} end
+local seen = tonumber(after)
+local entries = redis.call('XRANGE', KEYS[1], '(' .. seen .. '-0', '+', 'COUNT', ARGV[2])
+local first = entries[1] and tonumber(string.match(entries[1][1], '^(%d+)-'))
+if (first and first > seen + 1) or (not first and last > seen) then return {tostring(last), 0} end
 local reply = {after, 1}
 for _, entry in ipairs(entries) do
   local fields = {}
   for i = 1, #entry[2], 2 do fields[entry[2][i]] = entry[2][i + 1] end
-  reply[#reply + 1] = entry[1]
+  reply[1] = string.match(entry[1], '^(%d+)-')
+  reply[#reply + 1] = reply[1]
   reply[#reply + 1] = fields['run']
   reply[#reply + 1] = fields['listed']
   reply[#reply + 1] = fields['of']
@@ -304,7 +293,7 @@ class Listings:
         seen = [""] * len(shards) if after is None else _positions(after, len(shards))
         replies = await asyncio.gather(
             *(
-                link.script(CHANGES)(keys=[s.changes()], args=[p, limit])
+                link.script(CHANGES)(keys=[s.changes(), s.changes() + "-n"], args=[p, limit])
                 for s, p in zip(shards, seen, strict=True)
             )
         )
@@ -312,13 +301,13 @@ class Listings:
             return PausedChanges([], json.dumps([str(reply[0]) for reply in replies]), complete=False)
         changes: list[PausedChange] = []
         positions = []
-        for reply in replies:
+        for shard_seen, reply in zip(seen, replies, strict=True):
             # Up to the limit in all: a shard cut short is read on from its last entry taken.
             entries = [reply[i : i + 4] for i in range(2, len(reply), 4)][: max(limit - len(changes), 0)]
             for _, run_id, is_listed, of in entries:
                 agent, resource, top = json.loads(of)
                 changes.append(PausedChange(run_id, is_listed == "1", agent, resource, bool(top)))
-            positions.append(str(entries[-1][0]) if entries else str(reply[0]))
+            positions.append(str(entries[-1][0]) if entries else shard_seen or str(reply[0]))
         return PausedChanges(changes, json.dumps(positions))
 
     async def ready(self, link: Link) -> None:

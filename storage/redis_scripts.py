@@ -19,7 +19,9 @@ TOKEN_TTL_S = 60
 # ARGV from ``first_score`` on, in the same order. It also records whether the run is in the listings of
 # paused runs (``listed``) and what the change log says of it (``of``: its agent, resource and whether it
 # is top-level, as JSON), so that a write that lists it or takes it out logs that (``log``) to its shard's
-# change log (a stream of the last ``KEEP_CHANGES`` entries, about: trimmed a node at a time).
+# change log: a stream of the last ``KEEP_CHANGES`` entries (about: trimmed a node at a time), each entry's
+# id the log's own count (``<n>-0``, the count kept beside it in ``<log>-n``), so a reader can tell whether
+# the entries after its position are all still there.
 _RUN_HELPERS = f"""
 local function unindex(run_key, run_id)
   local recorded = redis.call('HGET', run_key, 'indexes')
@@ -37,7 +39,9 @@ local function put(run_key, state, version, token, run_id, first_key, first_scor
              'indexes', cjson.encode(indexes), 'listed', listed, 'of', of)
 end
 local function log(changes, run_id, listed, of)
-  redis.call('XADD', changes, 'MAXLEN', '~', {KEEP_CHANGES}, '*', 'run', run_id, 'listed', listed, 'of', of)
+  local n = redis.call('INCR', changes .. '-n')
+  redis.call('XADD', changes, 'MAXLEN', '~', {KEEP_CHANGES}, n .. '-0',
+             'run', run_id, 'listed', listed, 'of', of)
 end
 """
 
@@ -86,13 +90,15 @@ if version == 0 then
   if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
   if KEYS[2] ~= KEYS[1] and redis.call('EXISTS', KEYS[2]) == 1 then return -1 end
 end
-local was = redis.call('HGET', KEYS[1], 'listed')
+local was = redis.call('HMGET', KEYS[1], 'listed', 'of')
 unindex(KEYS[1], ARGV[4])
 local entries = tonumber(ARGV[7])
 local sends = tonumber(ARGV[8 + entries])
 put(KEYS[1], ARGV[3], version + 1, ARGV[1], ARGV[4], 6 + entries + sends, 9 + entries + 2 * sends,
     ARGV[5], ARGV[6])
-if ARGV[5] == '1' or was == '1' then log(KEYS[3], ARGV[4], ARGV[5], ARGV[6]) end
+-- Listed now: logged as it is now; taken out: as it was listed (what a reader filters on).
+if ARGV[5] == '1' then log(KEYS[3], ARGV[4], '1', ARGV[6])
+elseif was[1] == '1' then log(KEYS[3], ARGV[4], '0', was[2]) end
 for i = 1, entries do redis.call('RPUSH', KEYS[3 + i], ARGV[7 + i]) end
 local due_key, run_outbox = KEYS[4 + entries], KEYS[5 + entries]
 for i = 1, sends do

@@ -111,10 +111,11 @@ def _count_down(counters: list[tuple[str, str]], r: str, when: str = "1") -> lis
     ]
 
 
-def _log(r: str, listed: str) -> list[str]:
+def _log(r: str, listed: str, when: str = "1") -> list[str]:
+    """Log the row ``r`` as ``listed`` (when ``when`` holds), and drop the entry the log no longer keeps."""
     return [
         "INSERT INTO paused_changes (run_id, listed, agent_id, resource_id, top) "
-        f"VALUES ({r}.run_id, {listed}, {r}.agent_id, {r}.resource_id, {r}.top);",
+        f"SELECT {r}.run_id, {listed}, {r}.agent_id, {r}.resource_id, {r}.top WHERE {when};",
         f"DELETE FROM paused_changes WHERE seq <= last_insert_rowid() - {KEEP_CHANGES};",
     ]
 
@@ -163,7 +164,9 @@ def _statements() -> list[str]:
             [
                 *_count_down(_RUN_COUNTERS, "old", old),
                 *_count_up(_RUN_COUNTERS, "new", new),
-                *_log("new", f"({new})"),
+                # Listed now: as it is now; left the listings: as it was listed (what readers filter on).
+                *_log("new", "1", new),
+                *_log("old", "0", f"NOT ({new})"),
             ],
         ),
         _trigger("paused_roles_insert", "INSERT ON paused_roles", "1", _count_up(_ROLE_COUNTERS, "new")),
