@@ -218,6 +218,8 @@ class RedisStore:
         home, own = self.layout.home(state), self.layout.own(run_id)
         keys, args = self._save_call(home, own, state, expected_version, audit, thread, outbox)
         async with self._session("save_run") as link:
+            if not self._listings.known_ready:  # once per process: indexes of an older Troupe rebuilt
+                await self._listings.ready(link)
             # A first write away from the shard of its id points the id there first (as create_run does).
             taken = (
                 expected_version == 0

@@ -10,9 +10,9 @@ cluster the shards' ids are merged here first and only the page's states are rea
 same script as the page.
 
 Newest first is the sets' own order (score, then member, as bytes). Oldest first (the pause time up,
-then the run id) is read backwards a pause time at a time, each time's members forwards: run ids that
-share a pause time are put in order by comparing their bytes, as Redis orders them (Lua's string
-comparison would follow the server's locale).
+then the run id) is read backwards by rank, whole pause times at a time (the runs that share the pause
+time at the edge of a read are read with it), then put in order: run ids that share a pause time are
+compared byte by byte, as Redis orders them (Lua's string comparison would follow the server's locale).
 
 The change log of each shard is a stream (``Keys.changes``); a position is the list of the last ids
 read per shard. A stream remembers the largest id it ever trimmed, so a reader that fell behind the
@@ -120,14 +120,9 @@ local function oldest(key, out)
         batch, from = more, start
       end
     end
-    local i = #batch - 1
-    while i >= 1 do
-      local j = i
-      while j >= 3 and batch[j - 1] == batch[i + 1] do j = j - 2 end
-      for k = j, i, 2 do out[#out + 1] = {batch[k], tonumber(batch[k + 1])} end
-      taken = taken + (i - j) / 2 + 1
-      i = j - 2
-    end
+    -- Whole pause times only (the sort below puts them in order): never the first ids of one cut off.
+    for k = 1, #batch, 2 do out[#out + 1] = {batch[k], tonumber(batch[k + 1])} end
+    taken = taken + #batch / 2
     top = from
   end
 end
@@ -310,8 +305,14 @@ class Listings:
             positions.append(str(entries[-1][0]) if entries else shard_seen or str(reply[0]))
         return PausedChanges(changes, json.dumps(positions))
 
+    @property
+    def known_ready(self) -> bool:
+        return self._ready
+
     async def ready(self, link: Link) -> None:
-        """Rebuild the indexes of shards written by a Troupe from before the top-level listings, once."""
+        """Rebuild the indexes of shards written by a Troupe from before the top-level listings, once
+        (a shard with no suspended run has nothing to rebuild: it is marked at once). Called before this
+        process's first write and first listing."""
         if self._ready:
             return
         marks = await asyncio.gather(
@@ -326,6 +327,8 @@ class Listings:
     async def _reindex(self, link: Link, shard: Keys) -> None:
         every = shard.listing(IndexKey(False))
         start = 0
+        # Runs this Troupe wrote are indexed already: reading them again does nothing (their versions
+        # still match, so REINDEX writes what is there).
         while ids := await link.client.zrange(every, start, start + _MIGRATION_BATCH - 1):
             states = await link.script(STATES)(keys=[shard.run(r) for r in ids])
             versions = await link.script(VERSIONS)(keys=[shard.run(r) for r in ids])

@@ -205,3 +205,49 @@ def test_a_wrong_method_names_the_allowed_ones_and_a_page_needs_no_size(api):
     assert inbox(api, A, page=1)[0] == []
     listed = api.get("/agents/ops/suspended-runs", params={"page": 0}, headers=A)
     assert listed.status_code == 200 and listed.json()["total"] == 1
+
+
+def test_the_inbox_is_read_a_page_at_a_time_and_narrowed_by_resource_role_and_age(
+    http_server, tmp_path, calls
+):
+    """``cursor`` follows ``nextCursor`` to the end in the same order; ``resourceId`` narrows within the
+    key's own resources (another's is refused); ``role`` lists the calls an approver policy gives that
+    role (recorded when they paused); ``fromDate`` the pauses since."""
+    from troupe.core.deciding.approvers import ApproverPolicy
+
+    policy = ApproverPolicy(agent="ops", roles=frozenset({"finance"}))
+    server = http_server(inbox_runtime(tmp_path, calls, approver_policies=[policy]), keys=KEYS)
+    with httpx.Client(base_url=server.url + "/api", timeout=30) as api:
+        ops = [start(api, "ops", f"rec-{i}", "a1" if i % 2 else "a2", A) for i in range(4)]
+        plan = start(api, "planner", "dinner", "a1", A)
+        every = [*ops, plan]
+        assert inbox(api, A)[:2] == (every, 5)
+
+        seen, cursor = [], None
+        while True:
+            ids, total, body = inbox(api, A, perPage=2, **({"cursor": cursor} if cursor else {}))
+            assert total == 5 and len(ids) <= 2
+            seen += ids
+            cursor = body["nextCursor"]
+            if cursor is None:
+                break
+        assert seen == every, "the pages of a cursor, in order, each run once"
+
+        assert inbox(api, A, resourceId="a1")[:2] == ([ops[1], ops[3], plan], 3)
+        assert error_code(api.get("/inbox", params={"resourceId": "b1"}, headers=A)) == (403, "FORBIDDEN")
+        assert inbox(api, ADMIN, role="finance")[:2] == (ops, 4), "ops's approvals need finance"
+        assert inbox(api, A, role="finance", resourceId="a2")[:2] == ([ops[0], ops[2]], 2)
+        assert inbox(api, ADMIN, role="legal")[:2] == ([], 0)
+        since = inbox(api, A)[2]["runs"][3]["suspendedAt"]
+        assert inbox(api, A, fromDate=since)[:2] == ([ops[3], plan], 2)
+        damaged = api.get("/inbox", params={"cursor": "c1.not-ours"}, headers=A)
+        assert error_code(damaged) == (422, "INVALID_PAGINATION")
+        other_filters = api.get("/inbox", params={"cursor": body_cursor(api)}, headers=A)
+        assert error_code(other_filters) == (422, "INVALID_PAGINATION")
+
+
+def body_cursor(api: httpx.Client) -> str:
+    """A cursor of another listing (the admin's, narrowed to a role)."""
+    cursor = api.get("/inbox", params={"role": "finance", "perPage": 1}, headers=ADMIN).json()["nextCursor"]
+    assert isinstance(cursor, str)
+    return cursor
