@@ -201,7 +201,9 @@ async def _add_reach(runtime: Runtime, run: SuspendedRun, shown: dict[str, Any])
         policy = policies.for_call(call.tool_name, call.agent_path) if policies and gated else None
         json_call["approvals"] = call.approvals
         json_call["quorum"] = policy.quorum if policy is not None else 1
-    shown["deliveries"] = [delivery_json(d) for d in await runtime.deliveries(run.run_id)]
+    # A runtime that sends no notifications has none to show: a page of runs is not a page of reads.
+    sent = await runtime.deliveries(run.run_id) if runtime.notifications is not None else []
+    shown["deliveries"] = [delivery_json(d) for d in sent]
 
 
 async def pending_runs(runtime: Runtime, caller: Principal) -> list[SuspendedRun]:

@@ -921,6 +921,17 @@ MUTANTS += [
         ("tests/test_redis_store.py::test_indexes_written_before_the_top_level_listings_are_rebuilt_once",),
     ),
     Mutant(
+        "decision-finds-its-run-in-a-listing",
+        "core/deciding/claim.py",
+        "        stored = await self.store.load_run(request.run_id)\n",
+        # The run found among the agent's suspended runs (every one of them read) instead of by its id.
+        "        from troupe.core.vocabulary.store import StoredRun, SuspendedRunQuery, suspended_runs\n"
+        "        every, _ = await suspended_runs(self.store, SuspendedRunQuery(self.agent_id))\n"
+        "        found = [s for s in every if s.run_id == request.run_id]\n"
+        "        stored = await self.store.load_run(request.run_id) if found else None\n",
+        ("tests/test_sqlite_listings.py",),
+    ),
+    Mutant(
         "pause-roles-not-recorded",
         "core/run/pauses.py",
         '        if self.policies is None or kind != "approval" or state.parent is not None:',

@@ -3,7 +3,9 @@
 The protocol lives here, beside the loop that needs it; ``storage/`` holds the backends (memory, SQLite,
 Redis), all held to one conformance suite. Writes of a run are compare-and-set on its ``version`` so that
 a decision is claimed atomically even across processes, and audit entries are written in the same atomic
-step as the state change they record.
+step as the state change they record. The same write keeps the run's place in the listings of paused
+runs (the store's own indexes) and logs it to their change log: ``list_paused`` and ``paused_changes``,
+specified in ``troupe.core.vocabulary.listing``.
 """
 
 from __future__ import annotations
