@@ -270,6 +270,7 @@ Source = tuple[str, list[str], list[Any]]
 def _sources(key: IndexKey) -> list[Source]:
     """FROM, and WHERE terms with their values, of each index range whose union is one listing (without
     pause times and cursor): one range, or two (top-level runs and the others) merged."""
+    values: list[Any]
     if key.role is not None:
         name, _ = _ROLE_INDEXES[key.resource is not None]
         terms, values = ["p.agent_id = ?", "p.role = ?"], [key.agent, key.role]
@@ -280,7 +281,7 @@ def _sources(key: IndexKey) -> list[Source]:
     shape = (key.agent is not None, key.resource is not None and key.thread is None, key.thread is not None)
     name, _, extra = _RUN_INDEXES[shape]  # a thread with a resource: the thread's index, filtered
     terms = [_listed("p")] + ([f"p.{extra.removeprefix(' AND ')}"] if extra else [])
-    values: list[Any] = []
+    values = []
     for column, value in (("agent_id", key.agent), ("resource_id", key.resource), ("thread_id", key.thread)):
         if value is not None:
             terms.append(f"p.{column} = ?")
