@@ -23,8 +23,7 @@ from troupe.api.routing import TroupeRoute
 from troupe.api.service import CallerDep, ServiceDep
 from troupe.api.wire import suspended_runs_json
 from troupe.core.vocabulary.listing import DEFAULT_PER_PAGE, PausedQuery, page_window
-from troupe.core.vocabulary.pause_shapes import suspended_run
-from troupe.core.vocabulary.suspended import SuspendedRunList
+from troupe.core.vocabulary.pause_shapes import suspended_list
 
 router = APIRouter(tags=["runs"], route_class=TroupeRoute)
 
@@ -73,9 +72,7 @@ async def list_suspended_runs(
         offset=offset,
         cursor=cursor,
     )
-    page_found = await service.runtime.store().list_paused(query)
-    runs = [suspended_run(state) for state in page_found.states]
-    return suspended_runs_json(SuspendedRunList(runs, page_found.total, page_found.next_cursor))
+    return suspended_runs_json(suspended_list(await service.runtime.store().list_paused(query)))
 
 
 def _utc(at: datetime | None) -> datetime | None:

@@ -12,7 +12,6 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime
 from typing import Any, Literal, Unpack
 
 from troupe.actors.handle import AgentHandle, LocalHandle, RayHandle
@@ -29,10 +28,9 @@ from troupe.core.vocabulary.errors import (
     NoSuspendedRunError,
     SnapshotNotFoundError,
 )
-from troupe.core.vocabulary.identity import Principal
 from troupe.core.vocabulary.listing import DEFAULT_PER_PAGE, PausedPage, PausedQuery, page_window
-from troupe.core.vocabulary.options import SuspendedRunFilters
-from troupe.core.vocabulary.pause_shapes import suspended_run
+from troupe.core.vocabulary.options import PendingFilters, SuspendedRunFilters
+from troupe.core.vocabulary.pause_shapes import suspended_list, suspended_run
 from troupe.core.vocabulary.requests import DecideRequest, StartRequest
 from troupe.core.vocabulary.results import RunResult
 from troupe.core.vocabulary.state import Clock, utcnow
@@ -275,21 +273,9 @@ class Runtime:
         """One page of the agent's suspended runs, newest pause first (100 unless ``per_page`` says
         otherwise); ``next_cursor`` continues it."""
         query = SuspendedRunQuery.paged(agent_id, **filters)
-        page = await self.store().list_paused(query.paused(query.limit or DEFAULT_PER_PAGE))
-        return SuspendedRunList([suspended_run(s) for s in page.states], page.total, page.next_cursor)
+        return suspended_list(await self.store().list_paused(query.paused(query.limit or DEFAULT_PER_PAGE)))
 
-    async def list_pending(
-        self,
-        *,
-        caller: Principal | None = None,
-        resource_ids: Sequence[str] | None = None,
-        role: str | None = None,
-        from_date: datetime | None = None,
-        to_date: datetime | None = None,
-        per_page: int | None = None,
-        page: int | None = None,
-        cursor: str | None = None,
-    ) -> SuspendedRunList:
+    async def list_pending(self, **filters: Unpack[PendingFilters]) -> SuspendedRunList:
         """One page of every pause waiting for a human across this runtime's agents: what the inbox lists,
         and the listing for other surfaces (A2A, AG-UI) to call.
 
@@ -298,12 +284,10 @@ class Runtime:
         the page's size and on the agents and resources asked for, not on how many runs wait.
 
         Args:
-            caller: who asks; one who is not an admin sees only runs of its own resources.
-            resource_ids: only runs of these resources (within the caller's).
-            role: only runs with an approval whose approver policy names this role.
-            from_date: paused at or after; to_date: paused at or before (the age).
-            per_page: runs per page (default 100, at most 1,000); page: a 0-based page number, or
-            cursor: the ``next_cursor`` of the page before (with the same filters).
+            **filters: ``caller`` (one who is not an admin sees only runs of its own resources),
+                ``resource_ids``, ``role`` (an approver policy's), ``from_date``/``to_date`` (the pause
+                time), ``per_page`` (default 100, at most 1,000) and ``page`` (0-based) or ``cursor``
+                (the ``next_cursor`` of the page before, with the same filters): see ``PendingFilters``.
 
         Returns:
             The page (``runs``, ``total``, ``next_cursor``).
@@ -315,32 +299,16 @@ class Runtime:
             >>> first = await runtime.list_pending(per_page=50)
             >>> rest = await runtime.list_pending(per_page=50, cursor=first.next_cursor)
         """
-        found = await self.pending_page(
-            caller=caller,
-            resource_ids=resource_ids,
-            role=role,
-            from_date=from_date,
-            to_date=to_date,
-            per_page=per_page,
-            page=page,
-            cursor=cursor,
-        )
-        return SuspendedRunList([suspended_run(s) for s in found.states], found.total, found.next_cursor)
+        return suspended_list(await self.pending_page(**filters))
 
-    async def pending_page(
-        self,
-        *,
-        caller: Principal | None = None,
-        resource_ids: Sequence[str] | None = None,
-        role: str | None = None,
-        from_date: datetime | None = None,
-        to_date: datetime | None = None,
-        per_page: int | None = None,
-        page: int | None = None,
-        cursor: str | None = None,
-    ) -> PausedPage:
+    async def pending_page(self, **filters: Unpack[PendingFilters]) -> PausedPage:
         """``list_pending``'s page as the store gave it (the runs' states)."""
-        limit, offset = page_window(page, per_page or DEFAULT_PER_PAGE, cursor)
+        caller, cursor, resource_ids = (
+            filters.get("caller"),
+            filters.get("cursor"),
+            filters.get("resource_ids"),
+        )
+        limit, offset = page_window(filters.get("page"), filters.get("per_page") or DEFAULT_PER_PAGE, cursor)
         resources = None if resource_ids is None else tuple(resource_ids)
         if caller is not None and not caller.admin:
             allowed = sorted(caller.resources)
@@ -350,9 +318,9 @@ class Runtime:
             agents=agents,
             top_level=True,
             resources=resources,
-            role=role,
-            from_date=from_date,
-            to_date=to_date,
+            role=filters.get("role"),
+            from_date=filters.get("from_date"),
+            to_date=filters.get("to_date"),
             limit=limit or DEFAULT_PER_PAGE,
             offset=offset,
             cursor=cursor,

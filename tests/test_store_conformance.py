@@ -36,16 +36,18 @@ REDIS_FORMS = {
 }
 
 
+def backend_of(request: pytest.FixtureRequest, tmp_path: Any) -> Store:
+    if request.param == "memory":
+        return MemoryStore()
+    if request.param == "sqlite":
+        return SqliteStore(tmp_path / "s.db")
+    url = REDIS_FORMS[request.param](request)
+    return RedisStore(url, prefix=request.getfixturevalue("redis_prefix"))
+
+
 @pytest.fixture(params=["memory", "sqlite", *(pytest.param(p, marks=REDIS) for p in REDIS_FORMS)])
 async def store(request: pytest.FixtureRequest, tmp_path: Any) -> AsyncIterator[Store]:
-    backend: Store
-    if request.param == "memory":
-        backend = MemoryStore()
-    elif request.param == "sqlite":
-        backend = SqliteStore(tmp_path / "s.db")
-    else:
-        url = REDIS_FORMS[request.param](request)
-        backend = RedisStore(url, prefix=request.getfixturevalue("redis_prefix"))
+    backend = backend_of(request, tmp_path)
     yield backend
     await backend.close()
 
@@ -775,15 +777,7 @@ async def test_the_change_log_says_what_entered_changed_and_left_the_listings(st
 @pytest.fixture(params=["memory", "sqlite", pytest.param("redis", marks=REDIS)])
 async def one_store(request: pytest.FixtureRequest, tmp_path: Any) -> AsyncIterator[Store]:
     """One store of each kind (one Redis server: a cluster's log is per shard, ten thousand each)."""
-    backend: Store
-    if request.param == "memory":
-        backend = MemoryStore()
-    elif request.param == "sqlite":
-        backend = SqliteStore(tmp_path / "s.db")
-    else:
-        backend = RedisStore(
-            request.getfixturevalue("redis_url"), prefix=request.getfixturevalue("redis_prefix")
-        )
+    backend = backend_of(request, tmp_path)
     yield backend
     await backend.close()
 

@@ -13,9 +13,10 @@ from dataclasses import fields
 from typing import Any
 
 from troupe.core.vocabulary.chunks import PauseEvent, camelize
+from troupe.core.vocabulary.listing import PausedPage
 from troupe.core.vocabulary.state import Pause, RunState, ToolCallState
 from troupe.core.vocabulary.store import AuditEntry
-from troupe.core.vocabulary.suspended import PendingToolCall, SuspendedRun
+from troupe.core.vocabulary.suspended import PendingToolCall, SuspendedRun, SuspendedRunList
 
 # The pause fields every shape may take (``approvals`` by name: the pause's own list keeps counting).
 _PAUSE_FIELDS = tuple(name for name in Pause.model_fields if name not in ("seq", "approvals"))
@@ -56,6 +57,11 @@ def suspended_run(state: RunState) -> SuspendedRun:
     )
 
 
+def suspended_list(page: PausedPage) -> SuspendedRunList:
+    """A store's page of paused runs as ``list_suspended_runs`` and ``list_pending`` return it."""
+    return SuspendedRunList([suspended_run(state) for state in page.states], page.total, page.next_cursor)
+
+
 def audit_entry(state: RunState, call: ToolCallState, pause: Pause, **decision: Any) -> AuditEntry:
     """The audit record of a decision (``decision``: kind, who, when, ...) on the pause."""
     taken = _taken(_AUDIT_FIELDS, call, pause)
@@ -80,4 +86,4 @@ def event_data(state: RunState, call: ToolCallState, pause: Pause) -> dict[str, 
     return camelize({**run, **taken})
 
 
-__all__ = ["audit_entry", "event_data", "pause_event", "pending_call", "suspended_run"]
+__all__ = ["audit_entry", "event_data", "pause_event", "pending_call", "suspended_list", "suspended_run"]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from troupe.core.vocabulary.agent_api import AsyncAgentAPI
 from troupe.core.vocabulary.listing import Order, PausedQuery, listed
-from troupe.core.vocabulary.pause_shapes import suspended_run
+from troupe.core.vocabulary.pause_shapes import suspended_list, suspended_run
 from troupe.core.vocabulary.store import Store, SuspendedRunQuery
 from troupe.core.vocabulary.suspended import SuspendedRun, SuspendedRunList
 from troupe.ops.apps import load_runtime, open_store
@@ -113,8 +113,7 @@ class Source:
                     cursor=page.cursor,
                 )
             )
-            runs = [suspended_run(state) for state in found.states]
-            return SuspendedRunList(runs, found.total, found.next_cursor), "oldest"
+            return suspended_list(found), "oldest"
         paging: dict[str, Any] = {"per_page": page.size, "cursor": page.cursor}
         paging["page"] = page.number if page.cursor is None else None
         if self.client is not None and agent_id is None:
