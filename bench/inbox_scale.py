@@ -5,7 +5,13 @@ For each configuration and each number of waiting runs N, in one process, on a f
 - **seed**: N paused runs, written through the store directly (``store.create_run``, 500 at a time, so
   SqliteStore's group commit and Redis's pipelining batch them): copies of a run the agent really paused,
   each with its own id, pause time and tenant. Pausing 100,000 runs through the agent takes minutes on
-  Ray; the store's write is the same either way (same indexes, counters, change log).
+  Ray; the store's write is the same either way (same indexes, counters, change log). Then, untimed,
+  the store settles (SQLite's log checkpointed into the database file; Redis's append-only file not
+  being rewritten), so what is timed next does not share the disk with the seeding's aftermath.
+Every size of a configuration is seeded first, each on its runtime and store (kept open), and then
+measured side by side, one sample of each size in turn, so that the shared machine's slow moments fall
+on every size alike:
+
 - **inbox page**: ``GET /api/inbox?perPage=100`` over real HTTP (uvicorn on a free port, in this process),
   the first page and a page deep in the cursor (the cursor of the page that starts 90% of the way in, or
   of the last full page), each timed ``--requests`` times (median, p90).
@@ -15,8 +21,9 @@ For each configuration and each number of waiting runs N, in one process, on a f
 - **approval**: ``approve_tool_call_generate`` one at a time (the tool runs, the model answers, the run
   ends): of seeded runs, which the host never kept (a decision past its cache of 1,024 paused states,
   one read of the run by its id), and of runs it just paused (kept: no read); ``--approvals`` each.
-- **host memory**: the agent host's RSS (the driver in-process, the agent's actor on Ray) before
-  seeding, after it, and at the end.
+- **host memory**: the agent host's RSS (the agent's actor on Ray; in-process, the driver, which holds
+  every size's host, so its figures add up from one size to the next) before seeding, after it, and at
+  the end.
 
 Targets (issue 42): an inbox page <= 50 ms at 100,000 and within 2x of its time at 200; an approval at
 100,000 within 1.2x of its time at 200; the host's memory bounded (not growing with N beyond the paused
@@ -35,6 +42,7 @@ import functools
 import gc
 import json
 import os
+import sqlite3
 import statistics
 import tempfile
 import time
@@ -44,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import redis.asyncio
 import uvicorn
 from bench_agents import build_agent, make_store
 from bench_common import free_port, percentile, private_redis, rss_mb
@@ -52,7 +61,7 @@ from troupe.api.app import create_app
 from troupe.core.vocabulary.state import RunState
 from troupe.core.vocabulary.store import Store
 
-from troupe import Runtime
+from troupe import RedisStore, Runtime, SqliteStore
 
 CONFIGS = {  # name: (executor, store, durability)
     "local-sqlite-full": ("local", "sqlite", "FULL"),
@@ -147,65 +156,122 @@ async def pause_to_event(client: httpx.AsyncClient, agent: Any, times: int) -> t
             await reader
 
 
-async def approvals(agent: Any, run_ids: list[str]) -> list[float]:
-    samples = []
-    for run_id in run_ids:
-        started = time.perf_counter()
-        result = await agent.approve_tool_call_generate(run_id=run_id)
-        samples.append(time.perf_counter() - started)
-        assert result.text == "Deleted.", result.text
-    return samples
+async def settle(store: Store) -> None:
+    """Untimed, after seeding: what the store does in the background for the seeding's writes is done
+    before anything is timed (SQLite: the log copied into the database file, so approvals do not share
+    the disk with the seeding's checkpoints; Redis: no rewrite of its append-only file under way)."""
+    if isinstance(store, SqliteStore):
+        with contextlib.closing(sqlite3.connect(store.path)) as conn:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        return
+    if isinstance(store, RedisStore):
+        client = redis.asyncio.Redis.from_url(store.url)
+        try:
+            while True:
+                persistence = await client.info("persistence")
+                if not persistence["aof_rewrite_in_progress"] and not persistence["aof_rewrite_scheduled"]:
+                    return
+                await asyncio.sleep(0.2)
+        finally:
+            await client.aclose()
+
+
+async def approve(agent: Any, run_id: str) -> float:
+    started = time.perf_counter()
+    result = await agent.approve_tool_call_generate(run_id=run_id)
+    assert result.text == "Deleted.", result.text
+    return time.perf_counter() - started
 
 
 async def host_rss(runtime: Runtime) -> float:
     return round(rss_mb(int((await host_stats(runtime))["pid"])), 1)
 
 
-async def one_size(
-    config: str, runs: int, storage: Callable[[str], Store], args: argparse.Namespace
-) -> dict[str, Any]:
-    executor, _, _ = CONFIGS[config]
-    tag = f"n{runs}"
-    runtime = Runtime([build_agent()], storage=storage(tag), executor=executor)  # type: ignore[arg-type]
-    agent = runtime.get_agent("bench")
-    try:
-        warm = await agent.generate("warm up", resource_id="tenant-0")
-        await agent.approve_tool_call_generate(run_id=warm.run_id)
-        template = await agent.generate("template", resource_id="tenant-0")
-        stored = await runtime.store().load_run(template.run_id)
+class Size:
+    """One number of runs waiting: its runtime (kept open until every size is measured), its seeded
+    store and its front door."""
+
+    def __init__(self, config: str, runs: int, storage: Callable[[str], Store]) -> None:
+        self.runs, self.tag = runs, f"n{runs}"
+        self.runtime = Runtime([build_agent()], storage=storage(self.tag), executor=CONFIGS[config][0])  # type: ignore[arg-type]
+        self.agent = self.runtime.get_agent("bench")
+        self.row: dict[str, Any] = {"config": config, "runs": runs}
+        self.samples: dict[str, list[float]] = {}
+        self.kept: list[str] = []
+
+    async def seeded(self) -> None:
+        """Warm up, pause a run for real, copy it ``runs`` times through the store, let the store settle."""
+        warm = await self.agent.generate("warm up", resource_id="tenant-0")
+        await self.agent.approve_tool_call_generate(run_id=warm.run_id)
+        self.template = await self.agent.generate("template", resource_id="tenant-0")
+        stored = await self.runtime.store().load_run(self.template.run_id)
         assert stored is not None
-        memory = {"before": await host_rss(runtime)}
-        seed_s = await seed(runtime.store(), stored.state, runs, tag)
+        memory = {"before": await host_rss(self.runtime)}
+        seed_s = await seed(self.runtime.store(), stored.state, self.runs, self.tag)
+        await settle(self.runtime.store())
         gc.collect()
-        memory["seeded"] = await host_rss(runtime)
-        row: dict[str, Any] = {
-            "config": config,
-            "runs": runs,
-            "seed_s": round(seed_s, 2),
-            "seed_ms_per_run": round(seed_s * 1000 / runs, 3),
-        }
-        async with served(runtime) as url, httpx.AsyncClient(base_url=url, timeout=60) as client:
-            page = {"perPage": 100}
-            await timed_gets(client, "/inbox", page, 2)  # untimed: connections and caches
-            row["inbox_first_page"] = summary(await timed_gets(client, "/inbox", page, args.requests))
-            # The cursor of the page that starts 90% of the way in (or at the last full page).
-            deep = await runtime.pending_page(per_page=1, page=min(int(runs * 0.9), runs - 100))
-            assert deep.next_cursor is not None
-            row["inbox_deep_page"] = summary(
-                await timed_gets(client, "/inbox", {**page, "cursor": deep.next_cursor}, args.requests)
-            )
-            events, fresh = await pause_to_event(client, agent, args.events)
-            row["pause_to_event"] = summary(events)
-        step = max(1, runs // args.approvals)
-        from_store = [f"{tag}-{i:06d}" for i in range(0, runs, step)][: args.approvals]
-        row["approval_read_from_store"] = summary(await approvals(agent, from_store))
-        row["approval_kept_by_host"] = summary(await approvals(agent, fresh))
-        await agent.approve_tool_call_generate(run_id=template.run_id)
-        memory["end"] = await host_rss(runtime)
-        row["host_rss_mb"] = memory
-        return row
+        memory["seeded"] = await host_rss(self.runtime)
+        self.row.update(seed_s=round(seed_s, 2), seed_ms_per_run=round(seed_s * 1000 / self.runs, 3))
+        self.row["host_rss_mb"] = memory
+        # The cursor of the page that starts 90% of the way in (or at the last full page), and the
+        # seeded runs to approve: spread over the whole listing, none of them ever kept by the host.
+        deep = await self.runtime.pending_page(per_page=1, page=min(int(self.runs * 0.9), self.runs - 100))
+        assert deep.next_cursor is not None
+        self.deep = deep.next_cursor
+
+    def sample(self, name: str, seconds: float) -> None:
+        self.samples.setdefault(name, []).append(seconds)
+
+    async def finish(self) -> dict[str, Any]:
+        await self.agent.approve_tool_call_generate(run_id=self.template.run_id)
+        self.row["host_rss_mb"]["end"] = await host_rss(self.runtime)
+        self.row.update({name: summary(samples) for name, samples in self.samples.items()})
+        return self.row
+
+
+async def interleaved(sizes: list[Size], clients: list[httpx.AsyncClient], args: argparse.Namespace) -> None:
+    """The inbox pages and the approvals of every size in turn, one sample of each size after the
+    other: on a shared machine, whatever slows it down for a while slows every size alike."""
+    page = {"perPage": 100}
+    for size, client in zip(sizes, clients, strict=True):  # untimed: connections and caches
+        await timed_gets(client, "/inbox", page, 2)
+        await approve(size.agent, f"{size.tag}-{0:06d}")
+    for _ in range(args.requests):
+        for size, client in zip(sizes, clients, strict=True):
+            size.sample("inbox_first_page", (await timed_gets(client, "/inbox", page, 1))[0])
+            deep = {**page, "cursor": size.deep}
+            size.sample("inbox_deep_page", (await timed_gets(client, "/inbox", deep, 1))[0])
+    for i in range(1, args.approvals + 1):
+        for size in sizes:
+            run_id = f"{size.tag}-{i * (size.runs // (args.approvals + 1)):06d}"
+            size.sample("approval_read_from_store", await approve(size.agent, run_id))
+            if i <= len(size.kept):
+                size.sample("approval_kept_by_host", await approve(size.agent, size.kept[i - 1]))
+
+
+async def one_config(
+    config: str, counts: list[int], storage: Callable[[str], Store], args: argparse.Namespace
+) -> list[dict[str, Any]]:
+    """Every size of one configuration: seeded one after the other, then measured side by side."""
+    sizes: list[Size] = []
+    try:
+        for runs in counts:
+            size = Size(config, runs, storage)
+            sizes.append(size)
+            await size.seeded()
+        async with contextlib.AsyncExitStack() as stack:
+            clients = []
+            for size in sizes:
+                url = await stack.enter_async_context(served(size.runtime))
+                clients.append(await stack.enter_async_context(httpx.AsyncClient(base_url=url, timeout=60)))
+            for size, client in zip(sizes, clients, strict=True):  # its own stream, one size at a time
+                events, size.kept = await pause_to_event(client, size.agent, args.events)
+                size.samples["pause_to_event"] = events
+            await interleaved(sizes, clients, args)
+        return [await size.finish() for size in sizes]
     finally:
-        await runtime.shutdown()
+        for size in sizes:
+            await size.runtime.shutdown()
 
 
 def print_row(row: dict[str, Any]) -> None:
@@ -276,8 +342,7 @@ async def main() -> None:
             redis = private_redis(durability) if kind == "redis" else contextlib.nullcontext(None)
             with redis as url:
                 storage = functools.partial(_store, config, kind, url, durability, Path(tmp))
-                for runs in sizes:
-                    row = await one_size(config, runs, storage, args)
+                for row in await one_config(config, sizes, storage, args):
                     rows.append(row)
                     print_row(row)
     met = targets(rows)
