@@ -77,8 +77,9 @@ end
 
 # KEYS: the query's indexes (disjoint). ARGV: order ('oldest' or 'newest'), lowest score, highest score
 # ('-inf'/'+inf' or a number), '1' if a cursor is given, its score and run id, how many runs each index
-# gives at most, the run key prefix, '1' to return the states. Returns {total, id, score, state, ...}:
-# the first runs of the merged indexes after the cursor, in order (state false unless asked for).
+# gives at most, the run key prefix, '1' to return the states, the page's offset. Returns {total, id,
+# score, state, ...}: the first runs of the merged indexes after the cursor, in order, with the states
+# of those past the offset when asked for (false otherwise).
 PAGE = (
     _ORDERING
     + """
@@ -148,7 +149,7 @@ for i = 1, math.min(#found, wanted) do
   local id = found[i][1]
   reply[#reply + 1] = id
   reply[#reply + 1] = tostring(found[i][2])
-  reply[#reply + 1] = ARGV[9] == '1' and redis.call('HGET', ARGV[8] .. id, 'state')
+  reply[#reply + 1] = ARGV[9] == '1' and i > tonumber(ARGV[10]) and redis.call('HGET', ARGV[8] .. id, 'state')
 end
 return reply
 """
@@ -263,6 +264,7 @@ class Listings:
             query.wanted(),
             shard.run(""),
             "1" if bodies else "0",
+            query.offset,
         ]
         return link.script(PAGE)(keys=[shard.listing(key) for key in query.index_keys()], args=args)
 

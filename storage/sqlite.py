@@ -54,7 +54,6 @@ from troupe.core.vocabulary.listing import (
     PausedPage,
     PausedQuery,
     listed,
-    page_of,
     pause_roles,
 )
 from troupe.core.vocabulary.state import RunState
@@ -502,8 +501,7 @@ class SqliteStore:
         return await suspended_runs(self, query)
 
     async def list_paused(self, query: PausedQuery) -> PausedPage:
-        rows, total = await self._run(functools.partial(read_page, query=query))
-        bodies, cursor = page_of(rows, query)
+        bodies, total, cursor = await self._run(functools.partial(read_page, query=query))
         return PausedPage([RunState.from_json(body) for body in bodies], total, cursor)
 
     async def paused_changes(self, after: str | None, limit: int) -> PausedChanges:

@@ -39,6 +39,7 @@ from troupe.core.vocabulary.listing import (
     PausedChanges,
     PausedQuery,
     Place,
+    page_of,
 )
 from troupe.core.vocabulary.state import RunState
 
@@ -49,17 +50,18 @@ LISTED = "status = 'suspended' AND suspended_at IS NOT NULL"
 # rows it holds beyond LISTED). ``top`` comes before the pause time, so a listing of top-level runs is one
 # range and a listing of all runs two (merged): one index serves both, and a run's claim takes it out of
 # three indexes (four on a thread), not six: at 20,000 runs each is a leaf page of its own to write.
+# ``status`` last, so that a page's places are read from the index alone (a covering index).
 _RUN_INDEXES = {
-    (False, False, False): ("paused_all", "top, suspended_at, run_id", ""),
-    (True, False, False): ("paused_by_agent", "agent_id, top, suspended_at, run_id", ""),
+    (False, False, False): ("paused_all", "top, suspended_at, run_id, status", ""),
+    (True, False, False): ("paused_by_agent", "agent_id, top, suspended_at, run_id, status", ""),
     (True, True, False): (
         "paused_by_resource",
-        "agent_id, resource_id, top, suspended_at, run_id",
+        "agent_id, resource_id, top, suspended_at, run_id, status",
         " AND resource_id IS NOT NULL",
     ),
     (True, False, True): (
         "paused_by_thread",
-        "agent_id, thread_id, suspended_at, run_id",
+        "agent_id, thread_id, suspended_at, run_id, status",
         " AND thread_id IS NOT NULL",
     ),
 }
@@ -247,19 +249,24 @@ def keep_roles(conn: sqlite3.Connection, state: RunState, roles: list[str], at: 
 # ---- reading a page --------------------------------------------------------------------------------------
 
 
-def read_page(conn: sqlite3.Connection, query: PausedQuery) -> tuple[list[tuple[Place, str]], int]:
-    """Each index's first ``query.wanted()`` rows after the cursor (place and body), and the total, in
-    one read transaction so that both are of the same moment."""
+def read_page(conn: sqlite3.Connection, query: PausedQuery) -> tuple[list[str], int, str | None]:
+    """The page's runs (their JSON, in order), the total and the next page's cursor, in one read
+    transaction so that all are of the same moment. Each range gives its first ``query.wanted()``
+    places from its index alone (the indexes hold every column the seek and the order need); only the
+    page's runs are then read from the table, by id."""
     conn.execute("BEGIN")
     try:
-        rows: list[tuple[Place, str]] = []
+        places: list[tuple[Place, str]] = []
         total = 0
         for key in query.index_keys():
             for source in _sources(key):
-                sql, params = _select(source, key.role is not None, query)
-                rows += [(Place(at, run_id), body) for at, run_id, body in conn.execute(sql, params)]
+                sql, params = _select(source, query)
+                places += [(Place(at, run_id), run_id) for at, run_id in conn.execute(sql, params)]
             total += _total(conn, key, query)
-        return rows, total
+        chosen, cursor = page_of(places, query)
+        marks = ", ".join("?" * len(chosen))
+        found = dict(conn.execute(f"SELECT run_id, body FROM runs WHERE run_id IN ({marks})", chosen))
+        return [found[run_id] for run_id in chosen if run_id in found], total, cursor
     finally:
         conn.execute("COMMIT")
 
@@ -277,7 +284,7 @@ def _sources(key: IndexKey) -> list[Source]:
         if key.resource is not None:
             terms.append("p.resource_id = ?")
             values.append(key.resource)
-        return [(f"paused_roles AS p INDEXED BY {name} JOIN runs AS r ON r.run_id = p.run_id", terms, values)]
+        return [(f"paused_roles AS p INDEXED BY {name}", terms, values)]
     shape = (key.agent is not None, key.resource is not None and key.thread is None, key.thread is not None)
     name, _, extra = _RUN_INDEXES[shape]  # a thread with a resource: the thread's index, filtered
     terms = [_listed("p")] + ([f"p.{extra.removeprefix(' AND ')}"] if extra else [])
@@ -305,7 +312,7 @@ def _times(query: PausedQuery) -> tuple[list[str], list[float]]:
     return terms, values
 
 
-def _select(found: Source, joined: bool, query: PausedQuery) -> tuple[str, list[Any]]:
+def _select(found: Source, query: PausedQuery) -> tuple[str, list[Any]]:
     source, terms, values = found
     times, stamps = _times(query)
     terms = [*terms, *times]
@@ -324,12 +331,9 @@ def _select(found: Source, joined: bool, query: PausedQuery) -> tuple[str, list[
                 "p.suspended_at <= ? AND (p.suspended_at < ? OR (p.suspended_at = ? AND p.run_id > ?))"
             )
             values += [start.at, start.at, start.at, start.run_id]
-    body = "r.body" if joined else "p.body"
     where = " AND ".join(terms)
-    return f"SELECT p.suspended_at, p.run_id, {body} FROM {source} WHERE {where} ORDER BY {order} LIMIT ?", [
-        *values,
-        query.wanted(),
-    ]
+    sql = f"SELECT p.suspended_at, p.run_id FROM {source} WHERE {where} ORDER BY {order} LIMIT ?"
+    return sql, [*values, query.wanted()]
 
 
 def _total(conn: sqlite3.Connection, key: IndexKey, query: PausedQuery) -> int:
