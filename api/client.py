@@ -84,10 +84,20 @@ class AsyncTroupeClient:
         found: dict[str, dict[str, Any]] = await self.request("GET", "/agents")
         return found
 
-    async def list_inbox(self) -> SuspendedRunList:
-        """Every pause the key may decide, across all agents, oldest first (``GET /api/inbox``): a
-        subagent's pause once, under its top-level run."""
-        return suspended_runs_from_json(await self.request("GET", "/inbox"))
+    async def list_inbox(
+        self,
+        *,
+        resource_id: str | None = None,
+        role: str | None = None,
+        page: int | None = None,
+        per_page: int | None = None,
+        cursor: str | None = None,
+    ) -> SuspendedRunList:
+        """One page of the pauses the key may decide, across all agents, oldest first (``GET
+        /api/inbox``): a subagent's pause once, under its top-level run. ``next_cursor`` asks for the
+        page after it (as ``cursor=``)."""
+        params = _body(resourceId=resource_id, role=role, page=page, perPage=per_page, cursor=cursor)
+        return suspended_runs_from_json(await self.request("GET", "/inbox", params=params))
 
     # ---- transport ----------------------------------------------------------------------------------
 
@@ -295,6 +305,7 @@ class AsyncAgentClient:
             toDate=to_date.isoformat() if to_date else None,
             page=filters.get("page"),
             perPage=filters.get("per_page"),
+            cursor=filters.get("cursor"),
         )
         data = await self.client.request("GET", f"{self._base}/suspended-runs", params=params)
         return suspended_runs_from_json(data)

@@ -1,16 +1,18 @@
 """The approval inbox: a page at ``GET /inbox`` where a person sees every pause waiting for them and
-decides it, ``GET /api/inbox``, the JSON listing, and ``GET /api/inbox/events``, the same listing pushed
-as server-sent events whenever it changes (what the page listens to).
+decides it, ``GET /api/inbox``, the JSON listing, and ``GET /api/inbox/events``, the listing's first page
+and then its changes, pushed as server-sent events (what the page listens to).
 
-``GET /api/inbox`` lists the pending pauses of every agent this app serves, in one call, in the shape of
-``GET /api/agents/{agentId}/suspended-runs`` (``{"runs": [...], "total"}``, oldest pause first, each run
-with its ``agentId``). Only top-level runs are listed: a pause from a subagent is decided at the top (its
-own run is the parent's business), so it shows once, with its ``agentPath``. Each call carries its
-``context``: the request that started the run, the model's text before the call, the tool's
-description. Each run says who started it (``startedBy``, and ``starter``: subject and issuer), and each
-call who has approved it so far (``approvals`` by name, ``approvedBy`` with subjects and any edits). A
-caller that is not an admin sees only runs of its own resources; ``page``/``perPage`` page the list as
-elsewhere.
+``GET /api/inbox`` lists one page of the pending pauses of every agent this app serves, in the shape of
+``GET /api/agents/{agentId}/suspended-runs`` (``{"runs": [...], "total", "nextCursor"}``, oldest pause
+first, each run with its ``agentId``), read from the store's indexes (``Runtime.list_pending``): 100 runs
+unless ``perPage`` says otherwise, the next page by ``cursor`` (or ``page``), narrowed by ``resourceId``,
+``role`` (an approver policy's) and ``fromDate``/``toDate`` (the pause's age). Only top-level runs are
+listed: a pause from a subagent is decided at the top (its own run is the parent's business), so it shows
+once, with its ``agentPath``. Each call carries its ``context``: the request that started the run, the
+model's text before the call, the tool's description. Each run says who started it (``startedBy``, and
+``starter``: subject and issuer), and each call who has approved it so far (``approvals`` by name,
+``approvedBy`` with subjects and any edits). A caller that is not an admin sees only runs of its own
+resources.
 
 The page itself (``api/static/inbox.html`` with its script and style, package data, no build step) holds
 no data and needs no key to load: it asks the API for everything, sending the key the person types in
@@ -24,6 +26,7 @@ routes (``approve-tool-call``, ``decline-tool-call``, ``resume-stream``, with th
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -33,26 +36,28 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import Response, StreamingResponse
-from troupe.api.auth import Principal
+from pydantic import StringConstraints
+from troupe.api.auth import Principal, check_resource
 from troupe.api.deliveries import delivery_json
 from troupe.api.errors import ERRORS
 from troupe.api.inbox_context import call_context
+from troupe.api.inbox_feed import InboxFeed
 from troupe.api.routing import TroupeRoute
 from troupe.api.service import CallerDep, ServiceDep
 from troupe.api.sse import MEDIA_TYPE
 from troupe.api.wire import suspended_runs_json
 from troupe.core.vocabulary.errors import TroupeError
 from troupe.core.vocabulary.identity import Identity
+from troupe.core.vocabulary.listing import MAX_PER_PAGE
 from troupe.core.vocabulary.pause_shapes import suspended_run
 from troupe.core.vocabulary.state import RunState
-from troupe.core.vocabulary.store import DEFAULT_PER_PAGE, SuspendedRunQuery
 from troupe.core.vocabulary.suspended import SuspendedRun, SuspendedRunList
 from troupe.supervisor.runtime import Runtime
 
 router = APIRouter(tags=["inbox"], route_class=TroupeRoute)
 page_router = APIRouter(include_in_schema=False, route_class=TroupeRoute)
 
-_EPOCH = datetime.min.replace(tzinfo=UTC)
+Id = Annotated[str, StringConstraints(min_length=1, max_length=256)]
 KEEPALIVE_S = 15.0
 
 # The page's files, served from the package (``api/static``), and their types.
@@ -76,12 +81,30 @@ async def list_inbox(
         int | None, Query(ge=0, le=1_000_000, description="0-based; perPage per page, 100 if not given")
     ] = None,
     per_page: Annotated[int | None, Query(alias="perPage", ge=1, le=1000)] = None,
+    cursor: Annotated[
+        str | None, Query(max_length=2048, description="the nextCursor of the page before (same filters)")
+    ] = None,
+    resource_id: Annotated[Id | None, Query(alias="resourceId")] = None,
+    role: Annotated[Id | None, Query(description="only calls an approver policy gives this role")] = None,
+    from_date: Annotated[datetime | None, Query(alias="fromDate", description="paused at or after")] = None,
+    to_date: Annotated[datetime | None, Query(alias="toDate", description="paused at or before")] = None,
 ) -> dict[str, Any]:
-    """Every pause waiting for a human that the caller may decide, across all agents, oldest first,
-    each call with its ``context`` (the run's request, the model's text before the call, the tool's
-    description)."""
-    SuspendedRunQuery.paged(None, page=page, per_page=per_page)  # the same paging rules, same errors
-    return await inbox_json(service.runtime, caller, page, per_page)
+    """One page of every pause waiting for a human that the caller may decide, across all agents, oldest
+    first, each call with its ``context`` (the run's request, the model's text before the call, the
+    tool's description); ``nextCursor`` asks for the page after it."""
+    if resource_id is not None:
+        check_resource(caller, resource_id, "resource")
+    return await inbox_json(
+        service.runtime,
+        caller,
+        page,
+        per_page,
+        cursor=cursor,
+        resource_ids=None if resource_id is None else [resource_id],
+        role=role,
+        from_date=_utc(from_date),
+        to_date=_utc(to_date),
+    )
 
 
 @router.get("/inbox/events", include_in_schema=False)
@@ -90,27 +113,31 @@ async def inbox_events(
     service: ServiceDep,
     caller: CallerDep,
     interval: Annotated[float, Query(gt=0, le=60)] = 1.0,
+    per_page: Annotated[int | None, Query(alias="perPage", ge=1, le=1000)] = None,
 ) -> StreamingResponse:
-    """The inbox listing pushed as server-sent events: one ``data:`` frame now and one whenever it
-    changes (the page listens here instead of polling). A store that fails is reported in a frame
-    ``{"error": {...}}`` and tried again. A caller keeps a few streams open at most (429 beyond), each
-    re-reading at most once a second (or the server's ``min_event_interval_s``). Not in the OpenAPI
-    document: the stream does not end."""
+    """The inbox pushed as server-sent events: a ``{"type": "page", ...}`` frame now (the listing's first
+    page, as ``GET /api/inbox`` gives it), then a ``{"type": "changes", "listed": [runs], "unlisted":
+    [run ids], "total"}`` frame whenever runs the caller may see enter, change or leave the listing (read
+    from the store's change log: what a look costs grows with the changes, not with the runs waiting;
+    ``perPage``: the first page's size). A
+    store that fails is reported in a frame ``{"error": {...}}`` and tried again. A caller keeps a few
+    streams open at most (429 beyond), each looking at most once a second (or the server's
+    ``min_event_interval_s``). Not in the OpenAPI document: the stream does not end."""
     close = service.streams.open(caller.id, caller.display)
     every = max(interval, service.min_event_interval_s)
+    feed = InboxFeed(service.runtime, caller, functools.partial(inbox_json, per_page=per_page), run_json)
 
     async def frames() -> AsyncIterator[str]:
-        last, quiet = "", 0.0
+        quiet = 0.0
         try:
             while not await request.is_disconnected():
                 try:
-                    body = await inbox_json(service.runtime, caller, None, None)
+                    body = await feed.next()
                 except TroupeError as exc:
                     body = {"error": exc.to_dict()}
-                frame = json.dumps(body, default=str, separators=(",", ":"))
-                if frame != last:
-                    last, quiet = frame, 0.0
-                    yield f"data: {frame}\n\n"
+                if body is not None:
+                    quiet = 0.0
+                    yield f"data: {json.dumps(body, default=str, separators=(',', ':'))}\n\n"
                 elif quiet >= KEEPALIVE_S:
                     quiet = 0.0
                     yield ": keep-alive\n\n"
@@ -123,23 +150,30 @@ async def inbox_events(
 
 
 async def inbox_json(
-    runtime: Runtime, caller: Principal, page: int | None, per_page: int | None
+    runtime: Runtime,
+    caller: Principal,
+    page: int | None = None,
+    per_page: int | None = None,
+    **filters: Any,
 ) -> dict[str, Any]:
-    states = await pending_states(runtime, caller)
-    total = len(states)
-    if page is not None or per_page is not None:
-        per_page = per_page or DEFAULT_PER_PAGE
-        start = (page or 0) * per_page
-        states = states[start : start + per_page]
-    runs = [suspended_run(s) for s in states]
-    body = suspended_runs_json(SuspendedRunList(runs, total))
-    for state, run in zip(states, body["runs"], strict=True):
-        context = call_context(runtime, state)
-        _add_people(state, run)
-        for call in run["toolCalls"]:
-            call["context"] = context.get(call["toolCallId"])
-    await asyncio.gather(*(_add_reach(runtime, r, j) for r, j in zip(runs, body["runs"], strict=True)))
-    return body
+    """One page of the caller's inbox as ``GET /api/inbox`` answers it (``filters``: those of
+    ``Runtime.list_pending``)."""
+    found = await runtime.pending_page(caller=caller, page=page, per_page=per_page, **filters)
+    runs = await asyncio.gather(*(run_json(runtime, state) for state in found.states))
+    return {"runs": list(runs), "total": found.total, "nextCursor": found.next_cursor}
+
+
+async def run_json(runtime: Runtime, state: RunState) -> dict[str, Any]:
+    """One run as the inbox shows it: the suspended-runs shape, with each call's context, who started the
+    run and approved so far, quorum progress and the run's notifications."""
+    run = suspended_run(state)
+    shown = suspended_runs_json(SuspendedRunList([run], 1))["runs"][0]
+    context = call_context(runtime, state)
+    _add_people(state, shown)
+    for call in shown["toolCalls"]:
+        call["context"] = context.get(call["toolCallId"])
+    await _add_reach(runtime, run, shown)
+    return shown
 
 
 def _add_people(state: RunState, shown: dict[str, Any]) -> None:
@@ -167,34 +201,32 @@ async def _add_reach(runtime: Runtime, run: SuspendedRun, shown: dict[str, Any])
         policy = policies.for_call(call.tool_name, call.agent_path) if policies and gated else None
         json_call["approvals"] = call.approvals
         json_call["quorum"] = policy.quorum if policy is not None else 1
-    shown["deliveries"] = [delivery_json(d) for d in await runtime.deliveries(run.run_id)]
+    # A runtime that sends no notifications has none to show: a page of runs is not a page of reads.
+    sent = await runtime.deliveries(run.run_id) if runtime.notifications is not None else []
+    shown["deliveries"] = [delivery_json(d) for d in sent]
 
 
 async def pending_runs(runtime: Runtime, caller: Principal) -> list[SuspendedRun]:
+    """Every run ``pending_states`` gives, as listed."""
     return [suspended_run(s) for s in await pending_states(runtime, caller)]
 
 
 async def pending_states(runtime: Runtime, caller: Principal) -> list[RunState]:
-    """The top-level suspended runs of the agents ``runtime`` serves that ``caller`` may see, oldest
-    pause first. An admin's is one query over every agent; a key's, one per agent and resource (the
-    store's indexes), so other tenants' runs are never read."""
-    served = [agent.id for agent in runtime.list_agents()]
-    if caller.admin:
-        queries = [SuspendedRunQuery(agent_id=None)]
-    else:
-        mine = sorted(caller.resources)
-        queries = [SuspendedRunQuery(agent_id=a, resource_id=r) for a in served for r in mine]
-    store = runtime.store()
-    found = await asyncio.gather(*(store.list_suspended_runs(q) for q in queries))
-    states: dict[str, RunState] = {}
-    for part, _total in found:
-        for state in part:
-            if state.parent is None and state.agent_id in served and caller.may(state.resource_id):
-                states[state.run_id] = state
-    waiting = [s for s in states.values() if s.open_pauses()]
-    # Oldest first: a new pause is appended, so nothing moves under a person's pointer.
-    waiting.sort(key=lambda s: (s.suspended_at or _EPOCH, s.run_id))
-    return waiting
+    """Every top-level paused run of this runtime's agents that ``caller`` may see, oldest pause first:
+    all the pages of ``Runtime.list_pending``, read one after the other (what reading them all costs
+    grows with the runs waiting: show a page instead)."""
+    states: list[RunState] = []
+    cursor: str | None = None
+    while True:
+        found = await runtime.pending_page(caller=caller, per_page=MAX_PER_PAGE, cursor=cursor)
+        states += found.states
+        if found.next_cursor is None:
+            return states
+        cursor = found.next_cursor
+
+
+def _utc(at: datetime | None) -> datetime | None:
+    return at.replace(tzinfo=UTC) if at is not None and at.tzinfo is None else at
 
 
 # ---- the page -----------------------------------------------------------------------------------------
@@ -219,4 +251,4 @@ def _static(name: str) -> bytes:
     return resources.files("troupe.api").joinpath("static", name).read_bytes()
 
 
-__all__ = ["inbox_json", "page_router", "pending_runs", "pending_states", "router"]
+__all__ = ["inbox_json", "page_router", "pending_runs", "pending_states", "router", "run_json"]

@@ -1,15 +1,17 @@
 """``GET /api/agents/{agentId}/suspended-runs``: runs waiting for a human, from storage (so they are found
 after a restart and from any server), newest pause first, with Mastra's query (``threadId``,
-``resourceId``, ``fromDate``, ``toDate``, 0-based ``page``, ``perPage``).
+``resourceId``, ``fromDate``, ``toDate``, 0-based ``page``, ``perPage``) and ``cursor``: the
+``nextCursor`` of the page before, which every answer carries (null on the last page). One page is read
+from the store's indexes (``Store.list_paused``); a request that asks for no page gets the first 100.
 
 A key that is not an admin sees only its own resources: a ``resourceId`` of another is refused (403), and
-without one the key's resources are each queried and merged (total and pages over all of them). A
-``threadId`` on an agent without memory is refused (403), as Mastra does: there are no threads to own.
+without one the key's resources are listed together, one index each, merged in the store (total and
+pages over all of them). A ``threadId`` on an agent without memory is refused (403), as Mastra does:
+there are no threads to own.
 """
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -20,14 +22,12 @@ from troupe.api.errors import ERRORS, PermissionDeniedError
 from troupe.api.routing import TroupeRoute
 from troupe.api.service import CallerDep, ServiceDep
 from troupe.api.wire import suspended_runs_json
-from troupe.core.vocabulary.store import SuspendedRunQuery
-from troupe.core.vocabulary.suspended import SuspendedRunList
-from troupe.supervisor.agent import Agent
+from troupe.core.vocabulary.listing import DEFAULT_PER_PAGE, PausedQuery, page_window
+from troupe.core.vocabulary.pause_shapes import suspended_list
 
 router = APIRouter(tags=["runs"], route_class=TroupeRoute)
 
 Id = Annotated[str, StringConstraints(min_length=1, max_length=256)]
-_EPOCH = datetime.min.replace(tzinfo=UTC)
 
 
 @router.get("/agents/{agentId}/suspended-runs", operation_id="listSuspendedRuns", responses=ERRORS)
@@ -45,6 +45,9 @@ async def list_suspended_runs(
         int | None, Query(ge=0, le=1_000_000, description="0-based; perPage per page, 100 if not given")
     ] = None,
     per_page: Annotated[int | None, Query(alias="perPage", ge=1, le=1000)] = None,
+    cursor: Annotated[
+        str | None, Query(max_length=2048, description="the nextCursor of the page before (same filters)")
+    ] = None,
 ) -> dict[str, Any]:
     agent = service.agent(agentId)
     if thread_id is not None and agent.memory is None:
@@ -52,39 +55,24 @@ async def list_suspended_runs(
             f"Access denied: agent {agent.id!r} has no memory configured to validate thread ownership",
             agent_id=agent.id,
         )
-    filters: dict[str, Any] = {"thread_id": thread_id, "from_date": _utc(from_date), "to_date": _utc(to_date)}
     if caller.admin or resource_id is not None:
         check_resource(caller, resource_id, "resource")
-        found = await agent.list_suspended_runs(
-            resource_id=resource_id, page=page, per_page=per_page, **filters
-        )
+        resources: tuple[str, ...] | None = None if resource_id is None else (resource_id,)
     else:
-        found = await _merged(agent, sorted(caller.resources), page, per_page, filters)
-    return suspended_runs_json(found)
-
-
-async def _merged(
-    agent: Agent, resources: list[str], page: int | None, per_page: int | None, filters: dict[str, Any]
-) -> SuspendedRunList:
-    """One listing over several resources: the first ``(page + 1) * perPage`` of each, merged."""
-    query = SuspendedRunQuery.paged(agent.id, page=page, per_page=per_page)  # the same rules and errors
-    per_page = query.limit  # a page asked for without its size has the default size
-    want = None if per_page is None else ((page or 0) + 1) * per_page
-    parts = await asyncio.gather(
-        *(
-            agent.list_suspended_runs(
-                resource_id=r, page=None if want is None else 0, per_page=want, **filters
-            )
-            for r in resources
-        )
+        resources = tuple(sorted(caller.resources))
+    limit, offset = page_window(page, per_page or DEFAULT_PER_PAGE, cursor)
+    query = PausedQuery(
+        agents=(agent.id,),
+        resources=resources,
+        thread_id=thread_id,
+        from_date=_utc(from_date),
+        to_date=_utc(to_date),
+        order="newest",
+        limit=limit or DEFAULT_PER_PAGE,
+        offset=offset,
+        cursor=cursor,
     )
-    runs = sorted(
-        (r for part in parts for r in part.runs), key=lambda r: r.suspended_at or _EPOCH, reverse=True
-    )
-    if per_page is not None:
-        start = (page or 0) * per_page
-        runs = runs[start : start + per_page]
-    return SuspendedRunList(runs, sum(part.total for part in parts))
+    return suspended_runs_json(suspended_list(await service.runtime.store().list_paused(query)))
 
 
 def _utc(at: datetime | None) -> datetime | None:

@@ -109,7 +109,8 @@ def _python(payload: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def suspended_runs_json(found: SuspendedRunList) -> dict[str, Any]:
-    return {"runs": [_run_json(r) for r in found.runs], "total": found.total}
+    """Mastra's ``{runs, total}``, with ``nextCursor``: the page after this one (null on the last)."""
+    return {"runs": [_run_json(r) for r in found.runs], "total": found.total, "nextCursor": found.next_cursor}
 
 
 def shown(value: Any) -> Any:
@@ -199,7 +200,9 @@ def suspended_runs_from_json(data: dict[str, Any]) -> SuspendedRunList:
         )
         for r in data.get("runs") or []
     ]
-    return SuspendedRunList(runs, int(data.get("total", len(runs))))
+    cursor = data.get("nextCursor")
+    total = int(data.get("total", len(runs)))
+    return SuspendedRunList(runs, total, cursor if isinstance(cursor, str) else None)
 
 
 def _iso(at: datetime | None) -> str | None:

@@ -7,6 +7,7 @@ from typing import Any
 
 import report_costs
 from report_format import cell, num, ratio, table
+from report_scale import SCALE, scale
 
 RATIO_HELP = (
     "x = the peer's time / this Troupe configuration's time: above 1 Troupe is faster, below 1 slower"
@@ -402,6 +403,8 @@ def tables(rows: list[dict[str, Any]], systems: list[str], meta: dict[str, Any])
             ["system", "startup s", "list s", "decide s", "total s", "ms/run after start", *ratio_head], body
         )
     out += report_costs.startup(rows, systems) + report_costs.targets(rows)
+    judged = [t for r in rows if r.get("workload") == SCALE for t in r.get("targets", [])]
+    out += scale(rows, list(dict.fromkeys(judged)))
 
     out += [
         "",

@@ -53,6 +53,7 @@ sys.path.insert(0, str(HERE))
 
 from bench_common import MODEL_TURN_S  # noqa: E402  (bench/ is on the path from here on)
 from harness import FSYNC, SLOW_W1, STARTUP  # noqa: E402
+from report_scale import SCALE  # noqa: E402
 
 MODULES = {
     "troupe": "troupe_systems",
@@ -142,13 +143,23 @@ NOTES = {
     "startup": "Start-up (Troupe rows): a fresh process, troupe and Ray already imported, times the store "
     "and Runtime(...) constructed, then generate() until the first run is paused (Ray and the agent's "
     "actor start inside that on Ray).",
+    "scale": "Scale (bench/inbox_scale.py, local + SQLite FULL and Ray + Redis always): N runs written "
+    "through the store directly (copies of one the agent paused), then the inbox's first page and a page "
+    "deep in its cursor over HTTP, a pause's time to its inbox event, approvals one at a time (of runs the "
+    "host never kept, and of runs it kept) and the host's RSS.",
 }
 # W3's largest size when nothing else is asked for; W4 restarts with fewer (its peers' runs take minutes).
 FULL_W3 = "200,20000"
 FULL_W4 = 2000
 # W3-fsync's runs: the size issue 36's targets name.
 FSYNC_RUNS = 2000
-WORKLOADS = ["w1", "w2", SLOW_W1, "w3", FSYNC, "w4", STARTUP]
+WORKLOADS = ["w1", "w2", SLOW_W1, "w3", FSYNC, "w4", STARTUP, SCALE]
+# Scale (bench/inbox_scale.py): the Troupe rows it measures, and the numbers of runs waiting.
+SCALE_CONFIGS = {
+    "troupe-local-sqlite-full": "local-sqlite-full",
+    "troupe-ray-redis-always": "ray-redis-always",
+}
+SCALE_SIZES = "200,2000,100000"
 # The Troupe configurations the peers' ratio columns compare with (the issue's two targets).
 RATIO_AGAINST = ["troupe-ray-redis-always", "troupe-local-sqlite-full"]
 # W3's largest size runs on these only by default: the peers' 20,000 runs would take about 23 minutes more
@@ -483,7 +494,40 @@ def run(
     args: argparse.Namespace, systems: list[str], workloads: list[str], workdir: Path, env: dict[str, Any]
 ) -> list[dict[str, Any]]:
     plan = Plan(args, systems, workloads, Runner(args, workdir, env))
-    return (plan.shared() if args.shared_process else plan.separate()) + plan.startup()
+    rows = (plan.shared() if args.shared_process else plan.separate()) + plan.startup()
+    return rows + inbox_scale(args, systems, workloads, workdir)
+
+
+def inbox_scale(
+    args: argparse.Namespace, systems: list[str], workloads: list[str], workdir: Path
+) -> list[dict[str, Any]]:
+    """Scale: bench/inbox_scale.py in a process of its own per configuration (it seeds its own stores
+    and, for Redis, starts its own redis-server with appendfsync always); its rows, marked "scale"."""
+    configs = {s: SCALE_CONFIGS[s] for s in systems if s in SCALE_CONFIGS}
+    if SCALE not in workloads or not configs:
+        return []
+    print(f"Scale: the inbox and approvals with {args.scale_sizes} runs waiting", flush=True)
+    rows: list[dict[str, Any]] = []
+    for system, config in configs.items():
+        out = workdir / f"scale-{config}.json"
+        command = [sys.executable, str(HERE / "inbox_scale.py"), "--configs", config, "--json", str(out)]
+        started = time.time()
+        with contextlib.suppress(subprocess.TimeoutExpired):  # no result file: reported below
+            subprocess.run(
+                [*command, "--sizes", args.scale_sizes], cwd=HERE, timeout=args.timeout * 4, check=False
+            )
+        if not out.exists():
+            rows.append(
+                {"system": system, "workload": SCALE, "n": None, "status": "error", "note": "no result"}
+            )
+            continue
+        found = json.loads(out.read_text())
+        rows += [
+            dict(r, system=system, workload=SCALE, n=r["runs"], status="ok", targets=found["targets"])
+            for r in found["rows"]
+        ]
+        print(f"  [{time.time() - started:6.1f} s] {system} scale", flush=True)
+    return rows
 
 
 # Runs of the smallest W3 size before the largest: one lasts a fraction of a second (0.13 s in memory),
@@ -618,6 +662,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         help="W1/W2/W3: gc.collect() + gc.freeze() in the driver after the warm-up, every system alike "
         "(default), or Python's collector untouched",
     )
+    parser.add_argument(
+        "--scale-sizes",
+        help=f"scale: the runs waiting, comma-separated (default {SCALE_SIZES}; quick 200,2000)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the work directory (stores, child logs)")
     parser.add_argument("--from-json", type=Path, help="only re-render the tables and chart from this JSON")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -636,6 +684,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     args.w4_runs = args.w4_runs or min(max(args.runs), FULL_W4)
     args.settle = args.settle if args.settle is not None else (0.2 if quick else 0.5)
     args.shared_process = args.shared_process or quick
+    args.scale_sizes = args.scale_sizes or ("200,2000" if quick else SCALE_SIZES)
     return args
 
 

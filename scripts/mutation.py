@@ -237,8 +237,8 @@ MUTANTS = [
     Mutant(
         "sqlite-cas-weakened",
         "storage/sqlite.py",
-        "version=?, body=?, expires_at=? WHERE run_id=? AND version=?",
-        "version=?, body=?, expires_at=? WHERE run_id=? AND version>=?",
+        "version=?, body=?, expires_at=?, top=? WHERE run_id=? AND version=?",
+        "version=?, body=?, expires_at=?, top=? WHERE run_id=? AND version>=?",
         ("tests/test_guarantees.py",),
     ),
     Mutant(
@@ -647,9 +647,9 @@ MUTANTS += [
     ),
     Mutant(
         "redis-listing-reads-one-shard",
-        "storage/redis.py",
-        'shard.run("")])\n                    for shard in self.layout.shards\n',
-        'shard.run("")])\n                    for shard in self.layout.shards[:1]\n',  # the first only
+        "storage/redis_listing.py",
+        "self._page_of(link, shard, query, one) for shard in self.layout.shards)",
+        "self._page_of(link, shard, query, one) for shard in self.layout.shards[:1])",  # the first only
         REDIS_CLUSTER,
     ),
     Mutant(
@@ -1335,6 +1335,130 @@ MUTANTS += [
         "        async with _cancelled_with(agent, run_id, caller):\n",
         "        async with contextlib.AsyncExitStack():\n",
         ("tests/test_cancel_mcp_served.py",),
+    ),
+]
+
+
+# ---- Paging and scale (issue 42): listings read one page from the store's indexes; group commit --------
+READS = "tests/test_listing_reads.py"
+CONFORMANCE = "tests/test_store_conformance.py"
+MUTANTS += [
+    Mutant(
+        "group-commit-writes-a-cancelled-caller",
+        "storage/sqlite.py",
+        "        if self.future.cancelled():\n            raise _Cancelled\n",
+        "",
+        ("tests/test_sqlite_group_commit.py",),
+    ),
+    Mutant(
+        "inbox-scans-every-run",
+        "api/inbox.py",
+        "    found = await runtime.pending_page(caller=caller, page=page, per_page=per_page, **filters)\n",
+        # What the inbox did before: every paused run read and parsed, the page cut in Python.
+        "    everything = await pending_states(runtime, caller)\n"
+        "    found = __import__('troupe.core.vocabulary.listing', fromlist=['PausedPage']).PausedPage(\n"
+        "        everything[: per_page or 100], len(everything)\n"
+        "    )\n",
+        (READS,),
+    ),
+    Mutant(
+        "memory-listing-parses-every-run",
+        "storage/memory.py",
+        "        ids, cursor = page_of(rows, query)\n",
+        "        _ = [RunState.from_json(raw) for raw, _, _ in self._runs.values()]\n"
+        "        ids, cursor = page_of(rows, query)\n",
+        (READS,),
+    ),
+    Mutant(
+        "sqlite-listing-reads-the-whole-index",
+        "storage/sqlite_listing.py",
+        'ORDER BY {order} LIMIT ?"',
+        'ORDER BY {order} LIMIT -1 + 0 * ?"',
+        (READS,),
+    ),
+    Mutant(
+        "sqlite-total-counted-by-scan",
+        "storage/sqlite_listing.py",
+        "    if counter is not None and query.from_date is None and query.to_date is None:",
+        "    if False:",
+        (READS,),
+    ),
+    Mutant(
+        "redis-listing-reads-every-run",
+        "storage/redis_listing.py",
+        "local cscore, cid, wanted = ARGV[5], ARGV[6], tonumber(ARGV[7])",
+        "local cscore, cid, wanted = ARGV[5], ARGV[6], 1000000",
+        (READS,),
+    ),
+    Mutant(
+        "cursor-of-another-listing-accepted",
+        "core/vocabulary/listing.py",
+        "    if order != query.order or digest != query.filters_digest():",
+        "    if False:",
+        (f"{CONFORMANCE}::test_a_cursor_is_bound_to_its_listing_and_checked",),
+    ),
+    Mutant(
+        "memory-cursor-skips-ties",
+        "storage/memory.py",
+        "            begin = max(begin, bisect.bisect_right(entries, start))",
+        "            begin = max(begin, bisect.bisect_right(entries, start.at, key=_at))",
+        (f"{CONFORMANCE}::test_a_listing_is_read_a_page_at_a_time_in_a_stable_order",),
+    ),
+    Mutant(
+        "redis-oldest-first-cuts-a-pause-time",
+        "storage/redis_listing.py",
+        "      if start < from then",
+        "      if false then",
+        (f"{CONFORMANCE}::test_a_listing_is_read_a_page_at_a_time_in_a_stable_order",),
+    ),
+    Mutant(
+        "sqlite-counter-not-taken-down",
+        "storage/sqlite_listing.py",
+        '                *_count_down(_RUN_COUNTERS, "old", old),\n',
+        "",
+        (f"{CONFORMANCE}::test_totals_follow_every_write",),
+    ),
+    Mutant(
+        "change-log-misses-a-run-leaving",
+        "storage/memory.py",
+        "        elif was is not None:\n            self._log(replace(was, listed=False))\n",
+        "",
+        (f"{CONFORMANCE}::test_the_change_log_says_what_entered_changed_and_left_the_listings",),
+    ),
+    Mutant(
+        "inbox-stream-shows-other-tenants",
+        "api/inbox_feed.py",
+        "            if change.top_level and change.agent_id in served"
+        " and self.caller.may(change.resource_id):",
+        "            if True:",
+        ("tests/test_http_inbox.py::test_changes_are_pushed_as_server_sent_events",),
+    ),
+    Mutant(
+        "redis-old-indexes-not-rebuilt",
+        "storage/redis_listing.py",
+        "            if mark != LISTING_VERSION:",
+        "            if False:",
+        ("tests/test_redis_store.py::test_indexes_written_before_the_top_level_listings_are_rebuilt_once",),
+    ),
+    Mutant(
+        "decision-finds-its-run-in-a-listing",
+        "core/deciding/claim.py",
+        "        stored = await self.store.load_run(request.run_id)\n",
+        # The run found among the agent's suspended runs (every one of them read) instead of by its id.
+        "        from troupe.core.vocabulary.store import StoredRun, SuspendedRunQuery, suspended_runs\n"
+        "        every, _ = await suspended_runs(self.store, SuspendedRunQuery(self.agent_id))\n"
+        "        found = [s for s in every if s.run_id == request.run_id]\n"
+        "        stored = await self.store.load_run(request.run_id) if found else None\n",
+        ("tests/test_sqlite_listings.py",),
+    ),
+    Mutant(
+        "pause-roles-not-recorded",
+        "core/run/pauses.py",
+        '        if self.policies is None or kind != "approval" or state.parent is not None:',
+        "        if True:",
+        (
+            "tests/test_http_inbox.py::test_the_inbox_is_read_a_page_at_a_time_and_narrowed_by_resource_role_and_age",
+        ),
     ),
 ]
 

@@ -6,13 +6,27 @@ what is stored and every round trip exercises the same (de)serialisation.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import time
 import uuid
-from collections import defaultdict
+from collections import defaultdict, deque
+from dataclasses import replace
 from typing import Any
 
-from troupe.core.vocabulary.errors import DuplicateRunError
+from troupe.core.vocabulary.errors import DuplicateRunError, InvalidPaginationError
+from troupe.core.vocabulary.listing import (
+    KEEP_CHANGES,
+    IndexKey,
+    Order,
+    PausedChange,
+    PausedChanges,
+    PausedPage,
+    PausedQuery,
+    Place,
+    index_keys,
+    page_of,
+)
 from troupe.core.vocabulary.state import RunState
 from troupe.core.vocabulary.store import (
     AuditEntry,
@@ -24,6 +38,7 @@ from troupe.core.vocabulary.store import (
     ThreadAppend,
     expiry_timestamp,
     pause_timestamp,
+    suspended_runs,
 )
 
 
@@ -35,9 +50,13 @@ class MemoryStore:
         self.identity = f"memory:{uuid.uuid4().hex[:12]}"
         self._runs: dict[str, tuple[str, int, str]] = {}  # run id -> (state JSON, version, agent id)
         self._finished: set[str] = set()
-        # Indexes: suspended and running run ids per agent, and when each suspended run's first pause
-        # expires (only runs with a deadline), so the reconciler's sweep never parses a stored run.
-        self._suspended: dict[str, set[str]] = defaultdict(set)
+        # Indexes: the listings of paused runs (``IndexKey`` -> places, sorted), where each listed run
+        # is in them, running run ids per agent, and when each suspended run's first pause expires (only
+        # runs with a deadline), so neither a listing nor the reconciler's sweep parses a run it skips.
+        self._listings: dict[IndexKey, list[Place]] = defaultdict(list)
+        self._listed: dict[str, tuple[Place, list[IndexKey], PausedChange]] = {}
+        self._changes: deque[tuple[int, PausedChange]] = deque(maxlen=KEEP_CHANGES)
+        self._change_seq = 0
         self._running: dict[str, set[str]] = defaultdict(set)
         self._expiring: dict[str, dict[str, float]] = defaultdict(dict)
         self._audit: dict[str, list[str]] = defaultdict(list)
@@ -106,20 +125,43 @@ class MemoryStore:
             self._threads[thread.thread_id].extend(dict(m) for m in thread.messages)
 
     def _put(self, state: RunState, version: int) -> None:
-        self._unindex(state.run_id, state.agent_id)
+        was = self._unindex(state.run_id, state.agent_id)
         self._runs[state.run_id] = (state.to_json(), version, state.agent_id)
+        keys = index_keys(state)
+        if keys:
+            place = Place(pause_timestamp(state) or 0.0, state.run_id)
+            change = PausedChange(state.run_id, True, state.agent_id, state.resource_id, state.parent is None)
+            self._listed[state.run_id] = (place, keys, change)
+            for key in keys:
+                bisect.insort(self._listings[key], place)
+            self._log(change)
+        elif was is not None:
+            self._log(replace(was, listed=False))
         if state.status == "suspended":
-            self._suspended[state.agent_id].add(state.run_id)
             at = expiry_timestamp(state)
             if at is not None:
                 self._expiring[state.agent_id][state.run_id] = at
         elif state.status == "running":
             self._running[state.agent_id].add(state.run_id)
 
-    def _unindex(self, run_id: str, agent_id: str) -> None:
-        self._suspended[agent_id].discard(run_id)
+    def _unindex(self, run_id: str, agent_id: str) -> PausedChange | None:
+        """Take the run out of every index; how it was listed, if it was."""
         self._running[agent_id].discard(run_id)
         self._expiring[agent_id].pop(run_id, None)
+        found = self._listed.pop(run_id, None)
+        if found is None:
+            return None
+        place, keys, change = found
+        for key in keys:
+            entries = self._listings[key]
+            del entries[bisect.bisect_left(entries, place)]
+            if not entries:
+                del self._listings[key]
+        return change
+
+    def _log(self, change: PausedChange) -> None:
+        self._change_seq += 1
+        self._changes.append((self._change_seq, change))
 
     async def delete_run(
         self, run_id: str, *, expected_version: int | None = None, thread: ThreadAppend | None = None
@@ -131,18 +173,35 @@ class MemoryStore:
             raise StaleSnapshotError(f"run {run_id} is not at version {expected_version}", run_id=run_id)
         del self._runs[run_id]
         self._finished.add(run_id)  # a run id is never used again
-        self._unindex(run_id, entry[2])
+        was = self._unindex(run_id, entry[2])
+        if was is not None:
+            self._log(replace(was, listed=False))
         self._append(thread)
 
     async def list_suspended_runs(self, query: SuspendedRunQuery) -> tuple[list[RunState], int]:
-        agents = [query.agent_id] if query.agent_id is not None else list(self._suspended)
-        ids = [run_id for agent in agents for run_id in self._suspended[agent]]
-        states = [RunState.from_json(self._runs[run_id][0]) for run_id in ids]
-        matched = sorted(
-            (s for s in states if query.matches(s)), key=lambda s: pause_timestamp(s) or 0.0, reverse=True
-        )
-        end = None if query.limit is None else query.offset + query.limit
-        return matched[query.offset : end], len(matched)
+        return await suspended_runs(self, query)
+
+    async def list_paused(self, query: PausedQuery) -> PausedPage:
+        start, (low, high), total = query.after(), query.bounds(), 0
+        rows: list[tuple[Place, str]] = []
+        for key in query.index_keys():
+            entries = self._listings.get(key, [])
+            total += bisect.bisect_right(entries, high, key=_at) - bisect.bisect_left(entries, low, key=_at)
+            places = _following(entries, query.order, start, low, high, query.wanted())
+            rows += [(place, place.run_id) for place in places]
+        ids, cursor = page_of(rows, query)
+        return PausedPage([RunState.from_json(self._runs[run_id][0]) for run_id in ids], total, cursor)
+
+    async def paused_changes(self, after: str | None, limit: int) -> PausedChanges:
+        end = str(self._change_seq)
+        if after is None:
+            return PausedChanges([], end)
+        seen = _position(after)
+        oldest = self._changes[0][0] if self._changes else self._change_seq + 1
+        if seen < oldest - 1:
+            return PausedChanges([], end, complete=False)
+        found = [change for seq, change in self._changes if seq > seen][:limit]
+        return PausedChanges(found, str(seen + len(found)))
 
     async def list_running_runs(self, agent_id: str) -> list[str]:
         return sorted(self._running[agent_id])
@@ -282,6 +341,43 @@ class MemoryStore:
 
     async def close(self) -> None:
         return None
+
+
+def _at(place: Place) -> float:
+    return place.at
+
+
+def _following(
+    entries: list[Place], order: Order, start: Place | None, low: float, high: float, wanted: int
+) -> list[Place]:
+    """Up to ``wanted`` places of a sorted index (ascending) that come after ``start`` in ``order``,
+    paused between ``low`` and ``high``: a seek and a slice, never a walk over the index."""
+    if order == "oldest":
+        begin = bisect.bisect_left(entries, low, key=_at)
+        if start is not None:
+            begin = max(begin, bisect.bisect_right(entries, start))
+        return [place for place in entries[begin : begin + wanted] if place.at <= high]
+    # Newest first, ties by id ascending: the index read backwards one pause time at a time.
+    found: list[Place] = []
+    end = bisect.bisect_right(entries, high, key=_at)
+    stop = bisect.bisect_left(entries, low, key=_at)
+    if start is not None:
+        tied_end = bisect.bisect_right(entries, start.at, key=_at)
+        if low <= start.at <= high:
+            found += entries[bisect.bisect_right(entries, start) : tied_end]
+        end = min(end, bisect.bisect_left(entries, start.at, key=_at))
+    while len(found) < wanted and end > stop:
+        group = max(bisect.bisect_left(entries, entries[end - 1].at, key=_at), stop)
+        found += entries[group:end]
+        end = group
+    return found[:wanted]
+
+
+def _position(after: str) -> int:
+    try:
+        return int(after)
+    except (TypeError, ValueError):
+        raise InvalidPaginationError(f"not a position in this store's change log: {after!r}") from None
 
 
 __all__ = ["MemoryStore"]

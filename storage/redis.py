@@ -8,8 +8,12 @@ Key layout (``P`` is the prefix, ``troupe:`` by default; on Redis Cluster each s
     P audit:<run_id>                            list of AuditEntry JSON, oldest first; outlives the run
     P thread:<thread_id>                        list of message JSON, in order
     P suspended:<agent>                         zset of suspended run ids, score: -pause time
-    P suspended:<agent>:thread:<thread_id>      the same, for one thread
+    P suspended:<agent>:thread:<thread_id>      the same, for one thread (and :resource:<id> beside it)
     P suspended:<agent>:resource:<resource_id>  the same, for one resource
+    P suspended-all, P suspended-top[:<agent>[:resource:<id>][:role:<role>]]
+                                                every agent's; top-level runs (troupe.storage.redis_listing)
+    P paused-changes                            stream: what entered or left those listings
+    P listing-version                           which listings the indexes hold (rebuilt once if older)
     P running:<agent>                           zset of in-flight run ids, score 0 (so ZRANGE is sorted)
     P expiring:<agent>                          zset of suspended runs with a deadline, score: expiry
     P owners                                    zset of host heartbeats, score: expiry (server clock)
@@ -28,11 +32,11 @@ runs they list, so each write stays one script on one slot; a listing reads ever
 Every write that must be atomic is one Lua script (``troupe.storage.redis_scripts``): the compare-and-set on
 ``version``, the audit entries and the index maintenance happen together or not at all. A run remembers
 which index keys it is in (the ``indexes`` field), so a script takes it out of them without parsing the
-state. Suspended indexes are scored by the negated pause time so that one ``ZRANGEBYSCORE`` lists newest
-first, ties by run id (the order SqliteStore gives); a listing counts and reads its page in one script,
-so the total and the page agree. (On a cluster that holds for each shard's part; the merged listing may
-see two shards a moment apart, but a run is only ever in one shard, so it is never listed twice.)
-Nothing is ever found by SCAN or KEYS.
+state. Suspended indexes are scored by the negated pause time; a listing seeks to its page by rank and
+counts it in one script per shard, so the total and the page agree (``troupe.storage.redis_listing``).
+(On a cluster that holds for each shard's part; the merged listing may see two shards a moment apart,
+but a run is only ever in one shard, so it is never listed twice.) Nothing is ever found by SCAN or
+KEYS.
 
 Redis errors are never swallowed: connection failures and timeouts raise ``StorageUnavailableError``
 naming the store's URL (without its password). A command that fails on a connection error is retried once
@@ -60,12 +64,8 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 from redis import exceptions as redis_errors
-from troupe.core.vocabulary.errors import (
-    DuplicateRunError,
-    InvalidPaginationError,
-    StorageError,
-    StorageUnavailableError,
-)
+from troupe.core.vocabulary.errors import DuplicateRunError, StorageError, StorageUnavailableError
+from troupe.core.vocabulary.listing import PausedChanges, PausedPage, PausedQuery
 from troupe.core.vocabulary.state import RunState
 from troupe.core.vocabulary.store import (
     AuditEntry,
@@ -75,6 +75,7 @@ from troupe.core.vocabulary.store import (
     StoredRun,
     SuspendedRunQuery,
     ThreadAppend,
+    suspended_runs,
 )
 from troupe.storage.redis_keys import CLUSTER_SHARDS, Keys, Layout
 from troupe.storage.redis_link import (
@@ -85,6 +86,7 @@ from troupe.storage.redis_link import (
     is_cluster,
     redacted,
 )
+from troupe.storage.redis_listing import Listings, change_of
 
 # Run homes remembered per store (they never change); forgotten all at once past this many.
 _HOMES_KEPT = 10_000
@@ -105,6 +107,7 @@ class RedisStore:
         self.identity = f"redis:{redacted(url)}/{prefix}"
         self._links: dict[asyncio.AbstractEventLoop, Link] = {}
         self._homes: dict[str, Keys] = {}
+        self._listings = Listings(self.layout)
 
     @classmethod
     def from_url(
@@ -219,6 +222,8 @@ class RedisStore:
         home, own = self.layout.home(state), self.layout.own(run_id)
         keys, args = self._save_call(home, own, state, expected_version, audit, thread, outbox)
         async with self._session("save_run") as link:
+            if not self._listings.known_ready:  # once per process: indexes of an older Troupe rebuilt
+                await self._listings.ready(link)
             # A first write away from the shard of its id points the id there first (as create_run does).
             taken = (
                 expected_version == 0
@@ -249,9 +254,11 @@ class RedisStore:
         run_id = state.run_id
         indexes = home.indexes(state)
         appends = self._appends(home, run_id, audit, thread)
+        is_listed, of = change_of(state)
         keys = [
             home.run(run_id),
             own.home_of(run_id) if home is own else home.run(run_id),  # a first write's guard
+            home.changes(),
             *(key for key, _ in appends),
             home.outbox_due(),
             home.outbox_of_run(run_id),
@@ -263,6 +270,8 @@ class RedisStore:
             expected_version,
             state.to_json(),
             run_id,
+            is_listed,
+            of,
             len(appends),
             *(value for _, value in appends),
             len(outbox),
@@ -279,7 +288,7 @@ class RedisStore:
         async with self._session("delete_run") as link:
             home = await self._home(link, run_id)
             appends = self._appends(home, run_id, (), thread)
-            keys = [home.run(run_id), *(key for key, _ in appends)]
+            keys = [home.run(run_id), home.changes(), *(key for key, _ in appends)]
             deleted = await link.delete(keys=keys, args=[expected, run_id, *(value for _, value in appends)])
         if not deleted:
             raise StaleSnapshotError(f"run {run_id} is not at version {expected_version}", run_id=run_id)
@@ -302,28 +311,15 @@ class RedisStore:
         return pushes
 
     async def list_suspended_runs(self, query: SuspendedRunQuery) -> tuple[list[RunState], int]:
-        if query.agent_id is None and (query.thread_id is not None or query.resource_id is not None):
-            raise InvalidPaginationError("filtering by thread or resource needs an agent")
-        # Scores are negated pause times: the newest pause has the lowest score.
-        low = "-inf" if query.to_date is None else repr(-query.to_date.timestamp())
-        high = "+inf" if query.from_date is None else repr(-query.from_date.timestamp())
-        one = self.shards == 1
-        # Several shards: each gives its first offset+limit, and the merge pages them.
-        offset = query.offset if one else 0
-        count = -1 if query.limit is None else query.limit + query.offset - offset
-        async with self._session("list_suspended_runs") as link:
-            replies = await asyncio.gather(
-                *(
-                    link.list(keys=_listed(shard, query), args=[low, high, offset, count, shard.run("")])
-                    for shard in self.layout.shards
-                )
-            )
-        total = sum(int(reply[0]) for reply in replies)
-        # (score, id, state): the order of an index, so shards merge without parsing runs off the page.
-        rows = [(float(r[i + 1]), r[i], r[i + 2]) for r in replies for i in range(1, len(r), 3)]
-        if not one:
-            rows = sorted(rows, key=lambda row: row[:2])[query.offset :][: query.limit]
-        return [RunState.from_json(body) for _, _, body in rows if body is not None], total
+        return await suspended_runs(self, query)
+
+    async def list_paused(self, query: PausedQuery) -> PausedPage:
+        async with self._session("list_paused") as link:
+            return await self._listings.page(link, query)
+
+    async def paused_changes(self, after: str | None, limit: int) -> PausedChanges:
+        async with self._session("paused_changes") as link:
+            return await self._listings.changes(link, after, limit)
 
     async def list_expiring_runs(self, agent_id: str, before: float) -> list[str]:
         async with self._session("list_expiring_runs") as link:
@@ -518,19 +514,6 @@ class RedisStore:
         if link is not None:
             with self._errors("close"):
                 await link.close()
-
-
-def _listed(shard: Keys, query: SuspendedRunQuery) -> list[str]:
-    """The index keys a listing reads in one shard: one, or two to intersect."""
-    if query.thread_id is None and query.resource_id is None:
-        return [shard.suspended(query.agent_id)]
-    assert query.agent_id is not None
-    keys = []
-    if query.thread_id is not None:
-        keys.append(shard.suspended_on_thread(query.agent_id, query.thread_id))
-    if query.resource_id is not None:
-        keys.append(shard.suspended_for_resource(query.agent_id, query.resource_id))
-    return keys
 
 
 def _by_score(member: tuple[str, float]) -> tuple[float, str]:

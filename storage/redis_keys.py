@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import zlib
 
+from troupe.core.vocabulary.listing import IndexKey, index_keys
 from troupe.core.vocabulary.state import RunState
 from troupe.core.vocabulary.store import expiry_timestamp, pause_timestamp
 
@@ -65,6 +66,36 @@ class Keys:
     def suspended_for_resource(self, agent_id: str, resource_id: str) -> str:
         return f"{self.suspended(agent_id)}:resource:{_part(resource_id)}"
 
+    def listing(self, key: IndexKey) -> str:
+        """The sorted set of one listing of paused runs (scored by the negated pause time). The first
+        four are the suspended indexes the store always had; the top-level ones came with paged
+        listings (``suspended-top``)."""
+        if not key.top_level:
+            if key.agent is None:
+                return self.suspended(None)
+            if key.thread is not None:
+                on_thread = self.suspended_on_thread(key.agent, key.thread)
+                return on_thread if key.resource is None else f"{on_thread}:resource:{_part(key.resource)}"
+            if key.resource is not None:
+                return self.suspended_for_resource(key.agent, key.resource)
+            return self.suspended(key.agent)
+        name = f"{self.prefix}suspended-top"
+        if key.agent is not None:
+            name += f":{_part(key.agent)}"
+        if key.resource is not None:
+            name += f":resource:{_part(key.resource)}"
+        if key.role is not None:
+            name += f":role:{_part(key.role)}"
+        return name
+
+    def changes(self) -> str:
+        """The shard's change log of the listings (a stream)."""
+        return f"{self.prefix}paused-changes"
+
+    def listing_version(self) -> str:
+        """Which listings the shard's indexes hold (``troupe.storage.redis_listing``)."""
+        return f"{self.prefix}listing-version"
+
     def running(self, agent_id: str) -> str:
         return f"{self.prefix}running:{_part(agent_id)}"
 
@@ -98,18 +129,14 @@ class Keys:
         if state.status == "running":
             return [(self.running(state.agent_id), 0.0)]
         at = pause_timestamp(state)
-        if state.status != "suspended" or at is None:
-            # A finished run is in no listing; nor is a suspended one with nothing paused (as in MemoryStore).
+        # A finished run is in no listing; nor is a suspended one with nothing paused (as in MemoryStore).
+        keys = index_keys(state)
+        if not keys or at is None:
             return []
-        agent = state.agent_id
-        found = [(self.suspended(agent), -at), (self.suspended(None), -at)]
-        if state.thread_id is not None:
-            found.append((self.suspended_on_thread(agent, state.thread_id), -at))
-        if state.resource_id is not None:
-            found.append((self.suspended_for_resource(agent, state.resource_id), -at))
+        found = [(self.listing(key), -at) for key in keys]
         expires = expiry_timestamp(state)
         if expires is not None:
-            found.append((self.expiring(agent), expires))
+            found.append((self.expiring(state.agent_id), expires))
         return found
 
 

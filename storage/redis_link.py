@@ -244,7 +244,6 @@ class Link:
         self.load: AsyncScript = self.client.register_script(lua.LOAD)
         self.save: AsyncScript = self.client.register_script(lua.SAVE)
         self.delete: AsyncScript = self.client.register_script(lua.DELETE)
-        self.list: AsyncScript = self.client.register_script(lua.LIST)
         self.append: AsyncScript = self.client.register_script(lua.APPEND)
         self.touch_owner: AsyncScript = self.client.register_script(lua.TOUCH_OWNER)
         self.live_owners: AsyncScript = self.client.register_script(lua.LIVE_OWNERS)
@@ -256,9 +255,17 @@ class Link:
         self.issue_link: AsyncScript = self.client.register_script(lua.ISSUE_LINK)
         self.use_link: AsyncScript = self.client.register_script(lua.USE_LINK)
         self.link: AsyncScript = self.client.register_script(lua.LINK)
+        self._scripts: dict[str, AsyncScript] = {}
         self._closer: AsyncGenerator[None, None] | None = None
         self._ready = not isinstance(self.client, RedisCluster)
         self._opening = asyncio.Lock()
+
+    def script(self, source: str) -> AsyncScript:
+        """A script kept by another module (``troupe.storage.redis_listing``), bound to this client once."""
+        found = self._scripts.get(source)
+        if found is None:
+            found = self._scripts[source] = self.client.register_script(source)
+        return found
 
     async def ready(self) -> None:
         """Learn a cluster's layout before the first command: redis-py's cluster client, left to do it

@@ -8,28 +8,40 @@ carries a random token so that a retried write whose first attempt landed recogn
 
 from __future__ import annotations
 
+from troupe.core.vocabulary.listing import KEEP_CHANGES
+
 # How long an append remembers its token: far longer than the immediate retry that needs it.
 TOKEN_TTL_S = 60
 
 # Shared by the write scripts. A run's hash records the index keys it is in, so that it leaves them
 # without the script parsing its state, and the token of the write that stored it, so that a retried
 # write recognises its own first attempt. ``put`` adds the run to KEYS[first_key..], each scored by the
-# ARGV from ``first_score`` on, in the same order.
-_RUN_HELPERS = """
+# ARGV from ``first_score`` on, in the same order. It also records whether the run is in the listings of
+# paused runs (``listed``) and what the change log says of it (``of``: its agent, resource and whether it
+# is top-level, as JSON), so that a write that lists it or takes it out logs that (``log``) to its shard's
+# change log: a stream of the last ``KEEP_CHANGES`` entries (about: trimmed a node at a time), each entry's
+# id the log's own count (``<n>-0``, the count kept beside it in ``<log>-n``), so a reader can tell whether
+# the entries after its position are all still there.
+_RUN_HELPERS = f"""
 local function unindex(run_key, run_id)
   local recorded = redis.call('HGET', run_key, 'indexes')
   if recorded then
     for _, index in ipairs(cjson.decode(recorded)) do redis.call('ZREM', index, run_id) end
   end
 end
-local function put(run_key, state, version, token, run_id, first_key, first_score)
-  local indexes = {}
+local function put(run_key, state, version, token, run_id, first_key, first_score, listed, of)
+  local indexes = {{}}
   for i = first_key, #KEYS do
     redis.call('ZADD', KEYS[i], ARGV[first_score + i - first_key], run_id)
     indexes[#indexes + 1] = KEYS[i]
   end
   redis.call('HSET', run_key, 'state', state, 'version', version, 'write', token,
-             'indexes', cjson.encode(indexes))
+             'indexes', cjson.encode(indexes), 'listed', listed, 'of', of)
+end
+local function log(changes, run_id, listed, of)
+  local n = redis.call('INCR', changes .. '-n')
+  redis.call('XADD', changes, 'MAXLEN', '~', {KEEP_CHANGES}, n .. '-0',
+             'run', run_id, 'listed', listed, 'of', of)
 end
 """
 
@@ -55,12 +67,13 @@ local found = redis.call('HMGET', KEYS[2], 'state', 'version')
 return {'', found[1], found[2]}
 """
 
-# KEYS: run hash, a guard (the run's home pointer when the run lives in the
-# shard of its id, else the run hash again), the list each of the n pushes goes to (audit entries, thread
+# KEYS: run hash, a guard (the run's home pointer when the run lives in the shard of its id, else the
+# run hash again), the shard's change log, the list each of the n pushes goes to (audit entries, thread
 # messages), the outbox's due zset, the run's outbox zset, the hash of each of m outbox entries, then the
-# indexes the run belongs to now. ARGV: write token, expected version, state, run id, n, the n values, m,
-# the m entries' JSON, their m due times, then the index scores. An outbox entry already stored is left
-# as it is. Expected version 0 stores a new run (a run's first write): its id must be free.
+# indexes the run belongs to now. ARGV: write token, expected version, state, run id, whether it is listed
+# ('1' or '0'), what the change log says of it, n, the n values, m, the m entries' JSON, their m due
+# times, then the index scores. An outbox entry already stored is left as it is. Expected version 0
+# stores a new run (a run's first write): its id must be free.
 # Returns the new version, 0 if the run is not at the expected version (or is gone), or -1 if a first
 # write finds its id taken (a run, a finished run's tombstone, or a run living in another shard).
 SAVE = (
@@ -77,16 +90,21 @@ if version == 0 then
   if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
   if KEYS[2] ~= KEYS[1] and redis.call('EXISTS', KEYS[2]) == 1 then return -1 end
 end
+local was = redis.call('HMGET', KEYS[1], 'listed', 'of')
 unindex(KEYS[1], ARGV[4])
-local entries = tonumber(ARGV[5])
-local sends = tonumber(ARGV[6 + entries])
-put(KEYS[1], ARGV[3], version + 1, ARGV[1], ARGV[4], 5 + entries + sends, 7 + entries + 2 * sends)
-for i = 1, entries do redis.call('RPUSH', KEYS[2 + i], ARGV[5 + i]) end
-local due_key, run_outbox = KEYS[3 + entries], KEYS[4 + entries]
+local entries = tonumber(ARGV[7])
+local sends = tonumber(ARGV[8 + entries])
+put(KEYS[1], ARGV[3], version + 1, ARGV[1], ARGV[4], 6 + entries + sends, 9 + entries + 2 * sends,
+    ARGV[5], ARGV[6])
+-- Listed now: logged as it is now; taken out: as it was listed (what a reader filters on).
+if ARGV[5] == '1' then log(KEYS[3], ARGV[4], '1', ARGV[6])
+elseif was[1] == '1' then log(KEYS[3], ARGV[4], '0', was[2]) end
+for i = 1, entries do redis.call('RPUSH', KEYS[3 + i], ARGV[7 + i]) end
+local due_key, run_outbox = KEYS[4 + entries], KEYS[5 + entries]
 for i = 1, sends do
-  local key = KEYS[4 + entries + i]
-  if redis.call('HSETNX', key, 'entry', ARGV[6 + entries + i]) == 1 then
-    local at = ARGV[6 + entries + sends + i]
+  local key = KEYS[5 + entries + i]
+  if redis.call('HSETNX', key, 'entry', ARGV[8 + entries + i]) == 1 then
+    local at = ARGV[8 + entries + sends + i]
     redis.call('ZADD', due_key, at, key)
     redis.call('ZADD', run_outbox, redis.call('ZCARD', run_outbox), key)
   end
@@ -184,20 +202,22 @@ end
 return reply
 """
 
-# KEYS: run hash, then one list key per value to push. ARGV: expected version ('' for any), run id,
-# the values. Idempotent as it is: a run already gone is not deleted again, nor are its pushes repeated.
-# Returns 1 (deleted, or already gone), or 0 if the run is at another version.
+# KEYS: run hash, the shard's change log, then one list key per value to push. ARGV: expected version
+# ('' for any), run id, the values. Idempotent as it is: a run already gone is not deleted again, nor are
+# its pushes repeated. Returns 1 (deleted, or already gone), or 0 if the run is at another version.
 DELETE = (
     _RUN_HELPERS
     + """
 local version = redis.call('HGET', KEYS[1], 'version')
 if not version then return 1 end
 if ARGV[1] ~= '' and tonumber(version) ~= tonumber(ARGV[1]) then return 0 end
+local listing = redis.call('HMGET', KEYS[1], 'listed', 'of')
 unindex(KEYS[1], ARGV[2])
 redis.call('DEL', KEYS[1])
+if listing[1] == '1' then log(KEYS[2], ARGV[2], '0', listing[2]) end
 -- A tombstone: the id stays taken for ever (a first write finds the key), yet the run reads as gone.
 redis.call('HSET', KEYS[1], 'finished', 1)
-for i = 2, #KEYS do redis.call('RPUSH', KEYS[i], ARGV[i + 1]) end
+for i = 3, #KEYS do redis.call('RPUSH', KEYS[i], ARGV[i]) end
 return 1
 """
 )
@@ -208,39 +228,6 @@ APPEND = f"""
 if not redis.call('SET', KEYS[2], 1, 'NX', 'EX', {TOKEN_TTL_S}) then return 0 end
 for i = 1, #ARGV do redis.call('RPUSH', KEYS[1], ARGV[i]) end
 return 1
-"""
-
-# KEYS: a suspended index, and optionally a second one to intersect with (the smaller is walked).
-# ARGV: min score, max score, offset, count (-1 for all), run key prefix.
-# Returns {total, id, score, state, id, score, state, ...}: the count before paging and the page's runs,
-# read in one atomic step (the scores let a caller merge the pages of several shards before parsing).
-LIST = """
-local first, second = KEYS[1], KEYS[2]
-local total, ids
-if second == nil then
-  total = redis.call('ZCOUNT', first, ARGV[1], ARGV[2])
-  ids = redis.call('ZRANGEBYSCORE', first, ARGV[1], ARGV[2], 'LIMIT', ARGV[3], ARGV[4])
-else
-  if redis.call('ZCARD', second) < redis.call('ZCARD', first) then first, second = second, first end
-  local matched = {}
-  for _, id in ipairs(redis.call('ZRANGEBYSCORE', first, ARGV[1], ARGV[2])) do
-    if redis.call('ZSCORE', second, id) then matched[#matched + 1] = id end
-  end
-  total = #matched
-  ids = {}
-  local offset, count = tonumber(ARGV[3]), tonumber(ARGV[4])
-  for i = offset + 1, #matched do
-    if count >= 0 and #ids >= count then break end
-    ids[#ids + 1] = matched[i]
-  end
-end
-local reply = {total}
-for _, id in ipairs(ids) do
-  reply[#reply + 1] = id
-  reply[#reply + 1] = redis.call('ZSCORE', KEYS[1], id)
-  reply[#reply + 1] = redis.call('HGET', ARGV[5] .. id, 'state')
-end
-return reply
 """
 
 # Host heartbeats, scored by expiry on the Redis server's clock (so hosts with skewed clocks agree).
@@ -266,7 +253,6 @@ __all__ = [
     "CLAIM_HOME",
     "CLAIM_OUTBOX",
     "DELETE",
-    "LIST",
     "LIST_OUTBOX",
     "LIVE_OWNERS",
     "LOAD",

@@ -26,6 +26,12 @@ rolled back to its savepoint and fails its caller alone; the others commit. Nobo
 the COMMIT has returned (a commit that fails fails every write in it). A transaction runs in one go on
 the loop, so it is never open while other code runs: reads on the same connection see only what is
 committed, and the write lock is held no longer than the statements and the commit take.
+
+A write whose caller is cancelled before its transaction takes it is not made: the caller was told it
+failed, so the run must still be at the version the caller read. On the loop that is every cancel that
+lands before the commit (the commit runs in one go); a write waiting for the lock on the worker thread
+(another process holds it) is checked when the lock is got, just before its statements run, so a cancel
+that lands while it waits (for up to the busy timeout) leaves nothing written either.
 """
 
 from __future__ import annotations
@@ -43,6 +49,13 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar, cast
 
 from troupe.core.vocabulary.errors import DuplicateRunError, StorageUnavailableError
+from troupe.core.vocabulary.listing import (
+    PausedChanges,
+    PausedPage,
+    PausedQuery,
+    listed,
+    pause_roles,
+)
 from troupe.core.vocabulary.state import RunState
 from troupe.core.vocabulary.store import (
     AuditEntry,
@@ -54,8 +67,10 @@ from troupe.core.vocabulary.store import (
     ThreadAppend,
     expiry_timestamp,
     pause_timestamp,
+    suspended_runs,
 )
 from troupe.storage.private_file import create_private
+from troupe.storage.sqlite_listing import keep_roles, prepare, read_changes, read_page
 
 log = logging.getLogger(__name__)
 
@@ -81,11 +96,9 @@ CREATE TABLE IF NOT EXISTS runs (
     suspended_at REAL,
     version INTEGER NOT NULL,
     body TEXT NOT NULL,
-    expires_at REAL
+    expires_at REAL,
+    top INTEGER NOT NULL DEFAULT 1
 );
-CREATE INDEX IF NOT EXISTS runs_by_agent ON runs (agent_id, status, suspended_at);
-CREATE INDEX IF NOT EXISTS runs_by_thread ON runs (agent_id, thread_id, status, suspended_at);
-CREATE INDEX IF NOT EXISTS runs_by_resource ON runs (agent_id, resource_id, status, suspended_at);
 CREATE TABLE IF NOT EXISTS audit (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     run_id TEXT NOT NULL,
@@ -122,6 +135,28 @@ CREATE TABLE IF NOT EXISTS owners (
 _Outcome = tuple[bool, Any]
 
 
+class _Cancelled(Exception):
+    """The outcome of a write whose caller was cancelled before its transaction took it."""
+
+
+class _Write:
+    """A write and the future its caller awaits: made only if that caller is still waiting when its
+    transaction takes it (on the loop, or on the worker thread once it holds the write lock)."""
+
+    __slots__ = ("fn", "future")
+
+    def __init__(self, fn: Callable[[sqlite3.Connection], Any], future: asyncio.Future[Any]) -> None:
+        self.fn = fn
+        self.future = future
+
+    def __call__(self, conn: sqlite3.Connection) -> Any:
+        # Read from the worker thread too: a future's state is one attribute, and a cancel sets it on the
+        # loop before the caller hears of it, so a write whose caller was told "cancelled" is never made.
+        if self.future.cancelled():
+            raise _Cancelled
+        return self.fn(conn)
+
+
 class _Batch:
     """The followers of one turn of an event loop (see above), waiting for their shared commit."""
 
@@ -129,7 +164,7 @@ class _Batch:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
-        self.writes: list[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]] = []
+        self.writes: list[_Write] = []
 
 
 class SqliteStore:
@@ -201,7 +236,7 @@ class SqliteStore:
             batch = self._batch = _Batch(loop)
             loop.call_soon(self._commit_batch, batch)
         future: asyncio.Future[T] = loop.create_future()
-        batch.writes.append((fn, future))
+        batch.writes.append(_Write(fn, future))
         return await future
 
     def _next_turn(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -212,9 +247,10 @@ class SqliteStore:
         try:
             outcomes = self._commit_on_loop([fn])
         except sqlite3.OperationalError:  # busy: another process holds the write lock
-            outcomes = await asyncio.get_running_loop().run_in_executor(
-                self._worker(), self._wait_and_call, functools.partial(self._transaction, fns=[fn])
-            )
+            # It waits for the lock on the worker thread, as a batch of one: a cancel meanwhile unmakes it.
+            future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+            self._wait_for_lock(asyncio.get_running_loop(), [_Write(fn, future)])
+            return await future
         self._count(outcomes)
         ok, value = outcomes[0]
         if not ok:
@@ -226,25 +262,28 @@ class SqliteStore:
         if self._batch is batch:
             self._batch = None
         # A write whose caller was cancelled before its turn is not made: the caller was told it failed.
-        writes = [(fn, future) for fn, future in batch.writes if not future.cancelled()]
+        writes = [write for write in batch.writes if not write.future.cancelled()]
         if not writes:
             return
-        fns = [fn for fn, _ in writes]
-        futures = [future for _, future in writes]
         try:
-            outcomes = self._commit_on_loop(fns)
+            outcomes = self._commit_on_loop(list(writes))
         except sqlite3.OperationalError:
             # Busy: the batch waits for the write lock on the worker thread. Writes asked for meanwhile
             # form the next batch.
-            waited = batch.loop.run_in_executor(
-                self._worker(), self._wait_and_call, functools.partial(self._transaction, fns=fns)
-            )
-            waited.add_done_callback(functools.partial(self._answer_waited, futures))
+            self._wait_for_lock(batch.loop, writes)
             return
         except Exception as exc:  # the database is broken, or could not be opened
-            _fail(futures, exc)
+            _fail([write.future for write in writes], exc)
             return
-        self._answer(futures, outcomes)
+        self._answer([write.future for write in writes], outcomes)
+
+    def _wait_for_lock(self, loop: asyncio.AbstractEventLoop, writes: list[_Write]) -> None:
+        """Commit ``writes`` on the worker thread, which waits for the write lock; each caller hears its
+        outcome on the loop. A write whose caller is cancelled before the lock is got is not made."""
+        waited = loop.run_in_executor(
+            self._worker(), self._wait_and_call, functools.partial(self._transaction, fns=list(writes))
+        )
+        waited.add_done_callback(functools.partial(self._answer_waited, [w.future for w in writes]))
 
     def _commit_on_loop(self, fns: list[Callable[[sqlite3.Connection], Any]]) -> list[_Outcome]:
         """``fns`` in one transaction on the loop's connection. Raises sqlite3's OperationalError if the
@@ -311,8 +350,8 @@ class SqliteStore:
         """After the commit returned: each write's caller gets its own outcome."""
         self._count(outcomes)
         for future, (ok, value) in zip(futures, outcomes, strict=True):
-            if future.done():  # cancelled while its batch waited for the lock: it was written all the same
-                continue
+            if future.done():  # its caller was cancelled: the write was not made (``_Write``), or if the
+                continue  # cancel came after its transaction took it, made and not heard of
             if ok:
                 future.set_result(value)
             else:
@@ -384,7 +423,7 @@ class SqliteStore:
             conn.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")
             conn.executescript(_SCHEMA)
             conn.executescript(_LINKS_SCHEMA)
-            _migrate(conn)
+            prepare(conn)  # the listings' indexes, counters and change log (troupe.storage.sqlite_listing)
         except BaseException:
             conn.close()
             raise
@@ -414,6 +453,7 @@ class SqliteStore:
         version = expected_version + 1
         row = _row(state, version)
         entries = [(a.run_id, a.model_dump_json()) for a in audit]
+        roles = pause_roles(state) if listed(state) else []
 
         def update(conn: sqlite3.Connection) -> int:
             if expected_version == 0:
@@ -421,13 +461,14 @@ class SqliteStore:
             else:
                 cursor = conn.execute(
                     "UPDATE runs SET agent_id=?, status=?, thread_id=?, resource_id=?, suspended_at=?, "
-                    "version=?, body=?, expires_at=? WHERE run_id=? AND version=?",
+                    "version=?, body=?, expires_at=?, top=? WHERE run_id=? AND version=?",
                     (*row[1:], state.run_id, expected_version),
                 )
                 if cursor.rowcount != 1:
                     raise StaleSnapshotError(
                         f"run {state.run_id} is not at version {expected_version}", run_id=state.run_id
                     )
+            keep_roles(conn, state, roles, row[5])
             # Each statement costs its preparation even with nothing to insert: most writes have none.
             if entries:
                 conn.executemany("INSERT INTO audit (run_id, body) VALUES (?, ?)", entries)
@@ -452,46 +493,27 @@ class SqliteStore:
             if expected_version is not None and found[0] != expected_version:
                 raise StaleSnapshotError(f"run {run_id} is not at version {expected_version}", run_id=run_id)
             conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
+            conn.execute("DELETE FROM paused_roles WHERE run_id = ?", (run_id,))
             conn.execute("INSERT OR IGNORE INTO finished_runs (run_id) VALUES (?)", (run_id,))
             _insert_thread(conn, thread)
 
         await self._write(delete)
 
     async def list_suspended_runs(self, query: SuspendedRunQuery) -> tuple[list[RunState], int]:
-        where = ["status = 'suspended'", "suspended_at IS NOT NULL"]
-        params: list[Any] = []
-        if query.agent_id is not None:
-            where.append("agent_id = ?")
-            params.append(query.agent_id)
-        for column, value in (("thread_id", query.thread_id), ("resource_id", query.resource_id)):
-            if value is not None:
-                where.append(f"{column} = ?")
-                params.append(value)
-        if query.from_date is not None:
-            where.append("suspended_at >= ?")
-            params.append(query.from_date.timestamp())
-        if query.to_date is not None:
-            where.append("suspended_at <= ?")
-            params.append(query.to_date.timestamp())
-        clause = " AND ".join(where)
-        limit = -1 if query.limit is None else query.limit
+        return await suspended_runs(self, query)
 
-        def select(conn: sqlite3.Connection) -> tuple[list[str], int]:
-            total = conn.execute(f"SELECT COUNT(*) FROM runs WHERE {clause}", params).fetchone()[0]
-            rows = conn.execute(
-                f"SELECT body FROM runs WHERE {clause} ORDER BY suspended_at DESC, run_id LIMIT ? OFFSET ?",
-                [*params, limit, query.offset],
-            ).fetchall()
-            return [r[0] for r in rows], total
+    async def list_paused(self, query: PausedQuery) -> PausedPage:
+        bodies, total, cursor = await self._run(functools.partial(read_page, query=query))
+        return PausedPage([RunState.from_json(body) for body in bodies], total, cursor)
 
-        bodies, total = await self._run(select)
-        return [RunState.from_json(b) for b in bodies], total
+    async def paused_changes(self, after: str | None, limit: int) -> PausedChanges:
+        return await self._run(functools.partial(read_changes, after=after, limit=limit))
 
     async def list_expiring_runs(self, agent_id: str, before: float) -> list[str]:
         def select(conn: sqlite3.Connection) -> list[str]:
             rows = conn.execute(
-                "SELECT run_id FROM runs WHERE agent_id = ? AND status = 'suspended' AND expires_at <= ? "
-                "ORDER BY expires_at",
+                "SELECT run_id FROM runs INDEXED BY expiring_by_agent WHERE agent_id = ? "
+                "AND status = 'suspended' AND expires_at IS NOT NULL AND expires_at <= ? ORDER BY expires_at",
                 (agent_id, before),
             ).fetchall()
             return [r[0] for r in rows]
@@ -501,7 +523,8 @@ class SqliteStore:
     async def list_running_runs(self, agent_id: str) -> list[str]:
         def select(conn: sqlite3.Connection) -> list[str]:
             rows = conn.execute(
-                "SELECT run_id FROM runs WHERE agent_id = ? AND status = 'running' ORDER BY run_id",
+                "SELECT run_id FROM runs INDEXED BY running_by_agent WHERE agent_id = ? "
+                "AND status = 'running' ORDER BY run_id",
                 (agent_id,),
             ).fetchall()
             return [r[0] for r in rows]
@@ -757,10 +780,11 @@ def _row(state: RunState, version: int) -> tuple[Any, ...]:
         version,
         state.to_json(),
         expiry_timestamp(state),
+        int(state.parent is None),
     )
 
 
-_COLUMNS = "run_id, agent_id, status, thread_id, resource_id, suspended_at, version, body, expires_at"
+_COLUMNS = "run_id, agent_id, status, thread_id, resource_id, suspended_at, version, body, expires_at, top"
 
 
 # Decision links' records (see ``issue_link``), deleted once ``forget_at`` has passed.
@@ -772,15 +796,6 @@ CREATE TABLE IF NOT EXISTS links (
 );
 CREATE INDEX IF NOT EXISTS links_by_forget_at ON links (forget_at);
 """
-
-
-def _migrate(conn: sqlite3.Connection) -> None:
-    """Bring a file written by an older Troupe up to this schema (columns are only ever added)."""
-    columns = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
-    if "expires_at" not in columns:
-        conn.execute("ALTER TABLE runs ADD COLUMN expires_at REAL")
-    conn.execute("CREATE INDEX IF NOT EXISTS runs_by_expiry ON runs (agent_id, status, expires_at)")
-    conn.execute("CREATE INDEX IF NOT EXISTS runs_by_pause ON runs (status, suspended_at)")
 
 
 __all__ = ["SqliteStore"]

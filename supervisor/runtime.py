@@ -37,8 +37,9 @@ from troupe.core.vocabulary.errors import (
     NoSuspendedRunError,
     SnapshotNotFoundError,
 )
-from troupe.core.vocabulary.options import SuspendedRunFilters
-from troupe.core.vocabulary.pause_shapes import suspended_run
+from troupe.core.vocabulary.listing import DEFAULT_PER_PAGE, PausedPage, PausedQuery, page_window
+from troupe.core.vocabulary.options import PendingFilters, SuspendedRunFilters
+from troupe.core.vocabulary.pause_shapes import suspended_list, suspended_run
 from troupe.core.vocabulary.requests import (
     Cancel,
     CancelledRun,
@@ -48,7 +49,7 @@ from troupe.core.vocabulary.requests import (
 )
 from troupe.core.vocabulary.results import RunResult
 from troupe.core.vocabulary.state import Clock, utcnow
-from troupe.core.vocabulary.store import OutboxEntry, Store, SuspendedRunQuery
+from troupe.core.vocabulary.store import OutboxEntry, Store, SuspendedRunQuery, suspended_runs
 from troupe.core.vocabulary.stream import AgentStream
 from troupe.core.vocabulary.suspended import SuspendedRunList
 from troupe.core.vocabulary.tools import DEFAULT_TOOL_THREADS
@@ -328,8 +329,62 @@ class Runtime:
     async def list_suspended_runs(
         self, agent_id: str, **filters: Unpack[SuspendedRunFilters]
     ) -> SuspendedRunList:
-        states, total = await self.store().list_suspended_runs(SuspendedRunQuery.paged(agent_id, **filters))
-        return SuspendedRunList([suspended_run(s) for s in states], total)
+        """One page of the agent's suspended runs, newest pause first (100 unless ``per_page`` says
+        otherwise); ``next_cursor`` continues it."""
+        query = SuspendedRunQuery.paged(agent_id, **filters)
+        return suspended_list(await self.store().list_paused(query.paused(query.limit or DEFAULT_PER_PAGE)))
+
+    async def list_pending(self, **filters: Unpack[PendingFilters]) -> SuspendedRunList:
+        """One page of every pause waiting for a human across this runtime's agents: what the inbox lists,
+        and the listing for other surfaces (A2A, AG-UI) to call.
+
+        Only top-level runs are listed (a subagent's pause shows once, on the run it bubbled up to),
+        oldest pause first, then run id. The page is read from the store's indexes: its cost depends on
+        the page's size and on the agents and resources asked for, not on how many runs wait.
+
+        Args:
+            **filters: ``caller`` (one who is not an admin sees only runs of its own resources),
+                ``resource_ids``, ``role`` (an approver policy's), ``from_date``/``to_date`` (the pause
+                time), ``per_page`` (default 100, at most 1,000) and ``page`` (0-based) or ``cursor``
+                (the ``next_cursor`` of the page before, with the same filters): see ``PendingFilters``.
+
+        Returns:
+            The page (``runs``, ``total``, ``next_cursor``).
+
+        Raises:
+            InvalidPaginationError: a bad size, page or cursor.
+
+        Example:
+            >>> first = await runtime.list_pending(per_page=50)
+            >>> rest = await runtime.list_pending(per_page=50, cursor=first.next_cursor)
+        """
+        return suspended_list(await self.pending_page(**filters))
+
+    async def pending_page(self, **filters: Unpack[PendingFilters]) -> PausedPage:
+        """``list_pending``'s page as the store gave it (the runs' states)."""
+        caller, cursor, resource_ids = (
+            filters.get("caller"),
+            filters.get("cursor"),
+            filters.get("resource_ids"),
+        )
+        limit, offset = page_window(filters.get("page"), filters.get("per_page") or DEFAULT_PER_PAGE, cursor)
+        resources = None if resource_ids is None else tuple(resource_ids)
+        if caller is not None and not caller.admin:
+            allowed = sorted(caller.resources)
+            resources = tuple(r for r in (resources or allowed) if r in caller.resources)
+        agents = tuple(sorted({agent.id for agent in self.list_agents()}))
+        listing = PausedQuery(
+            agents=agents,
+            top_level=True,
+            resources=resources,
+            role=filters.get("role"),
+            from_date=filters.get("from_date"),
+            to_date=filters.get("to_date"),
+            limit=limit or DEFAULT_PER_PAGE,
+            offset=offset,
+            cursor=cursor,
+        )
+        return await self.store().list_paused(listing)
 
     async def run_info(self, agent_id: str, run_id: str) -> dict[str, Any] | None:
         """Whose a run is and where it stands (``run_id, agent_id, thread_id, resource_id, status``;
@@ -366,8 +421,9 @@ class Runtime:
     ) -> str:
         """The run ``send_tool_approval`` means: the one on the thread holding ``tool_call_id``, or the
         only paused run on the thread."""
-        found = await self.list_suspended_runs(agent_id, thread_id=thread_id, resource_id=resource_id)
-        runs = found.runs
+        query = SuspendedRunQuery.paged(agent_id, thread_id=thread_id, resource_id=resource_id)
+        states, _ = await suspended_runs(self.store(), query)  # every run on the thread, a page at a time
+        runs = [suspended_run(s) for s in states]
         if tool_call_id is not None:
             runs = [r for r in runs if any(p.tool_call_id == tool_call_id for p in r.pending)]
         if not runs:

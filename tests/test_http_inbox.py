@@ -148,19 +148,28 @@ def test_the_page_and_its_files_are_served_without_a_key(server):
 
 
 def test_changes_are_pushed_as_server_sent_events(server, api):
-    """``/api/inbox/events`` sends the listing at once and again when it changes, only what the key
-    may see; without a key it is refused like the listing."""
+    """``/api/inbox/events`` sends the listing's first page at once, then only what changed (runs that
+    entered, with what the page shows of them, and runs that left), only what the key may see; without a
+    key it is refused like the listing."""
     first = start(api, "ops", "rec-1", "a1", A)
     assert error_code(api.get("/inbox/events")) == (401, "UNAUTHENTICATED")
     with api.stream("GET", "/inbox/events", params={"interval": 0.05}, headers=A) as events:
         assert events.headers["content-type"].startswith("text/event-stream")
         frames = (line[len("data: ") :] for line in events.iter_lines() if line.startswith("data: "))
         now = json.loads(next(frames))
-        assert [r["runId"] for r in now["runs"]] == [first]
+        assert now["type"] == "page" and [r["runId"] for r in now["runs"]] == [first]
+        assert (now["total"], now["nextCursor"]) == (1, None)
         start(api, "sup", "rec-2", "b1", B)  # another tenant's: nothing to push to this key
         second = start(api, "planner", "lunch", "a2", A)
         pushed = json.loads(next(frames))
-        assert [r["runId"] for r in pushed["runs"]] == [first, second], "appended, oldest first"
+        assert pushed["type"] == "changes" and pushed["total"] == 2
+        assert [r["runId"] for r in pushed["listed"]] == [second] and pushed["unlisted"] == []
+        assert pushed["listed"][0]["toolCalls"][0]["context"]["request"] == "lunch", "shown as listed"
+        answer = {"runId": first, "toolCallId": "call-1", "reason": "no"}
+        declined = api.post("/agents/ops/decline-tool-call-generate", json=answer, headers=A)
+        assert declined.status_code == 200, declined.text
+        gone = json.loads(next(frames))
+        assert (gone["listed"], gone["unlisted"], gone["total"]) == ([], [first], 1)
 
 
 def test_a_caller_keeps_a_few_event_streams_open_at_most(server, api):
@@ -225,3 +234,49 @@ def test_the_server_says_which_surface_a_decision_came_through(server, api, tmp_
             await store.close()
 
     assert asyncio.run(surfaces()) == ["http", "inbox"]
+
+
+def test_the_inbox_is_read_a_page_at_a_time_and_narrowed_by_resource_role_and_age(
+    http_server, tmp_path, calls
+):
+    """``cursor`` follows ``nextCursor`` to the end in the same order; ``resourceId`` narrows within the
+    key's own resources (another's is refused); ``role`` lists the calls an approver policy gives that
+    role (recorded when they paused); ``fromDate`` the pauses since."""
+    from troupe.core.deciding.approvers import ApproverPolicy
+
+    policy = ApproverPolicy(agent="ops", roles=frozenset({"finance"}))
+    server = http_server(inbox_runtime(tmp_path, calls, approver_policies=[policy]), keys=KEYS)
+    with httpx.Client(base_url=server.url + "/api", timeout=30) as api:
+        ops = [start(api, "ops", f"rec-{i}", "a1" if i % 2 else "a2", A) for i in range(4)]
+        plan = start(api, "planner", "dinner", "a1", A)
+        every = [*ops, plan]
+        assert inbox(api, A)[:2] == (every, 5)
+
+        seen, cursor = [], None
+        while True:
+            ids, total, body = inbox(api, A, perPage=2, **({"cursor": cursor} if cursor else {}))
+            assert total == 5 and len(ids) <= 2
+            seen += ids
+            cursor = body["nextCursor"]
+            if cursor is None:
+                break
+        assert seen == every, "the pages of a cursor, in order, each run once"
+
+        assert inbox(api, A, resourceId="a1")[:2] == ([ops[1], ops[3], plan], 3)
+        assert error_code(api.get("/inbox", params={"resourceId": "b1"}, headers=A)) == (403, "FORBIDDEN")
+        assert inbox(api, ADMIN, role="finance")[:2] == (ops, 4), "ops's approvals need finance"
+        assert inbox(api, A, role="finance", resourceId="a2")[:2] == ([ops[0], ops[2]], 2)
+        assert inbox(api, ADMIN, role="legal")[:2] == ([], 0)
+        since = inbox(api, A)[2]["runs"][3]["suspendedAt"]
+        assert inbox(api, A, fromDate=since)[:2] == ([ops[3], plan], 2)
+        damaged = api.get("/inbox", params={"cursor": "c1.not-ours"}, headers=A)
+        assert error_code(damaged) == (422, "INVALID_PAGINATION")
+        other_filters = api.get("/inbox", params={"cursor": body_cursor(api)}, headers=A)
+        assert error_code(other_filters) == (422, "INVALID_PAGINATION")
+
+
+def body_cursor(api: httpx.Client) -> str:
+    """A cursor of another listing (the admin's, narrowed to a role)."""
+    cursor = api.get("/inbox", params={"role": "finance", "perPage": 1}, headers=ADMIN).json()["nextCursor"]
+    assert isinstance(cursor, str)
+    return cursor

@@ -99,8 +99,8 @@ class Inbox:
         if failed is None or int(failed.group(1)) not in self.allowed:
             self.problems.append(f"console: {message.text}")
 
-    def open(self) -> Inbox:
-        self.page.goto(self.url + "/inbox")
+    def open(self, query: str = "") -> Inbox:
+        self.page.goto(self.url + "/inbox" + query)
         return self
 
     def cards(self):
@@ -128,10 +128,10 @@ class Inbox:
 def tabs(browser: Browser) -> Iterator[Any]:
     opened: list[Inbox] = []
 
-    def open_tab(url: str) -> Inbox:
+    def open_tab(url: str, query: str = "") -> Inbox:
         tab = Inbox(browser, url)
         opened.append(tab)
-        return tab.open()
+        return tab.open(query)
 
     yield open_tab
     for tab in opened:
@@ -480,3 +480,35 @@ def test_the_page_decides_only_the_call_it_shows(server, api, browser, calls):
         assert pending(api) == {ops}
     finally:
         inbox.close()
+
+
+def test_a_long_inbox_is_shown_a_page_at_a_time_and_stays_live(server, api, tabs, calls):
+    """With more pauses than a page holds, the page shows the oldest ones and the count of all, and
+    "Show more" brings the next page (by its cursor); a pause decided elsewhere is marked gone from the
+    stream's changes, and once every page is shown a new pause is appended."""
+    runs = [start(api, "ops", f"rec-{i}") for i in range(5)]
+    inbox = tabs(server.url, "?perPage=2")  # the page's address sets its page size
+    expect(inbox.cards()).to_have_count(2)
+    assert [c.get_attribute("data-run-id") for c in inbox.cards().all()] == runs[:2], "the oldest first"
+    count = inbox.page.get_by_test_id("count")
+    expect(count).to_have_text("5 runs waiting, 2 calls shown")
+    more = inbox.page.get_by_test_id("more")
+    more.click()
+    expect(inbox.cards()).to_have_count(4)
+    more.click()
+    expect(inbox.cards()).to_have_count(5)
+    assert [c.get_attribute("data-run-id") for c in inbox.cards().all()] == runs
+    expect(more).to_be_hidden()
+    expect(count).to_have_text("5 waiting")
+
+    # Decided elsewhere, on the last page: the stream's change reaches its card.
+    api.post("/agents/ops/decline-tool-call", json={"runId": runs[3], "toolCallId": "call-1"})
+    expect(inbox.card(runs[3])).to_have_attribute("data-state", "gone", timeout=PUSH_WAIT_MS * 2)
+    expect(count).to_have_text("4 waiting")
+    later = start(api, "ops", "rec-later")
+    expect(inbox.card(later)).to_be_visible(timeout=PUSH_WAIT_MS)
+    expect(inbox.card(later).get_by_test_id("new")).to_be_visible()
+    assert [c.get_attribute("data-run-id") for c in inbox.cards().all()] == [*runs, later]
+    api_paths = [p.split("/api", 1)[1] for p in inbox.requests if "/api/" in p]
+    assert api_paths == ["/inbox/events", "/inbox", "/inbox"], "pages by cursor, the rest pushed"
+    assert calls.count() == 0

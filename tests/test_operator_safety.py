@@ -212,6 +212,14 @@ def test_lists_count_a_nested_pause_once_and_page(store_with_pauses, tmp_path):
     assert second["runs"][0]["agent_id"] == "sup", "oldest first: the nested pause came last"
     table = troupe("runs", "list", "--store", str(store_with_pauses), "--limit", "3", cwd=tmp_path)
     assert "Runs 1-3 of 4 shown (oldest first); next: --page 2." in table.stdout
+    # The cursor it prints asks for the same next page, read from the store's index at its place.
+    cursor = table.stdout.split("--cursor ")[1].split()[0]
+    after = troupe(*paged, "--cursor", cursor, cwd=tmp_path)
+    assert (
+        json.loads(after.stdout)["runs"] == second["runs"] and json.loads(after.stdout)["next_cursor"] is None
+    )
+    both = troupe(*paged, "--cursor", cursor, "--page", "2", cwd=tmp_path)
+    assert both.returncode == 1 and "not both" in both.stderr
     assert (
         troupe("runs", "list", "--store", str(store_with_pauses), "--page", "0", cwd=tmp_path).returncode == 2
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import pickle
 import time
 import warnings
@@ -18,6 +19,7 @@ import pytest
 import redis.asyncio
 import troupe.storage.redis as redis_store_module
 from redis_server import RedisServer, free_port
+from troupe.core.vocabulary.listing import PausedQuery
 from troupe.core.vocabulary.state import CallStatus, Pause, RunState, ToolCallState
 from troupe.core.vocabulary.store import AuditEntry, StaleSnapshotError, SuspendedRunQuery
 from troupe.storage import RedisStore
@@ -57,12 +59,24 @@ def paused(run_id: str, agent: str = "a", **fields: Any) -> RunState:
 async def test_a_finished_run_leaves_only_its_audit_and_a_tombstone_behind(store: RedisStore, redis_url: str):
     state = paused("r1", thread_id="t1", resource_id="u1")
     await store.create_run(state)
+    # What the store keeps for all runs stays: its listings' change log (of bounded size) with its count,
+    # and the mark saying which listings its indexes hold.
+    log = {
+        f"{store.prefix}paused-changes",
+        f"{store.prefix}paused-changes-n",
+        f"{store.prefix}listing-version",
+    }
     assert await keys_under(redis_url, store.prefix) == {
         f"{store.prefix}run:r1",
         f"{store.prefix}suspended:a",
         f"{store.prefix}suspended-all",
         f"{store.prefix}suspended:a:thread:t1",
         f"{store.prefix}suspended:a:resource:u1",
+        f"{store.prefix}suspended:a:thread:t1:resource:u1",
+        f"{store.prefix}suspended-top",
+        f"{store.prefix}suspended-top:a",
+        f"{store.prefix}suspended-top:a:resource:u1",
+        *log,
     }
 
     state.status, state.calls = "running", []
@@ -74,11 +88,16 @@ async def test_a_finished_run_leaves_only_its_audit_and_a_tombstone_behind(store
         f"{store.prefix}run:r1",
         f"{store.prefix}running:a",
         f"{store.prefix}audit:r1",
+        *log,
     }
 
     await store.delete_run("r1", expected_version=2)
     # The run's key stays as a tombstone (its id is never used again), holding nothing of the run.
-    assert await keys_under(redis_url, store.prefix) == {f"{store.prefix}audit:r1", f"{store.prefix}run:r1"}
+    assert await keys_under(redis_url, store.prefix) == {
+        f"{store.prefix}audit:r1",
+        f"{store.prefix}run:r1",
+        *log,
+    }
     client = redis.asyncio.Redis.from_url(redis_url, decode_responses=True)
     try:
         assert await client.hgetall(f"{store.prefix}run:r1") == {"finished": "1"}
@@ -239,3 +258,45 @@ async def test_pooled_connections_recover_from_a_restart_they_did_not_see(dedica
     saved = await asyncio.gather(*(store.save_run(paused(f"r{i}"), expected_version=1) for i in range(8)))
     assert saved == [2] * 8
     await store.close()
+
+
+async def test_indexes_written_before_the_top_level_listings_are_rebuilt_once(
+    redis_url: str, redis_prefix: str
+):
+    """A store written by a Troupe from before paged listings has only the agent's and every agent's
+    suspended indexes: the first listing rebuilds each listed run's indexes from its state (the shard's
+    marker then says it is done), so the inbox finds runs that paused before the upgrade."""
+    top, child = paused("top", resource_id="u1"), paused("child", parent=_parent())
+    client = redis.asyncio.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        for state in (top, child):
+            old = [f"{redis_prefix}suspended:a", f"{redis_prefix}suspended-all"]
+            for key in old:
+                await client.zadd(key, {state.run_id: -T0.timestamp()})
+            await client.hset(
+                f"{redis_prefix}run:{state.run_id}",
+                mapping={"state": state.to_json(), "version": 3, "indexes": json.dumps(old)},
+            )
+        store = RedisStore(redis_url, prefix=redis_prefix)
+        try:
+            page = await store.list_paused(PausedQuery(agents=("a",), top_level=True, resources=("u1",)))
+            assert ([s.run_id for s in page.states], page.total) == (["top"], 1)
+            assert await client.get(f"{redis_prefix}listing-version") == "2"
+            # The rebuilt indexes are the run's own from now on: its next write leaves them all.
+            await store.save_run(
+                top.model_copy(update={"status": "running", "calls": []}), expected_version=3
+            )
+            assert (await store.list_paused(PausedQuery(top_level=True))).total == 0
+            assert [s.run_id for s in (await store.list_paused(PausedQuery(agents=("a",)))).states] == [
+                "child"
+            ]
+        finally:
+            await store.close()
+    finally:
+        await client.aclose()
+
+
+def _parent() -> Any:
+    from troupe.core.vocabulary.state import ParentLink
+
+    return ParentLink(run_id="p", tool_call_id="d1", agent_id="sup")

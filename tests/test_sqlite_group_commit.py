@@ -204,25 +204,40 @@ async def test_no_writer_hears_success_from_a_shared_commit_that_failed(tmp_path
 
 
 class WaitingStore(SqliteStore):
-    """Says (from the worker thread) when a call had to wait there for the database's write lock."""
+    """Says (from the worker thread) when a call had to wait there for the database's write lock, and
+    (on the loop) once two transactions have been handed to the worker thread to wait for it."""
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)
         self.waiting = threading.Event()
+        self.queued = asyncio.Event()
+        self.handed = 0
 
     def _wait_and_call(self, fn: Any) -> Any:
         self.waiting.set()
         return super()._wait_and_call(fn)
+
+    def _worker(self) -> Any:
+        self.handed += 1  # only to hand a transaction over: no checkpoint runs here (the fixture above)
+        if self.handed == 2:
+            self.queued.set()
+        return super()._worker()
+
+
+async def waiting_with_runs(db: Path) -> WaitingStore:
+    """A WaitingStore holding runs r0, r1 and r2 at version 1."""
+    store = WaitingStore(db)
+    for i in range(3):
+        await store.create_run(running(f"r{i}"))
+    return store
 
 
 async def test_writes_that_find_the_database_busy_commit_on_the_worker_thread(tmp_path: Path):
     # Another process's connection holds the write lock: the writes cannot wait on the event loop, so
     # they wait for the lock on the worker thread, the shared ones still as one transaction.
     db = tmp_path / "t.db"
-    store = WaitingStore(db)
+    store = await waiting_with_runs(db)
     try:
-        for i in range(3):
-            await store.create_run(running(f"r{i}"))
         counted = store.commits
         with closing(sqlite3.connect(db, isolation_level=None)) as other:
             other.execute("BEGIN IMMEDIATE")
@@ -239,5 +254,38 @@ async def test_writes_that_find_the_database_busy_commit_on_the_worker_thread(tm
             assert await saves == [2, 2, 2]
         assert store.commits == counted + 2  # r0 alone, r1 and r2 together
         assert stored_versions(db) == {f"r{i}": (2, 1) for i in range(3)}
+    finally:
+        await store.close()
+
+
+async def test_a_write_whose_caller_is_cancelled_while_it_waits_for_the_lock_is_not_made(tmp_path: Path):
+    # Another process holds the write lock: the lone write (the leader) and the shared one after it wait
+    # for it on the worker thread. Their callers are cancelled meanwhile, so each was told its write
+    # failed: once the lock is free, neither may be committed (their runs stay at version 1), and the
+    # write whose caller still waits is.
+    db = tmp_path / "t.db"
+    store = await waiting_with_runs(db)
+    try:
+        with closing(sqlite3.connect(db, isolation_level=None)) as other:
+            other.execute("BEGIN IMMEDIATE")
+            saves = [
+                asyncio.ensure_future(store.save_run(running(f"r{i}", 1), expected_version=1))
+                for i in range(3)
+            ]
+            # The leader's transaction, then the followers', are handed to the worker thread to wait.
+            await store.queued.wait()
+            assert not any(save.done() for save in saves), saves
+            saves[0].cancel()  # the leader
+            saves[1].cancel()  # a follower in the shared transaction
+            with pytest.raises(asyncio.CancelledError):
+                await saves[0]
+            with pytest.raises(asyncio.CancelledError):
+                await saves[1]
+            other.execute("COMMIT")
+            assert await saves[2] == 2
+        assert stored_versions(db) == {"r0": (1, 0), "r1": (1, 0), "r2": (2, 1)}
+        # The same store goes on writing the cancelled runs from the version their callers read.
+        assert await store.save_run(running("r0", 1), expected_version=1) == 2
+        assert await store.save_run(running("r1", 1), expected_version=1) == 2
     finally:
         await store.close()

@@ -9,7 +9,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from troupe.core.vocabulary.state import CallStatus, Pause, RunState, ToolCallState
+from troupe.core.vocabulary.listing import KEEP_CHANGES, PausedQuery
+from troupe.core.vocabulary.state import CallStatus, ParentLink, Pause, RunState, ToolCallState
 from troupe.core.vocabulary.store import (
     LINK_KEPT_S,
     AuditEntry,
@@ -38,16 +39,18 @@ REDIS_FORMS = {
 }
 
 
+def backend_of(request: pytest.FixtureRequest, tmp_path: Any) -> Store:
+    if request.param == "memory":
+        return MemoryStore()
+    if request.param == "sqlite":
+        return SqliteStore(tmp_path / "s.db")
+    url = REDIS_FORMS[request.param](request)
+    return RedisStore(url, prefix=request.getfixturevalue("redis_prefix"))
+
+
 @pytest.fixture(params=["memory", "sqlite", *(pytest.param(p, marks=REDIS) for p in REDIS_FORMS)])
 async def store(request: pytest.FixtureRequest, tmp_path: Any) -> AsyncIterator[Store]:
-    backend: Store
-    if request.param == "memory":
-        backend = MemoryStore()
-    elif request.param == "sqlite":
-        backend = SqliteStore(tmp_path / "s.db")
-    else:
-        url = REDIS_FORMS[request.param](request)
-        backend = RedisStore(url, prefix=request.getfixturevalue("redis_prefix"))
+    backend = backend_of(request, tmp_path)
     yield backend
     await backend.close()
 
@@ -630,3 +633,258 @@ async def test_a_link_past_forgetting_is_gone(store: Store):
     await store.issue_link(link("new", expires_at=now + 60))
     assert await store.load_link("old") is None
     assert await store.load_link("new") is not None
+
+
+# ---- paged listings (troupe.core.vocabulary.listing: the spec) ---------------------------------------------
+
+
+def waiting(
+    run_id: str,
+    minutes: float,
+    agent: str = "a",
+    roles: list[str] | None = None,
+    child: bool = False,
+    **fields: Any,
+) -> RunState:
+    """A run paused ``minutes`` after T0, its approval governed by a policy naming ``roles``; a subagent's
+    run (not top-level) with ``child``."""
+    state = suspended(run_id, T0 + timedelta(minutes=minutes), agent=agent, **fields)
+    state.calls[0].pauses[0].roles = roles
+    if child:
+        state.parent = ParentLink(run_id="parent", tool_call_id="d1", agent_id="sup")
+    return state
+
+
+async def page_ids(store: Store, **query: Any) -> tuple[list[str], int, str | None]:
+    page = await store.list_paused(PausedQuery(**query))
+    return [s.run_id for s in page.states], page.total, page.next_cursor
+
+
+async def every_page(store: Store, **query: Any) -> list[str]:
+    """The listing read a page at a time, each page from the cursor of the one before."""
+    found: list[str] = []
+    cursor = query.pop("cursor", None)
+    while True:
+        ids, _, cursor = await page_ids(store, **query, cursor=cursor)
+        found += ids
+        if cursor is None:
+            return found
+
+
+async def test_a_listing_is_read_a_page_at_a_time_in_a_stable_order(store: Store):
+    # Runs paused at the same time are ordered by id, whichever way the listing goes.
+    at = {"r3": 0, "r1": 0, "r5": 1, "r6": 2, "r2": 2, "r4": 2, "r0": 3}
+    for run_id, minutes in at.items():
+        await store.create_run(waiting(run_id, minutes))
+    await store.create_run(running("busy"))
+    oldest = ["r1", "r3", "r5", "r2", "r4", "r6", "r0"]
+    newest = ["r0", "r2", "r4", "r6", "r5", "r1", "r3"]
+
+    for order, expected in (("oldest", oldest), ("newest", newest)):
+        for size in (1, 2, 3, 7, 100):
+            assert await every_page(store, order=order, limit=size) == expected, (order, size)
+        first = await page_ids(store, order=order, limit=3)
+        assert first[:2] == (expected[:3], 7) and first[2] is not None
+        assert (await page_ids(store, order=order, limit=7))[2] is None, "the last page has no cursor"
+        assert (await page_ids(store, order=order, limit=2, offset=3))[0] == expected[3:5]
+    follow = await page_ids(store, order="newest", limit=2, offset=3)
+    assert (await page_ids(store, order="newest", limit=3, cursor=follow[2]))[0] == newest[5:]
+
+
+async def test_a_cursor_keeps_its_place_while_runs_come_and_go(store: Store):
+    for i in range(10):
+        await store.create_run(waiting(f"r{i:02d}", i))
+    ids, total, cursor = await page_ids(store, limit=4)
+    assert (ids, total) == (["r00", "r01", "r02", "r03"], 10)
+    # Runs leave before the cursor's place, at it (the run it names) and after it; runs arrive after it
+    # and (a clock behind the others) before it; one resumes and leaves.
+    await store.delete_run("r01")
+    await store.delete_run("r03")
+    await store.delete_run("r05")
+    await store.save_run(running("r07", status="running"), expected_version=1)
+    await store.create_run(waiting("late", 30))
+    await store.create_run(waiting("early", -1))
+
+    rest = await page_ids(store, limit=3, cursor=cursor)
+    assert rest[:2] == (["r04", "r06", "r08"], 8), "nothing skipped, nothing shown twice"
+    assert await page_ids(store, limit=3, cursor=rest[2]) == (["r09", "late"], 8, None)
+    # The other way: the newest first, from the place of a run that is gone since.
+    ids, _, cursor = await page_ids(store, order="newest", limit=2)
+    assert ids == ["late", "r09"]
+    await store.delete_run("r09")
+    await store.delete_run("r08")
+    assert await every_page(store, order="newest", limit=2, cursor=cursor) == [
+        "r06",
+        "r04",
+        "r02",
+        "r00",
+        "early",
+    ]
+
+
+async def test_listings_filter_by_agent_resource_thread_top_level_role_and_age(store: Store):
+    runs = [
+        waiting("a1", 0, resource_id="u1", thread_id="t1", roles=["finance"]),
+        waiting("a2", 1, resource_id="u2", thread_id="t1"),
+        waiting("a3", 2, resource_id="u1", thread_id="t2", child=True),
+        waiting("b1", 3, agent="b", resource_id="u1", roles=["finance", "ops"]),
+        waiting("b2", 4, agent="b"),
+    ]
+    for state in runs:
+        await store.create_run(state)
+    await store.create_run(running("c1", agent="a", resource_id="u1"))
+
+    async def listed(**query: Any) -> tuple[list[str], int]:
+        ids, total, _ = await page_ids(store, **query)
+        assert await every_page(store, **query, limit=1) == ids, "the same read a page of one at a time"
+        return ids, total
+
+    both = ("a", "b")
+    assert await listed() == (["a1", "a2", "a3", "b1", "b2"], 5)
+    assert await listed(agents=("a",)) == (["a1", "a2", "a3"], 3)
+    assert await listed(top_level=True) == (["a1", "a2", "b1", "b2"], 4)
+    assert await listed(agents=("a",), top_level=True) == (["a1", "a2"], 2)
+    assert await listed(agents=both, top_level=True, resources=("u1",)) == (["a1", "b1"], 2)
+    assert await listed(agents=both, top_level=True, resources=("u1", "u2")) == (["a1", "a2", "b1"], 3)
+    assert await listed(agents=("a",), resources=("u1",)) == (["a1", "a3"], 2)
+    assert await listed(agents=("a",), thread_id="t1") == (["a1", "a2"], 2)
+    assert await listed(agents=("a",), thread_id="t1", resources=("u2",)) == (["a2"], 1)
+    assert await listed(agents=both, top_level=True, role="finance") == (["a1", "b1"], 2)
+    assert await listed(agents=both, top_level=True, role="ops") == (["b1"], 1)
+    assert await listed(agents=both, top_level=True, role="finance", resources=("u2",)) == ([], 0)
+    minute = timedelta(minutes=1)
+    assert await listed(from_date=T0 + minute, to_date=T0 + 3 * minute) == (["a2", "a3", "b1"], 3)
+    assert await listed(agents=both, top_level=True, from_date=T0 + 2 * minute) == (["b1", "b2"], 2)
+    assert await listed(agents=("a",), thread_id="t1", to_date=T0) == (["a1"], 1)
+    assert await listed(agents=(), top_level=True) == ([], 0)
+    assert await listed(agents=both, top_level=True, resources=()) == ([], 0), "a key with no resources"
+    for wrong in (
+        {"resources": ("u1",)},
+        {"agents": both, "thread_id": "t1"},
+        {"agents": ("a",), "thread_id": "t1", "top_level": True},
+        {"agents": ("a",), "role": "ops"},
+        {"limit": 0},
+        {"limit": 1001},
+        {"offset": -1},
+        {"order": "random"},
+    ):
+        with pytest.raises(InvalidPaginationError):
+            PausedQuery(**wrong)
+
+
+async def test_a_cursor_is_bound_to_its_listing_and_checked(store: Store):
+    for i in range(3):
+        await store.create_run(waiting(f"r{i}", i))
+    _, _, cursor = await page_ids(store, agents=("a",), limit=1)
+    assert cursor is not None
+    for other in ({"agents": ("b",)}, {"agents": ("a",), "order": "newest"}, {"top_level": True}):
+        with pytest.raises(InvalidPaginationError, match="other filters"):
+            PausedQuery(**other, cursor=cursor)
+    assert (await page_ids(store, agents=("a",), limit=5, cursor=cursor))[0] == ["r1", "r2"]
+    with pytest.raises(InvalidPaginationError):
+        PausedQuery(agents=("a",), cursor=cursor, offset=1)
+    for damaged in ("", "x" * 5000, "c1.!!!", "c1." + "e30", cursor[:-3], 17):
+        with pytest.raises(InvalidPaginationError):
+            PausedQuery(agents=("a",), cursor=damaged)  # type: ignore[arg-type]
+
+
+async def test_totals_follow_every_write(store: Store):
+    """The total of each listing after every kind of write (SQLite keeps counters for them)."""
+    queries: list[dict[str, Any]] = [
+        {},
+        {"top_level": True},
+        {"agents": ("a",)},
+        {"agents": ("a",), "resources": ("u1",)},
+        {"agents": ("a",), "top_level": True},
+        {"agents": ("a",), "top_level": True, "resources": ("u1",)},
+        {"agents": ("a",), "top_level": True, "role": "ops"},
+        {"agents": ("a",), "top_level": True, "role": "ops", "resources": ("u1",)},
+        {"agents": ("a",), "thread_id": "t1"},
+    ]
+
+    async def check() -> None:
+        for query in queries:
+            ids, total, _ = await page_ids(store, **query)
+            assert total == len(ids) == len(await every_page(store, **query, limit=1)), query
+
+    await store.create_run(waiting("r1", 0, resource_id="u1", thread_id="t1", roles=["ops"]))
+    await store.create_run(waiting("r2", 1, resource_id="u1", child=True))
+    await check()
+    assert (await page_ids(store, agents=("a",), top_level=True, role="ops"))[1] == 1
+    # An approval short of its quorum saves the run still paused: counted once.
+    await store.save_run(
+        waiting("r1", 0, resource_id="u1", thread_id="t1", roles=["ops"]), expected_version=1
+    )
+    await check()
+    await store.save_run(
+        running("r1", status="running", resource_id="u1", thread_id="t1"), expected_version=2
+    )
+    await check()
+    assert (await page_ids(store, agents=("a",), top_level=True))[1] == 0
+    # Paused again, elsewhere: it moves from one resource's count to another's.
+    again = waiting("r1", 5, resource_id="u2", thread_id="t1", roles=["ops", "finance"])
+    await store.save_run(again, expected_version=3)
+    await check()
+    assert (await page_ids(store, agents=("a",), resources=("u1",)))[1] == 1
+    await store.delete_run("r1")
+    await store.delete_run("r2")
+    await check()
+    assert (await page_ids(store))[1] == 0
+
+
+async def test_the_change_log_says_what_entered_changed_and_left_the_listings(store: Store):
+    start = await store.paused_changes(None, 100)
+    assert start.changes == [] and start.complete
+    await store.create_run(waiting("r1", 0, resource_id="u1"))
+    await store.create_run(running("r2"))  # not listed: not logged
+    await store.save_run(waiting("r1", 0, resource_id="u1"), expected_version=1)  # changed, still listed
+    await store.save_run(waiting("r2", 1, child=True), expected_version=1)
+    await store.save_run(running("r1", status="running"), expected_version=2)
+    await store.delete_run("r2")
+    await store.delete_run("r1")  # not listed any more: nothing to log
+
+    read = await store.paused_changes(start.position, 100)
+    by_run: dict[str, list[tuple[bool, str | None, bool]]] = {}
+    for change in read.changes:
+        assert change.agent_id == "a"
+        by_run.setdefault(change.run_id, []).append((change.listed, change.resource_id, change.top_level))
+    # Each run's changes in order (on Redis Cluster two runs may live in two shards, each its own log).
+    assert by_run == {
+        "r1": [(True, "u1", True), (True, "u1", True), (False, "u1", True)],
+        "r2": [(True, None, False), (False, None, False)],
+    }
+    assert read.complete and (await store.paused_changes(read.position, 100)).changes == []
+    # A small limit reads the same log a few entries at a time.
+    position, seen = start.position, []
+    while True:
+        part = await store.paused_changes(position, 2)
+        assert len(part.changes) <= 2
+        if not part.changes:
+            break
+        seen += part.changes
+        position = part.position
+    assert sorted(seen, key=repr) == sorted(read.changes, key=repr)
+    with pytest.raises(InvalidPaginationError):
+        await store.paused_changes("not a position", 10)
+
+
+@pytest.fixture(params=["memory", "sqlite", pytest.param("redis", marks=REDIS)])
+async def one_store(request: pytest.FixtureRequest, tmp_path: Any) -> AsyncIterator[Store]:
+    """One store of each kind (one Redis server: a cluster's log is per shard, ten thousand each)."""
+    backend = backend_of(request, tmp_path)
+    yield backend
+    await backend.close()
+
+
+async def test_a_reader_further_behind_than_the_change_log_keeps_is_told(one_store: Store):
+    store = one_store
+    start = await store.paused_changes(None, 10)
+    for first in range(0, KEEP_CHANGES + 250, 500):
+        batch = range(first, min(first + 500, KEEP_CHANGES + 250))
+        await asyncio.gather(*(store.create_run(waiting(f"r{i}", i / 1000)) for i in batch))
+    behind = await store.paused_changes(start.position, 10)
+    assert (behind.changes, behind.complete) == ([], False)
+    # Reading on from the position it gives (the end, where the listing is read again) works.
+    await store.create_run(waiting("next", 0))
+    after = await store.paused_changes(behind.position, 10)
+    assert after.complete and [c.run_id for c in after.changes] == ["next"]

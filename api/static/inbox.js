@@ -1,5 +1,6 @@
-// Troupe's approval inbox: lists every pause waiting for a human (pushed by the server as server-sent
-// events from GET /api/inbox/events) and decides them with the ordinary routes (approve-tool-call,
+// Troupe's approval inbox: lists every pause waiting for a human (the first page pushed by the server
+// as server-sent events from GET /api/inbox/events, then only what changes; "Show more" asks for the
+// next page by its cursor) and decides them with the ordinary routes (approve-tool-call,
 // decline-tool-call, resume-stream), reading the run's server-sent events to show what happened next.
 // Plain JavaScript, no build step, no dependencies. Everything shown comes from the server and is put
 // in the page as text, never as HTML; invisible and direction-changing characters are shown as marks.
@@ -12,6 +13,9 @@
   // How often the server looks for changes to push (seconds); a retry after a broken stream waits 2 s.
   const INTERVAL_S = Math.max(0.05, Number(query.get("interval")) || 1);
   const RETRY_MS = 2000;
+  // Runs per page (the server's default, 100, unless the page's address says perPage=N).
+  const PER_PAGE = Math.floor(Number(query.get("perPage"))) || 0;
+  const SIZE = PER_PAGE > 0 ? `&perPage=${Math.min(PER_PAGE, 1000)}` : "";
   // The API sits next to the page, whatever prefix the app is mounted under.
   const BASE = location.pathname.replace(/\/inbox\/?$/, "") + "/api";
 
@@ -22,6 +26,8 @@
     listening: null, // AbortController of the open event stream
     loaded: false, // the first listing is in: later arrivals are marked new
     paused: false, // waiting for a key
+    nextCursor: null, // the page after the last one shown (null: every pending pause is shown)
+    total: 0, // runs waiting, as the server counts them
   };
 
   const $ = (id) => document.getElementById(id);
@@ -225,17 +231,24 @@
     setStatus("live", `Live · updated ${stamp(new Date()).slice(11)}`);
   }
 
-  // One stream at a time; the server sends the listing now and again whenever it changes.
+  function showChanges(data) {
+    applyChanges(data);
+    showWho();
+    setStatus("live", `Live · updated ${stamp(new Date()).slice(11)}`);
+  }
+
+  // One stream at a time; the server sends the listing's first page now, then what changes.
   async function listen() {
     stopListening();
     if (state.paused) return;
     const mine = new AbortController();
     state.listening = mine;
     try {
-      const response = await api("GET", `/inbox/events?interval=${INTERVAL_S}`, undefined, "text/event-stream", mine.signal);
+      const response = await api("GET", `/inbox/events?interval=${INTERVAL_S}${SIZE}`, undefined, "text/event-stream", mine.signal);
       for await (const data of chunksOf(response)) {
         if (state.listening !== mine) return;
         if (data.error) setStatus("error", `Cannot load the inbox: ${data.error.message}. Retrying…`);
+        else if (data.type === "changes") showChanges(data);
         else showListing(data);
       }
       if (state.listening !== mine) return;
@@ -256,7 +269,7 @@
   async function refresh() {
     if (state.paused) return;
     try {
-      showListing(await (await api("GET", "/inbox")).json());
+      showListing(await (await api("GET", SIZE ? `/inbox?${SIZE.slice(1)}` : "/inbox")).json());
     } catch (err) {
       if (err.status === 401) onUnauthorized(err);
     }
@@ -265,50 +278,132 @@
   const pauseId = (run, call) =>
     [run.agentId, run.runId, call.toolCallId, call.fingerprint, call.pausedAt].join("\u0000");
 
+  // Where a run sits in the listing: its pause time, then its id (the server's order).
+  const placeOf = (run) => [Date.parse(run.suspendedAt) || 0, run.runId];
+  const isAfter = (a, b) => a[0] > b[0] || (a[0] === b[0] && a[1] > b[1]);
+
+  // The card of one paused call, made (to be appended) if there is none and `make` says so.
+  function cardFor(run, call, make) {
+    const id = pauseId(run, call);
+    let card = state.cards.get(id);
+    if (!card) {
+      if (!make) return null;
+      card = makeCard(id, run, call);
+      card.fresh = true;
+      state.cards.set(id, card);
+    }
+    refreshReach(card, run, call);
+    if (card.status === "gone") setCardStatus(card, "pending");
+    return card;
+  }
+
+  // Appended, oldest first: nothing already on the page moves under the person's pointer.
+  function appendFresh(markThem) {
+    for (const card of state.cards.values()) {
+      if (!card.fresh) continue;
+      card.fresh = false;
+      if (markThem) markNew(card);
+      $("pauses").append(card.el);
+    }
+  }
+
+  // The listing's first page (when the stream starts, and after a decision).
   function render(data) {
     const listed = new Set();
-    const fresh = [];
-    let waiting = 0;
-    for (const run of data.runs || []) {
-      for (const call of run.toolCalls || []) {
-        const id = pauseId(run, call);
-        listed.add(id);
-        waiting += 1;
-        let card = state.cards.get(id);
-        if (!card) {
-          card = makeCard(id, run, call);
-          state.cards.set(id, card);
-          fresh.push(card);
-        }
-        refreshReach(card, run, call);
-        if (card.status === "gone") setCardStatus(card, "pending");
-      }
+    const runs = data.runs || [];
+    for (const run of runs) {
+      for (const call of run.toolCalls || []) listed.add(cardFor(run, call, true).id);
     }
-    // Appended, oldest first: nothing already on the page moves under the person's pointer.
-    const list = $("pauses");
-    for (const card of fresh) {
-      if (state.loaded) markNew(card);
-      list.append(card.el);
-    }
+    appendFresh(state.loaded);
     state.loaded = true;
+    // The page reaches as far as its last run: a pending card before that which it does not list was
+    // decided elsewhere (or expired); were it listed again (an older answer arriving late), it would
+    // turn back to pending above. A card past it (from "Show more") goes: the next pages bring it.
+    const end = data.nextCursor && runs.length ? placeOf(runs[runs.length - 1]) : null;
     for (const [id, card] of state.cards) {
-      // A pause missing from a pushed listing was decided elsewhere (or expired); were it listed again
-      // (an older answer arriving late), it would turn back to pending above.
-      if (!listed.has(id) && card.status === "pending") {
-        setCardStatus(card, "gone");
-        whyGone(card);
+      if (listed.has(id) || (card.status !== "pending" && card.status !== "gone")) continue;
+      if (end && isAfter(placeOf(card.run), end)) {
+        card.el.remove();
+        state.cards.delete(id);
+      } else if (card.status === "pending") markGone(card);
+    }
+    state.nextCursor = data.nextCursor || null;
+    state.total = data.total || 0;
+    showCounts();
+  }
+
+  // What the stream says changed: runs that entered or changed (with all they wait on), runs that left.
+  function applyChanges(data) {
+    for (const runId of data.unlisted || []) {
+      for (const card of state.cards.values()) {
+        if (card.run.runId === runId && card.status === "pending") markGone(card);
       }
     }
+    for (const run of data.listed || []) {
+      // A run past the pages shown is left to "Show more"; one on them gains its new calls.
+      const shown = !state.nextCursor || [...state.cards.values()].some((c) => c.run.runId === run.runId);
+      const waiting = new Set();
+      for (const call of run.toolCalls || []) {
+        const card = cardFor(run, call, shown);
+        if (card) waiting.add(card.id);
+      }
+      for (const card of state.cards.values()) {
+        // A call of the run that it no longer waits on was decided.
+        if (card.run.runId === run.runId && !waiting.has(card.id) && card.status === "pending") {
+          markGone(card);
+        }
+      }
+    }
+    appendFresh(true);
+    state.total = data.total || 0;
+    showCounts();
+  }
+
+  // The next page, after the last one shown.
+  async function showMore() {
+    if (!state.nextCursor || state.paused) return;
+    const button = $("more");
+    button.disabled = true;
+    try {
+      const response = await api("GET", `/inbox?cursor=${encodeURIComponent(state.nextCursor)}${SIZE}`);
+      const data = await response.json();
+      for (const run of data.runs || []) {
+        for (const call of run.toolCalls || []) cardFor(run, call, true);
+      }
+      appendFresh(false);
+      state.nextCursor = data.nextCursor || null;
+      state.total = data.total || 0;
+      showCounts();
+    } catch (err) {
+      if (err.status === 401) onUnauthorized(err);
+      else setStatus("error", `Cannot load more: ${err.message}`);
+    } finally {
+      button.disabled = false;
+    }
+  }
+
+  function showCounts() {
     for (const card of state.cards.values()) refreshTimes(card);
-    $("count").textContent = waiting ? `${waiting} waiting` : "";
-    document.title = waiting ? `(${waiting}) Approval inbox · Troupe` : "Approval inbox · Troupe";
-    $("empty").hidden = waiting > 0;
+    const waiting = [...state.cards.values()].filter((card) => card.status === "pending").length;
+    const more = Boolean(state.nextCursor);
+    $("count").textContent = more
+      ? `${state.total} runs waiting, ${waiting} calls shown`
+      : waiting
+        ? `${waiting} waiting`
+        : "";
+    const count = more ? state.total : waiting;
+    document.title = count ? `(${count}) Approval inbox · Troupe` : "Approval inbox · Troupe";
+    $("empty").hidden = waiting > 0 || more;
+    $("more").hidden = !more;
   }
 
   function clearCards() {
     state.cards.clear();
     state.loaded = false;
+    state.nextCursor = null;
+    state.total = 0;
     $("pauses").replaceChildren();
+    $("more").hidden = true;
   }
 
   // A pause that arrived while the page was open carries a "new" mark until the person reaches it.
@@ -670,6 +765,12 @@
   }
 
   // A pause that left the listing: if its run was cancelled (here or elsewhere), the card says so.
+  // A card whose pause left the listing: decided elsewhere, expired, or its run cancelled (then it says so).
+  function markGone(card) {
+    setCardStatus(card, "gone");
+    whyGone(card);
+  }
+
   async function whyGone(card) {
     const { run } = card;
     try {
@@ -996,6 +1097,7 @@
       setStatus("", "Loading…");
       listen();
     });
+    $("more").addEventListener("click", showMore);
     $("change-key").addEventListener("click", () => {
       useKey("");
       showLogin("Enter the API key to use.");

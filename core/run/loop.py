@@ -79,7 +79,7 @@ class RunLoop:
         # Tools a host found for this agent elsewhere (an MCP server's), by source: see use_tools.
         self.sourced: dict[str, frozenset[str]] = {}
         self.tool_specs = [tool.spec(name) for name, tool in self.tools.items()]
-        self.pauses = Pauses(spec.id, clock)
+        self.pauses = Pauses(spec.id, clock, settings.policies)
         # Outcomes of sync tools that finish after their call was given up (troupe.core.run.late_results).
         self.late = LateOutcomes(store)
         self.calls = Calls(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, TypedDict
@@ -144,6 +145,20 @@ class SuspendedRunFilters(TypedDict, total=False):
     to_date: datetime | None  # paused at or before
     page: int | None  # 0-based; per_page runs a page (default 100)
     per_page: int | None
+    cursor: str | None  # the next_cursor of the page before: the page after it (with the same filters)
+
+
+class PendingFilters(TypedDict, total=False):
+    """What ``Runtime.list_pending`` narrows and pages by; every filter given must match."""
+
+    caller: Principal | None  # one who is not an admin sees only runs of its own resources
+    resource_ids: Sequence[str] | None  # only runs of these resources (within the caller's)
+    role: str | None  # only runs with an approval whose approver policy names this role
+    from_date: datetime | None  # paused at or after
+    to_date: datetime | None  # paused at or before
+    per_page: int | None  # runs per page (default 100, at most 1,000)
+    page: int | None  # 0-based; or
+    cursor: str | None  # the next_cursor of the page before (with the same filters)
 
 
 def check_option_names(options: dict[str, Any], where: str) -> None:
@@ -159,6 +174,7 @@ def check_option_names(options: dict[str, Any], where: str) -> None:
 __all__ = [
     "CancelOptions",
     "DecisionOptions",
+    "PendingFilters",
     "RunOptions",
     "StreamOptions",
     "SuspendedRunFilters",

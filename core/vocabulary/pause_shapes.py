@@ -13,9 +13,10 @@ from dataclasses import fields
 from typing import Any
 
 from troupe.core.vocabulary.chunks import PauseEvent, camelize
+from troupe.core.vocabulary.listing import PausedPage
 from troupe.core.vocabulary.state import Pause, RunState, ToolCallState
 from troupe.core.vocabulary.store import AuditEntry
-from troupe.core.vocabulary.suspended import PendingToolCall, SuspendedRun
+from troupe.core.vocabulary.suspended import PendingToolCall, SuspendedRun, SuspendedRunList
 
 # The pause fields every shape may take (``approvals`` by name: the pause's own list keeps counting).
 _PAUSE_FIELDS = tuple(name for name in Pause.model_fields if name not in ("seq", "approvals"))
@@ -57,6 +58,11 @@ def suspended_run(state: RunState) -> SuspendedRun:
     )
 
 
+def suspended_list(page: PausedPage) -> SuspendedRunList:
+    """A store's page of paused runs as ``list_suspended_runs`` and ``list_pending`` return it."""
+    return SuspendedRunList([suspended_run(state) for state in page.states], page.total, page.next_cursor)
+
+
 def audit_entry(state: RunState, call: ToolCallState, pause: Pause, **decision: Any) -> AuditEntry:
     """The audit record of a decision (``decision``: kind, who, when, ...) on the pause."""
     taken = _taken(_AUDIT_FIELDS, call, pause)
@@ -71,6 +77,7 @@ def event_data(state: RunState, call: ToolCallState, pause: Pause) -> dict[str, 
     for stamp in ("paused_at", "expires_at"):
         taken[stamp] = taken[stamp].isoformat() if taken[stamp] is not None else None
     del taken["resume_schema"], taken["approvals"], taken["inner_tool_call_id"], taken["inner_fingerprint"]
+    del taken["roles"]  # the listing's index, not news: a receiver learns who may decide from its policies
     run = {
         "run_id": state.run_id,
         "agent_id": state.agent_id,
@@ -80,4 +87,4 @@ def event_data(state: RunState, call: ToolCallState, pause: Pause) -> dict[str, 
     return camelize({**run, **taken})
 
 
-__all__ = ["audit_entry", "event_data", "pause_event", "pending_call", "suspended_run"]
+__all__ = ["audit_entry", "event_data", "pause_event", "pending_call", "suspended_list", "suspended_run"]

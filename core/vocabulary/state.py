@@ -120,6 +120,10 @@ class Pause(_Model):
     tool_origin: dict[str, Any] | None = None
     # Set on a call asked about again after a takeover while its first host may still be running it.
     in_doubt: InDoubt | None = None
+    # The roles the approver policy governing the call named when it paused (approvals of top-level runs):
+    # what a listing by role reads (troupe.core.vocabulary.listing). A decision is checked against the
+    # policy as it is then, not against this.
+    roles: list[str] | None = None
 
     @field_validator("approvals", mode="before")
     @classmethod

@@ -3,17 +3,27 @@
 The protocol lives here, beside the loop that needs it; ``storage/`` holds the backends (memory, SQLite,
 Redis), all held to one conformance suite. Writes of a run are compare-and-set on its ``version`` so that
 a decision is claimed atomically even across processes, and audit entries are written in the same atomic
-step as the state change they record.
+step as the state change they record. The same write keeps the run's place in the listings of paused
+runs (the store's own indexes) and logs it to their change log: ``list_paused`` and ``paused_changes``,
+specified in ``troupe.core.vocabulary.listing``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 from troupe.core.vocabulary.errors import InvalidPaginationError, TroupeError
+from troupe.core.vocabulary.listing import (
+    DEFAULT_PER_PAGE,
+    MAX_PER_PAGE,
+    PausedChanges,
+    PausedPage,
+    PausedQuery,
+    page_window,
+)
 from troupe.core.vocabulary.state import RunState, utcnow
 
 
@@ -151,12 +161,12 @@ class LinkRecord(BaseModel):
         return self.expires_at + LINK_KEPT_S
 
 
-# A page asked for without its size has this many runs.
-DEFAULT_PER_PAGE = 100
-
-
 @dataclass(frozen=True)
 class SuspendedRunQuery:
+    """The suspended-runs listing as Mastra asks for it (``list_suspended_runs``): one agent's runs (or
+    every agent's), newest pause first, by thread, resource and pause time, paged by ``offset`` and
+    ``limit`` (``None``: every run) or by ``cursor``. A view of ``PausedQuery``."""
+
     # None: every agent's suspended runs (an operator's view; thread/resource filters need an agent).
     agent_id: str | None
     thread_id: str | None = None
@@ -165,23 +175,42 @@ class SuspendedRunQuery:
     to_date: datetime | None = None
     offset: int = 0
     limit: int | None = None
+    cursor: str | None = None
 
     @classmethod
     def paged(
-        cls, agent_id: str | None, *, page: int | None = None, per_page: int | None = None, **filters: Any
+        cls,
+        agent_id: str | None,
+        *,
+        page: int | None = None,
+        per_page: int | None = None,
+        cursor: str | None = None,
+        **filters: Any,
     ) -> SuspendedRunQuery:
-        """Build a query from 0-based ``page`` and ``per_page``; bad paging is the caller's error."""
-        if per_page is not None and (not isinstance(per_page, int) or per_page < 1):
-            raise InvalidPaginationError(f"per_page must be a positive integer, got {per_page!r}")
-        if page is not None and (not isinstance(page, int) or page < 0):
-            raise InvalidPaginationError(f"page must be an integer >= 0, got {page!r}")
-        if page is not None and per_page is None:
-            per_page = DEFAULT_PER_PAGE
-        offset = (page or 0) * (per_page or 0)
-        query = cls(agent_id=agent_id, offset=offset, limit=per_page, **filters)
+        """Build a query from 0-based ``page`` and ``per_page`` (or a ``cursor``: the ``next_cursor``
+        of the page before); bad paging is the caller's error."""
+        limit, offset = page_window(page, per_page, cursor)
+        query = cls(agent_id=agent_id, offset=offset, limit=limit, cursor=cursor, **filters)
         if agent_id is None and (query.thread_id is not None or query.resource_id is not None):
             raise InvalidPaginationError("filtering by thread or resource needs an agent")
+        query.paused()  # a bad cursor is refused here, before any store is asked
         return query
+
+    def paused(self, limit: int | None = None) -> PausedQuery:
+        """The same listing as a ``PausedQuery`` of ``limit`` runs (default: this query's own, within
+        one page's largest size)."""
+        size = limit if limit is not None else min(self.limit or MAX_PER_PAGE, MAX_PER_PAGE)
+        return PausedQuery(
+            agents=None if self.agent_id is None else (self.agent_id,),
+            resources=None if self.resource_id is None else (self.resource_id,),
+            thread_id=self.thread_id,
+            from_date=self.from_date,
+            to_date=self.to_date,
+            order="newest",
+            limit=size,
+            offset=self.offset,
+            cursor=self.cursor,
+        )
 
     def matches(self, state: RunState) -> bool:
         """The filter, for backends that check candidates in Python."""
@@ -245,7 +274,41 @@ class Store(Protocol):
         ...
 
     async def list_suspended_runs(self, query: SuspendedRunQuery) -> tuple[list[RunState], int]:
-        """Suspended runs of one agent, newest pause first, and the total before paging."""
+        """Suspended runs of one agent, newest pause first, and the total before paging: the listing of
+        ``list_paused`` with the query's filters (``suspended_runs`` implements it for every store)."""
+        ...
+
+    async def list_paused(self, query: PausedQuery) -> PausedPage:
+        """One page of a listing of paused runs (``troupe.core.vocabulary.listing``: the spec).
+
+        Guarantees:
+            - The page holds ``query.limit`` runs at most, in the query's order (oldest or newest pause
+              first, then run id), and only runs that are listed (suspended with an open pause) and
+              match every filter; ``next_cursor`` is set when more follow.
+            - It is read from the indexes the query names (``PausedQuery.index_keys``), with a seek to
+              the cursor's place: what it costs grows with the page's size (plus its offset) and the
+              number of indexes, never with the number of runs waiting. Only the page's runs are parsed.
+            - ``total`` is the number of runs the filters match, read in the same snapshot as the page
+              (one read transaction, one script per Redis shard), from a counter or an index's size.
+            - Under concurrent writes a cursor stays valid: runs that leave the listing never shift the
+              pages after it; a run that enters it after the cursor's place is on a later page.
+
+        Raises:
+            InvalidPaginationError: a cursor of another listing (already refused by ``PausedQuery``).
+            StorageUnavailableError: the store cannot be reached; never an empty page instead.
+        """
+        ...
+
+    async def paused_changes(self, after: str | None, limit: int) -> PausedChanges:
+        """What entered, changed in, or left the listings after ``after`` (a position this store gave;
+        ``None``: from now on, no changes), oldest first, at most ``limit`` of them.
+
+        Every write that lists a run (a pause, an approval short of its quorum) logs it as listed, and
+        every write that takes it out (a claim, the run's end or deletion) as not listed, in the same
+        atomic step as the write, so a reader that starts from a position and applies the changes it
+        reads misses nothing. The log keeps the last ``KEEP_CHANGES`` entries (per shard on Redis
+        Cluster): a position older than that returns ``complete=False`` (read the listing again).
+        """
         ...
 
     async def list_running_runs(self, agent_id: str) -> list[str]:
@@ -337,7 +400,22 @@ class Store(Protocol):
     async def close(self) -> None: ...
 
 
+async def suspended_runs(store: Store, query: SuspendedRunQuery) -> tuple[list[RunState], int]:
+    """``list_suspended_runs`` through ``list_paused``: one page, or every run when the query has no
+    limit (read a page at a time, as the caller asked for all of them)."""
+    wanted = query.limit
+    page = await store.list_paused(query.paused())
+    states = list(page.states)
+    while page.next_cursor is not None and (wanted is None or len(states) < wanted):
+        rest = None if wanted is None else wanted - len(states)
+        follow = replace(query, offset=0, cursor=page.next_cursor)
+        page = await store.list_paused(follow.paused(None if rest is None else min(rest, MAX_PER_PAGE)))
+        states += page.states
+    return states, page.total
+
+
 __all__ = [
+    "DEFAULT_PER_PAGE",
     "LINK_KEPT_S",
     "AuditEntry",
     "LinkRecord",
@@ -349,4 +427,5 @@ __all__ = [
     "ThreadAppend",
     "expiry_timestamp",
     "pause_timestamp",
+    "suspended_runs",
 ]

@@ -71,8 +71,13 @@ class SuspendedRun:
 
 @dataclass(frozen=True)
 class SuspendedRunList:
+    """One page of a listing of suspended runs: its ``runs``, how many runs the filters match in all
+    (``total``), and ``next_cursor``, the cursor of the page after this one (``None`` on the last page):
+    pass it back as ``cursor=`` with the same filters."""
+
     runs: list[SuspendedRun]
     total: int
+    next_cursor: str | None = None
 
     def _caption(self) -> str:
         caption = _count(self.total, "suspended run")

@@ -36,9 +36,9 @@ from troupe.core.vocabulary.identity import LOCAL_ISSUER, Principal
 from troupe.core.vocabulary.pause_shapes import suspended_run
 from troupe.core.vocabulary.store import OutboxEntry, Store
 from troupe.core.vocabulary.stream import AgentStream
-from troupe.core.vocabulary.suspended import SuspendedRun, SuspendedRunList
+from troupe.core.vocabulary.suspended import SuspendedRun
 from troupe.ops.recall import recalled, remember
-from troupe.ops.run_source import Source, open_source, redacted
+from troupe.ops.run_source import Page, Source, open_source, redacted
 from troupe.ops.terminal import Progress, fit, safe, table, when
 
 PAGE_SIZE = 50
@@ -69,27 +69,43 @@ def _rows(runs: list[SuspendedRun]) -> list[list[str]]:
 
 
 async def list_runs(args: Any, out: TextIO) -> int:
+    """One page of the paused runs (``--limit`` of them, ``--page`` or ``--cursor``), read from the
+    store's indexes or the server's listing: what it costs does not grow with the runs waiting."""
+    if args.cursor is not None and args.page != 1:
+        raise SystemExit("say --page or --cursor, not both")
     source = await open_source(args)
+    page = Page(args.limit, args.page - 1, args.cursor)
     try:
-        runs = await source.pending(args.agent, args.thread, args.resource, Progress())
+        found, order = await source.pending_page(args.agent, args.thread, args.resource, page)
     finally:
         await source.close()
-    start = (args.page - 1) * args.limit
-    shown = runs[start : start + args.limit]
+    shown, total = found.runs, found.total
     if args.json:
-        json.dump(asdict(SuspendedRunList(shown, len(runs))), out, indent=2, default=str)
+        json.dump(asdict(found), out, indent=2, default=str)
         out.write("\n")
         return 0
-    if not runs:
+    if not total:
         out.write("Nothing is waiting for a decision.\n")
         return 0
     if shown:
         table(["RUN", *PENDING_HEADERS], _rows(shown), out)
-    calls = sum(len(r.pending) for r in runs)
-    out.write(f"\n{calls} call(s) waiting in {len(runs)} run(s).\n")
-    if len(shown) < len(runs):
-        out.write(f"Runs {start + 1}-{start + len(shown)} of {len(runs)} shown (oldest first)")
-        out.write(f"; next: --page {args.page + 1}.\n" if start + len(shown) < len(runs) else ".\n")
+    calls = sum(len(r.pending) for r in shown)
+    if len(shown) == total:
+        out.write(f"\n{calls} call(s) waiting in {total} run(s).\n")
+        return 0
+    out.write(f"\n{calls} call(s) waiting in the {len(shown)} run(s) shown.\n")
+    if args.cursor is None:
+        start = page.offset
+        out.write(f"Runs {start + 1}-{start + len(shown)} of {total} shown ({order} first)")
+    else:
+        out.write(f"{len(shown)} of {total} runs shown ({order} first), from the cursor")
+    if found.next_cursor is None:
+        out.write(".\n")
+    elif args.cursor is None:
+        out.write(f"; next: --page {args.page + 1}.\n")
+        out.write(f"Or, as fast however deep the page: --cursor {found.next_cursor}\n")
+    else:
+        out.write(f"; next: --cursor {found.next_cursor}\n")
     return 0
 
 
@@ -98,7 +114,7 @@ async def show_run(args: Any, out: TextIO) -> int:
     try:
         if source.store is not None:
             return await _show_stored(source.store, args.run, out)
-        runs = [r for r in await source.pending(args.agent, None, None, Progress()) if r.run_id == args.run]
+        runs = await source.find(args.run, args.agent, Progress())
         if not runs:
             raise SnapshotNotFoundError(
                 f"run {safe(args.run)} is not waiting for a decision (or not yours to see)", run_id=args.run
@@ -210,7 +226,7 @@ async def _target(source: Source, args: Any, out: TextIO) -> tuple[str, str]:
         agent_id, call = known
         out.write(f"call {safe(call)} of run {safe(args.run)} (chosen when this command was first given)\n")
         return args.agent or agent_id, call
-    runs = [r for r in await source.pending(args.agent, None, None, Progress()) if r.run_id == args.run]
+    runs = await source.find(args.run, args.agent, Progress())
     if not runs or not runs[0].pending:
         raise SnapshotNotFoundError(
             f"run {safe(args.run)} is not waiting for a decision: it is unknown here, or it has finished "
@@ -470,6 +486,9 @@ def _add_runs(commands: Any) -> None:
         "--limit", type=_positive, default=PAGE_SIZE, help="runs per page (default: %(default)s)"
     )
     listing.add_argument("--page", type=_positive, default=1, help="which page, from 1 (default: 1)")
+    listing.add_argument(
+        "--cursor", help="the page after the one that printed this cursor (as fast however deep it is)"
+    )
     show = runs_commands.add_parser("show", help="one run: where it stands, what waits, what was decided")
     show.add_argument("run", metavar="RUN")
     _where(show)

@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from troupe.core.vocabulary.agent_api import AsyncAgentAPI
-from troupe.core.vocabulary.pause_shapes import suspended_run
+from troupe.core.vocabulary.listing import Order, PausedQuery, listed
+from troupe.core.vocabulary.pause_shapes import suspended_list, suspended_run
 from troupe.core.vocabulary.store import Store, SuspendedRunQuery
-from troupe.core.vocabulary.suspended import SuspendedRun
+from troupe.core.vocabulary.suspended import SuspendedRun, SuspendedRunList
 from troupe.ops.apps import load_runtime, open_store
 from troupe.ops.terminal import Progress, safe
 from troupe.storage.redis_link import REDIS_SCHEMES, redacted
@@ -41,6 +42,20 @@ def existing_store(url: str, prefix: str) -> Store:
     if not path.is_file():
         raise SystemExit(f"--store {safe(url)}: no such SQLite file (nothing was created)")
     return open_store(str(path), prefix)
+
+
+@dataclass(frozen=True)
+class Page:
+    """Which page ``runs list`` shows: ``size`` runs, the ``number``-th (0-based), or the one after
+    ``cursor``."""
+
+    size: int
+    number: int = 0
+    cursor: str | None = None
+
+    @property
+    def offset(self) -> int:
+        return 0 if self.cursor is not None else self.number * self.size
 
 
 @dataclass
@@ -73,6 +88,51 @@ class Source:
                 "use --app MODULE:ATTR (your runtime) or --server URL"
             )
         return self.runtime.get_agent(agent_id)
+
+    async def pending_page(
+        self, agent_id: str | None, thread: str | None, resource: str | None, page: Page
+    ) -> tuple[SuspendedRunList, Order]:
+        """One page of the paused runs the caller may see, and its order. From a store (or an app's),
+        read from its indexes: every agent's top-level runs oldest first (a subagent's pause is listed
+        once, under its top-level run), or one agent's runs. From a server, its inbox (oldest first), or
+        one agent's suspended runs (newest first, as that route lists them)."""
+        if thread is not None and agent_id is None:
+            raise SystemExit("--thread needs --agent")
+        store = self.store
+        if store is not None:
+            if resource is not None and agent_id is None:
+                raise SystemExit("--resource needs --agent with --store or --app")
+            found = await store.list_paused(
+                PausedQuery(
+                    agents=None if agent_id is None else (agent_id,),
+                    top_level=agent_id is None,
+                    resources=None if resource is None else (resource,),
+                    thread_id=thread,
+                    limit=page.size,
+                    offset=page.offset,
+                    cursor=page.cursor,
+                )
+            )
+            return suspended_list(found), "oldest"
+        paging: dict[str, Any] = {"per_page": page.size, "cursor": page.cursor}
+        paging["page"] = page.number if page.cursor is None else None
+        if self.client is not None and agent_id is None:
+            return await self.client.list_inbox(resource_id=resource, **paging), "oldest"
+        assert agent_id is not None
+        return await self.agent(agent_id).list_suspended_runs(
+            thread_id=thread, resource_id=resource, **paging
+        ), "newest"
+
+    async def find(self, run_id: str, agent_id: str | None, progress: Progress) -> list[SuspendedRun]:
+        """The run if it waits for a decision (and is ``agent_id``'s when given): read by its id from a
+        store; from a server, found in the listings."""
+        store = self.store
+        if store is None:
+            return [r for r in await self.pending(agent_id, None, None, progress) if r.run_id == run_id]
+        stored = await store.load_run(run_id)
+        if stored is None or not listed(stored.state) or agent_id not in (None, stored.state.agent_id):
+            return []
+        return [suspended_run(stored.state)]
 
     async def pending(
         self, agent_id: str | None, thread: str | None, resource: str | None, progress: Progress
@@ -128,4 +188,4 @@ async def open_source(args: Any) -> Source:
     raise SystemExit("say where the runs are: --server URL, --app MODULE:ATTR or --store URL")
 
 
-__all__ = ["Source", "existing_store", "open_source", "redacted"]
+__all__ = ["Page", "Source", "existing_store", "open_source", "redacted"]
