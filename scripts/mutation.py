@@ -1462,6 +1462,17 @@ MUTANTS += [
     ),
 ]
 
+# perf
+MUTANTS += [
+    Mutant(
+        "redis-save-keeps-left-indexes",
+        "storage/redis_scripts.py",
+        "if not now[index] then redis.call('ZREM', index, run_id) end",
+        "if false then redis.call('ZREM', index, run_id) end",
+        ("tests/test_store_conformance.py", "tests/test_redis_store.py"),
+    ),
+]
+
 
 def run_tests(tests: tuple[str, ...]) -> tuple[bool, str]:
     """True if the tests all passed (the mutant survived); the last lines of pytest's output."""
