@@ -18,7 +18,6 @@ from typing import NoReturn
 from troupe.core.deciding import decision_log
 from troupe.core.deciding.approvers import ApproverPolicies
 from troupe.core.deciding.decisions import Applied, Counted, Ruling, already_decided, rule
-from troupe.core.deciding.policy import RunPolicy
 from troupe.core.run import late_results
 from troupe.core.run.calls import decline_chunk
 from troupe.core.run.cancelling import as_recorded, cancelled_error
@@ -33,6 +32,7 @@ from troupe.core.vocabulary.errors import (
     ToolCallNotSuspendedError,
     TroupeError,
 )
+from troupe.core.vocabulary.options import RunPolicy
 from troupe.core.vocabulary.requests import DecideRequest
 from troupe.core.vocabulary.state import CallStatus, RunState, ToolCallState, utcnow
 from troupe.core.vocabulary.store import AuditEntry, StaleSnapshotError, StoredRun, ThreadAppend

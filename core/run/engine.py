@@ -17,7 +17,6 @@ from typing import Any, Literal
 from troupe.core.deciding import decision_log
 from troupe.core.deciding.cancels import CancelRecorded, Cancels
 from troupe.core.deciding.claim import Claims, ContinuedElsewhere, QuorumPending
-from troupe.core.deciding.policy import RunPolicy
 from troupe.core.notifying.outbox import interrupted_event
 from troupe.core.run.auto_resume import extract_resume_data, find_resumable
 from troupe.core.run.cancelling import OUT_OF_TIME, cancelled_error
@@ -39,7 +38,7 @@ from troupe.core.vocabulary.errors import (
 )
 from troupe.core.vocabulary.identity import Principal, starter_fields
 from troupe.core.vocabulary.messages import last_user_text, normalize_messages
-from troupe.core.vocabulary.options import RunOptions
+from troupe.core.vocabulary.options import RunOptions, RunPolicy
 from troupe.core.vocabulary.requests import (
     AgentPort,
     Cancel,

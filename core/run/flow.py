@@ -15,8 +15,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from troupe.core.deciding.policy import RunPolicy
 from troupe.core.vocabulary.chunks import Chunk, PauseEvent
+from troupe.core.vocabulary.options import RunPolicy
 from troupe.core.vocabulary.requests import ChunkBatches
 from troupe.core.vocabulary.state import ChildLink, RunState, ToolCallState
 from troupe.core.vocabulary.store import AuditEntry
