@@ -17,10 +17,10 @@ from typing import NoReturn
 
 from troupe.core.deciding import decision_log
 from troupe.core.deciding.approvers import ApproverPolicies
+from troupe.core.deciding.cancelling import as_recorded, cancelled_error
 from troupe.core.deciding.decisions import Applied, Counted, Ruling, already_decided, rule
 from troupe.core.run import late_results
 from troupe.core.run.calls import decline_chunk
-from troupe.core.run.cancelling import as_recorded, cancelled_error
 from troupe.core.run.flow import ActiveRun, Plan
 from troupe.core.run.loop import RunLoop
 from troupe.core.tracing import record_wait

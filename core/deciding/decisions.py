@@ -24,8 +24,8 @@ from troupe.core.deciding.approvers import (
     check_decider,
     needs_more,
 )
-from troupe.core.run.cancelling import DEFAULT_REASON as DEFAULT_CANCEL_REASON
-from troupe.core.run.cancelling import cancelled_error
+from troupe.core.deciding.cancelling import DEFAULT_REASON as DEFAULT_CANCEL_REASON
+from troupe.core.deciding.cancelling import cancelled_error
 from troupe.core.vocabulary.errors import (
     DecisionConflictError,
     DecisionRejectedError,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, Field
-from troupe.core.run.cancelling import child_message
+from troupe.core.deciding.cancelling import child_message
 from troupe.core.run.flow import ActiveRun, ChildFailed, ChildFinished, ChildOutcome, ChildPaused
 from troupe.core.tracing import carrier, span
 from troupe.core.vocabulary.agent import AgentSpec

@@ -15,11 +15,11 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from troupe.core.deciding import decision_log
+from troupe.core.deciding.cancelling import OUT_OF_TIME, cancelled_error
 from troupe.core.deciding.cancels import CancelRecorded, Cancels
 from troupe.core.deciding.claim import Claims, ContinuedElsewhere, QuorumPending
 from troupe.core.notifying.outbox import interrupted_event
 from troupe.core.run.auto_resume import extract_resume_data, find_resumable
-from troupe.core.run.cancelling import OUT_OF_TIME, cancelled_error
 from troupe.core.run.flow import ActiveRun, Plan
 from troupe.core.run.in_doubt import fence
 from troupe.core.run.locks import RunLocks

@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, assert_never
 
+from troupe.core.deciding.cancelling import out_of_time
 from troupe.core.deciding.handoff import pending_delivery
 from troupe.core.notifying.outbox import Event, pause_event
 from troupe.core.run.calls import Calls
-from troupe.core.run.cancelling import out_of_time
 from troupe.core.run.delegation import Delegation, child_run_id, delegation_tool
 from troupe.core.run.flow import ActiveRun, Continue, Failed, Finished, Paused, Plan, StepOutcome
 from troupe.core.run.in_doubt import TakeBack

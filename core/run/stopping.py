@@ -26,9 +26,9 @@ import logging
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from troupe.core.deciding.cancelling import cancelled_output, close, outcome, record
 from troupe.core.run import late_results
 from troupe.core.run.calls import done
-from troupe.core.run.cancelling import cancelled_output, close, outcome, record
 from troupe.core.run.delegation import Delegation, child_run_id
 from troupe.core.run.flow import ActiveRun, Finished
 from troupe.core.vocabulary.errors import (
