@@ -248,7 +248,7 @@ class AgentHost:
     # ---- cancelling ------------------------------------------------------------------------------------
 
     async def cancel(self, request: CancelRequest) -> CancelledRun:
-        """Cancel a run of this agent (``troupe.core.deciding.cancels``) and answer once the cancel is
+        """Cancel a run of this agent (``troupe.core.run.cancels``) and answer once the cancel is
         durable. A run driven here is stopped at once (its stream ends it); a run this host took (it was
         paused, or its host is gone) is ended here, in the background (``attach`` follows it); a run
         another live host drives is stopped by that host as soon as it learns (``poke``, its next write,

@@ -183,7 +183,7 @@ MUTANTS = [
     ),
     Mutant(
         "decision-reruns-a-late-completed-call",
-        "core/deciding/claim.py",
+        "core/run/claim.py",
         "        if applied.target.pause.interrupted:\n",
         "        if False:\n",
         ("tests/test_late_results.py",),
@@ -257,7 +257,7 @@ MUTANTS = [
     ),
     Mutant(
         "claim-not-audited",
-        "core/deciding/claim.py",
+        "core/run/claim.py",
         "audit = () if applied.delegated else (entry,)",
         "audit = ()",
         ("tests/test_snapshots.py", "tests/test_guarantees.py"),
@@ -271,7 +271,7 @@ MUTANTS = [
     ),
     Mutant(
         "routed-decision-plan-not-audited",
-        "core/deciding/claim.py",
+        "core/run/claim.py",
         "child_streams={call.tool_call_id: stream}, audit=(applied.entry,)",
         "child_streams={call.tool_call_id: stream}",
         ("tests/test_guarantees.py",),
@@ -304,7 +304,7 @@ MUTANTS = [
     ),
     Mutant(
         "stale-claim-not-retried",
-        "core/deciding/claim.py",
+        "core/run/claim.py",
         """            return await self._take(stored, ruling, request, thread)
         except StaleSnapshotError:
             return None""",
@@ -1266,14 +1266,14 @@ CANCEL_WRITE = (
 MUTANTS += [
     Mutant(  # one winner: a cancel whose compare-and-set lost to an approval is answered as if it had won
         "cancel-ignores-a-lost-compare-and-set",
-        "core/deciding/cancels.py",
+        "core/run/cancels.py",
         "        except StaleSnapshotError:\n            return None\n",
         "        except StaleSnapshotError:\n            pass\n",
         ("tests/test_cancel.py::test_a_cancel_that_read_the_run_before_an_approval_landed_loses_to_it",),
     ),
     Mutant(  # durable before ack: the cancel is acknowledged without being written
         "cancel-acknowledged-before-durable",
-        "core/deciding/cancels.py",
+        "core/run/cancels.py",
         CANCEL_WRITE,
         "            pass\n",
         ("tests/test_cancel_crash.py",),
@@ -1324,7 +1324,7 @@ MUTANTS += [
     ),
     Mutant(  # who may cancel: anyone
         "cancel-by-anyone",
-        "core/deciding/cancels.py",
+        "core/run/cancels.py",
         "        if not request.cascade:\n",
         "        if False:\n",
         ("tests/test_cancel_surfaces.py::test_who_may_cancel_a_run_over_http",),
@@ -1442,7 +1442,7 @@ MUTANTS += [
     ),
     Mutant(
         "decision-finds-its-run-in-a-listing",
-        "core/deciding/claim.py",
+        "core/run/claim.py",
         "        stored = await self.store.load_run(request.run_id)\n",
         # The run found among the agent's suspended runs (every one of them read) instead of by its id.
         "        from troupe.core.vocabulary.store import StoredRun, SuspendedRunQuery, suspended_runs\n"

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from troupe.core.deciding import decision_log
 from troupe.core.deciding.approvers import ApproverPolicies, check_canceller
 from troupe.core.deciding.cancelling import DEFAULT_REASON, as_recorded, cancelled_error, record
-from troupe.core.deciding.claim import decided_in
 from troupe.core.deciding.decisions import find_target
+from troupe.core.run.claim import decided_in
 from troupe.core.run.loop import RunLoop
 from troupe.core.vocabulary.errors import (
     RunNotCancellableError,
