@@ -24,10 +24,10 @@ from troupe.actors.webhook_sender import HttpSender
 from troupe.core.cancellation import stop_if_cancelled
 from troupe.core.deciding.handoff import handed_off
 from troupe.core.notifying.dispatcher import Dispatcher
+from troupe.core.run.agent import AgentSpec
 from troupe.core.run.engine import Operation, RunEngine
 from troupe.core.run.settings import RunSettings
 from troupe.core.tracing import configure as configure_tracing
-from troupe.core.vocabulary.agent import AgentSpec
 from troupe.core.vocabulary.chunks import Chunk
 from troupe.core.vocabulary.errors import (
     AgentUnavailableError,

@@ -10,8 +10,8 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Unpack
 
+from troupe.core.run.agent import AgentSpec
 from troupe.core.tracing import carrier
-from troupe.core.vocabulary.agent import AgentSpec
 from troupe.core.vocabulary.agent_api import Messages
 from troupe.core.vocabulary.errors import DecisionRejectedError
 from troupe.core.vocabulary.identity import SURFACES, Principal

@@ -14,12 +14,12 @@ from pydantic import BaseModel, ValidationError
 from troupe.core.deciding.approvers import ApproverPolicies
 from troupe.core.deciding.decisions import parse_resume_data
 from troupe.core.deciding.policy import governed, requires_approval
+from troupe.core.run.agent import AgentSpec
 from troupe.core.run.delegation import Delegation
 from troupe.core.run.flow import ActiveRun, ChildFailed, ChildFinished, ChildOutcome, ChildPaused, Plan
 from troupe.core.run.model_output import RefusedArgs, result_problem
 from troupe.core.run.pauses import Pauses
 from troupe.core.tracing import span
-from troupe.core.vocabulary.agent import AgentSpec
 from troupe.core.vocabulary.chunks import Chunk
 from troupe.core.vocabulary.hooks import ToolCallOverride
 from troupe.core.vocabulary.model import ToolCallPart

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from troupe.core.deciding import decision_log
 from troupe.core.deciding.cancelling import OUT_OF_TIME, cancelled_error
 from troupe.core.notifying.outbox import interrupted_event
+from troupe.core.run.agent import AgentSpec
 from troupe.core.run.auto_resume import extract_resume_data, find_resumable
 from troupe.core.run.cancels import CancelRecorded, Cancels
 from troupe.core.run.claim import Claims, ContinuedElsewhere, QuorumPending
@@ -28,7 +29,6 @@ from troupe.core.run.memory import trim_history
 from troupe.core.run.operation import Operation, Recorded
 from troupe.core.run.recovery import Doubt, prepare_recovery, replay
 from troupe.core.run.settings import RunSettings
-from troupe.core.vocabulary.agent import AgentSpec
 from troupe.core.vocabulary.chunks import Chunk
 from troupe.core.vocabulary.errors import (
     DecisionConflictError,

@@ -18,6 +18,7 @@ from typing import Any, assert_never
 from troupe.core.deciding.cancelling import out_of_time
 from troupe.core.deciding.handoff import pending_delivery
 from troupe.core.notifying.outbox import Event, pause_event
+from troupe.core.run.agent import DELEGATION_PREFIX, AgentSpec
 from troupe.core.run.calls import Calls
 from troupe.core.run.delegation import Delegation, child_run_id, delegation_tool
 from troupe.core.run.flow import ActiveRun, Continue, Failed, Finished, Paused, Plan, StepOutcome
@@ -31,7 +32,6 @@ from troupe.core.run.stopping import Stopping
 from troupe.core.run.turn import model_turn
 from troupe.core.run.writes import RunWriter
 from troupe.core.tracing import span
-from troupe.core.vocabulary.agent import DELEGATION_PREFIX, AgentSpec
 from troupe.core.vocabulary.errors import (
     DecisionPendingError,
     RunTakenOverError,
