@@ -280,7 +280,7 @@ class RunLoop:
         """Write the run (with ``audit``), then delete the ``consumed`` subagent runs it now records.
         ``ahead``: send the write and go on without waiting for it (see ``ActiveRun.send_ahead``); the
         state is copied as it is now, so the run can change meanwhile."""
-        await run.settle()
+        await run.wait_ahead()
         run.state.updated_at = utcnow()
         if ahead:
             run.send_ahead(self._write(run, run.state.snapshot(), thread, events, audit, consumed))
@@ -334,7 +334,7 @@ class RunLoop:
         subagent's run keeps a small finished record until its parent has checkpointed the outcome, so a
         parent recovering from a crash can still collect it. ``audit`` is written first."""
         state = run.state
-        await run.settle()
+        await run.wait_ahead()
         # Every subagent record this run consumed goes first (also any a crash kept from being deleted),
         # but not one this operation deleted already: that would be a round trip to the store for nothing.
         for child in self._children_of(state):

@@ -65,7 +65,7 @@ class Stopping:
         state = run.state
         in_flight = [c for c in state.calls if c.status is CallStatus.RUNNING]
         with contextlib.suppress(Exception):  # a write sent ahead landed or not: the store says which
-            await run.settle()
+            await run.wait_ahead()
         await self._record_late(run)
         stored = await self._holding_cancel(state, cancellation)
         said = stored.state.cancel if stored is not None and stored.state.cancel else cancellation
