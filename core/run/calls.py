@@ -260,10 +260,12 @@ def _answer(ctx: ToolContext, tool: Tool, call: ToolCallState) -> None:
 
 def done(run: ActiveRun, call: ToolCallState, output: Any, *, is_error: bool = False, **extra: Any) -> None:
     """Record the call's output and tell the stream."""
-    run.emit(settle(run.state.run_id, call, output, is_error, **extra))
+    run.emit(record_result(run.state.run_id, call, output, is_error, **extra))
 
 
-def settle(run_id: str, call: ToolCallState, output: Any, is_error: bool = False, **extra: Any) -> Chunk:
+def record_result(
+    run_id: str, call: ToolCallState, output: Any, is_error: bool = False, **extra: Any
+) -> Chunk:
     """Record the call's output (mutates ``call``); the chunk that reports it (``extra`` in its payload)."""
     call.status, call.output, call.is_error = CallStatus.DONE, output, is_error
     payload = {
@@ -296,4 +298,4 @@ async def _maybe_await(value: Any) -> Any:
     return value
 
 
-__all__ = ["Calls", "decline_chunk", "done", "settle"]
+__all__ = ["Calls", "decline_chunk", "done", "record_result"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 
 from troupe.core.run import late_results
-from troupe.core.run.calls import settle
+from troupe.core.run.calls import record_result
 from troupe.core.run.flow import Plan
 from troupe.core.run.pauses import Pauses, open_pause_chunks
 from troupe.core.vocabulary.chunks import Chunk
@@ -75,7 +75,7 @@ def prepare_recovery(
 
 def _cut_short(run_id: str, call: ToolCallState) -> Chunk:
     """Record the call as interrupted (the model is told so); the chunk that reports it."""
-    return settle(run_id, call, {"error": INTERRUPTED}, True, interrupted=True)
+    return record_result(run_id, call, {"error": INTERRUPTED}, True, interrupted=True)
 
 
 def replay(agent_id: str, state: RunState) -> list[Chunk]:
