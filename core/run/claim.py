@@ -20,9 +20,9 @@ from troupe.core.deciding.approvers import ApproverPolicies
 from troupe.core.deciding.cancelling import as_recorded, cancelled_error
 from troupe.core.deciding.decisions import Applied, Counted, Ruling, already_decided, rule
 from troupe.core.run import late_results
-from troupe.core.run.calls import decline_chunk
 from troupe.core.run.flow import ActiveRun, Plan
 from troupe.core.run.loop import RunLoop
+from troupe.core.run.outcomes import decline_chunk
 from troupe.core.tracing import record_wait
 from troupe.core.vocabulary.errors import (
     DecisionConflictError,

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from troupe.core.run.calls import record_result
+from troupe.core.run.outcomes import record_result
 from troupe.core.vocabulary.chunks import Chunk
 from troupe.core.vocabulary.errors import ToolCallCompletedError
 from troupe.core.vocabulary.state import RunState, ToolCallState, fingerprint, utcnow

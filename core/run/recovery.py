@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 
 from troupe.core.run import late_results
-from troupe.core.run.calls import record_result
 from troupe.core.run.flow import Plan
+from troupe.core.run.outcomes import record_result
 from troupe.core.run.pauses import Pauses, open_pause_chunks
 from troupe.core.vocabulary.chunks import Chunk
 from troupe.core.vocabulary.state import CallStatus, InDoubt, RunState, ToolCallState
