@@ -121,9 +121,9 @@ class AgentsOverMCP:
         run_id = str(uuid.uuid4())
         async with _cancelled_with(agent, run_id, caller):
             result = await agent.generate(prompt, started_by=caller, run_id=run_id, **options)
-            return await self._settle(ctx, caller, agent, result)
+            return await self._ask_about_pauses(ctx, caller, agent, result)
 
-    async def _settle(self, ctx: Any, caller: Principal, agent: Agent, result: RunResult) -> Any:
+    async def _ask_about_pauses(self, ctx: Any, caller: Principal, agent: Agent, result: RunResult) -> Any:
         """Ask about each pause in turn, while the client can be asked; the result, or the question for
         a client that answers by calling again (MCP 2026's input-required results)."""
         note = None
@@ -155,7 +155,7 @@ class AgentsOverMCP:
             return self._paused(ctx, agent.id, None, None, call)
         async with _cancelled_with(agent, call.run_id, caller):
             result = await self._decide(caller, agent, call, action, content)
-            return await self._settle(ctx, caller, agent, result)
+            return await self._ask_about_pauses(ctx, caller, agent, result)
 
     async def _decide(
         self, caller: Principal, agent: Agent, call: PausedCall, action: str, content: Any
