@@ -84,7 +84,7 @@ class Claims:
         """Claim the decision, retrying while the run changes under it; raises why it cannot be. The
         first attempt uses the state this host paused the run with, if it kept it
         (troupe.core.run.paused)."""
-        kept = self.loop.paused.take(request.run_id)
+        kept = self.loop.paused.pop(request.run_id)
         for _ in range(_CLAIM_ATTEMPTS):
             claimed = await self._attempt(request, expiring, thread, kept)
             kept = None
