@@ -183,7 +183,7 @@ class Claims:
         late = late_results.completed(await self.store.list_audit(state.run_id), call)
         if late is None:
             return
-        outcome = late_results.take(state.run_id, call, late)
+        outcome = late_results.use_completed(state.run_id, call, late)
         state.stop_waiting()
         state.status, state.owner = "running", self.owner
         version = await self.loop.writer.save(state, expected_version=stored.version)

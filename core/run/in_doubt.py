@@ -113,7 +113,7 @@ class TakeBack:
         for call, entry in zip(waiting, entries, strict=True):
             assert call is not None
             call.in_doubt = None
-            backlog.append(late_results.take(state.run_id, call, entry))
+            backlog.append(late_results.use_completed(state.run_id, call, entry))
         state.stop_waiting()
         state.status, state.owner = "running", run.state.owner
         try:

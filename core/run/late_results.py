@@ -71,7 +71,7 @@ def completed(audit: Iterable[AuditEntry], call: ToolCallState) -> AuditEntry | 
     return next((e for e in audit if e.kind == "completed" and e.fingerprint == mine), None)
 
 
-def take(run_id: str, call: ToolCallState, entry: AuditEntry) -> Chunk:
+def use_completed(run_id: str, call: ToolCallState, entry: AuditEntry) -> Chunk:
     """The call's outcome is the recorded one (mutates ``call``); the chunk that reports it."""
     call.pauses, call.decision, call.in_doubt = [], None, None
     return record_result(
@@ -135,4 +135,4 @@ class LateOutcomes:
             await asyncio.gather(*self._writing, return_exceptions=True)
 
 
-__all__ = ["LateOutcomes", "already_completed", "append", "call_fingerprint", "completed", "take"]
+__all__ = ["LateOutcomes", "already_completed", "append", "call_fingerprint", "completed", "use_completed"]

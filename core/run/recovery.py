@@ -51,7 +51,7 @@ def prepare_recovery(
         tool = tools.get(call.tool_name)
         late = late_results.completed(audit, call)
         if late is not None:
-            notes.append(late_results.take(state.run_id, call, late))
+            notes.append(late_results.use_completed(state.run_id, call, late))
         elif call.tool_name in delegations:
             reattach.add(call.tool_call_id)
             calls.append(call.tool_call_id)
