@@ -88,7 +88,7 @@ class Outbox:
         self.finished_at = time.monotonic()
         self._changed.set()
 
-    async def take(self, linger: float, first_wait: float | None = None) -> tuple[list[Chunk], bool]:
+    async def gather(self, linger: float, first_wait: float | None = None) -> tuple[list[Chunk], bool]:
         """Wait for chunks (for at most ``first_wait`` s if given: then nothing may come back); then keep
         gathering for up to ``linger`` s unless the operation ends or a batch fills up."""
         loop = asyncio.get_running_loop()
@@ -175,7 +175,7 @@ class AgentHost:
             raise KeyError(
                 f"no operation {op_id!r} on agent {self.spec.id!r} (finished and read, or expired)"
             )
-        chunks, done = await outbox.take(linger, first_wait)
+        chunks, done = await outbox.gather(linger, first_wait)
         if done:
             self._forget(op_id)
         return Batch(op_id, chunks, done)
