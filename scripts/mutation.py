@@ -305,10 +305,10 @@ MUTANTS = [
     Mutant(
         "stale-claim-not-retried",
         "core/run/claim.py",
-        """            return await self._take(stored, ruling, request, thread)
+        """            return await self._write_applied(stored, ruling, request, thread)
         except StaleSnapshotError:
             return None""",
-        """            return await self._take(stored, ruling, request, thread)
+        """            return await self._write_applied(stored, ruling, request, thread)
         except StaleSnapshotError:
             raise""",
         ("tests/test_guarantees.py",),

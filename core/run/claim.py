@@ -118,7 +118,7 @@ class Claims:
         try:
             if isinstance(ruling, Counted):
                 await self._count(stored, ruling)
-            return await self._take(stored, ruling, request, thread)
+            return await self._write_applied(stored, ruling, request, thread)
         except StaleSnapshotError:
             return None
 
@@ -152,7 +152,7 @@ class Claims:
         decision_log.decided(counted.entry)  # logged as "decision ... decision=approval-recorded"
         raise QuorumPending(state)
 
-    async def _take(
+    async def _write_applied(
         self, stored: StoredRun, applied: Applied, request: DecideRequest, thread: ThreadAppend | None
     ) -> tuple[ActiveRun, Plan]:
         """Write the applied decision: the run is in flight from here, owned by this host (a crash before
