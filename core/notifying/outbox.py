@@ -149,7 +149,8 @@ def _call_data(
     }
 
 
-def pause_event(state: RunState, call: ToolCallState, pause: Pause) -> Event:
+def pause_notification(state: RunState, call: ToolCallState, pause: Pause) -> Event:
+    """The ``tool-call.paused`` event of a pause (its data: ``pause_shapes.event_data``)."""
     key = event_id(state.run_id, "paused", call.tool_call_id, str(pause.seq), pause.fingerprint)
     agents = _agents(state, pause.agent_path)
     data = event_data(state, call, pause)
@@ -291,5 +292,5 @@ __all__ = [
     "decision_event",
     "event_id",
     "interrupted_event",
-    "pause_event",
+    "pause_notification",
 ]

@@ -17,7 +17,7 @@ from typing import Any, assert_never
 
 from troupe.core.deciding.cancelling import out_of_time
 from troupe.core.deciding.handoff import pending_delivery
-from troupe.core.notifying.outbox import Event, pause_event
+from troupe.core.notifying.outbox import Event, pause_notification
 from troupe.core.run.agent import DELEGATION_PREFIX, AgentSpec
 from troupe.core.run.calls import Calls
 from troupe.core.run.delegation import Delegation, child_run_id, delegation_tool
@@ -401,7 +401,7 @@ class RunLoop:
         state.status = "suspended"
         # Only the top-level run announces pauses to people (a subagent's pause bubbles up to it).
         announcing = state.parent is None and self.writer.notifying
-        pauses = [pause_event(state, c, p) for c, p in state.open_pauses()] if announcing else []
+        pauses = [pause_notification(state, c, p) for c, p in state.open_pauses()] if announcing else []
         thread = take_unsaved(self.spec.memory, state, upto=settled_length(state))
         await self.checkpoint(run, thread, pauses, audit=audit, consumed=consumed)
         self.paused.keep(state, run.version)  # this operation ends here: the state is not changed again
