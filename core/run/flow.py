@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from troupe.core.vocabulary.chunks import Chunk, PauseEvent
+from troupe.core.vocabulary.model import Usage
 from troupe.core.vocabulary.options import RunPolicy
 from troupe.core.vocabulary.requests import ChunkBatches
 from troupe.core.vocabulary.state import ChildLink, RunState, ToolCallState
@@ -125,6 +126,18 @@ class Failed:
 StepOutcome = Continue | Finished | Paused | Failed
 
 
+def finish_payload(state: RunState, reason: str, text: str, continued: bool = False) -> dict[str, Any]:
+    """A step-finish or finish payload: Troupe's ``finish_reason``/``usage`` and Mastra's
+    ``step_result``/``output`` (what Mastra's clients read)."""
+    usage = Usage(state.input_tokens, state.output_tokens).to_dict()
+    return {
+        "finish_reason": reason,
+        "usage": usage,
+        "step_result": {"reason": reason, "is_continued": continued},
+        "output": {"text": text, "usage": usage},
+    }
+
+
 # ---- how a delegation ends ------------------------------------------------------------------------------
 
 
@@ -166,4 +179,5 @@ __all__ = [
     "Paused",
     "Plan",
     "StepOutcome",
+    "finish_payload",
 ]

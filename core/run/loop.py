@@ -21,7 +21,16 @@ from troupe.core.notifying.outbox import Event, pause_notification
 from troupe.core.run.agent import DELEGATION_PREFIX, AgentSpec
 from troupe.core.run.calls import Calls
 from troupe.core.run.delegation import Delegation, child_run_id, delegation_tool
-from troupe.core.run.flow import ActiveRun, Continue, Failed, Finished, Paused, Plan, StepOutcome
+from troupe.core.run.flow import (
+    ActiveRun,
+    Continue,
+    Failed,
+    Finished,
+    Paused,
+    Plan,
+    StepOutcome,
+    finish_payload,
+)
 from troupe.core.run.in_doubt import TakeBack
 from troupe.core.run.late_results import LateOutcomes
 from troupe.core.run.memory import settled_length, take_unsaved
@@ -40,7 +49,6 @@ from troupe.core.vocabulary.errors import (
     TroupeError,
 )
 from troupe.core.vocabulary.messages import tool_message
-from troupe.core.vocabulary.model import Usage
 from troupe.core.vocabulary.requests import AgentPort
 from troupe.core.vocabulary.state import Cancellation, RunState, utcnow
 from troupe.core.vocabulary.store import AuditEntry, StaleSnapshotError, Store, ThreadAppend
@@ -311,23 +319,12 @@ class RunLoop:
         # before _end, which clears a subagent's.
         messages = list(run.state.messages)
         await self._end(run, {"finish_reason": reason, "text": text}, audit)
-        run.chunk("finish", **self._ending(run.state, reason, text), messages=messages)
-
-    def _ending(self, state: RunState, reason: str, text: str, continued: bool = False) -> dict[str, Any]:
-        """A step-finish or finish payload: Troupe's ``finish_reason``/``usage`` and Mastra's
-        ``step_result``/``output`` (what Mastra's clients read)."""
-        usage = Usage(state.input_tokens, state.output_tokens).to_dict()
-        return {
-            "finish_reason": reason,
-            "usage": usage,
-            "step_result": {"reason": reason, "is_continued": continued},
-            "output": {"text": text, "usage": usage},
-        }
+        run.chunk("finish", **finish_payload(run.state, reason, text), messages=messages)
 
     def _step_finish(self, run: ActiveRun, reason: str, text: str) -> None:
         state = run.state
         continued = reason == "tool-calls"
-        run.chunk("step-finish", step=state.step, **self._ending(state, reason, text, continued))
+        run.chunk("step-finish", step=state.step, **finish_payload(state, reason, text, continued))
 
     async def _end(self, run: ActiveRun, outcome: dict[str, Any], audit: tuple[AuditEntry, ...]) -> None:
         """A top-level run's snapshot goes (its last messages join its thread in the same write). A
@@ -383,7 +380,7 @@ class RunLoop:
             except StaleSnapshotError:
                 log.warning("failed run %s was changed elsewhere; left as it is", run.state.run_id)
         run.chunk("error", error=info)
-        run.chunk("finish", **self._ending(run.state, "error", ""))
+        run.chunk("finish", **finish_payload(run.state, "error", ""))
 
     # ---- closing a step ------------------------------------------------------------------------------
 

@@ -30,7 +30,7 @@ from troupe.core.deciding.cancelling import cancelled_output, close, outcome, re
 from troupe.core.run import late_results
 from troupe.core.run.calls import done
 from troupe.core.run.delegation import Delegation, child_run_id
-from troupe.core.run.flow import ActiveRun, Finished
+from troupe.core.run.flow import ActiveRun, Finished, finish_payload
 from troupe.core.vocabulary.errors import (
     RunCancelledError,
     RunNotCancellableError,
@@ -111,7 +111,7 @@ class Stopping:
     ) -> Finished:
         reason = cancellation.finish_reason
         told = outcome(cancellation)["cancelled"]
-        run.chunk("finish", **self.loop._ending(run.state, reason, ""), cancelled=told, messages=messages)
+        run.chunk("finish", **finish_payload(run.state, reason, ""), cancelled=told, messages=messages)
         return Finished(reason)
 
     async def _record_late(self, run: ActiveRun) -> None:
