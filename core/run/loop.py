@@ -108,7 +108,7 @@ class RunLoop:
         self.ending: set[str] = set()
         self.stopping = Stopping(self)
         # What a host that lost a run does with the tools it ran meanwhile (troupe.core.run.in_doubt).
-        self.take_back = TakeBack(self)
+        self.take_back = TakeBack(store, self.writer)
 
     def stop(self, run_id: str, cancellation: Cancellation, *, about_to: bool = False) -> bool:
         """Stop the run if an operation here drives it: its task is cancelled and ends the run (see
