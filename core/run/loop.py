@@ -106,7 +106,7 @@ class RunLoop:
         # stopped again.
         self.driving: dict[str, asyncio.Task[Any]] = {}
         self.ending: set[str] = set()
-        self.stopping = Stopping(self)
+        self.stopping = Stopping(store, self.writer, self.delegations, self._end)
         # What a host that lost a run does with the tools it ran meanwhile (troupe.core.run.in_doubt).
         self.take_back = TakeBack(store, self.writer)
 
