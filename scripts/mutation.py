@@ -1355,7 +1355,13 @@ MUTANTS += [
         "api/inbox.py",
         "    found = await runtime.pending_page(caller=caller, page=page, per_page=per_page, **filters)\n",
         # What the inbox did before: every paused run read and parsed, the page cut in Python.
-        "    everything = await pending_states(runtime, caller)\n"
+        "    everything, cursor = [], None\n"
+        "    while True:\n"
+        "        part = await runtime.pending_page(caller=caller, per_page=1000, cursor=cursor)\n"
+        "        everything += part.states\n"
+        "        if part.next_cursor is None:\n"
+        "            break\n"
+        "        cursor = part.next_cursor\n"
         "    found = __import__('troupe.core.vocabulary.listing', fromlist=['PausedPage']).PausedPage(\n"
         "        everything[: per_page or 100], len(everything)\n"
         "    )\n",
