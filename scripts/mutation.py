@@ -1468,6 +1468,41 @@ MUTANTS += [
     ),
 ]
 
+# ---- the house (issue 45): no import circle, nothing climbs back up, names that say one thing ----------
+MUTANTS += [
+    Mutant(
+        "agent-types-its-runtime-again",
+        "supervisor/agent.py",
+        "from troupe.supervisor.agent_runtime import AgentRuntime, default_agent_runtime\n",
+        # A type-only import (as under TYPE_CHECKING) of the runtime that imports the Agent: a circle.
+        "from troupe.supervisor.agent_runtime import AgentRuntime, default_agent_runtime\n"
+        "if False:\n    from troupe.supervisor.runtime import Runtime  # noqa: F401\n",
+        ("tests/test_import_cycles.py::test_the_installed_package_has_no_import_circles",),
+    ),
+    Mutant(
+        "vocabulary-climbs-to-deciding",
+        "core/vocabulary/options.py",
+        "from troupe.core.vocabulary.identity import Principal\n",
+        "from troupe.core.vocabulary.identity import Principal\n"
+        "if False:\n    from troupe.core.deciding.policy import governed  # noqa: F401\n",
+        ("tests/test_contract.py::test_imports_run_one_way_and_ray_stays_in_actors_and_supervisor",),
+    ),
+    Mutant(
+        "scripted-model-always-complete",
+        "core/models/testing.py",
+        "        if left:\n            raise AssertionError",
+        "        if False:\n            raise AssertionError",
+        ("tests/test_scripted_model.py",),
+    ),
+    Mutant(
+        "mcp-answer-not-checked-against-the-store",
+        "api/mcp_pauses.py",
+        "    if asked is not None:\n",
+        "    if False:\n",
+        ("tests/test_mcp_server.py::test_an_answer_to_a_call_decided_meanwhile_decides_nothing_and_says_so",),
+    ),
+]
+
 
 def run_tests(tests: tuple[str, ...]) -> tuple[bool, str]:
     """True if the tests all passed (the mutant survived); the last lines of pytest's output."""
