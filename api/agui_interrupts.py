@@ -133,7 +133,7 @@ class OpenPause:
     def interrupt(self) -> Interrupt:
         """The pause as AG-UI's canonical interrupt."""
         call = self.call
-        message, schema = PausedCall(self.run.agent_id, self.run.run_id, self._payload()).question()
+        message, schema = PausedCall(self.run.agent_id, self.run.run_id, call).question()
         if self.editable:
             schema = _with_edits(schema, call.args)
         subagent = child_run_id(self.run.run_id, call.tool_call_id) if len(call.agent_path) > 1 else None
@@ -147,19 +147,6 @@ class OpenPause:
             subagent_run_id=subagent,
             metadata={"troupe": self._details()},
         )
-
-    def _payload(self) -> dict[str, Any]:
-        call = self.call
-        payload = {
-            "tool_call_id": call.tool_call_id,
-            "tool_name": call.tool_name,
-            "args": call.args,
-            "agent_path": call.agent_path,
-            "resume_schema": call.resume_schema,
-        }
-        if not self.is_approval:
-            payload["suspend_payload"] = call.suspend_payload
-        return payload
 
     def _details(self) -> dict[str, Any]:
         call = self.call

@@ -183,7 +183,7 @@ MUTANTS = [
     ),
     Mutant(
         "decision-reruns-a-late-completed-call",
-        "core/deciding/claim.py",
+        "core/run/claim.py",
         "        if applied.target.pause.interrupted:\n",
         "        if False:\n",
         ("tests/test_late_results.py",),
@@ -257,7 +257,7 @@ MUTANTS = [
     ),
     Mutant(
         "claim-not-audited",
-        "core/deciding/claim.py",
+        "core/run/claim.py",
         "audit = () if applied.delegated else (entry,)",
         "audit = ()",
         ("tests/test_snapshots.py", "tests/test_guarantees.py"),
@@ -271,7 +271,7 @@ MUTANTS = [
     ),
     Mutant(
         "routed-decision-plan-not-audited",
-        "core/deciding/claim.py",
+        "core/run/claim.py",
         "child_streams={call.tool_call_id: stream}, audit=(applied.entry,)",
         "child_streams={call.tool_call_id: stream}",
         ("tests/test_guarantees.py",),
@@ -304,11 +304,11 @@ MUTANTS = [
     ),
     Mutant(
         "stale-claim-not-retried",
-        "core/deciding/claim.py",
-        """            return await self._take(stored, ruling, request, thread)
+        "core/run/claim.py",
+        """            return await self._write_applied(stored, ruling, request, thread)
         except StaleSnapshotError:
             return None""",
-        """            return await self._take(stored, ruling, request, thread)
+        """            return await self._write_applied(stored, ruling, request, thread)
         except StaleSnapshotError:
             raise""",
         ("tests/test_guarantees.py",),
@@ -1266,14 +1266,14 @@ CANCEL_WRITE = (
 MUTANTS += [
     Mutant(  # one winner: a cancel whose compare-and-set lost to an approval is answered as if it had won
         "cancel-ignores-a-lost-compare-and-set",
-        "core/deciding/cancels.py",
+        "core/run/cancels.py",
         "        except StaleSnapshotError:\n            return None\n",
         "        except StaleSnapshotError:\n            pass\n",
         ("tests/test_cancel.py::test_a_cancel_that_read_the_run_before_an_approval_landed_loses_to_it",),
     ),
     Mutant(  # durable before ack: the cancel is acknowledged without being written
         "cancel-acknowledged-before-durable",
-        "core/deciding/cancels.py",
+        "core/run/cancels.py",
         CANCEL_WRITE,
         "            pass\n",
         ("tests/test_cancel_crash.py",),
@@ -1324,7 +1324,7 @@ MUTANTS += [
     ),
     Mutant(  # who may cancel: anyone
         "cancel-by-anyone",
-        "core/deciding/cancels.py",
+        "core/run/cancels.py",
         "        if not request.cascade:\n",
         "        if False:\n",
         ("tests/test_cancel_surfaces.py::test_who_may_cancel_a_run_over_http",),
@@ -1355,7 +1355,13 @@ MUTANTS += [
         "api/inbox.py",
         "    found = await runtime.pending_page(caller=caller, page=page, per_page=per_page, **filters)\n",
         # What the inbox did before: every paused run read and parsed, the page cut in Python.
-        "    everything = await pending_states(runtime, caller)\n"
+        "    everything, cursor = [], None\n"
+        "    while True:\n"
+        "        part = await runtime.pending_page(caller=caller, per_page=1000, cursor=cursor)\n"
+        "        everything += part.states\n"
+        "        if part.next_cursor is None:\n"
+        "            break\n"
+        "        cursor = part.next_cursor\n"
         "    found = __import__('troupe.core.vocabulary.listing', fromlist=['PausedPage']).PausedPage(\n"
         "        everything[: per_page or 100], len(everything)\n"
         "    )\n",
@@ -1442,7 +1448,7 @@ MUTANTS += [
     ),
     Mutant(
         "decision-finds-its-run-in-a-listing",
-        "core/deciding/claim.py",
+        "core/run/claim.py",
         "        stored = await self.store.load_run(request.run_id)\n",
         # The run found among the agent's suspended runs (every one of them read) instead of by its id.
         "        from troupe.core.vocabulary.store import StoredRun, SuspendedRunQuery, suspended_runs\n"
@@ -1459,6 +1465,41 @@ MUTANTS += [
         (
             "tests/test_http_inbox.py::test_the_inbox_is_read_a_page_at_a_time_and_narrowed_by_resource_role_and_age",
         ),
+    ),
+]
+
+# ---- the house (issue 45): no import circle, nothing climbs back up, names that say one thing ----------
+MUTANTS += [
+    Mutant(
+        "agent-types-its-runtime-again",
+        "supervisor/agent.py",
+        "from troupe.supervisor.agent_runtime import AgentRuntime, default_agent_runtime\n",
+        # A type-only import (as under TYPE_CHECKING) of the runtime that imports the Agent: a circle.
+        "from troupe.supervisor.agent_runtime import AgentRuntime, default_agent_runtime\n"
+        "if False:\n    from troupe.supervisor.runtime import Runtime  # noqa: F401\n",
+        ("tests/test_import_cycles.py::test_the_installed_package_has_no_import_circles",),
+    ),
+    Mutant(
+        "vocabulary-climbs-to-deciding",
+        "core/vocabulary/options.py",
+        "from troupe.core.vocabulary.identity import Principal\n",
+        "from troupe.core.vocabulary.identity import Principal\n"
+        "if False:\n    from troupe.core.deciding.policy import governed  # noqa: F401\n",
+        ("tests/test_contract.py::test_imports_run_one_way_and_ray_stays_in_actors_and_supervisor",),
+    ),
+    Mutant(
+        "scripted-model-always-complete",
+        "core/models/testing.py",
+        "        if left:\n            raise AssertionError",
+        "        if False:\n            raise AssertionError",
+        ("tests/test_scripted_model.py",),
+    ),
+    Mutant(
+        "mcp-answer-not-checked-against-the-store",
+        "api/mcp_pauses.py",
+        "    if asked is not None:\n",
+        "    if False:\n",
+        ("tests/test_mcp_server.py::test_an_answer_to_a_call_decided_meanwhile_decides_nothing_and_says_so",),
     ),
 ]
 

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import copy
 import uuid
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import Any, Unpack
 
+from troupe.core.run.agent import AgentSpec
 from troupe.core.tracing import carrier
-from troupe.core.vocabulary.agent import AgentSpec
 from troupe.core.vocabulary.agent_api import Messages
 from troupe.core.vocabulary.errors import DecisionRejectedError
 from troupe.core.vocabulary.identity import SURFACES, Principal
@@ -34,24 +33,11 @@ from troupe.core.vocabulary.requests import (
 from troupe.core.vocabulary.results import RunResult
 from troupe.core.vocabulary.stream import AgentStream
 from troupe.core.vocabulary.suspended import SuspendedRunList
-
-if TYPE_CHECKING:
-    from troupe.supervisor.runtime import Runtime
-
-
-# The runtime an Agent used without one runs on. ``troupe.supervisor.default`` installs its factory when
-# the package is imported (the package's ``__init__`` imports it before anyone can use an Agent), so this
-# module never imports the runtime that imports it.
-_default_runtime: Callable[[], Runtime] | None = None
-
-
-def use_default_runtime(factory: Callable[[], Runtime]) -> None:
-    global _default_runtime
-    _default_runtime = factory
+from troupe.supervisor.agent_runtime import AgentRuntime, default_agent_runtime
 
 
 class Agent(AgentSpec):
-    _runtime: Runtime | None = None
+    _runtime: AgentRuntime | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         # The runtime binding stays in the caller's process; hosts get the definition only.
@@ -59,7 +45,7 @@ class Agent(AgentSpec):
         state.pop("_runtime", None)
         return state
 
-    def bound_to(self, runtime: Runtime) -> Agent:
+    def bound_to(self, runtime: AgentRuntime) -> Agent:
         if self._runtime is None or self._runtime is runtime:
             self._runtime = runtime
             return self
@@ -68,11 +54,9 @@ class Agent(AgentSpec):
         return other
 
     @property
-    def runtime(self) -> Runtime:
+    def runtime(self) -> AgentRuntime:
         if self._runtime is None:
-            if _default_runtime is None:
-                raise RuntimeError("no default runtime: import troupe.supervisor (or troupe) first")
-            _default_runtime().register(self, replace=True)
+            default_agent_runtime().register(self, replace=True)
         assert self._runtime is not None
         return self._runtime
 
@@ -257,4 +241,4 @@ def _acting(
         raise DecisionRejectedError(str(exc)) from None
 
 
-__all__ = ["Agent", "use_default_runtime"]
+__all__ = ["Agent"]

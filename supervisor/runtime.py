@@ -20,8 +20,9 @@ from troupe.actors.handle import AgentHandle, LocalHandle, RayHandle
 from troupe.actors.host import OWNER_TTL_S, AgentHost
 from troupe.actors.remote import RayActor, ensure_ray
 from troupe.core.deciding.approvers import ApproverPolicies, ApproverPolicy
+from troupe.core.deciding.cancelling import DEFAULT_REASON, as_recorded, outcome
 from troupe.core.notifying.outbox import Notifications, NotificationTarget
-from troupe.core.run.cancelling import DEFAULT_REASON, as_recorded, outcome
+from troupe.core.run.agent import AgentSpec
 from troupe.core.run.settings import (
     DEFAULT_IN_DOUBT_MARGIN_S,
     DEFAULT_IN_DOUBT_S,
@@ -29,7 +30,6 @@ from troupe.core.run.settings import (
     RunSettings,
 )
 from troupe.core.tracing import carrier
-from troupe.core.vocabulary.agent import AgentSpec
 from troupe.core.vocabulary.errors import (
     AgentNotFoundError,
     AmbiguousSuspendedRunsError,

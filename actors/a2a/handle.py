@@ -16,9 +16,9 @@ from typing import Any
 from troupe.actors.a2a.agent import A2AAgent
 from troupe.actors.handle import AgentHandle, OwnedRun
 from troupe.core.deciding.approvers import check_canceller
+from troupe.core.deciding.cancelling import DEFAULT_REASON, cancelled_error
 from troupe.core.deciding.decisions import find_target
 from troupe.core.deciding.handoff import handed_off
-from troupe.core.run.cancelling import DEFAULT_REASON, cancelled_error
 from troupe.core.run.recovery import replay
 from troupe.core.vocabulary.chunks import Chunk
 from troupe.core.vocabulary.errors import (

@@ -29,9 +29,9 @@ from troupe.actors.a2a.errors import DecisionNotDeliveredError, RemoteAgentError
 from troupe.actors.a2a.pending import is_pending
 from troupe.actors.a2a.questions import answer_message, calls_of, prompt_of, refusal_of
 from troupe.actors.a2a.remote_task import Broke, Ended, Outcome, Question, RemoteTask
+from troupe.core.deciding.cancelling import DEFAULT_REASON as DEFAULT_CANCEL_REASON
+from troupe.core.deciding.cancelling import cancelled_error, outcome, record
 from troupe.core.deciding.decisions import apply, as_decision, check_kind, find_target
-from troupe.core.run.cancelling import DEFAULT_REASON as DEFAULT_CANCEL_REASON
-from troupe.core.run.cancelling import cancelled_error, outcome, record
 from troupe.core.run.pauses import open_pause_chunks
 from troupe.core.run.recovery import replay
 from troupe.core.vocabulary.chunks import Chunk

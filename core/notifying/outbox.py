@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from troupe.core.vocabulary.pause_shapes import event_data
+from troupe.core.vocabulary.pause_shapes import notification_data
 from troupe.core.vocabulary.state import Pause, RunState, ToolCallState, utcnow
 from troupe.core.vocabulary.store import AuditEntry, OutboxEntry
 
@@ -149,10 +149,11 @@ def _call_data(
     }
 
 
-def pause_event(state: RunState, call: ToolCallState, pause: Pause) -> Event:
+def pause_notification(state: RunState, call: ToolCallState, pause: Pause) -> Event:
+    """The ``tool-call.paused`` event of a pause (its data: ``pause_shapes.notification_data``)."""
     key = event_id(state.run_id, "paused", call.tool_call_id, str(pause.seq), pause.fingerprint)
     agents = _agents(state, pause.agent_path)
-    data = event_data(state, call, pause)
+    data = notification_data(state, call, pause)
     return Event(key, "tool-call.paused", state.run_id, agents, pause.tool_name, state.resource_id, data)
 
 
@@ -291,5 +292,5 @@ __all__ = [
     "decision_event",
     "event_id",
     "interrupted_event",
-    "pause_event",
+    "pause_notification",
 ]

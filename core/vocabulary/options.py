@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, TypedDict
 
-from troupe.core.deciding.policy import RunPolicy
 from troupe.core.vocabulary.errors import InvalidOptionError
 from troupe.core.vocabulary.identity import Principal
+
+# What ``require_tool_approval`` takes: a bool for every call, or a function
+# ``(tool_name, args, request_context, workspace) -> bool`` (sync or async) asked for each call
+# (``troupe.core.deciding.policy`` says who wins when a tool has a say of its own).
+RunPolicy = bool | Callable[[str, dict[str, Any], dict[str, Any], Any], bool | Awaitable[bool]]
 
 
 @dataclass(frozen=True)
@@ -176,6 +180,7 @@ __all__ = [
     "DecisionOptions",
     "PendingFilters",
     "RunOptions",
+    "RunPolicy",
     "StreamOptions",
     "SuspendedRunFilters",
     "check_option_names",

@@ -110,9 +110,6 @@ class OutboxEntry(BaseModel):
         """When a host may take it: its next attempt, or later if a sender holds it."""
         return max(self.next_at, self.lease_until or 0.0)
 
-    def is_due(self, now: float) -> bool:
-        return self.status == "pending" and self.due_at() <= now
-
     def leased(self, owner: str, until: float) -> OutboxEntry:
         return self.model_copy(update={"lease_owner": owner, "lease_until": until})
 

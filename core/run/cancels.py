@@ -3,7 +3,7 @@
 ``Cancels.cancel`` reads the run, checks the request (the run is this agent's and not over; the
 canceller may cancel it; the call it names, if any, still waits with the fingerprint it gives) and
 writes the cancel into the run in one compare-and-set, the same write that withdraws every open pause
-(``troupe.core.run.cancelling``). A write that loses to another (a decision, a checkpoint) reads again
+(``troupe.core.deciding.cancelling``). A write that loses to another (a decision, a checkpoint) reads again
 and tries again; a decision that loses to it finds the run cancelled (``RunCancelledError``). So a
 cancel and an approval of the same call have exactly one winner, as two approvals do.
 
@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 from troupe.core.deciding import decision_log
 from troupe.core.deciding.approvers import ApproverPolicies, check_canceller
-from troupe.core.deciding.claim import decided_in
+from troupe.core.deciding.cancelling import DEFAULT_REASON, as_recorded, cancelled_error, record
 from troupe.core.deciding.decisions import find_target
-from troupe.core.run.cancelling import DEFAULT_REASON, as_recorded, cancelled_error, record
+from troupe.core.run.claim import decided_in
 from troupe.core.run.loop import RunLoop
 from troupe.core.vocabulary.errors import (
     RunNotCancellableError,
