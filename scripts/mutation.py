@@ -385,7 +385,7 @@ MUTANTS += [
 ]
 
 
-# Who may decide, and what a decision may carry (README: "Reaching the approver", "Over HTTP").
+# Who may decide, and what a decision may carry (docs: how-to/approver-policies.md, getting-started/over-http.md).
 POLICIES = ("tests/test_approver_policies.py",)
 MUTANTS += [
     Mutant(
@@ -469,7 +469,8 @@ MUTANTS += [
 ]
 
 
-# Nothing reachable from another host without a credential (README "Security defaults").
+# Nothing reachable from another host without a credential (docs/concepts/security.md, "A server safe by
+# default").
 MUTANTS += [
     Mutant(
         "embedded-ray-on-rays-fixed-agent-port",
@@ -488,7 +489,7 @@ MUTANTS += [
 ]
 
 
-# Identity (README: "Security defaults", "Connecting an identity provider"): people are compared by subject
+# Identity (docs: concepts/security.md, how-to/identity.md): people are compared by subject
 # id (issuer + subject) on every surface; a governed call always pauses and needs someone who says who
 # they are; every approval of a quorum is for the same args; tokens are checked before anything changes.
 IDENTITY = ("tests/test_identity_tokens.py",)
@@ -616,7 +617,7 @@ MUTANTS += [
 ]
 
 
-# Commands the README promises, each tested as written (tests/test_readme_commands.py).
+# Commands the docs promise, each tested as written (tests/test_readme_commands.py).
 MUTANTS += [
     Mutant(
         "actor-channel-setting-ignored",

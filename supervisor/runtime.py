@@ -69,7 +69,8 @@ class Runtime:
     ``tool_threads``: how many sync tool calls each agent's host runs at once (each in a worker thread;
     more wait for a free one). Async tools run on the host's event loop and are not counted.
 
-    ``durability``: when runs are written (LangGraph's names; README "When a run is written").
+    ``durability``: when runs are written (LangGraph's names; docs: concepts/life-of-a-pause.md,
+    "When a run is written").
     ``"sync"`` (default) at its start and after every step as well; ``"exit"`` only at pauses, before
     tools run and at the end: two store writes fewer per approval cycle, but a crash during a model turn
     reports the step's tool calls as interrupted instead of keeping their results, and a run that crashes
@@ -78,7 +79,8 @@ class Runtime:
     ``in_doubt_default_s`` and ``in_doubt_margin_s``: a gated call taken over from a host that may still
     be running it (its lease ran out: a storage outage, say) is in doubt, and neither run again nor
     declined, until its deadline: the tool's ``timeout_s`` (``in_doubt_default_s``, 300 s, for a tool
-    without one) from when it started, plus ``in_doubt_margin_s`` (5 s); see README "Cancelling runs".
+    without one) from when it started, plus ``in_doubt_margin_s`` (5 s); see docs/how-to/cancel.md,
+    "Calls in doubt".
     """
 
     def __init__(

@@ -2,7 +2,7 @@
 
 A chunk is ``Chunk(type, run_id, payload)``. Payload keys are snake_case in Python; ``to_wire`` gives the
 camelCase frame the HTTP front door sends (``{"type", "runId", "from", "payload"}``). Types and payloads
-follow Mastra's stream (see the README's table of deliberate differences): text comes as
+follow Mastra's stream (docs/concepts/mastra.md lists the deliberate differences): text comes as
 ``text-start``/``text-delta``/``text-end``, a declined call as ``tool-output-denied``, and a paused stream
 ends at its pause chunks (no ``finish``). Troupe's own information rides in extra payload fields.
 
