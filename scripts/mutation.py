@@ -385,7 +385,7 @@ MUTANTS += [
 ]
 
 
-# Who may decide, and what a decision may carry (docs: how-to/approver-policies.md, getting-started/over-http.md).
+# Who may decide, and what a decision may carry (docs/how-to/approver-policies.md, docs/getting-started).
 POLICIES = ("tests/test_approver_policies.py",)
 MUTANTS += [
     Mutant(
