@@ -28,7 +28,11 @@ from troupe.core.vocabulary.state import RunState, utcnow
 
 
 class StaleSnapshotError(TroupeError):
-    """A compare-and-set lost: the run changed (or vanished) since it was read. Callers re-read."""
+    """A compare-and-set lost: the run changed (or vanished) since it was read.
+
+    Raised by a store's writes; Troupe's own callers read the run again and retry. Code
+    ``STORAGE_STALE_SNAPSHOT``, HTTP 409.
+    """
 
     code = "STORAGE_STALE_SNAPSHOT"
     http_status = 409
