@@ -253,7 +253,9 @@ class Store(Protocol):
         ``save_run(state, expected_version=0)``."""
         ...
 
-    async def load_run(self, run_id: str) -> StoredRun | None: ...
+    async def load_run(self, run_id: str) -> StoredRun | None:
+        """The run's state and version, or None if there is no such run (or it has finished)."""
+        ...
 
     async def save_run(
         self,
@@ -324,7 +326,10 @@ class Store(Protocol):
         before ``before`` (epoch seconds), most overdue first."""
         ...
 
-    async def list_audit(self, run_id: str) -> list[AuditEntry]: ...
+    async def list_audit(self, run_id: str) -> list[AuditEntry]:
+        """The run's audit log (its decisions, cancels and late results), oldest first; kept after the
+        run is gone."""
+        ...
 
     async def append_audit(self, entry: AuditEntry) -> None:
         """Append to a run's audit log on its own, with no compare-and-set on the run: for what happened
@@ -372,9 +377,13 @@ class Store(Protocol):
 
     async def append_messages(
         self, thread_id: str, resource_id: str | None, messages: list[dict[str, Any]]
-    ) -> None: ...
+    ) -> None:
+        """Append ``messages`` to a thread (of ``resource_id``, if the thread is new)."""
+        ...
 
-    async def load_messages(self, thread_id: str) -> list[dict[str, Any]]: ...
+    async def load_messages(self, thread_id: str) -> list[dict[str, Any]]:
+        """A thread's messages, oldest first (none for an unknown thread)."""
+        ...
 
     async def thread_resource(self, thread_id: str) -> str | None:
         """The resource a thread belongs to (the one its first messages were written with; ``""`` for
@@ -389,7 +398,9 @@ class Store(Protocol):
         ``forget_at()`` has passed."""
         ...
 
-    async def load_link(self, link_id: str) -> LinkRecord | None: ...
+    async def load_link(self, link_id: str) -> LinkRecord | None:
+        """The record of a decision link, or None if there is none (or it was forgotten)."""
+        ...
 
     async def use_link(self, link_id: str, who: str, now: float) -> LinkRecord | None:
         """Claim the link for ``who`` (a principal id) in one atomic step: the record with ``who`` added
@@ -401,7 +412,9 @@ class Store(Protocol):
         """Undo ``use_link`` for ``who`` (the decision it was for was refused, so the link was not used)."""
         ...
 
-    async def close(self) -> None: ...
+    async def close(self) -> None:
+        """Close the store's connections and files in this process (the runtime's shutdown does)."""
+        ...
 
 
 async def suspended_runs(store: Store, query: SuspendedRunQuery) -> tuple[list[RunState], int]:
