@@ -47,7 +47,9 @@ class AgentAPI(Protocol[StreamT, ResultT, ListingT, CancelT]):
     """
 
     @property
-    def id(self) -> str: ...
+    def id(self) -> str:
+        """The agent's id."""
+        ...
 
     def stream(self, messages: Messages, **options: Unpack[StreamOptions]) -> StreamT: ...
 
