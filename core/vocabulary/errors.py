@@ -56,6 +56,12 @@ class TroupeError(Exception):
         message: What went wrong, for a person.
         **details: What it is about, as JSON-able values.
 
+    Attributes:
+        message: What went wrong, for a person.
+        details: What it is about (``run_id``, ``tool_call_id``, ...).
+        code: The kind of error, stable across versions (a class attribute).
+        http_status: The status the front door answers with (a class attribute).
+
     Example:
         >>> try:
         ...     await agent.approve_tool_call(run_id="no-such-run")
