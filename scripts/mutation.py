@@ -1472,7 +1472,7 @@ MUTANTS += [
         "supervisor/agent.py",
         "            tool_call_id=decision.tool_call_id,\n",
         "            tool_call_id=None,\n",
-        ("tests/test_approval.py::test_three_gated_calls_decided_in_reverse_order",),
+        ("tests/test_approval.py::test_wrong_ids_and_finished_runs_raise_clear_errors",),
     ),
     Mutant(
         "http-client-sends-who-acts",
