@@ -351,7 +351,7 @@ class AgentHost:
         return {
             "agent_id": self.spec.id,
             "pid": os.getpid(),
-            # uvloop in a Ray actor (Troupe depends on it where it builds; see the README on uvloop).
+            # uvloop in a Ray actor (Troupe depends on it where it builds; docs/how-to/ray.md).
             "event_loop": f"{type(loop).__module__}.{type(loop).__qualname__}",
             "node_id": current_node_id() or "",
             "owner": self.owner,

@@ -208,8 +208,8 @@ MUTANTS = [
     Mutant(
         "client-drops-fingerprint",
         "api/client.py",
-        "edited_args, fingerprint=fingerprint)\n        return await self.client.open_stream(",
-        "edited_args)\n        return await self.client.open_stream(",
+        "body = _body(runId=run_id, toolCallId=decision.tool_call_id, fingerprint=decision.fingerprint)",
+        "body = _body(runId=run_id, toolCallId=decision.tool_call_id)",
         ("tests/test_guarantees_http.py",),
     ),
     Mutant(
@@ -385,7 +385,7 @@ MUTANTS += [
 ]
 
 
-# Who may decide, and what a decision may carry (README: "Reaching the approver", "Over HTTP").
+# Who may decide, and what a decision may carry (docs/how-to/approver-policies.md, docs/getting-started).
 POLICIES = ("tests/test_approver_policies.py",)
 MUTANTS += [
     Mutant(
@@ -469,7 +469,8 @@ MUTANTS += [
 ]
 
 
-# Nothing reachable from another host without a credential (README "Security defaults").
+# Nothing reachable from another host without a credential (docs/concepts/security.md, "A server safe by
+# default").
 MUTANTS += [
     Mutant(
         "embedded-ray-on-rays-fixed-agent-port",
@@ -488,7 +489,7 @@ MUTANTS += [
 ]
 
 
-# Identity (README: "Security defaults", "Connecting an identity provider"): people are compared by subject
+# Identity (docs: concepts/security.md, how-to/identity.md): people are compared by subject
 # id (issuer + subject) on every surface; a governed call always pauses and needs someone who says who
 # they are; every approval of a quorum is for the same args; tokens are checked before anything changes.
 IDENTITY = ("tests/test_identity_tokens.py",)
@@ -616,7 +617,7 @@ MUTANTS += [
 ]
 
 
-# Commands the README promises, each tested as written (tests/test_readme_commands.py).
+# Commands the docs promise, each tested as written (tests/test_readme_commands.py).
 MUTANTS += [
     Mutant(
         "actor-channel-setting-ignored",
@@ -1500,6 +1501,79 @@ MUTANTS += [
         "    if asked is not None:\n",
         "    if False:\n",
         ("tests/test_mcp_server.py::test_an_answer_to_a_call_decided_meanwhile_decides_nothing_and_says_so",),
+    ),
+]
+
+
+# ---- The public face (issue 45): run methods written once, docstrings, the serve shutdown, the inbox's words
+FACE = "tests/test_public_docstrings.py"
+MUTANTS += [
+    Mutant(
+        "agent-decision-loses-its-call",
+        "supervisor/agent.py",
+        "            tool_call_id=decision.tool_call_id,\n",
+        "            tool_call_id=None,\n",
+        ("tests/test_approval.py::test_wrong_ids_and_finished_runs_raise_clear_errors",),
+    ),
+    Mutant(
+        "http-client-sends-who-acts",
+        "api/client.py",
+        "    if acting:\n        raise TypeError(",
+        "    if False:\n        raise TypeError(",
+        (f"{FACE}::test_the_async_client_refuses_who_acts_before_sending_anything",),
+    ),
+    Mutant(
+        "stream-hides-its-options",
+        "core/vocabulary/run_methods.py",
+        "        duration_counts_waiting: bool | None = None,\n    ) -> AgentStream:",
+        "        **options: Any,\n    ) -> AgentStream:",
+        (f"{FACE}::test_the_run_methods_show_their_keyword_arguments",),
+    ),
+    Mutant(
+        "docstring-leaves-an-argument-out",
+        "api/client.py",
+        "            run_id: The run (top-level or a subagent's).\n",
+        "",
+        (f"{FACE}::test_every_public_method_and_property_is_documented_with_its_arguments",),
+    ),
+    Mutant(
+        "error-docstring-without-its-status",
+        "core/vocabulary/errors.py",
+        "``AGENT_RESUME_NO_SNAPSHOT_FOUND``, HTTP 404.",
+        "``AGENT_RESUME_NO_SNAPSHOT_FOUND``.",
+        (f"{FACE}::test_every_error_says_its_code_and_http_status",),
+    ),
+    Mutant(
+        "serve-shutdown-unbounded",
+        "api/serve.py",
+        "        with _bounded(SHUTDOWN_S, code):",
+        "        with contextlib.nullcontext():",
+        ("tests/test_serve_lifecycle.py::test_a_sigterm_to_every_process_at_once_ends_serve_in_seconds",),
+    ),
+    Mutant(
+        "inbox-shows-the-question-as-json",
+        "api/static/inbox.js",
+        'el("div", { "data-testid": "asks" }, asked(call.suspendPayload))',
+        'el("pre", { "data-testid": "asks" }, pretty(call.suspendPayload))',
+        (
+            "tests/test_inbox_browser.py::test_a_suspension_is_answered_through_the_form_built_from_its_resume_schema",
+        ),
+    ),
+    Mutant(
+        "inbox-says-nothing-waits-below-a-decided-card",
+        "api/static/inbox.js",
+        "state.cards.size > waiting ?",
+        "false ?",
+        ("tests/test_inbox_browser.py::test_decline_with_a_reason_the_model_is_told",),
+    ),
+    Mutant(
+        "demo-quotes-the-validator",
+        "troupe/ops/demo.py",
+        "            except ResumeDataValidationError:\n"
+        '                print(f"Not accepted: {what_fits(pause.resume_schema)}. Please try again."',
+        "            except ResumeDataValidationError as exc:\n"
+        '                print(f"Not accepted: {exc.message}. Please try again."',
+        ("tests/test_demo.py::test_a_non_integer_answer_is_asked_again",),
     ),
 ]
 

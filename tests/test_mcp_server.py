@@ -116,7 +116,8 @@ async def test_an_answer_to_a_call_decided_meanwhile_decides_nothing_and_says_so
         result = await client.call_tool("ops", {"prompt": "delete abc-123", "resourceId": "a1"})
     assert result.is_error
     text = result.content[0].text
-    assert text.startswith("AGENT_DECISION_CONFLICT") and "no longer waits as it was asked about" in text, text
+    assert text.startswith("AGENT_DECISION_CONFLICT"), text
+    assert "no longer waits as it was asked about" in text, text
     assert calls.count("delete_record") == 1
 
 
