@@ -35,7 +35,7 @@ from troupe.core.run.delegation import child_run_id
 from troupe.core.vocabulary.requests import CancelRequest, DecideRequest, Resume
 
 from troupe import A2AAgent, Agent, Principal, Runtime, SqliteStore
-from troupe.errors import DecisionConflictError, RunCancelledError, ToolCallNotSuspendedError
+from troupe.errors import DecisionConflictError, RunCancelledError
 from troupe.testing import CallLog, tool_call
 
 ALICE = Principal.named("alice")
@@ -295,7 +295,7 @@ async def test_a_cancel_racing_an_answer_has_one_winner_and_no_answer_follows_a_
             cancelling.meet_before_save(proxy, meet)
         else:  # the other waits until the first has written
             held = (cancelling if first == "answer" else answering).hold_next_save(proxy)
-        answer = DecideRequest(proxy, Resume("Lyon"), call_id, fingerprint)
+        answer = DecideRequest(proxy, Resume("Lyon"), call_id, fingerprint, decider=Principal.named("bob"))
         cancel = CancelRequest(
             run_id=proxy, reason="race", tool_call_id=call_id, fingerprint=fingerprint, canceller=ALICE
         )
@@ -317,7 +317,8 @@ async def test_a_cancel_racing_an_answer_has_one_winner_and_no_answer_follows_a_
         assert len(lost) == 1, outcomes
         if isinstance(outcomes[1], BaseException):  # the answer won: sent once, the cancel refused
             assert first != "cancel"
-            assert isinstance(outcomes[1], DecisionConflictError | ToolCallNotSuspendedError), outcomes
+            assert isinstance(outcomes[1], DecisionConflictError), outcomes
+            assert "bob" in outcomes[1].message, "the loser is told who won"
             assert outcomes[0][-1].type == "finish"
             assert [e["answer"] for e in log.entries("answered")] == ["Lyon"]
             assert log.count("cancelled") == 0
