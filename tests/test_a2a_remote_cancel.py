@@ -277,10 +277,34 @@ async def paused_proxy(runtime: Runtime, store: Any) -> tuple[str, str, str]:
     return proxy, call.tool_call_id, call.pauses[0].fingerprint
 
 
+async def answered(handle: A2AHandle, request: DecideRequest) -> list[Any]:
+    batches = await handle.decide(request)
+    return [c for batch in [b async for b in batches] for c in batch]
+
+
+def answer_won(outcomes: list[Any], log: CallLog) -> None:
+    """The answer was sent once and carried the run on; the cancel was refused, naming who won."""
+    assert isinstance(outcomes[1], DecisionConflictError), outcomes
+    assert "bob" in outcomes[1].message, "the loser is told who won"
+    assert outcomes[0][-1].type == "finish"
+    assert [e["answer"] for e in log.entries("answered")] == ["Lyon"]
+    assert log.count("cancelled") == 0
+
+
+async def cancel_won(outcomes: list[Any], log: CallLog) -> None:
+    """The answer was refused and never left; the remote task was cancelled."""
+    assert isinstance(outcomes[0], RunCancelledError) and "not sent" in outcomes[0].message, outcomes
+    await wait_for(lambda: log.count("cancelled") == 1, what="tasks/cancel to reach the agent")
+    assert log.count("answered") == 0
+
+
 @pytest.mark.parametrize("first", ["answer", "cancel", "together"])
 async def test_a_cancel_racing_an_answer_has_one_winner_and_no_answer_follows_a_cancel(
     sdk_agents, tmp_path, first
 ):
+    """A cancel bound to the remote's question (as the inbox sends it) against an answer to it, both
+    having read the run: the answer writes first, the cancel first (and is held before it tells the
+    remote agent, the moment a wrongly sent answer would still be taken), or both at once."""
     log = CallLog(tmp_path / "sdk.jsonl")
     server = sdk_agents(AskingAgent(log))
     remote = A2AAgent("vendor", card_url=server.url)
@@ -289,45 +313,46 @@ async def test_a_cancel_racing_an_answer_has_one_winner_and_no_answer_follows_a_
     try:
         proxy, call_id, fingerprint = await paused_proxy(runtime, store)
         answering, cancelling = HookedStore(store, "answer"), HookedStore(store, "cancel")
-        if first == "together":  # both read the run before either writes
-            meet = asyncio.Barrier(2)
-            answering.meet_before_save(proxy, meet)
-            cancelling.meet_before_save(proxy, meet)
-        else:  # the other waits until the first has written
-            held = (cancelling if first == "answer" else answering).hold_next_save(proxy)
         answer = DecideRequest(proxy, Resume("Lyon"), call_id, fingerprint, decider=Principal.named("bob"))
         cancel = CancelRequest(
             run_id=proxy, reason="race", tool_call_id=call_id, fingerprint=fingerprint, canceller=ALICE
         )
-
-        async def answered() -> Any:
-            batches = await A2AHandle(remote, answering).decide(answer)
-            if first == "answer":
-                held[1].set()
-            return [c for batch in [b async for b in batches] for c in batch]
-
-        async def cancelled() -> Any:
-            done = await A2AHandle(remote, cancelling).cancel(cancel)
-            if first == "cancel":
-                held[1].set()
-            return done
-
-        outcomes = await asyncio.gather(answered(), cancelled(), return_exceptions=True)
-        lost = [o for o in outcomes if isinstance(o, BaseException)]
-        assert len(lost) == 1, outcomes
-        if isinstance(outcomes[1], BaseException):  # the answer won: sent once, the cancel refused
-            assert first != "cancel"
-            assert isinstance(outcomes[1], DecisionConflictError), outcomes
-            assert "bob" in outcomes[1].message, "the loser is told who won"
-            assert outcomes[0][-1].type == "finish"
-            assert [e["answer"] for e in log.entries("answered")] == ["Lyon"]
-            assert log.count("cancelled") == 0
-        else:  # the cancel won: the answer never left
-            assert first != "answer"
-            assert isinstance(outcomes[0], RunCancelledError), outcomes
-            assert "not sent" in outcomes[0].message
-            await wait_for(lambda: log.count("cancelled") == 1, what="tasks/cancel to reach the agent")
-            assert log.count("answered") == 0
+        deciding = lambda: answered(A2AHandle(remote, answering), answer)  # noqa: E731
+        cancelling_ = lambda: A2AHandle(remote, cancelling).cancel(cancel)  # noqa: E731
+        if first == "answer":
+            cancel_read, cancel_write = cancelling.hold_next_save(proxy)
+            answer_written, answer_send = answering.hold_after_next_save(proxy)
+            racing = asyncio.ensure_future(cancelling_())
+            await cancel_read.wait()  # the cancel has read the run, the call still waiting
+            answering_ = asyncio.ensure_future(deciding())
+            await answer_written.wait()  # the answer's claim is durable; not sent yet
+            cancel_write.set()
+            [lost] = await asyncio.gather(racing, return_exceptions=True)
+            answer_send.set()
+            answer_won([await answering_, lost], log)
+        elif first == "cancel":
+            answer_read, answer_write = answering.hold_next_save(proxy)
+            cancel_written, cancel_tell = cancelling.hold_after_next_save(proxy)
+            racing = asyncio.ensure_future(deciding())
+            await answer_read.wait()  # the answer has read the run, the call still waiting
+            cancelled = asyncio.ensure_future(cancelling_())
+            await cancel_written.wait()  # the cancel is durable; the remote agent is not told yet
+            answer_write.set()
+            outcomes = await asyncio.gather(racing, return_exceptions=True)
+            assert log.count("answered") == 0, "nothing was sent once the cancel had won"
+            cancel_tell.set()
+            outcomes.append(await cancelled)
+            await cancel_won(outcomes, log)
+        else:  # both read the run before either writes
+            meet = asyncio.Barrier(2)
+            answering.meet_before_save(proxy, meet)
+            cancelling.meet_before_save(proxy, meet)
+            outcomes = await asyncio.gather(deciding(), cancelling_(), return_exceptions=True)
+            assert len([o for o in outcomes if isinstance(o, BaseException)]) == 1, outcomes
+            if isinstance(outcomes[1], BaseException):
+                answer_won(outcomes, log)
+            else:
+                await cancel_won(outcomes, log)
     finally:
         await runtime.shutdown()
 
