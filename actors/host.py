@@ -256,6 +256,8 @@ class AgentHost:
         await self._startup()
         recorded = await self.engine.cancel(request)
         run_id = request.run_id
+        if self.mcp is not None:  # an elicitation it waits on here will never be answered now
+            await self.mcp.release(run_id)
         # An operation here that holds the run but does not drive it yet stops as soon as it begins.
         driven = self.engine.loop.stop(run_id, recorded.cancellation, about_to=self.engine.is_busy(run_id))
         if not driven and recorded.taken:
@@ -399,6 +401,8 @@ class AgentHost:
             try:
                 await self.store.touch_owner(self.owner, OWNER_TTL_S)
                 await self._stop_cancelled()
+                if self.mcp is not None:  # cancelled elsewhere (a routed cancel, another process)
+                    await self.mcp.release_ended(self.store)
             except Exception:
                 log.warning("lease renewal of %s failed", self.owner, exc_info=True)
             stop_if_cancelled()  # the store may have swallowed a cancel (troupe.core.cancellation)

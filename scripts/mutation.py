@@ -1326,8 +1326,8 @@ MUTANTS += [
     Mutant(  # who may cancel: anyone
         "cancel-by-anyone",
         "core/run/cancels.py",
-        "        if not request.cascade:\n",
-        "        if False:\n",
+        "    if not request.cascade:\n",
+        "    if False:\n",
         ("tests/test_cancel_surfaces.py::test_who_may_cancel_a_run_over_http",),
     ),
     Mutant(  # MCP: a client's cancelled tool call leaves its run going
