@@ -68,7 +68,7 @@ from troupe.api.a2a_tasks import (
     working_task,
 )
 from troupe.api.service import Service
-from troupe.core.run.cancelling import STOPPED, outcome
+from troupe.core.deciding.cancelling import STOPPED, outcome
 from troupe.core.vocabulary.chunks import Chunk
 from troupe.core.vocabulary.errors import DecisionRejectedError, SnapshotNotFoundError, TroupeError
 from troupe.core.vocabulary.identity import Principal

@@ -23,7 +23,7 @@ from typing import Any
 from a2a.helpers.proto_helpers import new_data_part, new_text_part
 from a2a.types.a2a_pb2 import Artifact, Message, Part, Role, Task, TaskState, TaskStatus
 from troupe.actors.a2a.pending import pending_data
-from troupe.core.run.cancelling import DEFAULT_REASON
+from troupe.core.deciding.cancelling import DEFAULT_REASON
 from troupe.core.vocabulary.errors import TroupeError
 from troupe.core.vocabulary.pause_shapes import suspended_run
 from troupe.core.vocabulary.results import RunResult

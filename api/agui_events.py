@@ -45,8 +45,8 @@ from ag_ui.core import (
     ToolCallResultEvent,
     ToolCallStartEvent,
 )
+from troupe.core.deciding.cancelling import STOPPED, child_message
 from troupe.core.deciding.decisions import DEFAULT_DECLINE_REASON
-from troupe.core.run.cancelling import STOPPED, child_message
 from troupe.core.vocabulary.chunks import PAUSE_TYPES, Chunk
 from troupe.core.vocabulary.errors import RunCancelledError
 

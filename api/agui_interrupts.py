@@ -25,8 +25,8 @@ from typing import Any, Literal
 
 from ag_ui.core import Interrupt, ResumeEntry
 from troupe.api.mcp_pauses import PausedCall
+from troupe.core.deciding.cancelling import as_recorded, cancelled_error
 from troupe.core.deciding.decisions import Target, as_decision, merged_args, validated_resume_data
-from troupe.core.run.cancelling import as_recorded, cancelled_error
 from troupe.core.run.delegation import child_run_id
 from troupe.core.vocabulary.errors import DecisionRejectedError, RunCancelledError, TroupeError
 from troupe.core.vocabulary.json_schemas import instance_errors
