@@ -24,10 +24,10 @@ from troupe.actors.webhook_sender import HttpSender
 from troupe.core.cancellation import stop_if_cancelled
 from troupe.core.deciding.handoff import handed_off
 from troupe.core.notifying.dispatcher import Dispatcher
+from troupe.core.run.agent import AgentSpec
 from troupe.core.run.engine import Operation, RunEngine
 from troupe.core.run.settings import RunSettings
 from troupe.core.tracing import configure as configure_tracing
-from troupe.core.vocabulary.agent import AgentSpec
 from troupe.core.vocabulary.chunks import Chunk
 from troupe.core.vocabulary.errors import (
     AgentUnavailableError,
@@ -88,7 +88,7 @@ class Outbox:
         self.finished_at = time.monotonic()
         self._changed.set()
 
-    async def take(self, linger: float, first_wait: float | None = None) -> tuple[list[Chunk], bool]:
+    async def gather(self, linger: float, first_wait: float | None = None) -> tuple[list[Chunk], bool]:
         """Wait for chunks (for at most ``first_wait`` s if given: then nothing may come back); then keep
         gathering for up to ``linger`` s unless the operation ends or a batch fills up."""
         loop = asyncio.get_running_loop()
@@ -175,7 +175,7 @@ class AgentHost:
             raise KeyError(
                 f"no operation {op_id!r} on agent {self.spec.id!r} (finished and read, or expired)"
             )
-        chunks, done = await outbox.take(linger, first_wait)
+        chunks, done = await outbox.gather(linger, first_wait)
         if done:
             self._forget(op_id)
         return Batch(op_id, chunks, done)
@@ -248,7 +248,7 @@ class AgentHost:
     # ---- cancelling ------------------------------------------------------------------------------------
 
     async def cancel(self, request: CancelRequest) -> CancelledRun:
-        """Cancel a run of this agent (``troupe.core.deciding.cancels``) and answer once the cancel is
+        """Cancel a run of this agent (``troupe.core.run.cancels``) and answer once the cancel is
         durable. A run driven here is stopped at once (its stream ends it); a run this host took (it was
         paused, or its host is gone) is ended here, in the background (``attach`` follows it); a run
         another live host drives is stopped by that host as soon as it learns (``poke``, its next write,
@@ -256,6 +256,8 @@ class AgentHost:
         await self._startup()
         recorded = await self.engine.cancel(request)
         run_id = request.run_id
+        if self.mcp is not None:  # an elicitation it waits on here will never be answered now
+            await self.mcp.release(run_id)
         # An operation here that holds the run but does not drive it yet stops as soon as it begins.
         driven = self.engine.loop.stop(run_id, recorded.cancellation, about_to=self.engine.is_busy(run_id))
         if not driven and recorded.taken:
@@ -351,7 +353,7 @@ class AgentHost:
         return {
             "agent_id": self.spec.id,
             "pid": os.getpid(),
-            # uvloop in a Ray actor (Troupe depends on it where it builds; see the README on uvloop).
+            # uvloop in a Ray actor (Troupe depends on it where it builds; docs/how-to/ray.md).
             "event_loop": f"{type(loop).__module__}.{type(loop).__qualname__}",
             "node_id": current_node_id() or "",
             "owner": self.owner,
@@ -399,6 +401,8 @@ class AgentHost:
             try:
                 await self.store.touch_owner(self.owner, OWNER_TTL_S)
                 await self._stop_cancelled()
+                if self.mcp is not None:  # cancelled elsewhere (a routed cancel, another process)
+                    await self.mcp.release_ended(self.store)
             except Exception:
                 log.warning("lease renewal of %s failed", self.owner, exc_info=True)
             stop_if_cancelled()  # the store may have swallowed a cancel (troupe.core.cancellation)

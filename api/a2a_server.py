@@ -13,7 +13,9 @@ decision methods (claim, fingerprint, approver policies, audit), through the sur
   and the task stays ``input-required`` with every call still waiting.
 - ``GetTask`` and ``SubscribeToTask`` read the run from the store (``troupe.api.a2a_tasks``), so a
   restarted server answers them as before; ``ListTasks`` lists the caller's ``input-required`` tasks.
-- ``CancelTask`` is not supported yet (Troupe's runs cannot be cancelled on request yet).
+- ``CancelTask`` cancels the run through ``Agent.cancel_run`` as the caller (``troupe.api.a2a_cancel``):
+  the task is ``canceled`` from then on, for ``GetTask`` too (its status message says who cancelled it
+  and why, from the run or, once it is gone, the audit log), and a client following it sees it end so.
 """
 
 from __future__ import annotations
@@ -54,8 +56,11 @@ from a2a.utils.errors import (
     UnsupportedOperationError,
 )
 from troupe.actors.a2a.pending import AnswerError, DecisionItem
+from troupe.api.a2a_cancel import cancel_task, not_answerable
 from troupe.api.a2a_messages import decisions_of, page_number, prompt_of, resource_of, struct_dict
 from troupe.api.a2a_tasks import (
+    cancelled_task,
+    context_of,
     ended_task,
     finished_task,
     paused_task,
@@ -63,6 +68,7 @@ from troupe.api.a2a_tasks import (
     working_task,
 )
 from troupe.api.service import Service
+from troupe.core.deciding.cancelling import STOPPED, outcome
 from troupe.core.vocabulary.chunks import Chunk
 from troupe.core.vocabulary.errors import DecisionRejectedError, SnapshotNotFoundError, TroupeError
 from troupe.core.vocabulary.identity import Principal
@@ -157,14 +163,13 @@ class AgentsOverA2A(RequestHandler):
         reading = _Reading(stream, context_id)
         async for event in reading.events():
             yield event
-        yield await self._view(call, stream.run_id, context_id, reading.result)
+        yield await self._view(call, stream.run_id, context_id, reading)
 
     async def _answer(self, call: A2ACall, message: Message) -> AsyncIterator[Event]:
-        state = await _visible(call, message.task_id)
-        if state is None:
-            raise UnsupportedOperationError(
-                f"task {message.task_id} has finished: nothing in it waits for an answer"
-            )
+        seen = await _visible(call, message.task_id)
+        state = seen.state
+        if seen.cancelled or state is None:
+            raise not_answerable(message.task_id, seen.info)
         context_id = state.thread_id or state.run_id
         if message.context_id and message.context_id != context_id:
             raise InvalidParamsError(
@@ -179,7 +184,7 @@ class AgentsOverA2A(RequestHandler):
         except AnswerError as exc:
             yield paused_task(state, note=DecisionRejectedError(str(exc)), inbox=call.inbox)
             return
-        result, note = None, None
+        reading, note = None, None
         for item in decisions:
             try:
                 stream = await _decide(call, state.run_id, item)
@@ -189,28 +194,38 @@ class AgentsOverA2A(RequestHandler):
             reading = _Reading(stream, context_id)
             async for event in reading.events():
                 yield event
-            result = reading.result
-            if result.finish_reason != "suspended":
+            if reading.result.finish_reason != "suspended":
                 break  # the run moved on: any decision after this one finds nothing to decide
-        yield await self._view(call, state.run_id, context_id, result, note)
+        yield await self._view(call, state.run_id, context_id, reading, note)
 
     async def _view(
         self,
         call: A2ACall,
         run_id: str,
         context_id: str,
-        result: RunResult | None,
+        reading: _Reading | None,
         note: TroupeError | None = None,
     ) -> Task:
         """The task once the request's work is done: the run's end if it ended here, else where the
         store says the run stands."""
+        result = reading.result if reading is not None else None
+        if reading is not None and result is not None and result.finish_reason in STOPPED:
+            stopped = result.finish_reason != "cancelled"
+            return cancelled_task(run_id, context_id, reading.cancelled, stopped=stopped)
         if result is not None and result.finish_reason not in (None, "suspended"):
             return finished_task(run_id, context_id, result)
         stored = await call.service.runtime.store().load_run(run_id)
-        if stored is None:
+        if stored is None:  # it ended elsewhere (its end went to another reader): the audit says if cancelled
+            info = await call.service.runtime.run_info(call.agent_id, run_id)
+            if info is not None and info.get("status") == "cancelled":
+                return cancelled_task(run_id, context_id, info.get("cancelled"))
             return ended_task(run_id, context_id)
-        if stored.state.status == "suspended":
-            return paused_task(stored.state, note=note, inbox=call.inbox)
+        state = stored.state
+        if state.cancel is not None:  # cancelled, and being ended
+            stopped = state.cancel.finish_reason != "cancelled"
+            return cancelled_task(run_id, context_id, outcome(state.cancel)["cancelled"], stopped=stopped)
+        if state.status == "suspended":
+            return paused_task(state, note=note, inbox=call.inbox)
         return working_task(run_id, context_id)
 
     # ---- reading tasks ----------------------------------------------------------------------------------
@@ -218,29 +233,40 @@ class AgentsOverA2A(RequestHandler):
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
         call = _call(context)
         with _as_a2a_errors():
-            state = await _visible(call, params.id)
-            if state is None:
-                return ended_task(params.id, params.id)
-            return await self._view(call, state.run_id, state.thread_id or state.run_id, None)
+            return await self._now(call, params.id)
+
+    async def _now(self, call: A2ACall, task_id: str) -> Task:
+        """The task as it stands now: ``canceled`` (who, why) however long ago its run was cancelled."""
+        seen = await _visible(call, task_id)
+        if seen.cancelled:
+            return cancelled_task(task_id, seen.context_id, seen.info.get("cancelled"))
+        if seen.state is None:
+            return ended_task(task_id, task_id)
+        return await self._view(call, task_id, seen.context_id, None)
 
     async def on_subscribe_to_task(
         self, params: SubscribeToTaskRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
         call = _call(context)
         with _as_a2a_errors():
-            state = await _visible(call, params.id)
-            if state is None:
-                raise UnsupportedOperationError(f"task {params.id} has finished: there is nothing to follow")
-            context_id = state.thread_id or state.run_id
+            seen = await _visible(call, params.id)
+            state = seen.state
+            if seen.cancelled or state is None:
+                raise not_answerable(params.id, seen.info, "there is nothing to follow")
+            context_id = seen.context_id
             if state.status == "suspended":
                 yield paused_task(state, inbox=call.inbox)
                 return
             yield working_task(state.run_id, context_id)
-            stream = await call.service.runtime.observe(call.agent_id, state.run_id)
+            try:
+                stream = await call.service.runtime.observe(call.agent_id, state.run_id)
+            except SnapshotNotFoundError:  # it ended (or was cancelled) between the look and the follow
+                yield await self._now(call, params.id)
+                return
             reading = _Reading(stream, context_id)
             async for event in reading.events():
                 yield event
-            yield await self._view(call, state.run_id, context_id, reading.result)
+            yield await self._view(call, state.run_id, context_id, reading)
 
     async def on_list_tasks(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
         """The caller's ``input-required`` tasks of this agent (``list_suspended_runs``, one page per
@@ -269,16 +295,18 @@ class AgentsOverA2A(RequestHandler):
             tasks=tasks, next_page_token=str(page + 1) if more else "", page_size=size, total_size=total
         )
 
-    # ---- not supported ----------------------------------------------------------------------------------
+    # ---- cancelling -------------------------------------------------------------------------------------
 
     async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
+        """Cancel the run behind the task as the caller (``troupe.api.a2a_cancel``): ``canceled`` once
+        the cancel is durable; ``TaskNotCancelableError`` if the caller may not, or the task has ended."""
         call = _call(context)
         with _as_a2a_errors():
-            await _visible(call, params.id)
-        raise UnsupportedOperationError(
-            f"cancelling task {params.id} is not supported yet: Troupe cannot cancel a run on request; "
-            "decline its pending calls instead"
-        )
+            seen = await _visible(call, params.id)
+            metadata = struct_dict(params.metadata)
+            return await cancel_task(call.agent, call.caller, params.id, seen.context_id, metadata)
+
+    # ---- not supported ----------------------------------------------------------------------------------
 
     async def on_create_task_push_notification_config(
         self, params: TaskPushNotificationConfig, context: ServerCallContext
@@ -314,19 +342,34 @@ _NO_PUSH = (
 # ---- runs as the caller may see them ------------------------------------------------------------------
 
 
-async def _visible(call: A2ACall, run_id: str) -> RunState | None:
-    """The run behind task ``run_id`` if the caller may see it (None once it has finished); an unknown
-    task, another resource's, another agent's or a subagent's run (decided through its top run) is
-    ``TaskNotFoundError``, all alike."""
+@dataclass(frozen=True)
+class _Seen:
+    """A task as its caller may see it: where its run stands (``Runtime.run_info``: status, and who
+    cancelled it), and the run's snapshot (None once the run has ended)."""
+
+    info: dict[str, Any]
+    state: RunState | None
+
+    @property
+    def cancelled(self) -> bool:
+        return bool(self.info.get("status") == "cancelled")
+
+    @property
+    def context_id(self) -> str:
+        """The task's context: its run's thread (the run's own id once its snapshot is gone)."""
+        return context_of(self.state) if self.state is not None else str(self.info["run_id"])
+
+
+async def _visible(call: A2ACall, run_id: str) -> _Seen:
+    """The task ``run_id`` if the caller may see it; an unknown task, another resource's, another
+    agent's or a subagent's run (decided through its top run) is ``TaskNotFoundError``, all alike."""
     info = await call.service.runtime.run_info(call.agent_id, run_id)
     if info is None or not call.caller.may(info["resource_id"]):
         raise TaskNotFoundError(f"task {run_id} not found for agent {call.agent_id!r}")
     stored = await call.service.runtime.store().load_run(run_id)
-    if stored is None:
-        return None
-    if stored.state.parent is not None:
+    if stored is not None and stored.state.parent is not None:
         raise TaskNotFoundError(f"task {run_id} not found for agent {call.agent_id!r}")
-    return stored.state
+    return _Seen(info, stored.state if stored is not None else None)
 
 
 async def _state(call: A2ACall, run_id: str) -> RunState:
@@ -365,6 +408,8 @@ class _Reading:
         self.stream = stream
         self.context_id = context_id
         self._builder = ResultBuilder(stream.run_id)
+        # Who stopped the run, why and when, if its finish says it was stopped.
+        self.cancelled: dict[str, Any] | None = None
 
     @property
     def result(self) -> RunResult:
@@ -373,6 +418,8 @@ class _Reading:
     async def events(self) -> AsyncIterator[TaskStatusUpdateEvent]:
         async for chunk in self.stream.full_stream:
             self._builder.feed((chunk,))
+            if chunk.type == "finish" and chunk.run_id == self.stream.run_id:
+                self.cancelled = chunk.payload.get("cancelled") or self.cancelled
             update = self._progress(chunk)
             if update is not None:
                 yield update

@@ -6,6 +6,8 @@ the store holds it (or as its last operation ended), never from a copy of its ow
 - a run in flight is ``working``;
 - a run that ended in the answer to this request is ``completed`` with its answer as an artifact, or
   ``failed`` with the error;
+- a run that was cancelled (or stopped past its ``max_duration_s``) is ``canceled``, its status message
+  saying who cancelled it, why and when, however long ago (the audit log keeps it);
 - a run that ended earlier is ``completed`` with no artifact: Troupe keeps no finished run (its
   snapshot goes when it ends; its decisions stay in the audit log), so its answer went to whoever was
   connected when it ended.
@@ -15,11 +17,13 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from a2a.helpers.proto_helpers import new_data_part, new_text_part
 from a2a.types.a2a_pb2 import Artifact, Message, Part, Role, Task, TaskState, TaskStatus
 from troupe.actors.a2a.pending import pending_data
+from troupe.core.deciding.cancelling import DEFAULT_REASON
 from troupe.core.vocabulary.errors import TroupeError
 from troupe.core.vocabulary.pause_shapes import suspended_run
 from troupe.core.vocabulary.results import RunResult
@@ -27,6 +31,8 @@ from troupe.core.vocabulary.state import RunState
 from troupe.core.vocabulary.suspended import PendingToolCall, compact_json
 
 ANSWER_ARTIFACT = "answer"
+# The kind of the data part a cancelled task's status message carries.
+CANCELLED_KIND = "troupe.cancelled"
 # How much of a call's args the status text shows (the data part has them whole).
 _ARGS_SHOWN = 300
 
@@ -121,6 +127,39 @@ def ended_task(task_id: str, context_id: str) -> Task:
     return task(task_id, context_id, TaskState.TASK_STATE_COMPLETED, [new_text_part(why)])
 
 
+def cancelled_task(
+    task_id: str, context_id: str, cancelled: Mapping[str, Any] | None, stopped: bool = False
+) -> Task:
+    """A run that was cancelled: ``canceled``, its status message saying so in a text part and in a data
+    part ``{"kind": "troupe.cancelled", "cancelledBy", "reason", "cancelledAt"}``.
+
+    Args:
+        task_id: the task (the run's id).
+        context_id: its context.
+        cancelled: who, why and when, as the run's finish or ``Runtime.run_info`` give them
+            (``cancelled_by``, ``reason``, ``cancelled_at``); None if not known.
+        stopped: the run was stopped past its ``max_duration_s`` rather than cancelled by someone.
+
+    Returns:
+        The task in state ``canceled``.
+    """
+    told = dict(cancelled or {})
+    who, reason = told.get("cancelled_by"), told.get("reason") or DEFAULT_REASON
+    at = told.get("cancelled_at")
+    if stopped:
+        text = f"The run was stopped: {reason}"
+    else:
+        text = f"The run was cancelled{f' by {who}' if who else ''}: {reason}"
+    data = {"kind": CANCELLED_KIND, "cancelledBy": who, "reason": reason, "cancelledAt": _iso(at)}
+    return task(
+        task_id, context_id, TaskState.TASK_STATE_CANCELED, [new_text_part(text), new_data_part(data)]
+    )
+
+
+def _iso(at: Any) -> str | None:
+    return at.isoformat() if hasattr(at, "isoformat") else (str(at) if at is not None else None)
+
+
 def _error_text(result: RunResult) -> str:
     error = result.error
     if isinstance(error, dict):
@@ -130,8 +169,10 @@ def _error_text(result: RunResult) -> str:
 
 __all__ = [
     "ANSWER_ARTIFACT",
+    "CANCELLED_KIND",
     "answer_artifact",
     "answer_text",
+    "cancelled_task",
     "context_of",
     "ended_task",
     "failed_task",

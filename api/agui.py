@@ -17,7 +17,15 @@ Troupe thread its runs are started on. What one input does depends on what that 
   its stream starts a new run with what it kept, as AG-UI's HTTP binding says; this is how it gets them);
 - interrupts wait and the input brings new messages without ``resume``: refused (``AGUI_INTERRUPT_OPEN``).
 
-A client that goes away does not stop the run: it carries on, or stays paused, as over ``/api``.
+A client that goes away does not stop the run: it carries on, or stays paused, as over ``/api``. AG-UI
+has no request that cancels a run (its client only stops listening); a run is cancelled through
+Troupe's own ways (``POST /api/agents/{agentId}/cancel-run``, the inbox, ``Agent.cancel_run``). A
+cancelled run ends its AG-UI stream, whether it is cancelled while streamed or the client comes back to
+it later (a run with nothing new, whose ``state.troupe.runId`` names it): whatever is open is closed,
+then ``STATE_SNAPSHOT`` (``troupe.status`` ``cancelled``, ``troupe.cancelled``: who, why, when) and
+``RUN_FINISHED`` with the ``cancelled`` outcome. A ``resume`` of an interrupt its run's cancel withdrew
+is a ``RUN_ERROR`` with ``AGENT_RUN_CANCELLED`` that decides nothing; a ``cancelled`` resume entry still
+means "decline that call".
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from ag_ui.core import (
     Interrupt,
     RunAgentInput,
     RunErrorEvent,
+    RunFinishedCancelledOutcome,
     RunFinishedEvent,
     RunFinishedInterruptOutcome,
     RunFinishedSuccessOutcome,
@@ -49,13 +58,19 @@ from troupe.api.agui_interrupts import (
     OpenPause,
     answers,
     decided_ids,
+    withdrawn_ids,
 )
 from troupe.api.agui_messages import chat_messages, resource_of, run_body, thread_of
 from troupe.api.auth import Principal
 from troupe.api.errors import ERRORS
 from troupe.api.routing import TroupeRoute
 from troupe.api.service import CallerDep, Service, ServiceDep
-from troupe.core.vocabulary.errors import AgentNotFoundError, RunFailedError, TroupeError
+from troupe.core.vocabulary.errors import (
+    AgentNotFoundError,
+    RunCancelledError,
+    RunFailedError,
+    TroupeError,
+)
 from troupe.core.vocabulary.stream import AgentStream
 from troupe.supervisor.agent import Agent
 
@@ -111,7 +126,8 @@ class AguiRun:
         pauses = await self.open_pauses()
         try:
             if self.input.resume:
-                return self._resumed(answers(self.input.resume, pauses, await self.decided(pauses)))
+                decided, withdrawn = await self.decided(pauses)
+                return self._resumed(answers(self.input.resume, pauses, decided, withdrawn))
             messages = chat_messages(self.input, memory=self.agent.memory is not None)
             if pauses and messages:
                 raise InterruptOpenError(
@@ -119,7 +135,7 @@ class AguiRun:
                     f"({', '.join(p.id for p in pauses)}): answer them in resume before sending more",
                     interrupts=[p.id for p in pauses],
                 )
-        except AguiResumeError as exc:
+        except (AguiResumeError, RunCancelledError) as exc:
             return self._refused(exc)
         if pauses or not messages:
             return self._announced(pauses)
@@ -145,21 +161,25 @@ class AguiRun:
             return None
         return leaf.tools.get(tool_name)
 
-    async def decided(self, pauses: Sequence[OpenPause]) -> set[str]:
-        """Interrupt ids already decided: in the thread's waiting runs, and in the run the client's state
-        names (the run a replayed resume answered may have finished since)."""
+    async def decided(self, pauses: Sequence[OpenPause]) -> tuple[set[str], dict[str, RunCancelledError]]:
+        """Interrupt ids already decided, and those a cancel of their run withdrew: in the thread's
+        waiting runs, and in the run the client's state names (the run a replayed resume answered, or
+        that was cancelled, may have finished since)."""
         runs = {p.run.run_id for p in pauses}
         named = self._named_run()
         if named is not None:
             runs.add(named)
         found: set[str] = set()
+        withdrawn: dict[str, RunCancelledError] = {}
         for run_id in runs:
             try:
                 await self.service.check_run(self.caller, self.agent, run_id)
             except TroupeError:
                 continue  # not the caller's to know about
-            found |= decided_ids(await self.service.runtime.store().list_audit(run_id), self.agent.id)
-        return found
+            audit = await self.service.runtime.store().list_audit(run_id)
+            found |= decided_ids(audit, self.agent.id)
+            withdrawn |= withdrawn_ids(audit, self.agent.id)
+        return found, withdrawn
 
     def _named_run(self) -> str | None:
         """The Troupe run the client's state names (``state.troupe.runId``, as this endpoint left it)."""
@@ -175,9 +195,23 @@ class AguiRun:
 
     async def _announced(self, pauses: list[OpenPause]) -> AsyncIterator[BaseEvent]:
         self.troupe_runs = sorted({p.run.run_id for p in pauses})
+        cancelled = None if pauses else await self._named_cancel()
         yield self._run_started()
-        for event in self._finished(pauses):
+        for event in self._cancelled(cancelled) if cancelled is not None else self._finished(pauses):
             yield event
+
+    async def _named_cancel(self) -> dict[str, Any] | None:
+        """Who cancelled the run the client's state names, why and when, if it was cancelled (and is
+        the caller's to know about): a client coming back to a cancelled run is told so."""
+        named = self._named_run()
+        if named is None:
+            return None
+        try:
+            await self.service.check_run(self.caller, self.agent, named)
+        except TroupeError:
+            return None
+        info = await self.service.runtime.run_info(self.agent.id, named)
+        return info.get("cancelled") if info is not None and info.get("status") == "cancelled" else None
 
     async def _started(self, stream: AgentStream) -> AsyncIterator[BaseEvent]:
         self.troupe_runs = [stream.run_id]
@@ -219,6 +253,10 @@ class AguiRun:
             async for chunk in stream.full_stream:
                 for event in self.translator.events(chunk):
                     yield event
+            if self.translator.stopped:  # cancelled while it streamed: nothing after this is decided
+                for event in self._cancelled((self.translator.finished or {}).get("cancelled") or {}):
+                    yield event
+                return
             if self.translator.error is not None:
                 error = self.translator.error
                 message = str(error.get("message") or "the run failed")
@@ -272,17 +310,41 @@ class AguiRun:
         )
         return events
 
-    def _state(self, interrupts: list[Interrupt]) -> dict[str, Any]:
+    def _cancelled(self, cancelled: dict[str, Any]) -> list[BaseEvent]:
+        """The end of a run that was cancelled: what is open closed (a subagent still working ends in
+        ``SUBAGENT_ERROR``), state saying who cancelled it and why, then the ``cancelled`` outcome."""
+        events = self.translator.close(cancelled=True)
+        told = {
+            "cancelledBy": cancelled.get("cancelled_by"),
+            "reason": cancelled.get("reason"),
+            "cancelledAt": cancelled.get("cancelled_at"),
+        }
+        events.append(StateSnapshotEvent(snapshot=self._state([], status="cancelled", cancelled=told)))
+        events.append(
+            RunFinishedEvent(
+                thread_id=self.input.thread_id,
+                run_id=self.input.run_id,
+                outcome=RunFinishedCancelledOutcome(),
+                usage=self.translator.token_usage(),
+            )
+        )
+        return events
+
+    def _state(
+        self, interrupts: list[Interrupt], status: str | None = None, cancelled: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         """The client's state with Troupe's part replaced: the runs behind this thread and what waits."""
         given = self.input.state if isinstance(self.input.state, dict) else {}
-        troupe = {
+        troupe: dict[str, Any] = {
             "agentId": self.agent.id,
             # With no run of its own (nothing waited, nothing was asked), the run the state named stays.
             "runId": self.troupe_runs[-1] if self.troupe_runs else self._named_run(),
-            "status": "suspended" if interrupts else "finished",
+            "status": status or ("suspended" if interrupts else "finished"),
             "subagents": self.translator.tree,
             "interrupts": [i.id for i in interrupts],
         }
+        if cancelled is not None:
+            troupe["cancelled"] = cancelled
         return {**given, "troupe": troupe}
 
 

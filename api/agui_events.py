@@ -9,7 +9,11 @@
   Troupe run id, ``parentToolCallId`` = the delegation call), its own events attributed to it, and
   ``SUBAGENT_FINISHED`` or ``SUBAGENT_ERROR``; a subagent still working when the run pauses finishes
   ``suspended``. Ids inside a subagent are prefixed with its run id (two agents' models may both name a
-  call ``call-1``).
+  call ``call-1``);
+- a run that was cancelled: a call it cut short has its ``TOOL_CALL_RESULT`` with ``metadata["troupe"]``
+  ``{"error": true, "cancelled": true}``; a subagent whose run was cancelled (by itself, or with its
+  parent's) ends in ``SUBAGENT_ERROR`` with the code ``AGENT_RUN_CANCELLED`` (AG-UI's subagent outcomes
+  are success and suspended only).
 
 Pause chunks make no event here: the run's interrupts are read from the store when its stream ends
 (``troupe.api.agui_interrupts``). Whatever is still open then (a message, a step, a subagent) is closed by
@@ -41,8 +45,10 @@ from ag_ui.core import (
     ToolCallResultEvent,
     ToolCallStartEvent,
 )
+from troupe.core.deciding.cancelling import STOPPED, child_message
 from troupe.core.deciding.decisions import DEFAULT_DECLINE_REASON
 from troupe.core.vocabulary.chunks import PAUSE_TYPES, Chunk
+from troupe.core.vocabulary.errors import RunCancelledError
 
 
 @dataclass
@@ -176,6 +182,8 @@ class EventTranslator:
             result = payload.get("result")
             content = result if isinstance(result, str) else _json(result)
             how = {"error": True} if isinstance(result, dict) and "error" in result else {}
+            if payload.get("cancelled"):  # cut short by its run's cancel
+                how = {"error": True, "cancelled": True}
         return [
             ToolCallResultEvent(
                 message_id=f"{scope.run_id}:result:{payload.get('tool_call_id')}",
@@ -213,6 +221,9 @@ class EventTranslator:
                 )
             )
         kind, body = str(inner.get("type")), inner.get("payload") or {}
+        if kind == "finish" and body.get("finish_reason") in STOPPED:
+            said = child_message(child, body) or f"the subagent's run {child} was cancelled"
+            return [*out, *self._end_subagent(child, _cancelled(said))]
         if kind == "finish":
             return [*out, *self._end_subagent(child, None)]
         if kind == "error":
@@ -226,7 +237,7 @@ class EventTranslator:
             return []
         out = self._close_owned(child)
         del self.subagents[child]
-        self.runs[child]["status"] = "failed" if error is not None else "finished"
+        self.runs[child]["status"] = "finished" if error is None else error.get("status", "failed")
         if error is not None:
             message = str(error.get("message") or "the subagent failed")
             out.append(SubagentErrorEvent(subagent_run_id=child, message=message, code=error.get("code")))
@@ -248,11 +259,17 @@ class EventTranslator:
                 out.append(StepFinishedEvent(step_name=name, subagent_run_id=sub))
         return out
 
-    def close(self, interrupts_by_subagent: dict[str, list[str]] | None = None) -> list[BaseEvent]:
+    def close(
+        self, interrupts_by_subagent: dict[str, list[str]] | None = None, cancelled: bool = False
+    ) -> list[BaseEvent]:
         """End everything still open, innermost first: a subagent still active is suspended (when the
-        run pauses, with the interrupt ids it raised) or, when the run ended otherwise, finished."""
+        run pauses, with the interrupt ids it raised), cancelled with the run (``cancelled``), or, when
+        the run ended otherwise, finished."""
         out: list[BaseEvent] = []
         for child in reversed(list(self.subagents)):
+            if cancelled:
+                out.extend(self._end_subagent(child, _cancelled(f"the subagent's run {child} was cancelled")))
+                continue
             out.extend(self._close_owned(child))
             if interrupts_by_subagent is None:
                 outcome: Any = SubagentFinishedSuccessOutcome()
@@ -283,11 +300,21 @@ class EventTranslator:
             )
         ]
 
+    @property
+    def stopped(self) -> bool:
+        """Whether the top run's finish says it was cancelled (or stopped past its max_duration_s)."""
+        return (self.finished or {}).get("finish_reason") in STOPPED
+
     def final_text(self) -> str | None:
         """The top run's answer, from its ``finish`` chunk (None before one)."""
         output = (self.finished or {}).get("output")
         text = output.get("text") if isinstance(output, dict) else None
         return text if isinstance(text, str) else None
+
+
+def _cancelled(message: str) -> dict[str, Any]:
+    """A subagent's end as an error: its run was cancelled."""
+    return {"code": RunCancelledError.code, "message": message, "status": "cancelled"}
 
 
 def _json(value: Any) -> str:

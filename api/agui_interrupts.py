@@ -10,8 +10,10 @@ agent path, fingerprint, what may be edited).
 
 Every entry of a ``resume`` list is checked before anything is decided: an entry that names no open
 interrupt, names one already decided, or carries no or an invalid answer raises the ``AguiResumeError``
-that says which, and no entry is decided. The checks are the agent's own (``as_decision``,
-``merged_args``, ``validated_resume_data``), so an answer they let through is one the agent takes.
+that says which, and no entry is decided. An entry for an interrupt that a cancel of its run withdrew
+raises that cancel's ``RunCancelledError`` (``AGENT_RUN_CANCELLED``, naming who cancelled it). The
+checks are the agent's own (``as_decision``, ``merged_args``, ``validated_resume_data``), so an answer
+they let through is one the agent takes.
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ from typing import Any, Literal
 
 from ag_ui.core import Interrupt, ResumeEntry
 from troupe.api.mcp_pauses import PausedCall
+from troupe.core.deciding.cancelling import as_recorded, cancelled_error
 from troupe.core.deciding.decisions import Target, as_decision, merged_args, validated_resume_data
 from troupe.core.run.delegation import child_run_id
-from troupe.core.vocabulary.errors import DecisionRejectedError, TroupeError
+from troupe.core.vocabulary.errors import DecisionRejectedError, RunCancelledError, TroupeError
 from troupe.core.vocabulary.json_schemas import instance_errors
 from troupe.core.vocabulary.requests import Decline, Resume
 from troupe.core.vocabulary.state import CallStatus, Pause, ToolCallState
@@ -106,6 +109,20 @@ def decided_ids(entries: Iterable[AuditEntry], agent_id: str) -> set[str]:
     }
 
 
+def withdrawn_ids(entries: Iterable[AuditEntry], agent_id: str) -> dict[str, RunCancelledError]:
+    """The interrupt ids the audit log says a cancel of their run withdrew (in runs of ``agent_id``),
+    each with the error a resume of it gets: the cancel, naming who cancelled the run and why."""
+    entries = [e for e in entries if e.agent_id == agent_id and e.kind == "cancelled"]
+    runs = {e.run_id: as_recorded(e) for e in entries if not e.tool_call_id}
+    return {
+        interrupt_id(e.tool_call_id, e.agent_path, e.fingerprint): cancelled_error(
+            e.run_id, runs[e.run_id], "the interrupt was withdrawn and nothing was decided"
+        )
+        for e in entries
+        if e.tool_call_id and e.run_id in runs
+    }
+
+
 @dataclass(frozen=True)
 class OpenPause:
     """One pause waiting for a human: its run, the call as listed, and the leaf tool (None when the
@@ -133,7 +150,7 @@ class OpenPause:
     def interrupt(self) -> Interrupt:
         """The pause as AG-UI's canonical interrupt."""
         call = self.call
-        message, schema = PausedCall(self.run.agent_id, self.run.run_id, self._payload()).question()
+        message, schema = PausedCall(self.run.agent_id, self.run.run_id, call).question()
         if self.editable:
             schema = _with_edits(schema, call.args)
         subagent = child_run_id(self.run.run_id, call.tool_call_id) if len(call.agent_path) > 1 else None
@@ -147,19 +164,6 @@ class OpenPause:
             subagent_run_id=subagent,
             metadata={"troupe": self._details()},
         )
-
-    def _payload(self) -> dict[str, Any]:
-        call = self.call
-        payload = {
-            "tool_call_id": call.tool_call_id,
-            "tool_name": call.tool_name,
-            "args": call.args,
-            "agent_path": call.agent_path,
-            "resume_schema": call.resume_schema,
-        }
-        if not self.is_approval:
-            payload["suspend_payload"] = call.suspend_payload
-        return payload
 
     def _details(self) -> dict[str, Any]:
         call = self.call
@@ -227,19 +231,26 @@ class Answer:
     data: Any = None
 
 
-def answers(entries: Sequence[ResumeEntry], pauses: Sequence[OpenPause], decided: set[str]) -> list[Answer]:
+def answers(
+    entries: Sequence[ResumeEntry],
+    pauses: Sequence[OpenPause],
+    decided: set[str],
+    withdrawn: dict[str, RunCancelledError] | None = None,
+) -> list[Answer]:
     """Every entry checked against the open pauses, in order, before any is decided.
 
     Args:
         entries: the input's ``resume`` list.
         pauses: what the thread waits on.
         decided: interrupt ids already decided (``decided_ids``), to tell a replay from a mistake.
+        withdrawn: interrupt ids a cancel of their run withdrew (``withdrawn_ids``).
 
     Returns:
         One answer per entry, in the entries' order.
 
     Raises:
         AguiResumeError: at the first entry that cannot be taken (a subclass names why); then none is.
+        RunCancelledError: at the first entry whose interrupt's run was cancelled; then none is.
     """
     by_id = {pause.id: pause for pause in pauses}
     seen: set[str] = set()
@@ -254,7 +265,7 @@ def answers(entries: Sequence[ResumeEntry], pauses: Sequence[OpenPause], decided
         seen.add(wanted)
         pause = by_id.get(wanted)
         if pause is None:
-            raise _not_open(wanted, decided, by_id)
+            raise (withdrawn or {}).get(wanted) or _not_open(wanted, decided, by_id)
         checked.append(_answer(entry, pause))
     return checked
 
@@ -337,4 +348,5 @@ __all__ = [
     "answers",
     "decided_ids",
     "interrupt_id",
+    "withdrawn_ids",
 ]

@@ -12,8 +12,9 @@ Streams come back as ``AgentStream`` (``run_id``, ``full_stream``, ``text_stream
 as in-process; results as ``RunResult``; listings as ``SuspendedRunList``. An HTTP error is raised as the
 matching ``troupe.errors`` class (401/403/422 of the front door itself: ``AuthenticationError``,
 ``PermissionDeniedError``, ``InvalidRequestError``); a server that does not take the connection as
-``ServerUnreachableError``, naming its URL. Over HTTP, ``approve``/``decline`` need the
-``tool_call_id``; ``require_tool_approval`` is a bool (a function is sent as ``True``).
+``ServerUnreachableError``, naming its URL. The run methods are ``troupe.Agent``'s (both inherit them
+from ``troupe.core.vocabulary.run_methods``); over HTTP who acts is the key's principal, and
+``require_tool_approval`` is a bool (a function is sent as ``True``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import contextlib
 import json
 from collections.abc import AsyncIterator, Iterator, Mapping
 from types import TracebackType
-from typing import Any, Unpack
+from typing import Any
 from urllib.parse import quote, unquote
 
 import httpx
@@ -32,8 +33,9 @@ from troupe.api.wire import RUN_ID_HEADER, run_result_from_json, suspended_runs_
 from troupe.core.vocabulary.agent_api import Messages
 from troupe.core.vocabulary.chunks import Chunk
 from troupe.core.vocabulary.options import StreamOptions, SuspendedRunFilters
-from troupe.core.vocabulary.requests import CancelledRun
+from troupe.core.vocabulary.requests import Approve, CancelledRun, Decline, Resume
 from troupe.core.vocabulary.results import RunResult
+from troupe.core.vocabulary.run_methods import CancelCall, Decision, RunMethods
 from troupe.core.vocabulary.stream import AgentStream
 from troupe.core.vocabulary.suspended import SuspendedRunList
 
@@ -42,6 +44,27 @@ SSE = "text/event-stream"
 
 
 class AsyncTroupeClient:
+    """A connection to a Troupe server (``troupe serve``, ``create_app``), for async code.
+
+    Use it as an async context manager (or call ``aclose``), and reach an agent with ``get_agent``.
+
+    Args:
+        base_url: The server's URL (default ``http://127.0.0.1:8000``).
+        api_key: The API key or bearer token sent as ``Authorization: Bearer ...`` (none in open mode).
+        timeout: Seconds to wait for a response (default 300: a stream may wait long for its run);
+            connecting waits at most 10 s. Or an ``httpx.Timeout``.
+        headers: More headers to send with every request.
+        http: An ``httpx.AsyncClient`` to send requests with (an app's own, or one with a test
+            transport); the caller closes it. Default: one of this client's own.
+        api_prefix: Where the server mounts its API (default ``/api``; a host app may mount it
+            elsewhere).
+
+    Example:
+        >>> async with AsyncTroupeClient("http://127.0.0.1:8000", api_key="k-acme") as client:
+        ...     agent = client.get_agent("records-assistant")
+        ...     paused = await agent.generate("Delete abc-123", resource_id="acme")
+    """
+
     def __init__(
         self,
         base_url: str = DEFAULT_URL,
@@ -73,14 +96,33 @@ class AsyncTroupeClient:
         await self.aclose()
 
     async def aclose(self) -> None:
+        """Close the client's connections (not those of an ``http`` client it was given)."""
         if self._own_http:
             await self._http.aclose()
 
     def get_agent(self, agent_id: str) -> AsyncAgentClient:
+        """One agent of the server, with the run methods of ``troupe.Agent``.
+
+        Nothing is sent: an unknown agent shows at its first call (``AgentNotFoundError``).
+
+        Args:
+            agent_id: The agent's id.
+
+        Returns:
+            The agent's ``AsyncAgentClient``.
+        """
         return AsyncAgentClient(self, agent_id)
 
     async def list_agents(self) -> dict[str, dict[str, Any]]:
-        """Every agent the server runs, keyed by id (Mastra's serialized agents)."""
+        """Every agent the server runs, keyed by id (``GET /api/agents``).
+
+        Returns:
+            Each agent as Mastra serializes it (``name``, ``instructions``, ``tools``, ...), by id.
+
+        Raises:
+            AuthenticationError: The server wants a key and got none, or a wrong one.
+            ServerUnreachableError: The server did not take the connection.
+        """
         found: dict[str, dict[str, Any]] = await self.request("GET", "/agents")
         return found
 
@@ -93,9 +135,25 @@ class AsyncTroupeClient:
         per_page: int | None = None,
         cursor: str | None = None,
     ) -> SuspendedRunList:
-        """One page of the pauses the key may decide, across all agents, oldest first (``GET
-        /api/inbox``): a subagent's pause once, under its top-level run. ``next_cursor`` asks for the
-        page after it (as ``cursor=``)."""
+        """One page of the pauses the caller may decide, across all agents, oldest first.
+
+        This is what the inbox page lists (``GET /api/inbox``): a subagent's pause once, under its
+        top-level run.
+
+        Args:
+            resource_id: Only runs of this resource (among the caller's).
+            role: Only pauses whose approver policy names this role.
+            page: The page, counted from 0 (with ``per_page``).
+            per_page: Runs per page (default 100, at most 1,000).
+            cursor: The ``next_cursor`` of the page before: the page after it.
+
+        Returns:
+            A ``SuspendedRunList`` (``runs``, ``total``, ``next_cursor``).
+
+        Raises:
+            InvalidPaginationError: A page, size or cursor out of range or malformed.
+            ServerUnreachableError: The server did not take the connection.
+        """
         params = _body(resourceId=resource_id, role=role, page=page, perPage=per_page, cursor=cursor)
         return suspended_runs_from_json(await self.request("GET", "/inbox", params=params))
 
@@ -104,6 +162,21 @@ class AsyncTroupeClient:
     async def request(
         self, method: str, path: str, *, body: Any = None, params: Mapping[str, Any] | None = None
     ) -> Any:
+        """Send one request to the API and return its JSON answer (for routes without a method here).
+
+        Args:
+            method: The HTTP method.
+            path: The route below the API prefix (``/agents``, ``/inbox``, ...).
+            body: A JSON body.
+            params: Query parameters.
+
+        Returns:
+            The decoded JSON answer.
+
+        Raises:
+            TroupeError: An error answer, as the ``troupe.errors`` class its ``code`` names.
+            ServerUnreachableError: The server did not take the connection.
+        """
         with self._connecting():
             response = await self._http.request(
                 method, self._prefix + path, json=body, params=params, headers=self._headers
@@ -122,7 +195,19 @@ class AsyncTroupeClient:
             raise _unreachable(self._http.base_url, exc) from exc
 
     async def open_stream(self, path: str, body: dict[str, Any]) -> AgentStream:
-        """POST ``body``; once the server accepted the operation, follow its chunks."""
+        """POST ``body`` to a streaming route and follow the operation's chunks once it is accepted.
+
+        Args:
+            path: The route below the API prefix.
+            body: The JSON body.
+
+        Returns:
+            The operation's ``AgentStream``.
+
+        Raises:
+            TroupeError: The server refused the operation (as the class its ``code`` names).
+            ServerUnreachableError: The server did not take the connection.
+        """
         request = self._http.build_request(
             "POST", self._prefix + path, json=body, headers={**self._headers, "Accept": SSE}
         )
@@ -167,8 +252,20 @@ async def _chunk_batches(response: httpx.Response) -> AsyncIterator[list[Chunk]]
         await response.aclose()
 
 
-class AsyncAgentClient:
-    """One agent of the server, with the run methods of ``troupe.Agent``."""
+class AsyncAgentClient(RunMethods):
+    """One agent of a Troupe server, with the run methods of ``troupe.Agent``, over HTTP.
+
+    Made by ``AsyncTroupeClient.get_agent``. The methods, options and results are the in-process
+    Agent's, with these differences: who acts (``decided_by``, ``started_by``, ``cancelled_by``,
+    ``roles``, ``surface``) is the principal of the client's key or token, so passing it raises
+    ``TypeError``; ``require_tool_approval`` travels as a bool (a function is sent as True). Every
+    method also raises ``ServerUnreachableError`` when the server does not take the connection, and
+    ``AuthenticationError``/``PermissionDeniedError`` when the credential is missing or not enough.
+
+    Args:
+        client: The connection to the server.
+        agent_id: The agent's id.
+    """
 
     def __init__(self, client: AsyncTroupeClient, agent_id: str) -> None:
         self.client = client
@@ -179,124 +276,50 @@ class AsyncAgentClient:
         return f"AsyncAgentClient({self.id!r})"
 
     async def details(self) -> dict[str, Any]:
+        """The agent as the server describes it (``GET /api/agents/{agentId}``).
+
+        Returns:
+            Mastra's serialized agent: ``name``, ``instructions``, ``tools``, ...
+
+        Raises:
+            AgentNotFoundError: The server has no such agent.
+            ServerUnreachableError: The server did not take the connection.
+        """
         found: dict[str, Any] = await self.client.request("GET", self._base)
         return found
 
-    # ---- running ------------------------------------------------------------------------------------
+    # ---- how the run methods (troupe.core.vocabulary.run_methods) travel over HTTP -------------------
 
-    async def stream(self, messages: Messages, **options: Unpack[StreamOptions]) -> AgentStream:
-        """Start a run and stream it. Options as ``Agent.stream`` (``require_tool_approval`` as a bool:
-        a function cannot cross HTTP)."""
+    async def _start(self, messages: Messages, options: StreamOptions) -> AgentStream:
         return await self.client.open_stream(f"{self._base}/stream", run_body(messages, options))
 
-    async def generate(self, messages: Messages, **options: Unpack[StreamOptions]) -> RunResult:
+    async def _start_to_result(self, messages: Messages, options: StreamOptions) -> RunResult:
         return await self._result("generate", run_body(messages, options))
 
-    # ---- deciding -----------------------------------------------------------------------------------
+    async def _decide(self, run_id: str, decision: Decision) -> AgentStream:
+        routes, body = _decision_body(run_id, decision)
+        return await self.client.open_stream(f"{self._base}/{routes[0]}", body)
 
-    async def approve_tool_call(
-        self,
-        *,
-        run_id: str,
-        tool_call_id: str | None = None,
-        edited_args: dict[str, Any] | None = None,
-        fingerprint: str | None = None,
+    async def _decide_to_result(self, run_id: str, decision: Decision) -> RunResult:
+        routes, body = _decision_body(run_id, decision)
+        return await self._result(routes[1], body)
+
+    async def _decide_on_thread(
+        self, thread_id: str, resource_id: str | None, decision: Decision
     ) -> AgentStream:
-        body = _body(runId=run_id, toolCallId=tool_call_id, editedArgs=edited_args, fingerprint=fingerprint)
-        return await self.client.open_stream(f"{self._base}/approve-tool-call", body)
-
-    async def decline_tool_call(
-        self,
-        *,
-        run_id: str,
-        tool_call_id: str | None = None,
-        reason: str | None = None,
-        fingerprint: str | None = None,
-    ) -> AgentStream:
-        body = _body(runId=run_id, toolCallId=tool_call_id, reason=reason, fingerprint=fingerprint)
-        return await self.client.open_stream(f"{self._base}/decline-tool-call", body)
-
-    async def approve_tool_call_generate(
-        self,
-        *,
-        run_id: str,
-        tool_call_id: str | None = None,
-        edited_args: dict[str, Any] | None = None,
-        fingerprint: str | None = None,
-    ) -> RunResult:
-        body = _body(runId=run_id, toolCallId=tool_call_id, editedArgs=edited_args, fingerprint=fingerprint)
-        return await self._result("approve-tool-call-generate", body)
-
-    async def decline_tool_call_generate(
-        self,
-        *,
-        run_id: str,
-        tool_call_id: str | None = None,
-        reason: str | None = None,
-        fingerprint: str | None = None,
-    ) -> RunResult:
-        body = _body(runId=run_id, toolCallId=tool_call_id, reason=reason, fingerprint=fingerprint)
-        return await self._result("decline-tool-call-generate", body)
-
-    async def resume_stream(
-        self,
-        resume_data: Any,
-        *,
-        run_id: str,
-        tool_call_id: str | None = None,
-        fingerprint: str | None = None,
-    ) -> AgentStream:
-        body = {
-            "resumeData": resume_data,
-            **_body(runId=run_id, toolCallId=tool_call_id, fingerprint=fingerprint),
-        }
-        return await self.client.open_stream(f"{self._base}/resume-stream", body)
-
-    async def resume_generate(
-        self,
-        resume_data: Any,
-        *,
-        run_id: str,
-        tool_call_id: str | None = None,
-        fingerprint: str | None = None,
-    ) -> RunResult:
-        body = {
-            "resumeData": resume_data,
-            **_body(runId=run_id, toolCallId=tool_call_id, fingerprint=fingerprint),
-        }
-        return await self._result("resume-generate", body)
-
-    # ---- cancelling ---------------------------------------------------------------------------------
-
-    async def cancel_run(
-        self,
-        run_id: str,
-        *,
-        reason: str | None = None,
-        tool_call_id: str | None = None,
-        fingerprint: str | None = None,
-    ) -> CancelledRun:
-        """Cancel a run (``POST .../cancel-run``), as ``Agent.cancel_run``: answered once the cancel is
-        durable; the canceller is the key's principal."""
-        body = _body(runId=run_id, reason=reason, toolCallId=tool_call_id, fingerprint=fingerprint)
-        return cancelled_run_from_json(
-            await self.client.request("POST", f"{self._base}/cancel-run", body=body)
+        _only_in_process(decision.acting())
+        what = decision.what
+        body = _body(
+            threadId=thread_id,
+            resourceId=resource_id,
+            approved=not isinstance(what, Decline),
+            toolCallId=decision.tool_call_id,
+            reason=what.reason if isinstance(what, Decline) else None,
+            resumeData=what.resume_data if isinstance(what, Resume) else None,
         )
+        return await self.client.open_stream(f"{self._base}/send-tool-approval", body)
 
-    async def run_status(self, run_id: str) -> dict[str, Any]:
-        """Where a run stands (``GET .../runs/{runId}``): ``status`` is ``running``, ``suspended``,
-        ``finished`` or ``cancelled`` (then ``cancelled`` says by whom, why and when)."""
-        found: dict[str, Any] = await self.client.request(
-            "GET", f"{self._base}/runs/{quote(run_id, safe='')}"
-        )
-        return found
-
-    # ---- finding paused runs ------------------------------------------------------------------------
-
-    async def list_suspended_runs(self, **filters: Unpack[SuspendedRunFilters]) -> SuspendedRunList:
-        unknown = sorted(set(filters) - SuspendedRunFilters.__optional_keys__)
-        if unknown:
-            raise TypeError(f"list_suspended_runs() got unexpected keyword argument(s): {', '.join(unknown)}")
+    async def _list_suspended(self, filters: SuspendedRunFilters) -> SuspendedRunList:
         from_date, to_date = filters.get("from_date"), filters.get("to_date")
         params = _body(
             threadId=filters.get("thread_id"),
@@ -310,30 +333,70 @@ class AsyncAgentClient:
         data = await self.client.request("GET", f"{self._base}/suspended-runs", params=params)
         return suspended_runs_from_json(data)
 
-    async def send_tool_approval(
-        self,
-        *,
-        thread_id: str,
-        resource_id: str | None,
-        approved: bool,
-        tool_call_id: str | None = None,
-        reason: str | None = None,
-        resume_data: Any = None,
-    ) -> AgentStream:
-        """Decide the paused call of the run suspended on a thread, and follow the run."""
+    async def _cancel(self, run_id: str, cancel: CancelCall) -> CancelledRun:
+        _only_in_process(cancel.acting())
         body = _body(
-            threadId=thread_id,
-            resourceId=resource_id,
-            approved=approved,
-            toolCallId=tool_call_id,
-            reason=reason,
-            resumeData=resume_data,
+            runId=run_id, reason=cancel.reason, toolCallId=cancel.tool_call_id, fingerprint=cancel.fingerprint
         )
-        return await self.client.open_stream(f"{self._base}/send-tool-approval", body)
+        return cancelled_run_from_json(
+            await self.client.request("POST", f"{self._base}/cancel-run", body=body)
+        )
 
     async def _result(self, route: str, body: dict[str, Any]) -> RunResult:
         data = await self.client.request("POST", f"{self._base}/{route}", body=body)
         return run_result_from_json(data).raise_for_error()
+
+    # ---- only over HTTP -----------------------------------------------------------------------------
+
+    async def run_status(self, run_id: str) -> dict[str, Any]:
+        """Where a run stands (``GET .../runs/{runId}``).
+
+        Args:
+            run_id: The run (top-level or a subagent's).
+
+        Returns:
+            The run's record: ``status`` is ``running``, ``suspended``, ``finished`` or ``cancelled``
+            (then ``cancelled`` says by whom, why and when).
+
+        Raises:
+            SnapshotNotFoundError: No such run of this agent that the caller may see.
+            ServerUnreachableError: The server did not take the connection.
+        """
+        found: dict[str, Any] = await self.client.request(
+            "GET", f"{self._base}/runs/{quote(run_id, safe='')}"
+        )
+        return found
+
+
+# The routes of each kind of decision: (streamed, to the result).
+_DECISION_ROUTES: dict[type, tuple[str, str]] = {
+    Approve: ("approve-tool-call", "approve-tool-call-generate"),
+    Decline: ("decline-tool-call", "decline-tool-call-generate"),
+    Resume: ("resume-stream", "resume-generate"),
+}
+
+
+def _decision_body(run_id: str, decision: Decision) -> tuple[tuple[str, str], dict[str, Any]]:
+    """The routes and the JSON body that carry ``decision`` (Mastra's camelCase fields)."""
+    _only_in_process(decision.acting())
+    what = decision.what
+    body = _body(runId=run_id, toolCallId=decision.tool_call_id, fingerprint=decision.fingerprint)
+    if isinstance(what, Approve):
+        body.update(_body(editedArgs=what.edited_args))
+    elif isinstance(what, Decline):
+        body.update(_body(reason=what.reason))
+    else:
+        body["resumeData"] = what.resume_data
+    return _DECISION_ROUTES[type(what)], body
+
+
+def _only_in_process(acting: Mapping[str, Any]) -> None:
+    """Who acts is the credential's principal over HTTP: a client never sends a name for it."""
+    if acting:
+        raise TypeError(
+            f"{', '.join(acting)} cannot be given over HTTP: the server takes who acts from the "
+            "caller's API key or token"
+        )
 
 
 _RUN_OPTIONS = {
@@ -351,6 +414,19 @@ _RUN_OPTIONS = {
 
 
 def run_body(messages: Messages, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON body of a start (``/stream``, ``/generate``): the messages and the options given.
+
+    Args:
+        messages: The run's messages.
+        options: ``stream``'s options by their Python names (None ones left out).
+
+    Returns:
+        Mastra's camelCase body.
+
+    Raises:
+        TypeError: An option that cannot travel over HTTP (``started_by``) or is unknown.
+    """
+    _only_in_process({k: v for k, v in options.items() if k == "started_by" and v is not None})
     unknown = sorted(set(options) - set(_RUN_OPTIONS))
     if unknown:
         raise TypeError(f"unknown option(s): {', '.join(unknown)}; known: {', '.join(_RUN_OPTIONS)}")

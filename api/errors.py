@@ -25,22 +25,43 @@ from troupe.core.vocabulary.errors import TroupeError, error_from_dict
 
 
 class AuthenticationError(TroupeError):
+    """The server wants a credential and got none, or one it does not know.
+
+    Raised by the Python clients for a 401 answer. Code ``UNAUTHENTICATED``, HTTP 401.
+    """
+
     code = "UNAUTHENTICATED"
     http_status = 401
 
 
 class PermissionDeniedError(TroupeError):
+    """The credential may not reach that resource or run.
+
+    Raised by the Python clients for a 403 answer of the front door itself. Code ``FORBIDDEN``,
+    HTTP 403.
+    """
+
     code = "FORBIDDEN"
     http_status = 403
 
 
 class InvalidRequestError(TroupeError):
+    """The request's body or query does not validate.
+
+    Raised by the Python clients for a 422 answer of the front door itself; ``details`` lists the
+    problems. Code ``INVALID_REQUEST``, HTTP 422.
+    """
+
     code = "INVALID_REQUEST"
     http_status = 422
 
 
 class HttpError(TroupeError):
-    """A status the web framework answered by itself (no such route, method not allowed)."""
+    """A status the web framework answered by itself (no such route, method not allowed).
+
+    Raised by the Python clients for an error answer that is not Troupe's own; ``details`` holds the
+    ``status``. Code ``HTTP_ERROR``, HTTP 500 (the answer's own status is in ``details``).
+    """
 
     code = "HTTP_ERROR"
 
@@ -48,7 +69,8 @@ class HttpError(TroupeError):
 class ServerUnreachableError(TroupeError):
     """The client could not connect to the server (it is down, or not at that URL); nothing was sent.
 
-    ``details``: ``url``, the server's URL as the client was given it (without a password).
+    Raised by every method of the Python clients. ``details``: ``url``, the server's URL as the client
+    was given it (without a password). Code ``SERVER_UNREACHABLE``, HTTP 503.
     """
 
     code = "SERVER_UNREACHABLE"
@@ -56,8 +78,11 @@ class ServerUnreachableError(TroupeError):
 
 
 class ListenError(TroupeError):
-    """The front door cannot listen where it was told to (the port is in use, or not its to take);
-    nothing was started. ``details``: ``host``, ``port``."""
+    """The front door cannot listen where it was told to (the port is in use, or not its to take).
+
+    Raised by ``troupe serve`` and ``troupe.api.serve.serve`` before anything was started.
+    ``details``: ``host``, ``port``. Code ``LISTEN_FAILED``, HTTP 500.
+    """
 
     code = "LISTEN_FAILED"
 

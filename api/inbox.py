@@ -48,7 +48,6 @@ from troupe.api.sse import MEDIA_TYPE
 from troupe.api.wire import suspended_runs_json
 from troupe.core.vocabulary.errors import TroupeError
 from troupe.core.vocabulary.identity import Identity
-from troupe.core.vocabulary.listing import MAX_PER_PAGE
 from troupe.core.vocabulary.pause_shapes import suspended_run
 from troupe.core.vocabulary.state import RunState
 from troupe.core.vocabulary.suspended import SuspendedRun, SuspendedRunList
@@ -206,25 +205,6 @@ async def _add_reach(runtime: Runtime, run: SuspendedRun, shown: dict[str, Any])
     shown["deliveries"] = [delivery_json(d) for d in sent]
 
 
-async def pending_runs(runtime: Runtime, caller: Principal) -> list[SuspendedRun]:
-    """Every run ``pending_states`` gives, as listed."""
-    return [suspended_run(s) for s in await pending_states(runtime, caller)]
-
-
-async def pending_states(runtime: Runtime, caller: Principal) -> list[RunState]:
-    """Every top-level paused run of this runtime's agents that ``caller`` may see, oldest pause first:
-    all the pages of ``Runtime.list_pending``, read one after the other (what reading them all costs
-    grows with the runs waiting: show a page instead)."""
-    states: list[RunState] = []
-    cursor: str | None = None
-    while True:
-        found = await runtime.pending_page(caller=caller, per_page=MAX_PER_PAGE, cursor=cursor)
-        states += found.states
-        if found.next_cursor is None:
-            return states
-        cursor = found.next_cursor
-
-
 def _utc(at: datetime | None) -> datetime | None:
     return at.replace(tzinfo=UTC) if at is not None and at.tzinfo is None else at
 
@@ -251,4 +231,4 @@ def _static(name: str) -> bytes:
     return resources.files("troupe.api").joinpath("static", name).read_bytes()
 
 
-__all__ = ["inbox_json", "page_router", "pending_runs", "pending_states", "router", "run_json"]
+__all__ = ["inbox_json", "page_router", "router", "run_json"]

@@ -1,6 +1,10 @@
 """A paused run as an MCP client sees it: the elicitation that asks the person, how their answer
 decides the call, and the result that says where to decide it when the client cannot be asked.
 
+The call shown is the run's newest pause as every surface lists it (``pause_shapes.suspended_run``),
+read from the run as the store holds it; a question asked the MCP 2026 way names the call (its run, id
+and fingerprint) and nothing of the pause, which is read again when the answer comes.
+
 An approval pause asks ``{approved: boolean, reason?: string}``; a ``suspend()`` pause asks for its
 resume schema. Accept decides (approve, decline with the reason, or resume with the data), decline
 declines, cancel leaves the run paused. Every decision goes through the agent's own decision methods
@@ -20,7 +24,11 @@ from typing import Any
 
 from troupe.api.auth import Principal
 from troupe.api.errors import InvalidRequestError
+from troupe.api.service import Service
+from troupe.core.vocabulary.errors import DecisionConflictError, NoSuspendedRunError
+from troupe.core.vocabulary.pause_shapes import suspended_run
 from troupe.core.vocabulary.results import RunResult
+from troupe.core.vocabulary.suspended import PendingToolCall
 from troupe.supervisor.agent import Agent
 
 APPROVAL_QUESTION: dict[str, Any] = {
@@ -39,37 +47,37 @@ APPROVAL_QUESTION: dict[str, Any] = {
 
 @dataclass(frozen=True)
 class PausedCall:
-    """The call a paused run waits on (the latest pause of its result)."""
+    """A call of run ``run_id`` (of agent ``agent_id``) that waits for a person, as listed."""
 
     agent_id: str
     run_id: str
-    payload: dict[str, Any]
+    call: PendingToolCall
 
     @property
     def is_approval(self) -> bool:
-        return "suspend_payload" not in self.payload
+        return self.call.requires_approval
 
     @property
     def tool_call_id(self) -> str:
-        return str(self.payload["tool_call_id"])
+        return self.call.tool_call_id
 
     def question(self) -> tuple[str, dict[str, Any]]:
         """The elicitation: its message and requested schema."""
-        path = " > ".join(self.payload.get("agent_path") or [self.agent_id])
-        args = json.dumps(self.payload.get("args"), ensure_ascii=False)[:2000]
-        tool = self.payload.get("tool_name")
+        call = self.call
+        path = " > ".join(call.agent_path or [self.agent_id])
+        args = json.dumps(call.args, ensure_ascii=False)[:2000]
         if self.is_approval:
-            return f"{path} wants to call {tool} with {args}. Approve?", APPROVAL_QUESTION
-        asked = json.dumps(self.payload.get("suspend_payload"), ensure_ascii=False)[:2000]
-        schema = self.payload.get("resume_schema") or {"type": "object", "properties": {}}
-        return f"{path}: {tool} ({args}) asks: {asked}", schema
+            return f"{path} wants to call {call.tool_name} with {args}. Approve?", APPROVAL_QUESTION
+        asked = json.dumps(call.suspend_payload, ensure_ascii=False)[:2000]
+        schema = call.resume_schema or {"type": "object", "properties": {}}
+        return f"{path}: {call.tool_name} ({args}) asks: {asked}", schema
 
     async def decide(self, agent: Agent, caller: Principal, action: str, content: Any) -> RunResult:
         """Decide the call as the person answered; raises what a refused decision raises."""
         options: dict[str, Any] = {
             "run_id": self.run_id,
             "tool_call_id": self.tool_call_id,
-            "fingerprint": self.payload.get("fingerprint"),
+            "fingerprint": self.call.fingerprint,
             "decided_by": caller,
             "surface": "mcp",
         }
@@ -104,11 +112,56 @@ class PausedCall:
         }
 
 
+@dataclass(frozen=True)
+class Asked:
+    """The call a question was about: its run, id and fingerprint (what it shows is read again)."""
+
+    agent_id: str
+    run_id: str
+    tool_call_id: str
+    fingerprint: str
+
+
+async def waiting_call(
+    service: Service, caller: Principal, agent: Agent, run_id: str, asked: Asked | None = None
+) -> PausedCall:
+    """The newest call of the caller's run ``run_id`` that waits for a person, as listed; with ``asked``,
+    that call, still as it was asked about.
+
+    Raises:
+        SnapshotNotFoundError: The run is not one of the caller's resources, or is gone.
+        NoSuspendedRunError: Nothing in the run waits (its call was decided elsewhere meanwhile).
+        DecisionConflictError: The call ``asked`` names no longer waits as it was asked about.
+    """
+    await service.check_run(caller, agent, run_id)
+    stored = await service.runtime.store().load_run(run_id)
+    state = stored.state if stored is not None else None
+    waiting = suspended_run(state).pending if state is not None and state.agent_id == agent.id else []
+    if asked is not None:
+        waiting = [
+            c for c in waiting if (c.tool_call_id, c.fingerprint) == (asked.tool_call_id, asked.fingerprint)
+        ]
+        if not waiting:
+            raise DecisionConflictError(
+                f"tool call {asked.tool_call_id} of run {run_id} no longer waits as it was asked about "
+                "(it was decided meanwhile, or the run moved on); nothing was decided",
+                run_id=run_id,
+                tool_call_id=asked.tool_call_id,
+            )
+    if not waiting:
+        raise NoSuspendedRunError(
+            f"run {run_id} of agent {agent.id!r} waits for no decision now (its call was decided "
+            "elsewhere meanwhile); it goes on there",
+            run_id=run_id,
+        )
+    return PausedCall(agent.id, run_id, waiting[-1])
+
+
 class Questions:
     """Questions asked the MCP 2026 way: an input-required result carrying the elicitation, and the
-    call it is about in ``requestState``, signed (a key of this process's own), so a client can only
-    echo it, not make one up. A state this process did not make (another server process, a restart)
-    is refused with where to decide the run instead."""
+    call it is about in ``requestState`` (``Asked``), signed (a key of this process's own), so a client
+    can only echo it, not make one up. A state this process did not make (another server process, a
+    restart) is refused with where to decide the run instead."""
 
     KEY = "decide"
 
@@ -122,14 +175,19 @@ class Questions:
         from mcp_types import ElicitRequest, ElicitRequestFormParams, InputRequiredResult
 
         message, schema = call.question()
-        state = {"agent_id": call.agent_id, "run_id": call.run_id, "payload": _kept(call.payload)}
+        state = {
+            "agent_id": call.agent_id,
+            "run_id": call.run_id,
+            "tool_call_id": call.tool_call_id,
+            "fingerprint": call.call.fingerprint,
+        }
         body = base64.urlsafe_b64encode(json.dumps(state, separators=(",", ":")).encode()).decode()
         request = ElicitRequest(params=ElicitRequestFormParams(message=message, requested_schema=schema))
         return InputRequiredResult(
             input_requests={self.KEY: request}, request_state=f"{body}.{self._mac(body)}"
         )
 
-    def answer(self, params: Any) -> tuple[PausedCall, str, Any]:
+    def answer(self, params: Any) -> tuple[Asked, str, Any]:
         """The call a client's retry answers, and its answer (action, content)."""
         body, _, mac = str(params.request_state).partition(".")
         if not hmac.compare_digest(mac, self._mac(body)):
@@ -142,17 +200,7 @@ class Questions:
         action = getattr(response, "action", "cancel")
         if params.name != state["agent_id"]:
             raise InvalidRequestError("requestState belongs to a call of another tool")
-        return (
-            PausedCall(state["agent_id"], state["run_id"], state["payload"]),
-            action,
-            response.content if response else None,
-        )
-
-
-def _kept(payload: dict[str, Any]) -> dict[str, Any]:
-    """What deciding and describing a pause needs of its payload (the rest stays in the store)."""
-    keep = ("tool_call_id", "tool_name", "args", "fingerprint", "agent_path", "expires_at", "suspend_payload")
-    return {key: payload[key] for key in keep if key in payload}
+        return Asked(**state), action, response.content if response else None
 
 
 def paused_result(call: PausedCall, ways: dict[str, Any], note: str | None = None) -> dict[str, Any]:
@@ -160,7 +208,7 @@ def paused_result(call: PausedCall, ways: dict[str, Any], note: str | None = Non
     kind = "approval" if call.is_approval else "an answer"
     text = (
         f"The run {call.run_id} of agent {call.agent_id!r} is paused: tool call {call.tool_call_id} "
-        f"({call.payload.get('tool_name')}) waits for {kind}. Decide it in the inbox ({ways['inbox']}), "
+        f"({call.call.tool_name}) waits for {kind}. Decide it in the inbox ({ways['inbox']}), "
         f"over HTTP ({' / '.join(ways['http'].values())} with {json.dumps(ways['body'])}), or with "
         f"`{ways['cli']}`."
     )
@@ -172,8 +220,8 @@ def paused_result(call: PausedCall, ways: dict[str, Any], note: str | None = Non
         "agentId": call.agent_id,
         "toolCallId": call.tool_call_id,
         "kind": "approval" if call.is_approval else "suspend",
-        "toolName": call.payload.get("tool_name"),
-        "args": call.payload.get("args"),
+        "toolName": call.call.tool_name,
+        "args": call.call.args,
         "decide": ways,
     }
     return {"content": [{"type": "text", "text": text}], "structuredContent": structured, "isError": False}
@@ -188,4 +236,12 @@ def finished_result(result: RunResult) -> dict[str, Any]:
     }
 
 
-__all__ = ["APPROVAL_QUESTION", "PausedCall", "Questions", "finished_result", "paused_result"]
+__all__ = [
+    "APPROVAL_QUESTION",
+    "Asked",
+    "PausedCall",
+    "Questions",
+    "finished_result",
+    "paused_result",
+    "waiting_call",
+]

@@ -13,6 +13,7 @@ cancels its tool call (``notifications/cancelled``) cancels the run it started, 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import uuid
 from collections.abc import AsyncIterator
@@ -20,7 +21,7 @@ from typing import Any
 
 import anyio
 from troupe.api.auth import Principal, own_resource
-from troupe.api.mcp_pauses import PausedCall, Questions, finished_result, paused_result
+from troupe.api.mcp_pauses import PausedCall, Questions, finished_result, paused_result, waiting_call
 from troupe.api.service import Service
 from troupe.core.vocabulary.errors import TroupeError
 from troupe.core.vocabulary.results import RunResult
@@ -121,17 +122,17 @@ class AgentsOverMCP:
         run_id = str(uuid.uuid4())
         async with _cancelled_with(agent, run_id, caller):
             result = await agent.generate(prompt, started_by=caller, run_id=run_id, **options)
-            return await self._settle(ctx, caller, agent, result)
+            return await self._ask_about_pauses(ctx, caller, agent, result)
 
-    async def _settle(self, ctx: Any, caller: Principal, agent: Agent, result: RunResult) -> Any:
+    async def _ask_about_pauses(self, ctx: Any, caller: Principal, agent: Agent, result: RunResult) -> Any:
         """Ask about each pause in turn, while the client can be asked; the result, or the question for
         a client that answers by calling again (MCP 2026's input-required results)."""
         note = None
-        for _ in range(MAX_QUESTIONS):
-            if result.finish_reason != "suspended" or result.suspend_payload is None:
+        for questions in itertools.count():
+            if result.finish_reason != "suspended":
                 return finished_result(result)
-            call = PausedCall(agent.id, result.run_id, result.suspend_payload)
-            if not _can_elicit(ctx):
+            call = await waiting_call(self.service, caller, agent, result.run_id)
+            if questions == MAX_QUESTIONS or not _can_elicit(ctx):
                 break
             if not ctx.session.can_send_request:
                 return self.questions.ask(call)
@@ -140,40 +141,25 @@ class AgentsOverMCP:
             if answer.action == "cancel":
                 break
             try:
-                result = await self._decide(caller, agent, call, answer.action, answer.content)
+                result = await call.decide(agent, caller, answer.action, answer.content)
             except TroupeError as exc:
                 note = f"The answer was not taken ({exc.code}): {exc.message}"
                 break
-        return self._paused(ctx, agent.id, result, note)
+        return self._paused(ctx, call, note)
 
     async def answered(self, ctx: Any, params: Any) -> Any:
         """A client's call again with its answer to the question an input-required result asked."""
         caller = self.caller(ctx)
-        call, action, content = self.questions.answer(params)
-        agent = self.service.agent(call.agent_id)
+        asked, action, content = self.questions.answer(params)
+        agent = self.service.agent(asked.agent_id)
+        call = await waiting_call(self.service, caller, agent, asked.run_id, asked)
         if action == "cancel":
-            return self._paused(ctx, agent.id, None, None, call)
+            return self._paused(ctx, call, None)
         async with _cancelled_with(agent, call.run_id, caller):
-            result = await self._decide(caller, agent, call, action, content)
-            return await self._settle(ctx, caller, agent, result)
+            result = await call.decide(agent, caller, action, content)
+            return await self._ask_about_pauses(ctx, caller, agent, result)
 
-    async def _decide(
-        self, caller: Principal, agent: Agent, call: PausedCall, action: str, content: Any
-    ) -> RunResult:
-        await self.service.check_run(caller, agent, call.run_id)
-        return await call.decide(agent, caller, action, content)
-
-    def _paused(
-        self,
-        ctx: Any,
-        agent_id: str,
-        result: RunResult | None,
-        note: str | None,
-        call: PausedCall | None = None,
-    ) -> dict[str, Any]:
-        if call is None:
-            assert result is not None
-            call = PausedCall(agent_id, result.run_id, result.suspend_payload or {})
+    def _paused(self, ctx: Any, call: PausedCall, note: str | None) -> dict[str, Any]:
         return paused_result(call, call.where_to_decide(_base_url(ctx, self.base_url)), note)
 
 

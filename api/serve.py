@@ -4,6 +4,12 @@ uvicorn's own signal handling is replaced: it re-raises the signal after its gra
 process would die of it), and ``ray.init`` swaps out the SIGTERM handler anyway. So Ray is started (or
 joined) first, then this module's handlers go in, and a signal only asks the server to stop; the runtime
 is shut down after the last connection closed (or a grace period ran out). A second SIGINT forces it.
+
+The runtime's shutdown is bounded (``SHUTDOWN_S``): a stop that signals every process of the service
+at once (systemd's ``KillMode=control-group``, a container runtime) reaches Ray's GCS too, which then
+stops answering without exiting, and the shutdown's calls to it would wait a minute before Ray ended
+the process itself. Past the bound the process exits as the signal asked, saying so; what the runs had
+written to the store stands, as after any crash.
 """
 
 from __future__ import annotations
@@ -12,9 +18,11 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import os
 import signal
 import socket
 import sys
+import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
@@ -29,6 +37,8 @@ log = logging.getLogger("troupe.serve")
 
 RuntimeSource = Runtime | Callable[[], Runtime | Awaitable[Runtime]]
 GRACE_S = 5
+# How long the runtime's shutdown may take once the server has stopped (see the module docstring).
+SHUTDOWN_S = 3.0
 
 
 class _Server(uvicorn.Server):
@@ -49,11 +59,30 @@ def serve(
     listener: socket.socket | None = None,
     **app_options: Any,
 ) -> int:
-    """Run the server in this (main) thread; returns the process exit code. ``app_options`` go to
-    ``create_app`` (``max_body_bytes``, ``hosts``); ``notifications``, when given, replace the
-    runtime's own (``troupe serve --notify FILE``). It listens on ``listener`` (a socket from
-    ``troupe.api.listener.listen``), or takes ``host:port`` itself first of all, before the runtime is
-    made or Ray started: a port in use raises ``ListenError`` having changed nothing."""
+    """Serve a runtime over HTTP in this (main) thread until SIGTERM or SIGINT; return the exit code.
+
+    It takes its port first of all, before the runtime is made or Ray started. On a signal it stops
+    taking requests, lets open ones finish (up to 5 s), and shuts the runtime down; if that has not
+    finished ``SHUTDOWN_S`` seconds later (Ray stopped answering), the process exits there.
+
+    Args:
+        source: The runtime, or a function (sync or async) that makes it.
+        host: The address to listen on (default loopback).
+        port: The port.
+        keys: The API keys (a ``KeyRing``, or a mapping as ``troupe keys`` writes it).
+        open_mode: Serve without keys, every caller an admin (loopback only, for trying things).
+        log_level: uvicorn's log level.
+        notifications: Replace the runtime's notifications (``troupe serve --notify FILE``).
+        listener: A socket to serve on (from ``troupe.api.listener.listen``), instead of taking
+            ``host:port``.
+        **app_options: More options of ``create_app`` (``max_body_bytes``, ``hosts``, ...).
+
+    Returns:
+        0 once the server served and stopped; 1 if it never started.
+
+    Raises:
+        ListenError: The port is in use (nothing was changed).
+    """
     listener = listener if listener is not None else listen(host, port)
     with listener:
         return asyncio.run(
@@ -87,8 +116,33 @@ async def _serve(
         _announce(runtime, host, port, open_mode)
         await _until_stopped(server, listener)
     finally:
-        await runtime.shutdown()
-    return 0 if server is not None and server.started else 1
+        code = 0 if server is not None and server.started else 1
+        with _bounded(SHUTDOWN_S, code):
+            await runtime.shutdown()
+    return code
+
+
+@contextlib.contextmanager
+def _bounded(seconds: float, code: int) -> Iterator[None]:
+    """The block finishes within ``seconds``, or the process ends with ``code``, saying why. A timer
+    thread does it: what blocks is a Ray call that holds the event loop, so nothing on the loop could."""
+
+    def give_up() -> None:
+        print(
+            f"troupe: the shutdown did not finish within {seconds:g} s (Ray stopped answering: it was "
+            "signalled too); exiting without waiting for it. Runs stand as they were last written.",
+            file=sys.stderr,
+            flush=True,
+        )
+        os._exit(code)
+
+    timer = threading.Timer(seconds, give_up)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
 
 
 def _announce(runtime: Runtime, host: str, port: int, open_mode: bool) -> None:

@@ -75,12 +75,12 @@ class Service:
     def spawn(self, work: Awaitable[Any]) -> None:
         """Run ``work`` to its end in the background (its errors are the run's own, reported in it)."""
 
-        async def settle() -> None:
+        async def run_quietly() -> None:
             # The run's outcome is in its chunks and the store; nobody waits for it here.
             with contextlib.suppress(Exception):
                 await work
 
-        task = asyncio.get_running_loop().create_task(settle())
+        task = asyncio.get_running_loop().create_task(run_quietly())
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 

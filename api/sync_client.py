@@ -33,6 +33,26 @@ P = ParamSpec("P")
 
 
 class TroupeClient:
+    """A connection to a Troupe server for code without an event loop: every method blocks.
+
+    It drives an ``AsyncTroupeClient`` on an event loop of its own, in a background thread; use it as a
+    context manager (or call ``close``), and reach an agent with ``get_agent``.
+
+    Args:
+        base_url: The server's URL (default ``http://127.0.0.1:8000``).
+        api_key: The API key or bearer token sent as ``Authorization: Bearer ...`` (none in open mode).
+        timeout: Seconds to wait for a response (default 300); connecting waits at most 10 s. Or an
+            ``httpx.Timeout``.
+        headers: More headers to send with every request.
+        api_prefix: Where the server mounts its API (default ``/api``).
+
+    Example:
+        >>> with TroupeClient("http://127.0.0.1:8000", api_key="k-acme") as client:
+        ...     agent = client.get_agent("records-assistant")
+        ...     paused = agent.generate("Delete abc-123", resource_id="acme")
+        ...     done = agent.approve_tool_call_generate(run_id=paused.run_id)
+    """
+
     def __init__(
         self,
         base_url: str = DEFAULT_URL,
@@ -42,7 +62,6 @@ class TroupeClient:
         headers: Mapping[str, str] | None = None,
         api_prefix: str = "/api",
     ) -> None:
-        """Options as ``AsyncTroupeClient`` (its HTTP connections belong to this client's own loop)."""
         options = {"api_key": api_key, "timeout": timeout, "headers": headers, "api_prefix": api_prefix}
         self._exit = contextlib.ExitStack()
         self._portal = self._exit.enter_context(start_blocking_portal("asyncio"))
@@ -61,6 +80,7 @@ class TroupeClient:
         self.close()
 
     def close(self) -> None:
+        """Close the connections and stop the client's event loop (again: nothing happens)."""
         if self._exit is None:
             return
         try:
@@ -70,9 +90,26 @@ class TroupeClient:
             self._exit = None  # type: ignore[assignment]
 
     def get_agent(self, agent_id: str) -> AgentClient:
+        """One agent of the server, with the run methods of ``troupe.Agent``, blocking.
+
+        Args:
+            agent_id: The agent's id (an unknown one shows at its first call: ``AgentNotFoundError``).
+
+        Returns:
+            The agent's ``AgentClient``.
+        """
         return AgentClient(self._portal, self._client.get_agent(agent_id))
 
     def list_agents(self) -> dict[str, dict[str, Any]]:
+        """Every agent the server runs, keyed by id (``GET /api/agents``).
+
+        Returns:
+            Each agent as Mastra serializes it, by id.
+
+        Raises:
+            AuthenticationError: The server wants a key and got none, or a wrong one.
+            ServerUnreachableError: The server did not take the connection.
+        """
         return self._portal.call(self._client.list_agents)
 
 
@@ -81,7 +118,12 @@ async def _make_client(base_url: str, options: dict[str, Any]) -> AsyncTroupeCli
 
 
 class SyncAgentStream:
-    """An ``AgentStream`` read from a blocking caller."""
+    """An ``AgentStream`` read from a blocking caller: what ``AgentClient``'s streaming methods return.
+
+    Args:
+        portal: The client's event loop, which reads the stream.
+        stream: The stream read.
+    """
 
     def __init__(self, portal: BlockingPortal, stream: AgentStream) -> None:
         self._portal = portal
@@ -90,13 +132,20 @@ class SyncAgentStream:
 
     @property
     def full_stream(self) -> Iterator[Chunk]:
+        """Every chunk of the run from its start, as a plain iterator (each read of it starts over)."""
         return _iterate(self._portal, self.stream.full_stream)
 
     @property
     def text_stream(self) -> Iterator[str]:
+        """The run's text as it comes, as a plain iterator."""
         return _iterate(self._portal, self.stream.text_stream)
 
     def result(self) -> RunResult:
+        """Wait for the run to end or pause, and return its ``RunResult``.
+
+        Raises:
+            RunFailedError: The run ended with an error.
+        """
         return self._portal.call(self.stream.result)
 
     def __repr__(self) -> str:
@@ -138,7 +187,15 @@ def _blocking_stream(
 
 
 class AgentClient:
-    """One agent of the server, blocking; the same methods and options as ``AsyncAgentClient``."""
+    """One agent of a Troupe server, blocking: the methods, options and errors of ``AsyncAgentClient``.
+
+    Made by ``TroupeClient.get_agent``. Streaming methods return a ``SyncAgentStream``; the others
+    return their result.
+
+    Args:
+        portal: The client's event loop.
+        agent: The async agent client each call is made with.
+    """
 
     def __init__(self, portal: BlockingPortal, agent: AsyncAgentClient) -> None:
         self._portal = portal

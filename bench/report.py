@@ -155,8 +155,8 @@ def _linearity(rows: list[dict[str, Any]], systems: list[str], sizes: list[int])
 
 
 def summary(rows: list[dict[str, Any]], systems: list[str], meta: dict[str, Any]) -> list[str]:
-    """One line per system and every workload in it (the README's table): W1/W2 median (p99) ms, W3 ms
-    per run at each size it ran, W4's total from the fresh process's spawn, memory during W1."""
+    """One line per system and every workload in it (docs/benchmarks.md's table): W1/W2 median (p99)
+    ms, W3 ms per run at each size it ran, W4's total from the fresh process's spawn, memory during W1."""
     by = {(r["workload"], r.get("n"), r["system"]): r for r in rows}
     sizes = sorted(meta["runs"])
     # W1's row states it; a run without W1 takes it from the system's first row that does.

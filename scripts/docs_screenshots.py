@@ -1,12 +1,14 @@
 """Take the screenshots the documentation shows (docs/images/*.png), the way the browser tests drive the
 pages: Debian's Chromium through Playwright, against a real server on a free loopback port.
 
-- ``inbox.png``: the approval inbox (``GET /inbox``, open mode) with three paused runs: an approval, a
-  ``suspend()`` question with its form, and a subagent's call (the agents of tests/inbox_agents.py).
+- ``inbox.png``: the approval inbox (``GET /inbox``, open mode): a call just approved, with how its run
+  ended, and three paused runs: an approval, a ``suspend()`` question with its form, and a subagent's
+  call (the agents of tests/inbox_agents.py). ``inbox-before.png`` is the same page before issue 45's
+  wording (taken by this script at that commit).
 - ``agui.png``: the AG-UI chat page of tests/test_agui_browser.py (``@ag-ui/client``, bundled from the
   pinned npm packages) showing a tool call's interrupt with Approve and Decline.
 
-    .venv/bin/python scripts/docs_screenshots.py [OUT_DIR]     # default: docs/images
+    .venv/bin/python scripts/docs_screenshots.py [OUT_DIR] [inbox|agui]   # default: docs/images, both
 
 Needs what the browser tests need: ``bash scripts/setup.sh --system`` (Chromium and the Node packages).
 """
@@ -36,17 +38,22 @@ WAIT_MS = 15_000
 
 
 def inbox(browser: Browser, work: Path, out: Path) -> Path:
-    """The inbox with an approval, a question and a subagent's call waiting."""
+    """The inbox with a call just approved, and an approval, a question and a subagent's call waiting."""
     server = LiveServer(inbox_runtime(work, CallLog(work / "inbox-calls.jsonl")), open_mode=True).start()
     try:
         with httpx.Client(base_url=server.url + "/api", timeout=30) as api:
+            done = start(api, "ops", "xyz-999")
             start(api, "ops", "abc-123", approvalTimeout=3600)
             start(api, "planner", "dinner")
             start(api, "sup", "def-456")
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page = browser.new_page(viewport={"width": 1280, "height": 1100})
         try:
             page.goto(server.url + "/inbox")
-            expect(page.get_by_test_id("pause")).to_have_count(3, timeout=WAIT_MS)
+            expect(page.get_by_test_id("pause")).to_have_count(4, timeout=WAIT_MS)
+            decided = page.locator(f'[data-testid="pause"][data-run-id="{done}"]')
+            decided.get_by_test_id("approve").click()
+            outcome = decided.get_by_test_id("outcome")
+            expect(outcome).to_have_attribute("data-finish", "stop", timeout=WAIT_MS)
             return _shot(page, out / "inbox.png")
         finally:
             page.close()  # its event stream ends before the server does
@@ -82,7 +89,7 @@ def _shot(page: object, path: Path) -> Path:
     return path
 
 
-def main(out: Path) -> None:
+def main(out: Path, only: str | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as folder, sync_playwright() as playwright:
         browser = playwright.chromium.launch(
@@ -90,6 +97,8 @@ def main(out: Path) -> None:
         )
         try:
             for take in (inbox, agui):
+                if only is not None and take.__name__ != only:
+                    continue
                 work = Path(folder) / take.__name__
                 work.mkdir()
                 print(take(browser, work, out))
@@ -98,4 +107,4 @@ def main(out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "docs" / "images")
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "docs" / "images", *sys.argv[2:3])

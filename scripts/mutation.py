@@ -183,7 +183,7 @@ MUTANTS = [
     ),
     Mutant(
         "decision-reruns-a-late-completed-call",
-        "core/deciding/claim.py",
+        "core/run/claim.py",
         "        if applied.target.pause.interrupted:\n",
         "        if False:\n",
         ("tests/test_late_results.py",),
@@ -208,8 +208,8 @@ MUTANTS = [
     Mutant(
         "client-drops-fingerprint",
         "api/client.py",
-        "edited_args, fingerprint=fingerprint)\n        return await self.client.open_stream(",
-        "edited_args)\n        return await self.client.open_stream(",
+        "body = _body(runId=run_id, toolCallId=decision.tool_call_id, fingerprint=decision.fingerprint)",
+        "body = _body(runId=run_id, toolCallId=decision.tool_call_id)",
         ("tests/test_guarantees_http.py",),
     ),
     Mutant(
@@ -257,7 +257,7 @@ MUTANTS = [
     ),
     Mutant(
         "claim-not-audited",
-        "core/deciding/claim.py",
+        "core/run/claim.py",
         "audit = () if applied.delegated else (entry,)",
         "audit = ()",
         ("tests/test_snapshots.py", "tests/test_guarantees.py"),
@@ -271,7 +271,7 @@ MUTANTS = [
     ),
     Mutant(
         "routed-decision-plan-not-audited",
-        "core/deciding/claim.py",
+        "core/run/claim.py",
         "child_streams={call.tool_call_id: stream}, audit=(applied.entry,)",
         "child_streams={call.tool_call_id: stream}",
         ("tests/test_guarantees.py",),
@@ -304,11 +304,11 @@ MUTANTS = [
     ),
     Mutant(
         "stale-claim-not-retried",
-        "core/deciding/claim.py",
-        """            return await self._take(stored, ruling, request, thread)
+        "core/run/claim.py",
+        """            return await self._write_applied(stored, ruling, request, thread)
         except StaleSnapshotError:
             return None""",
-        """            return await self._take(stored, ruling, request, thread)
+        """            return await self._write_applied(stored, ruling, request, thread)
         except StaleSnapshotError:
             raise""",
         ("tests/test_guarantees.py",),
@@ -385,7 +385,7 @@ MUTANTS += [
 ]
 
 
-# Who may decide, and what a decision may carry (README: "Reaching the approver", "Over HTTP").
+# Who may decide, and what a decision may carry (docs/how-to/approver-policies.md, docs/getting-started).
 POLICIES = ("tests/test_approver_policies.py",)
 MUTANTS += [
     Mutant(
@@ -469,7 +469,8 @@ MUTANTS += [
 ]
 
 
-# Nothing reachable from another host without a credential (README "Security defaults").
+# Nothing reachable from another host without a credential (docs/concepts/security.md, "A server safe by
+# default").
 MUTANTS += [
     Mutant(
         "embedded-ray-on-rays-fixed-agent-port",
@@ -488,7 +489,7 @@ MUTANTS += [
 ]
 
 
-# Identity (README: "Security defaults", "Connecting an identity provider"): people are compared by subject
+# Identity (docs: concepts/security.md, how-to/identity.md): people are compared by subject
 # id (issuer + subject) on every surface; a governed call always pauses and needs someone who says who
 # they are; every approval of a quorum is for the same args; tokens are checked before anything changes.
 IDENTITY = ("tests/test_identity_tokens.py",)
@@ -616,7 +617,7 @@ MUTANTS += [
 ]
 
 
-# Commands the README promises, each tested as written (tests/test_readme_commands.py).
+# Commands the docs promise, each tested as written (tests/test_readme_commands.py).
 MUTANTS += [
     Mutant(
         "actor-channel-setting-ignored",
@@ -1266,14 +1267,14 @@ CANCEL_WRITE = (
 MUTANTS += [
     Mutant(  # one winner: a cancel whose compare-and-set lost to an approval is answered as if it had won
         "cancel-ignores-a-lost-compare-and-set",
-        "core/deciding/cancels.py",
+        "core/run/cancels.py",
         "        except StaleSnapshotError:\n            return None\n",
         "        except StaleSnapshotError:\n            pass\n",
         ("tests/test_cancel.py::test_a_cancel_that_read_the_run_before_an_approval_landed_loses_to_it",),
     ),
     Mutant(  # durable before ack: the cancel is acknowledged without being written
         "cancel-acknowledged-before-durable",
-        "core/deciding/cancels.py",
+        "core/run/cancels.py",
         CANCEL_WRITE,
         "            pass\n",
         ("tests/test_cancel_crash.py",),
@@ -1324,9 +1325,9 @@ MUTANTS += [
     ),
     Mutant(  # who may cancel: anyone
         "cancel-by-anyone",
-        "core/deciding/cancels.py",
-        "        if not request.cascade:\n",
-        "        if False:\n",
+        "core/run/cancels.py",
+        "    if not request.cascade:\n",
+        "    if False:\n",
         ("tests/test_cancel_surfaces.py::test_who_may_cancel_a_run_over_http",),
     ),
     Mutant(  # MCP: a client's cancelled tool call leaves its run going
@@ -1355,7 +1356,13 @@ MUTANTS += [
         "api/inbox.py",
         "    found = await runtime.pending_page(caller=caller, page=page, per_page=per_page, **filters)\n",
         # What the inbox did before: every paused run read and parsed, the page cut in Python.
-        "    everything = await pending_states(runtime, caller)\n"
+        "    everything, cursor = [], None\n"
+        "    while True:\n"
+        "        part = await runtime.pending_page(caller=caller, per_page=1000, cursor=cursor)\n"
+        "        everything += part.states\n"
+        "        if part.next_cursor is None:\n"
+        "            break\n"
+        "        cursor = part.next_cursor\n"
         "    found = __import__('troupe.core.vocabulary.listing', fromlist=['PausedPage']).PausedPage(\n"
         "        everything[: per_page or 100], len(everything)\n"
         "    )\n",
@@ -1442,7 +1449,7 @@ MUTANTS += [
     ),
     Mutant(
         "decision-finds-its-run-in-a-listing",
-        "core/deciding/claim.py",
+        "core/run/claim.py",
         "        stored = await self.store.load_run(request.run_id)\n",
         # The run found among the agent's suspended runs (every one of them read) instead of by its id.
         "        from troupe.core.vocabulary.store import StoredRun, SuspendedRunQuery, suspended_runs\n"
@@ -1459,6 +1466,114 @@ MUTANTS += [
         (
             "tests/test_http_inbox.py::test_the_inbox_is_read_a_page_at_a_time_and_narrowed_by_resource_role_and_age",
         ),
+    ),
+]
+
+# ---- the house (issue 45): no import circle, nothing climbs back up, names that say one thing ----------
+MUTANTS += [
+    Mutant(
+        "agent-types-its-runtime-again",
+        "supervisor/agent.py",
+        "from troupe.supervisor.agent_runtime import AgentRuntime, default_agent_runtime\n",
+        # A type-only import (as under TYPE_CHECKING) of the runtime that imports the Agent: a circle.
+        "from troupe.supervisor.agent_runtime import AgentRuntime, default_agent_runtime\n"
+        "if False:\n    from troupe.supervisor.runtime import Runtime  # noqa: F401\n",
+        ("tests/test_import_cycles.py::test_the_installed_package_has_no_import_circles",),
+    ),
+    Mutant(
+        "vocabulary-climbs-to-deciding",
+        "core/vocabulary/options.py",
+        "from troupe.core.vocabulary.identity import Principal\n",
+        "from troupe.core.vocabulary.identity import Principal\n"
+        "if False:\n    from troupe.core.deciding.policy import governed  # noqa: F401\n",
+        ("tests/test_contract.py::test_imports_run_one_way_and_ray_stays_in_actors_and_supervisor",),
+    ),
+    Mutant(
+        "scripted-model-always-complete",
+        "core/models/testing.py",
+        "        if left:\n            raise AssertionError",
+        "        if False:\n            raise AssertionError",
+        ("tests/test_scripted_model.py",),
+    ),
+    Mutant(
+        "mcp-answer-not-checked-against-the-store",
+        "api/mcp_pauses.py",
+        "    if asked is not None:\n",
+        "    if False:\n",
+        ("tests/test_mcp_server.py::test_an_answer_to_a_call_decided_meanwhile_decides_nothing_and_says_so",),
+    ),
+]
+
+
+# ---- The public face (issue 45): run methods written once, docstrings, the serve shutdown, the inbox's words
+FACE = "tests/test_public_docstrings.py"
+MUTANTS += [
+    Mutant(
+        "agent-decision-loses-its-call",
+        "supervisor/agent.py",
+        "            tool_call_id=decision.tool_call_id,\n",
+        "            tool_call_id=None,\n",
+        ("tests/test_approval.py::test_wrong_ids_and_finished_runs_raise_clear_errors",),
+    ),
+    Mutant(
+        "http-client-sends-who-acts",
+        "api/client.py",
+        "    if acting:\n        raise TypeError(",
+        "    if False:\n        raise TypeError(",
+        (f"{FACE}::test_the_async_client_refuses_who_acts_before_sending_anything",),
+    ),
+    Mutant(
+        "stream-hides-its-options",
+        "core/vocabulary/run_methods.py",
+        "        duration_counts_waiting: bool | None = None,\n    ) -> AgentStream:",
+        "        **options: Any,\n    ) -> AgentStream:",
+        (f"{FACE}::test_the_run_methods_show_their_keyword_arguments",),
+    ),
+    Mutant(
+        "docstring-leaves-an-argument-out",
+        "api/client.py",
+        "            run_id: The run (top-level or a subagent's).\n",
+        "",
+        (f"{FACE}::test_every_public_method_and_property_is_documented_with_its_arguments",),
+    ),
+    Mutant(
+        "error-docstring-without-its-status",
+        "core/vocabulary/errors.py",
+        "``AGENT_RESUME_NO_SNAPSHOT_FOUND``, HTTP 404.",
+        "``AGENT_RESUME_NO_SNAPSHOT_FOUND``.",
+        (f"{FACE}::test_every_error_says_its_code_and_http_status",),
+    ),
+    Mutant(
+        "serve-shutdown-unbounded",
+        "api/serve.py",
+        "        with _bounded(SHUTDOWN_S, code):",
+        "        with contextlib.nullcontext():",
+        ("tests/test_serve_lifecycle.py::test_a_sigterm_to_every_process_at_once_ends_serve_in_seconds",),
+    ),
+    Mutant(
+        "inbox-shows-the-question-as-json",
+        "api/static/inbox.js",
+        'el("div", { "data-testid": "asks" }, asked(call.suspendPayload))',
+        'el("pre", { "data-testid": "asks" }, pretty(call.suspendPayload))',
+        (
+            "tests/test_inbox_browser.py::test_a_suspension_is_answered_through_the_form_built_from_its_resume_schema",
+        ),
+    ),
+    Mutant(
+        "inbox-says-nothing-waits-below-a-decided-card",
+        "api/static/inbox.js",
+        "state.cards.size > waiting ?",
+        "false ?",
+        ("tests/test_inbox_browser.py::test_decline_with_a_reason_the_model_is_told",),
+    ),
+    Mutant(
+        "demo-quotes-the-validator",
+        "troupe/ops/demo.py",
+        "            except ResumeDataValidationError:\n"
+        '                print(f"Not accepted: {what_fits(pause.resume_schema)}. Please try again."',
+        "            except ResumeDataValidationError as exc:\n"
+        '                print(f"Not accepted: {exc.message}. Please try again."',
+        ("tests/test_demo.py::test_a_non_integer_answer_is_asked_again",),
     ),
 ]
 

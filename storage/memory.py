@@ -41,6 +41,16 @@ from troupe.core.vocabulary.store import (
 
 
 class MemoryStore:
+    """A store in this process's memory: runs, decisions and threads are gone when the process ends.
+
+    The default store of a ``Runtime``: for tests, notebooks and trying things. Under Ray it cannot be
+    shared with the agents' actors, so the runtime stands in a private SQLite file for it. Its methods
+    are the store protocol's (``troupe.core.vocabulary.store.Store``); the runtime calls them.
+
+    Example:
+        >>> runtime = Runtime([agent], storage=MemoryStore())
+    """
+
     # Under Ray a MemoryStore cannot be copied into each actor: the Runtime stands in a private SQLite file.
     shared_across_processes = False
 

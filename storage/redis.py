@@ -94,6 +94,30 @@ _HOMES_KEPT = 10_000
 
 
 class RedisStore:
+    """A store in Redis: durable, and shared by every process and host of a deployment.
+
+    Make one with ``RedisStore.from_url(url)``. Writes that must be atomic (decision claims, status
+    changes) are compare-and-set scripts; an outage raises ``StorageUnavailableError``, never
+    swallowed. Its methods are the store protocol's (``troupe.core.vocabulary.store.Store``); the
+    runtime calls them.
+
+    Args:
+        url: Where Redis is: ``redis://[[user]:password@]host:6379/0`` (``rediss://`` for TLS,
+            ``unix:///path``), ``redis+cluster://...`` for a Redis Cluster, or
+            ``redis+sentinel://s1:26379,s2:26379/mymaster`` (docs/how-to/stores.md). A password in it is
+            never shown.
+        prefix: Put before every key (default ``"troupe:"``): several deployments can share a Redis.
+        timeout: Seconds a Redis command may take before the store counts Redis as unavailable.
+        shards: How many shards the keys are spread over (default 16 on a cluster, else 1); fixed for
+            the store's life.
+
+    Raises:
+        ValueError: A URL of a form the store does not know.
+
+    Example:
+        >>> runtime = Runtime([agent], storage=RedisStore.from_url("redis://127.0.0.1:6379/0"))
+    """
+
     shared_across_processes = True
 
     def __init__(
@@ -114,6 +138,20 @@ class RedisStore:
     def from_url(
         cls, url: str, *, prefix: str = "troupe:", timeout: float = 5.0, shards: int | None = None
     ) -> RedisStore:
+        """A store at ``url``; nothing connects until it is first used.
+
+        Args:
+            url: Where Redis is (see the class).
+            prefix: Put before every key (default ``"troupe:"``).
+            timeout: Seconds a Redis command may take (default 5).
+            shards: How many shards the keys are spread over (default 16 on a cluster, else 1).
+
+        Returns:
+            The store.
+
+        Raises:
+            ValueError: A URL of a form the store does not know.
+        """
         return cls(url, prefix=prefix, timeout=timeout, shards=shards)
 
     def __reduce__(self) -> Any:

@@ -1,6 +1,6 @@
 """RedisStore's connection to Redis: which client a URL asks for, and how a URL is shown without secrets.
 
-URL forms (see the README's storage section):
+URL forms (docs/how-to/stores.md, "Redis: where a URL points"):
 
 - ``redis://[[user]:password@]host:port/db``, ``rediss://...`` (TLS), ``unix:///path``: one server;
 - ``redis+cluster://[[user]:password@]host:port`` (``rediss+cluster://`` for TLS): a Redis Cluster,

@@ -161,15 +161,29 @@ class _Batch:
 
 
 class SqliteStore:
-    """``commits`` and ``writes`` count the transactions this store committed and the writes in them
-    (for tests and benchmarks: ``writes / commits`` is the group commit's batch size)."""
+    """A store in a SQLite file: durable across restarts, shared by the processes of one machine.
+
+    Paused runs survive any restart: a new runtime on the same file picks them up. Concurrent writes
+    share commits (group commit). ``commits`` and ``writes`` count the transactions this store
+    committed and the writes in them (``writes / commits`` is the group commit's batch size). Its
+    methods are the store protocol's (``troupe.core.vocabulary.store.Store``); the runtime calls them.
+
+    Args:
+        path: The database file (made if missing); ``":memory:"`` for one in this process only.
+        synchronous: SQLite's fsync policy in WAL mode. ``"NORMAL"`` (the default): a commit survives a
+            crash of the process, but a power cut or OS crash may lose the last commits. ``"FULL"``: an
+            fsync per commit, so an acknowledged write survives those too (slower).
+
+    Raises:
+        ValueError: An unknown ``synchronous``.
+
+    Example:
+        >>> runtime = Runtime([agent], storage=SqliteStore("troupe.db"))
+    """
 
     shared_across_processes = True
 
     def __init__(self, path: str | Path, *, synchronous: Synchronous = "NORMAL") -> None:
-        """``synchronous``: SQLite's fsync policy in WAL mode. ``"NORMAL"`` (the default): a commit
-        survives a crash of the process, but a power cut or OS crash may lose the last commits.
-        ``"FULL"``: an fsync per commit, so an acknowledged write survives those too (slower)."""
         if synchronous not in _SYNCHRONOUS:
             raise ValueError(f"synchronous must be one of {', '.join(_SYNCHRONOUS)}, got {synchronous!r}")
         self.synchronous = synchronous

@@ -7,51 +7,73 @@ from __future__ import annotations
 
 import copy
 import uuid
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import Any
 
+from troupe.core.run.agent import AgentSpec
 from troupe.core.tracing import carrier
-from troupe.core.vocabulary.agent import AgentSpec
 from troupe.core.vocabulary.agent_api import Messages
 from troupe.core.vocabulary.errors import DecisionRejectedError
 from troupe.core.vocabulary.identity import SURFACES, Principal
-from troupe.core.vocabulary.options import (
-    CancelOptions,
-    DecisionOptions,
-    StreamOptions,
-    SuspendedRunFilters,
-)
-from troupe.core.vocabulary.requests import (
-    Approve,
-    CancelledRun,
-    CancelRequest,
-    DecideRequest,
-    DecisionInput,
-    Decline,
-    Resume,
-    StartRequest,
-)
+from troupe.core.vocabulary.options import StreamOptions, SuspendedRunFilters
+from troupe.core.vocabulary.requests import CancelledRun, CancelRequest, DecideRequest, StartRequest
 from troupe.core.vocabulary.results import RunResult
+from troupe.core.vocabulary.run_methods import CancelCall, Decision, RunMethods
 from troupe.core.vocabulary.stream import AgentStream
 from troupe.core.vocabulary.suspended import SuspendedRunList
-
-if TYPE_CHECKING:
-    from troupe.supervisor.runtime import Runtime
+from troupe.supervisor.agent_runtime import AgentRuntime, default_agent_runtime
 
 
-# The runtime an Agent used without one runs on. ``troupe.supervisor.default`` installs its factory when
-# the package is imported (the package's ``__init__`` imports it before anyone can use an Agent), so this
-# module never imports the runtime that imports it.
-_default_runtime: Callable[[], Runtime] | None = None
+class Agent(AgentSpec, RunMethods):
+    """An agent: a model with instructions, tools and subagents, and the methods that run it.
 
+    Tool calls can pause for a person (an approval, or ``suspend()`` from inside a tool); the run methods
+    start runs, decide their paused calls, list and cancel them. They are coroutines: ``await`` them
+    (``asyncio.run`` in a script, top-level ``await`` in a notebook). An Agent registered with a
+    ``Runtime`` runs on that runtime's store and actors; one used without a runtime runs on a process
+    default one (a ``MemoryStore``, Ray started locally).
 
-def use_default_runtime(factory: Callable[[], Runtime]) -> None:
-    global _default_runtime
-    _default_runtime = factory
+    Args:
+        id: The agent's id, unique in its runtime (the HTTP routes and the audit name it).
+        name: A display name (default: the id).
+        description: What the agent does; a supervisor's model reads it for a subagent.
+        instructions: The system prompt.
+        model: A ``Model`` (``troupe.testing``'s scripted ones, an ``OpenAIModel``), or a string
+            ``"openai/<model>"`` for OpenAI or any compatible server (``OPENAI_BASE_URL``,
+            ``OPENAI_API_KEY``).
+        tools: The agent's tools: a dict (the key is the name the model sees) or a list (each named by
+            its id).
+        agents: Subagents by key; each becomes a tool ``agent-<key>`` taking ``{"prompt": str}``, and
+            its pauses bubble up to this agent's runs.
+        memory: ``Memory()`` keeps threads and their messages in the runtime's store.
+        default_options: Options of ``stream`` (``max_steps``, ``require_tool_approval``, ...) used when
+            a call leaves them out.
+        hooks: ``Hooks(before_tool_call=..., after_tool_call=...)``, called around every tool call.
+        mcp_servers: MCP servers (``MCPStdio``, ``MCPHttp``) whose tools the agent takes too.
 
+    Raises:
+        ValueError: An empty id, or a tool name that clashes with a subagent's tool.
+        TypeError: A subagent that is not an Agent.
+        InvalidOptionError: An unknown name in ``default_options``.
 
-class Agent(AgentSpec):
-    _runtime: Runtime | None = None
+    Example:
+        >>> from troupe import Agent, create_tool
+        >>> from troupe.testing import ScriptedModel, text, tool_call
+        >>> from pydantic import BaseModel
+        >>> class Record(BaseModel):
+        ...     id: str
+        >>> delete = create_tool("delete_record", "Delete a record", Record,
+        ...                      lambda record, ctx: {"deleted": record.id}, require_approval=True)
+        >>> agent = Agent("records", model=ScriptedModel([
+        ...     tool_call("delete_record", {"id": "abc-123"}, id="call-1"), text("Deleted.")]),
+        ...     tools=[delete])
+        >>> paused = await agent.generate("Delete abc-123")
+        >>> paused.finish_reason
+        'suspended'
+        >>> (await agent.approve_tool_call_generate(run_id=paused.run_id)).text
+        'Deleted.'
+    """
+
+    _runtime: AgentRuntime | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         # The runtime binding stays in the caller's process; hosts get the definition only.
@@ -59,7 +81,17 @@ class Agent(AgentSpec):
         state.pop("_runtime", None)
         return state
 
-    def bound_to(self, runtime: Runtime) -> Agent:
+    def bound_to(self, runtime: AgentRuntime) -> Agent:
+        """This agent bound to ``runtime``: itself if unbound (or bound there already), else a copy.
+
+        ``Runtime.register`` and ``Runtime.get_agent`` do this; a program rarely needs to.
+
+        Args:
+            runtime: The runtime whose store and actors the agent's runs use.
+
+        Returns:
+            The agent, bound to ``runtime``.
+        """
         if self._runtime is None or self._runtime is runtime:
             self._runtime = runtime
             return self
@@ -68,180 +100,100 @@ class Agent(AgentSpec):
         return other
 
     @property
-    def runtime(self) -> Runtime:
+    def runtime(self) -> AgentRuntime:
+        """The runtime this agent runs on: the one it was registered with, or the process default one
+        (made on first use)."""
         if self._runtime is None:
-            if _default_runtime is None:
-                raise RuntimeError("no default runtime: import troupe.supervisor (or troupe) first")
-            _default_runtime().register(self, replace=True)
+            default_agent_runtime().register(self, replace=True)
         assert self._runtime is not None
         return self._runtime
 
-    # ---- running ------------------------------------------------------------------------------------
+    # ---- how the run methods (troupe.core.vocabulary.run_methods) reach the runtime ------------------
 
-    async def stream(self, messages: Messages, **options: Unpack[StreamOptions]) -> AgentStream:
-        """Start a run and stream it. Omitted options come from ``default_options``."""
+    async def _start(self, messages: Messages, options: StreamOptions) -> AgentStream:
         return await self.runtime.stream(self.id, self.start_request(messages, options))
 
-    async def generate(self, messages: Messages, **options: Unpack[StreamOptions]) -> RunResult:
-        """Run to the end or to the first pause (``finish_reason == "suspended"``)."""
+    async def _start_to_result(self, messages: Messages, options: StreamOptions) -> RunResult:
         return await self.runtime.generate(self.id, self.start_request(messages, options))
 
     @staticmethod
     def start_request(messages: Messages, options: StreamOptions, *, remote: bool = False) -> StartRequest:
-        """What starting a run asks of the agent's host. ``remote``: the options come from a caller the
-        runtime does not trust (an HTTP body), which may turn approval on but never off."""
+        """What starting a run asks of the agent's host.
+
+        Args:
+            messages: The run's messages, as ``stream`` takes them.
+            options: The options given (omitted ones absent or None).
+            remote: The options come from a caller the runtime does not trust (an HTTP body), which may
+                turn approval on but never off.
+
+        Returns:
+            The ``StartRequest``, with a new run id unless ``options`` named one.
+        """
         given: dict[str, Any] = {k: v for k, v in options.items() if v is not None}
         # Known here too, so that a lost reply can be followed up.
         generated = "run_id" not in given
         given.setdefault("run_id", str(uuid.uuid4()))
         return StartRequest(messages, given, trace=carrier(), generated_run_id=generated, remote=remote)
 
-    # ---- deciding -----------------------------------------------------------------------------------
-
-    def _decision(self, run_id: str, decision: DecisionInput, options: DecisionOptions) -> DecideRequest:
-        decider, surface = _acting(options.get("decided_by"), options.get("roles"), options.get("surface"))
+    def _request(self, run_id: str, decision: Decision) -> DecideRequest:
+        decider, surface = _acting(decision.decided_by, decision.roles, decision.surface)
         return DecideRequest(
             run_id=run_id,
-            decision=decision,
-            tool_call_id=options.get("tool_call_id"),
-            fingerprint=options.get("fingerprint"),
+            decision=decision.what,
+            tool_call_id=decision.tool_call_id,
+            fingerprint=decision.fingerprint,
             decider=decider,
             surface=surface,
             trace=carrier(),
         )
 
-    async def approve_tool_call(
-        self, *, run_id: str, edited_args: dict[str, Any] | None = None, **options: Unpack[DecisionOptions]
-    ) -> AgentStream:
-        return await self.runtime.decide(self.id, self._decision(run_id, Approve(edited_args), options))
+    async def _decide(self, run_id: str, decision: Decision) -> AgentStream:
+        return await self.runtime.decide(self.id, self._request(run_id, decision))
 
-    async def decline_tool_call(
-        self, *, run_id: str, reason: str | None = None, **options: Unpack[DecisionOptions]
-    ) -> AgentStream:
-        return await self.runtime.decide(self.id, self._decision(run_id, Decline(reason), options))
+    async def _decide_to_result(self, run_id: str, decision: Decision) -> RunResult:
+        return await self.runtime.decide_generate(self.id, self._request(run_id, decision))
 
-    async def approve_tool_call_generate(
-        self, *, run_id: str, edited_args: dict[str, Any] | None = None, **options: Unpack[DecisionOptions]
-    ) -> RunResult:
-        return await self.runtime.decide_generate(
-            self.id, self._decision(run_id, Approve(edited_args), options)
+    async def _decide_on_thread(
+        self, thread_id: str, resource_id: str | None, decision: Decision
+    ) -> AgentStream:
+        run_id = await self.runtime.find_suspended_run(
+            self.id, thread_id=thread_id, resource_id=resource_id, tool_call_id=decision.tool_call_id
         )
+        return await self._decide(run_id, decision)
 
-    async def decline_tool_call_generate(
-        self, *, run_id: str, reason: str | None = None, **options: Unpack[DecisionOptions]
-    ) -> RunResult:
-        return await self.runtime.decide_generate(self.id, self._decision(run_id, Decline(reason), options))
+    async def _list_suspended(self, filters: SuspendedRunFilters) -> SuspendedRunList:
+        return await self.runtime.list_suspended_runs(self.id, **filters)
 
-    async def resume_stream(
-        self, resume_data: Any, *, run_id: str, **options: Unpack[DecisionOptions]
-    ) -> AgentStream:
-        return await self.runtime.decide(self.id, self._decision(run_id, Resume(resume_data), options))
-
-    async def resume_generate(
-        self, resume_data: Any, *, run_id: str, **options: Unpack[DecisionOptions]
-    ) -> RunResult:
-        return await self.runtime.decide_generate(
-            self.id, self._decision(run_id, Resume(resume_data), options)
-        )
-
-    # ---- cancelling ---------------------------------------------------------------------------------
-
-    async def cancel_run(
-        self, run_id: str, *, reason: str | None = None, **options: Unpack[CancelOptions]
-    ) -> CancelledRun:
-        """Cancel a run, wherever it stands: in a model turn, in a tool, or paused.
-
-        Returns once the cancel is durable: from then on the run never resumes. A run driven in this
-        runtime stops at once; one another process drives stops at its next write or heartbeat (a couple
-        of seconds). Its in-flight work is cancelled (an async tool through asyncio; a sync tool's thread
-        runs on, and what it returns is recorded in the audit log, never given to a model), its subagent
-        runs are cancelled too, its pending pauses are withdrawn, and its stream ends with
-        ``finish_reason="cancelled"``. Cancelling a subagent's run fails the parent's delegation with a
-        tool error the parent's model sees, naming the cancel and ``reason``.
-
-        Args:
-            run_id: the run to cancel (a top-level run, or a subagent's).
-            reason: why; recorded in the audit log and told (default "The run was cancelled").
-            **options: ``tool_call_id`` and ``fingerprint`` (cancel only while that call still waits as
-                it was seen: against an approval of it, exactly one of the two wins); ``cancelled_by``
-                and ``roles`` (who cancels: the run's starter, an admin or an approver its approver
-                policies name; None, the default, is this process itself); ``surface`` (for the audit).
-
-        Returns:
-            ``CancelledRun``: who cancelled, why, when, and where the run stood.
-
-        Raises:
-            RunCancelledError: the run was cancelled already (409; a retry of the same cancel by the
-                same canceller is answered as the first was).
-            RunNotCancellableError: the run has already finished (409).
-            SnapshotNotFoundError: no such run of this agent (404).
-            CancelForbiddenError: ``cancelled_by`` may not cancel it (403).
-            DecisionConflictError: the call given by ``tool_call_id`` was decided first (409, naming who).
-
-        Example:
-            >>> stream = await agent.stream("pay the vendor")        # doctest: +SKIP
-            >>> await agent.cancel_run(stream.run_id, reason="wrong vendor")  # doctest: +SKIP
-            >>> (await stream.result()).finish_reason                 # doctest: +SKIP
-            'cancelled'
-        """
-        who, roles = options.get("cancelled_by"), options.get("roles")
-        canceller, surface = _acting(who, roles, options.get("surface"))
+    async def _cancel(self, run_id: str, cancel: CancelCall) -> CancelledRun:
+        canceller, surface = _acting(cancel.cancelled_by, cancel.roles, cancel.surface)
         request = CancelRequest(
             run_id=run_id,
-            reason=reason,
-            tool_call_id=options.get("tool_call_id"),
-            fingerprint=options.get("fingerprint"),
+            reason=cancel.reason,
+            tool_call_id=cancel.tool_call_id,
+            fingerprint=cancel.fingerprint,
             canceller=canceller,
             surface=surface,
         )
         return await self.runtime.cancel_run(self.id, request)
 
+    # ---- following a run ----------------------------------------------------------------------------
+
     async def observe_stream(self, *, run_id: str) -> AgentStream:
-        """Follow a run from now on: the operation driving it (e.g. one recovered after a crash), or a
-        replay of where it stands (its open pauses). ``SnapshotNotFoundError`` once it has finished."""
-        return await self.runtime.observe(self.id, run_id)
+        """Follow a run from now on, wherever it stands.
 
-    # ---- finding paused runs ------------------------------------------------------------------------
+        The stream carries what the operation driving the run sends from now on (one recovered after a
+        crash, say), or a replay of where the run stands: its open pauses.
 
-    async def list_suspended_runs(self, **filters: Unpack[SuspendedRunFilters]) -> SuspendedRunList:
-        return await self.runtime.list_suspended_runs(self.id, **filters)
+        Args:
+            run_id: The run to follow (top-level or a subagent's).
 
-    async def send_tool_approval(
-        self,
-        *,
-        thread_id: str,
-        resource_id: str | None,
-        approved: bool,
-        tool_call_id: str | None = None,
-        reason: str | None = None,
-        resume_data: Any = None,
-        decided_by: str | Principal | None = None,
-        roles: frozenset[str] | None = None,
-        surface: str | None = None,
-    ) -> AgentStream:
-        """Decide the paused call of the run suspended on a thread, without knowing its run id.
+        Returns:
+            The run's ``AgentStream`` from now on.
 
-        ``resume_data`` answers a ``suspend()`` pause; otherwise ``approved`` approves or declines.
+        Raises:
+            SnapshotNotFoundError: No such run of this agent, or it has finished.
         """
-        if resume_data is not None and not approved:
-            raise DecisionRejectedError(
-                "resume_data answers a paused tool and cannot come with approved=False; "
-                "to decline, pass approved=False without resume_data"
-            )
-        run_id = await self.runtime.find_suspended_run(
-            self.id, thread_id=thread_id, resource_id=resource_id, tool_call_id=tool_call_id
-        )
-        decision: DecisionInput
-        if resume_data is not None:
-            decision = Resume(resume_data)
-        else:
-            decision = Approve() if approved else Decline(reason)
-        request = self._decision(
-            run_id,
-            decision,
-            {"tool_call_id": tool_call_id, "decided_by": decided_by, "roles": roles, "surface": surface},
-        )
-        return await self.runtime.decide(self.id, request)
+        return await self.runtime.observe(self.id, run_id)
 
 
 def _acting(
@@ -257,4 +209,4 @@ def _acting(
         raise DecisionRejectedError(str(exc)) from None
 
 
-__all__ = ["Agent", "use_default_runtime"]
+__all__ = ["Agent"]

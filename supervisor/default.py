@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import threading
 
-from troupe.supervisor.agent import use_default_runtime
+from troupe.supervisor.agent_runtime import provide_default
 from troupe.supervisor.runtime import Executor, Runtime
 
 _lock = threading.Lock()
@@ -27,6 +27,6 @@ def default_runtime() -> Runtime:
         return _default
 
 
-use_default_runtime(default_runtime)
+provide_default(default_runtime)
 
 __all__ = ["default_runtime"]

@@ -2,8 +2,10 @@
 and what the Python SDK's client needs to talk to a server.
 
 ``AskingAgent`` asks which city (``input-required``), then answers with the weather there, recording
-every answer it gets in a ``CallLog`` (a file: visible across processes). ``serve_sdk_agent`` serves an
-executor with the SDK's ``DefaultRequestHandler`` and an in-memory task store, on uvicorn in a thread.
+every answer it gets in a ``CallLog`` (a file: visible across processes); ``WorkingAgent`` works until
+its task is cancelled (``StubbornAgent`` refuses to be). Each records a cancel of its task.
+``serve_sdk_agent`` serves an executor with the SDK's ``DefaultRequestHandler`` and an in-memory task
+store, on uvicorn in a thread.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from a2a.types.a2a_pb2 import (
     StreamResponse,
     TaskState,
 )
+from a2a.utils.errors import TaskNotCancelableError
 from google.protobuf.json_format import MessageToDict
 from starlette.applications import Starlette
 
@@ -85,8 +88,42 @@ class AskingAgent(AgentExecutor):
         await updater.complete()
 
     async def cancel(self, context: RequestContext, event_queue: Any) -> None:
+        self.log.record("cancelled", task_id=context.task_id)
         updater = TaskUpdater(event_queue, context.task_id or "", context.context_id or "")
         await updater.cancel()
+
+
+class WorkingAgent(AgentExecutor):
+    """Says it is working on the task, then works until the task is cancelled (recorded as
+    "working", then "cancelled", in ``log``)."""
+
+    def __init__(self, log: CallLog) -> None:
+        self.log = log
+
+    async def execute(self, context: RequestContext, event_queue: Any) -> None:
+        updater = TaskUpdater(event_queue, context.task_id or "", context.context_id or "")
+        message = context.message
+        assert message is not None
+        task = new_task_from_user_message(message)
+        task.id, task.context_id = updater.task_id, updater.context_id
+        await event_queue.enqueue_event(task)
+        await updater.start_work(updater.new_agent_message([new_text_part("Working on it")]))
+        self.log.record("working", task_id=context.task_id)
+        await asyncio.Event().wait()  # until the task is cancelled (its producer task is)
+
+    async def cancel(self, context: RequestContext, event_queue: Any) -> None:
+        self.log.record("cancelled", task_id=context.task_id)
+        updater = TaskUpdater(event_queue, context.task_id or "", context.context_id or "")
+        await updater.cancel()
+
+
+class StubbornAgent(WorkingAgent):
+    """Works until its task is cancelled, but refuses every cancel (records "refused"): a remote agent
+    that cannot stop what it is doing."""
+
+    async def cancel(self, context: RequestContext, event_queue: Any) -> None:
+        self.log.record("refused", task_id=context.task_id)
+        raise TaskNotCancelableError(message="this agent cannot stop its work")
 
 
 def sdk_card(url: str, name: str = "Weather desk", streaming: bool = True) -> AgentCard:
@@ -200,6 +237,8 @@ __all__ = [
     "AskingAgent",
     "Part",
     "SdkServer",
+    "StubbornAgent",
+    "WorkingAgent",
     "artifact_text",
     "data_message",
     "events_of",

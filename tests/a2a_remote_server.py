@@ -3,8 +3,8 @@
     python a2a_remote_server.py DB LOG PORTFILE
 
 Serves ``mid`` (which delegates to ``leaf``, whose ``delete_record`` needs approval), ``planner``
-(whose ``weather`` tool asks for a city) and ``batch`` (two gated calls in one step) on 127.0.0.1,
-a free port written to PORTFILE once it listens,
+(whose ``weather`` tool asks for a city), ``batch`` (two gated calls in one step) and ``slow`` (whose
+``work`` tool never finishes by itself) on 127.0.0.1, a free port written to PORTFILE once it listens,
 behind the key ``key-sup`` (resource ``r1``); runs until it is terminated.
 """
 
@@ -14,6 +14,7 @@ import sys
 import threading
 from pathlib import Path
 
+from cancel_agents import work_tool
 from helpers import delete_tool, echo_model, weather_tool
 from http_server import LiveServer
 
@@ -23,7 +24,7 @@ from troupe.testing import CallLog, tool_call
 KEYS = {"key-sup": {"name": "supervisor", "resources": ["r1"]}}
 
 
-def agents(calls: CallLog) -> list[Agent]:
+def agents(calls: CallLog, never: str) -> list[Agent]:
     leaf = Agent(
         "leaf",
         description="Deletes records",
@@ -47,13 +48,18 @@ def agents(calls: CallLog) -> list[Agent]:
         ),
         tools=[delete_tool(calls)],
     )
-    return [mid, planner, batch]
+    slow = Agent(
+        "slow",
+        model=echo_model(tool_call("work", {"name": "job-1"}, id="w1")),
+        tools=[work_tool(calls, never)],
+    )
+    return [mid, planner, batch, slow]
 
 
 def main(db: str, log: str, portfile: str) -> None:
     calls = CallLog(Path(log))
     server = LiveServer(
-        lambda: Runtime(agents(calls), storage=SqliteStore(db), executor="local"), keys=KEYS
+        lambda: Runtime(agents(calls, db + ".never"), storage=SqliteStore(db), executor="local"), keys=KEYS
     ).start()
     Path(portfile).write_text(str(server.port))
     threading.Event().wait()

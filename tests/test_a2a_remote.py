@@ -46,13 +46,14 @@ class TroupeRemote:
 
     def __init__(self, tmp_path: Path) -> None:
         self.calls = CallLog(tmp_path / "remote-calls.jsonl")
+        self.db = tmp_path / "remote.db"
         portfile = tmp_path / "remote.port"
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent)])}
         self.proc = subprocess.Popen(
             [
                 sys.executable,
                 str(TESTS / "a2a_remote_server.py"),
-                str(tmp_path / "remote.db"),
+                str(self.db),
                 str(self.calls.path),
                 str(portfile),
             ],

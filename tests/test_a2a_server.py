@@ -2,7 +2,7 @@
 executors: the card at the well-known path, a pause as ``input-required`` listing every pending call,
 answers on the same task (approve, decline with a reason, resume data; several calls in any order; a
 refused answer leaves the task waiting), keys and tenancy as on ``/api``, and a task that outlives a
-restart of the server."""
+restart of the server. Cancelling a task: tests/test_a2a_cancel.py."""
 
 from __future__ import annotations
 
@@ -10,12 +10,11 @@ import httpx
 import pytest
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.types.a2a_pb2 import (
-    CancelTaskRequest,
     GetTaskRequest,
     ListTasksRequest,
     SubscribeToTaskRequest,
 )
-from a2a.utils.errors import TaskNotFoundError, UnsupportedOperationError
+from a2a.utils.errors import TaskNotFoundError
 from a2a_agents import (
     artifact_text,
     data_message,
@@ -222,15 +221,6 @@ async def test_another_tenants_task_can_be_neither_seen_nor_answered(server, cal
     # A new task in another tenant's resource is refused too.
     with pytest.raises(Exception, match="may not access"):
         await events_of(theirs.send_message(text_message("delete", metadata=A1)))
-
-
-async def test_cancel_is_not_supported_yet_and_says_so(server):
-    client = await client_for(server)
-    task = await paused(client)
-    with pytest.raises(UnsupportedOperationError, match="not supported yet"):
-        await client.cancel_task(CancelTaskRequest(id=task["id"]))
-    with pytest.raises(TaskNotFoundError):
-        await client.cancel_task(CancelTaskRequest(id="no-such-task"))
 
 
 async def test_resubscribing_to_a_paused_task_answers_where_it_stands(server):

@@ -106,7 +106,7 @@ async def test_an_agents_actor_keeps_its_startup_heap_out_of_full_collections(
 
 async def test_a_lingering_reader_gets_a_full_batch_at_once():
     outbox = Outbox()
-    reading = asyncio.ensure_future(outbox.take(linger=3600))
+    reading = asyncio.ensure_future(outbox.gather(linger=3600))
     for i in range(_MAX_BATCH):
         outbox.put(Chunk("text-delta", "r1", {"text": str(i)}))
         await asyncio.sleep(0)  # the reader runs between chunks, as it does between a run's steps
@@ -116,7 +116,7 @@ async def test_a_lingering_reader_gets_a_full_batch_at_once():
 
 async def test_a_lingering_reader_gets_the_rest_when_the_operation_ends():
     outbox = Outbox()
-    reading = asyncio.ensure_future(outbox.take(linger=3600))
+    reading = asyncio.ensure_future(outbox.gather(linger=3600))
     outbox.put(Chunk("text-delta", "r1", {"text": "a"}))
     await asyncio.sleep(0)
     outbox.put(Chunk("text-delta", "r1", {"text": "b"}))

@@ -11,6 +11,7 @@ from helpers import (
     echo_model,
     one_call,
     pay_tool,
+    script_used_up,
     types_of,
 )
 
@@ -351,7 +352,9 @@ async def test_before_tool_call_hook_can_block_a_call_and_after_hook_sees_output
     assert calls.entries("after") == [{"name": "after", "tool": "pay", "output": {"paid": 5, "to": "a"}}]
 
 
-async def test_approval_state_is_stored_with_the_run_so_a_resumed_run_stays_gated(make_runtime, calls):
+async def test_approval_state_is_stored_with_the_run_so_a_resumed_run_stays_gated(
+    make_runtime, calls, executor
+):
     """A per-call policy function is not persisted: after a pause, later calls are gated (fail-safe)."""
     model = ScriptedModel(
         [
@@ -370,6 +373,9 @@ async def test_approval_state_is_stored_with_the_run_so_a_resumed_run_stays_gate
     assert second.finish_reason == "suspended"
     assert second.suspend_payload["tool_name"] == "pay"
     assert calls.count("pay") == 0
+    done = await agent.approve_tool_call_generate(run_id=first.run_id)
+    assert (done.text, calls.count("pay")) == ("done", 1)
+    script_used_up(model, executor)
 
 
 async def test_create_tool_rejects_bad_definitions():

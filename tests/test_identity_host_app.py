@@ -119,7 +119,7 @@ def test_no_session_is_401_and_another_tenant_sees_and_decides_nothing(server, c
             assert refused.status_code == 401 and refused.json()["error"] == "sign in first"
             assert nobody.post(f"{api}/approve-tool-call", json={"runId": run_id}).status_code == 401
 
-        assert mallory.get("/troupe/api/inbox").json() == {"runs": [], "total": 0}
+        assert mallory.get("/troupe/api/inbox").json() == {"runs": [], "total": 0, "nextCursor": None}
         assert mallory.get(f"{api}/suspended-runs").json()["runs"] == []
         theirs = mallory.post(f"{api}/approve-tool-call", json={"runId": run_id, "toolCallId": "call-1"})
         assert theirs.status_code == 404, "someone else's run is answered as an unknown one"

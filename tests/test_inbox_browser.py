@@ -215,7 +215,7 @@ def test_approve_from_the_page_runs_the_tool_once_and_shows_the_result(server, a
     expect(card.get_by_test_id("badge")).to_have_text("approved")
     expect(outcome.get_by_test_id("result")).to_have_text('{\n  "deleted": "rec-1"\n}')
     expect(outcome.get_by_test_id("final-text")).to_have_text('call-1={"deleted": "rec-1"}')
-    expect(outcome.get_by_test_id("progress")).to_have_text("Run finished (stop).")
+    expect(outcome.get_by_test_id("progress")).to_have_text("The run finished.")
     expect(card.get_by_test_id("approve")).to_be_hidden()
     assert [e["id"] for e in calls.entries("delete_record")] == ["rec-1"], "the tool ran once"
 
@@ -250,7 +250,9 @@ def test_decline_with_a_reason_the_model_is_told(server, api, tabs, calls, tmp_p
     ]
     assert snapshot is None, "the run finished (its snapshot is gone)"
     assert pending(api) == set()
-    expect(inbox.page.get_by_test_id("empty")).to_be_visible()
+    # Below the card just decided, the page says what is left: not that nothing ever waited.
+    expect(inbox.page.get_by_test_id("empty")).to_have_text("Nothing else is waiting for you.")
+    expect(card).to_be_visible()
 
 
 def test_a_suspension_is_answered_through_the_form_built_from_its_resume_schema(server, api, tabs, calls):
@@ -258,7 +260,8 @@ def test_a_suspension_is_answered_through_the_form_built_from_its_resume_schema(
     inbox = tabs(server.url)
     card = inbox.card(run)
     expect(card).to_have_attribute("data-kind", "input")
-    expect(card.get_by_test_id("asks")).to_have_text('{\n  "question": "How many people?"\n}')
+    # The question itself, as a person reads it: not the payload's JSON.
+    expect(card.get_by_test_id("asks")).to_have_text("How many people?")
     expect(card.get_by_test_id("approve")).to_have_count(0)
     people = card.locator('input[data-field="people"]')
     seating = card.locator('select[data-field="seating"]')
@@ -298,7 +301,7 @@ def test_new_pauses_appear_without_a_reload_and_a_reload_shows_exactly_what_is_p
     server, api, tabs, calls
 ):
     inbox = tabs(server.url)
-    expect(inbox.page.get_by_test_id("empty")).to_be_visible()
+    expect(inbox.page.get_by_test_id("empty")).to_have_text("Nothing is waiting for you.")
 
     first = start(api, "ops", "rec-a")
     expect(inbox.card(first)).to_be_visible(timeout=PUSH_WAIT_MS)
@@ -342,10 +345,14 @@ def test_with_an_api_key_a_tenant_sees_and_decides_only_its_own_pauses(http_serv
         inbox.allow(401)
         login = inbox.page.get_by_test_id("login")
         expect(login).to_be_visible()
+        # Plain words for a person, not the API's instructions to a program.
+        expect(login).to_contain_text("This server needs an API key or a sign-in token")
+        expect(login).not_to_contain_text("Authorization")
         expect(inbox.cards()).to_have_count(0)
         inbox.page.locator("#api-key").fill("not-a-key")
         inbox.page.locator("#api-key").press("Enter")
         expect(login).to_contain_text("That key was not accepted")
+        expect(login).not_to_contain_text("Bearer")
 
         inbox.page.locator("#api-key").fill("key-a")
         inbox.page.get_by_role("button", name="Use key").click()
@@ -510,5 +517,6 @@ def test_a_long_inbox_is_shown_a_page_at_a_time_and_stays_live(server, api, tabs
     expect(inbox.card(later).get_by_test_id("new")).to_be_visible()
     assert [c.get_attribute("data-run-id") for c in inbox.cards().all()] == [*runs, later]
     api_paths = [p.split("/api", 1)[1] for p in inbox.requests if "/api/" in p]
-    assert api_paths == ["/inbox/events", "/inbox", "/inbox"], "pages by cursor, the rest pushed"
+    # Pages by cursor, the rest pushed; the one card that went asks once why (was it cancelled?).
+    assert api_paths == ["/inbox/events", "/inbox", "/inbox", f"/agents/ops/runs/{runs[3]}"]
     assert calls.count() == 0

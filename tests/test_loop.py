@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from helpers import chunks_of, echo_model, one_call, pay_tool, types_of
+from helpers import chunks_of, echo_model, one_call, pay_tool, script_used_up, types_of
 from pydantic import BaseModel
 
 from troupe import Agent, create_tool
@@ -13,8 +13,9 @@ from troupe.errors import DuplicateRunError, InvalidOptionError, ModelError
 from troupe.testing import FunctionModel, ScriptedModel, text, tool_call
 
 
-async def test_a_text_answer_streams_in_order_and_leaves_no_snapshot(make_runtime):
-    agent = Agent("chat", model=ScriptedModel([text("Hello there, human.")]))
+async def test_a_text_answer_streams_in_order_and_leaves_no_snapshot(make_runtime, executor):
+    model = ScriptedModel([text("Hello there, human.")])
+    agent = Agent("chat", model=model)
     runtime = make_runtime([agent])
 
     stream = await agent.stream("hi")
@@ -39,10 +40,12 @@ async def test_a_text_answer_streams_in_order_and_leaves_no_snapshot(make_runtim
     assert result.text == "Hello there, human."
     assert result.finish_reason == "stop"
     assert await runtime.store().load_run(stream.run_id) is None
+    script_used_up(model, executor)
 
 
-async def test_full_stream_and_text_stream_can_each_be_read_alone(make_runtime):
-    agent = Agent("chat", model=ScriptedModel([text("one two"), text("three")]))
+async def test_full_stream_and_text_stream_can_each_be_read_alone(make_runtime, executor):
+    model = ScriptedModel([text("one two"), text("three")])
+    agent = Agent("chat", model=model)
     make_runtime([agent])
 
     first = await agent.stream("a")
@@ -50,6 +53,7 @@ async def test_full_stream_and_text_stream_can_each_be_read_alone(make_runtime):
     second = await agent.stream("b")
     assert [c.type async for c in second.full_stream][-1] == "finish"
     assert (await second.result()).text == "three"
+    script_used_up(model, executor)
 
 
 async def test_tool_results_go_back_to_the_model_and_the_loop_continues(make_runtime, calls):
@@ -192,7 +196,7 @@ async def test_a_run_id_can_be_chosen_but_not_reused_while_the_run_lives(make_ru
         await agent.generate("go", run_id="my-run")
 
 
-async def test_text_before_a_tool_call_is_its_own_closed_part(make_runtime):
+async def test_text_before_a_tool_call_is_its_own_closed_part(make_runtime, executor):
     """Mastra's shape: each stretch of text is wrapped in text-start/text-end, closed before a tool call."""
 
     class Empty(BaseModel):
@@ -217,3 +221,4 @@ async def test_text_before_a_tool_call_is_its_own_closed_part(make_runtime):
         "text-end",
         "tool-result",
     ]
+    script_used_up(model, executor)  # the step's tool result went back and the model answered "Ok."

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 
 import httpx
+import mcp_types as types
 import pytest
 from http_server import KEYS, A, B, runtime_factory
 from mcp_clients import accept, action, mcp_client
@@ -98,6 +99,28 @@ async def test_without_elicitation_the_result_says_where_to_decide_and_http_deci
     assert calls.count("delete_record") == 1
 
 
+async def test_an_answer_to_a_call_decided_meanwhile_decides_nothing_and_says_so(server, calls):
+    """A question names only which call it is about; the pause is read again from the store when the
+    answer comes. So an answer to a call that someone decided meanwhile (here over HTTP, while the person
+    was being asked) is refused with why, and the tool runs once, for the decision that came first."""
+
+    def decide_over_http_then_answer(message: str, schema: dict) -> types.ElicitResult:
+        with httpx.Client(headers=A) as http:
+            listed = http.get(f"{server.url}/api/agents/ops/suspended-runs", params={"resourceId": "a1"})
+            run = listed.json()["runs"][0]
+            body = {"runId": run["runId"], "toolCallId": run["toolCalls"][0]["toolCallId"]}
+            http.post(f"{server.url}/api/agents/ops/approve-tool-call-generate", json=body).raise_for_status()
+        return types.ElicitResult(action="accept", content={"approved": True})
+
+    async with mcp_client(server.url, "key-a", decide_over_http_then_answer) as client:
+        result = await client.call_tool("ops", {"prompt": "delete abc-123", "resourceId": "a1"})
+    assert result.is_error
+    text = result.content[0].text
+    assert text.startswith("AGENT_DECISION_CONFLICT"), text
+    assert "no longer waits as it was asked about" in text, text
+    assert calls.count("delete_record") == 1
+
+
 async def test_cancel_leaves_the_run_paused(server, calls):
     async with mcp_client(server.url, "key-a", action("cancel")) as client:
         result = await client.call_tool("ops", {"prompt": "delete", "resourceId": "a1"})
@@ -180,7 +203,6 @@ async def test_the_paused_result_hands_the_requester_no_decision_link(http_serve
     assert "/decide/" not in shown and "troupe.test" not in shown
     assert decide["inbox"] == f"{server.url}/inbox" and "waits for approval" in result.content[0].text
     assert calls.count("delete_record") == 0
-
 
 
 async def test_one_key_cannot_open_sessions_for_everyone(http_server, tmp_path, calls):

@@ -16,7 +16,7 @@ import openai
 import pytest
 from fake_openai import FakeOpenAI, call, reply, serving
 from helpers import chunks_of, delete_tool, types_of
-from troupe.core.vocabulary.agent import resolve_model
+from troupe.core.models.names import resolve_model
 from troupe.core.vocabulary.errors import ModelError
 from troupe.core.vocabulary.model import ModelEvent, ModelRequest, TextDelta, ToolCallPart, TurnEnd, Usage
 

@@ -162,7 +162,7 @@ async def test_the_docs_walk_of_one_approval_is_the_path_an_approval_takes(tmp_p
     """Every function the architecture page's walk names is called, in that order, when a decision
     on a subagent's call is approved (recorded with a profiler: nothing is stubbed)."""
     from troupe.actors.handle import AgentHandle  # noqa: F401 - the walk names it: have it imported
-    from troupe.core.deciding.claim import Claims  # noqa: F401
+    from troupe.core.run.claim import Claims  # noqa: F401
 
     walk = _walk()
     assert 0 < len(walk) <= 10, walk

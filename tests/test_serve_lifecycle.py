@@ -5,6 +5,7 @@ not there."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -166,3 +167,41 @@ def test_the_blocking_client_names_the_url_of_a_server_that_is_not_there():
             client.list_agents()
         with pytest.raises(ServerUnreachableError, match="is it running, and at that URL"):
             client.get_agent("records-assistant").generate("hello")
+
+
+def test_a_sigterm_to_every_process_at_once_ends_serve_in_seconds(tmp_path):
+    """systemd's default stop (``KillMode=control-group``) and a container runtime signal every process
+    of the service at once, whatever its group: Ray's GCS too. The GCS survives the signal but stops
+    answering, and the runtime's shutdown used to wait on it for a minute (in ``ray.get_actor``); the
+    shutdown is bounded now, and the server exits within the issue's 5 s, having closed its store."""
+    served = Served(
+        tmp_path,
+        "--demo",
+        "--open",
+        "--store",
+        str(tmp_path / "demo.db"),
+        cwd=tmp_path,
+        env=_env(),
+        own_group=True,
+    )
+    try:
+        served.wait_ready({}, timeout=120)
+        # An agent's actor exists, so the shutdown has actors to stop (what looked the GCS up).
+        assert httpx.get(served.url + "/agents/records-assistant", timeout=30).status_code == 200
+        tree = [psutil.Process(served.process.pid), *psutil.Process(served.process.pid).children(True)]
+        assert any(p.name() == "gcs_server" for p in tree), "serve started its own Ray"
+        started = time.monotonic()
+        for process in tree:  # as close to "at once" as signals go
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.send_signal(signal.SIGTERM)
+        code = served.process.wait(SIGTERM_S * 12)  # past the ceiling it fails below, with the time
+        took = time.monotonic() - started
+    finally:
+        if served.process.poll() is None:
+            os.killpg(served.process.pid, signal.SIGKILL)
+    output = served.output()
+    served.log.close()
+    assert took < SIGTERM_S, f"{took:.1f} s\n{output}"
+    assert code == 0, output
+    _, alive = psutil.wait_procs(tree[1:], timeout=10)
+    assert alive == [], f"left behind: {[(p.pid, p.name()) for p in alive]}"

@@ -1,4 +1,11 @@
-"""Troupe's errors (see ``troupe.core.vocabulary.errors`` for the tree)."""
+"""Troupe's errors: every one is a ``TroupeError`` with a stable ``code``, a message and ``details``.
+
+Catch ``TroupeError`` for any of them, or a class for one kind: a decision on a call decided already
+is a ``DecisionConflictError`` (HTTP 409), an unknown or finished run a ``SnapshotNotFoundError`` (404),
+invalid resume data a ``ResumeDataValidationError`` (422), a server the client cannot reach a
+``ServerUnreachableError``. Over HTTP the same ``code`` is in the error body, and the Python client
+raises the same class.
+"""
 
 from troupe.api.errors import (
     AuthenticationError,

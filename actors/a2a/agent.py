@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from troupe.actors.a2a.errors import RemoteCardError
-from troupe.core.vocabulary.agent import AgentSpec
+from troupe.core.run.agent import AgentSpec
 from troupe.core.vocabulary.model import Model, ModelEvent, ModelRequest
 
 DEFAULT_TIMEOUT_S = 300.0

@@ -176,13 +176,15 @@ class RemoteAgent:
         except Exception as exc:
             raise self.classified(exc) from None
 
-    async def cancel(self, task_id: str) -> Any:
-        """Ask the agent to cancel the task (A2A's ``CancelTask``); the task as it answers."""
+    async def cancel(self, task_id: str, reason: str | None = None) -> Any:
+        """Ask the agent to cancel the task (A2A's ``CancelTask``, ``reason`` in its metadata, where a
+        Troupe agent reads it); the task as it answers."""
         from a2a.types.a2a_pb2 import CancelTaskRequest
 
         client = await self._connected()
+        metadata = {"reason": reason} if reason else None
         try:
-            return await client.cancel_task(CancelTaskRequest(id=task_id))
+            return await client.cancel_task(CancelTaskRequest(id=task_id, metadata=metadata))
         except Exception as exc:
             raise self.classified(exc) from None
 

@@ -15,16 +15,14 @@ from typing import Any
 
 from troupe.actors.a2a.agent import A2AAgent
 from troupe.actors.handle import AgentHandle, OwnedRun
-from troupe.core.deciding.approvers import check_canceller
-from troupe.core.deciding.decisions import find_target
+from troupe.core.deciding.cancelling import DEFAULT_REASON
 from troupe.core.deciding.handoff import handed_off
-from troupe.core.run.cancelling import DEFAULT_REASON, cancelled_error
+from troupe.core.run.cancels import check_cancel
 from troupe.core.run.recovery import replay
 from troupe.core.vocabulary.chunks import Chunk
 from troupe.core.vocabulary.errors import (
     DecisionConflictError,
     DuplicateRunError,
-    RunNotCancellableError,
     SnapshotNotFoundError,
     ToolCallNotSuspendedError,
 )
@@ -35,7 +33,6 @@ from troupe.core.vocabulary.requests import (
     CancelRequest,
     ChunkBatches,
     DecideRequest,
-    Decline,
     StartRequest,
 )
 from troupe.core.vocabulary.results import ResultBuilder, RunResult
@@ -146,7 +143,8 @@ class A2AHandle(AgentHandle):
                     run_id=request.run_id,
                 )
             state, was = stored.state, stored.state.status
-            _check(state, request)
+            # The approver policies live with the top run (a waiting subagent's cancel is routed there).
+            await check_cancel(self.store, None, state, request)
             who = request.canceller
             cancellation = Cancellation(
                 reason=request.reason or DEFAULT_REASON,
@@ -187,20 +185,6 @@ class A2AHandle(AgentHandle):
     async def close(self) -> None:
         if self._remote is not None:
             await self._remote.close()
-
-
-def _check(state: RunState, request: CancelRequest) -> None:
-    """Raise why ``request`` cannot cancel the proxy run as it stands."""
-    if not request.cascade:
-        check_canceller(None, state, request.canceller)
-    if state.cancel is not None:
-        raise cancelled_error(state.run_id, state.cancel, "it is cancelled once")
-    if state.status == "finished":
-        raise RunNotCancellableError(
-            f"run {state.run_id} has already finished; there is nothing to cancel", run_id=state.run_id
-        )
-    if request.tool_call_id is not None:  # the question the canceller saw must still wait as it saw it
-        find_target(state, DecideRequest(state.run_id, Decline(), request.tool_call_id, request.fingerprint))
 
 
 async def _listed(chunks: list[Chunk]) -> AsyncIterator[Chunk]:

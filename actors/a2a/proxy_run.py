@@ -25,13 +25,14 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from troupe.actors.a2a.connection import RemoteAgent, RemoteLost, RemoteRefused, RemoteUnreachable
-from troupe.actors.a2a.errors import DecisionNotDeliveredError, RemoteAgentError
+from troupe.actors.a2a.errors import DecisionNotDeliveredError, RemoteAgentError, RemoteCardError
 from troupe.actors.a2a.pending import is_pending
 from troupe.actors.a2a.questions import answer_message, calls_of, prompt_of, refusal_of
 from troupe.actors.a2a.remote_task import Broke, Ended, Outcome, Question, RemoteTask
+from troupe.actors.host import HEARTBEAT_S
+from troupe.core.deciding.cancelling import DEFAULT_REASON as DEFAULT_CANCEL_REASON
+from troupe.core.deciding.cancelling import cancelled_error, outcome, record
 from troupe.core.deciding.decisions import apply, as_decision, check_kind, find_target
-from troupe.core.run.cancelling import DEFAULT_REASON as DEFAULT_CANCEL_REASON
-from troupe.core.run.cancelling import cancelled_error, outcome, record
 from troupe.core.run.pauses import open_pause_chunks
 from troupe.core.run.recovery import replay
 from troupe.core.vocabulary.chunks import Chunk
@@ -55,6 +56,11 @@ _POLL_MAX_S = 2.0
 _POLL_FAILURES = 5
 # How long a task is watched for a sign that an answer whose reply was lost arrived.
 _UNSURE_GRACE_S = 30.0
+# How long a cancel waits for the remote agent to take its task's cancel (the run is cancelled already).
+_TELL_CANCEL_S = 10.0
+# How often a proxy run followed while its remote agent is silent is looked at for a cancel recorded
+# elsewhere (as often as an agent host looks at the runs it drives).
+_LOOK_S = HEARTBEAT_S
 
 
 class ProxyRun:
@@ -80,13 +86,38 @@ class ProxyRun:
 
     async def watched(self, chunks: AsyncIterator[Chunk]) -> AsyncIterator[Chunk]:
         """``chunks``, ending the way the run ended if it is cancelled while they are read: the parent
-        following it is told the cancel (its finish), never a write that failed."""
+        following it is told the cancel (its finish), never a write that failed. A cancel recorded
+        elsewhere (another process, or a remote agent that goes on working regardless) is seen at the
+        run's next write, or within ``_LOOK_S`` while the remote agent is silent: what was being read
+        is given up then (the remote stream closed)."""
+        source = aiter(chunks)
         try:
-            async for chunk in chunks:
+            while True:
+                try:
+                    chunk = await self._next(source)
+                except StopAsyncIteration:
+                    return
                 yield chunk
         except Stopped as stopped:
+            await source.aclose()  # type: ignore[attr-defined]
             for chunk in replay(self.agent_id, stopped.state)[1:]:
                 yield chunk
+
+    async def _next(self, source: AsyncIterator[Chunk]) -> Chunk:
+        """The next chunk of ``source``; ``Stopped`` if the run is found cancelled while it waits."""
+        step = asyncio.ensure_future(anext(source))
+        try:
+            while True:
+                done, _ = await asyncio.wait({step}, timeout=_LOOK_S)
+                if done:
+                    return step.result()
+                stored = await self.store.load_run(self.state.run_id)
+                if stored is not None and stored.state.cancel is not None:
+                    raise Stopped(stored.state)
+        finally:
+            if not step.done():
+                step.cancel()
+                await asyncio.wait({step})
 
     def _chunk(self, type_: Any, **payload: Any) -> Chunk:
         return Chunk(type_, self.state.run_id, payload)
@@ -199,11 +230,24 @@ class ProxyRun:
         task_id = state.remote.task_id if state.remote is not None else None
         if task_id is None:
             return  # the remote agent never named a task (a start lost to a crash): nothing to tell
+        await self.tell_cancel(task_id)
+
+    async def tell_cancel(self, task_id: str) -> None:
+        """Ask the remote agent to cancel ``task_id``, with the run's cancel as the reason; one that
+        cannot be reached, refuses or takes too long is only logged (the run stays cancelled here)."""
+        state = self.state
+        reason = state.cancel.reason if state.cancel is not None else None
         try:
-            await self.remote.cancel(task_id)
-        except RemoteAgentError as exc:
+            async with asyncio.timeout(_TELL_CANCEL_S):
+                await self.remote.cancel(task_id, reason)
+        except (RemoteAgentError, TimeoutError) as exc:
+            why = exc.message if isinstance(exc, RemoteAgentError) else f"no answer in {_TELL_CANCEL_S:g} s"
             log.warning(
-                "the cancel of run %s could not be told to %s: %s", state.run_id, self.remote.name, exc
+                "the cancel of run %s could not be told to %s (task %s): %s; the run is cancelled here",
+                state.run_id,
+                self.remote.name,
+                task_id,
+                why,
             )
 
     async def _cancelled(self, request: DecideRequest, cancel: Cancel) -> AsyncIterator[Chunk]:
@@ -266,7 +310,10 @@ class ProxyRun:
                 run_id=state.run_id,
                 tool_call_id=target.call.tool_call_id,
             ) from None
-        return await self._sent(message, before)
+        try:
+            return await self._sent(message, before)
+        except Stopped as stopped:  # cancelled after the claim; the answer did not get through
+            raise cancelled_error(state.run_id, stopped.cancellation, "its answer was not taken") from None
 
     async def _sent(self, message: Any, before: list[ToolCallState]) -> AsyncIterator[Chunk]:
         """Send the answer ``message``; the remote agent's first event says whether it took it."""
@@ -275,7 +322,7 @@ class ProxyRun:
             first = await anext(events)
         except StopAsyncIteration:
             return self._unsure(RemoteLost(f"{self.remote.name} answered the message with nothing"))
-        except RemoteUnreachable as exc:
+        except (RemoteUnreachable, RemoteCardError) as exc:  # nothing left: no connection, or no card
             await self._put_back(before)
             raise DecisionNotDeliveredError(f"{exc.message}; the answer was not sent") from None
         except RemoteRefused as exc:
@@ -385,6 +432,12 @@ class Stopped(Exception):
     def __init__(self, state: RunState) -> None:
         super().__init__(state.run_id)
         self.state = state
+
+    @property
+    def cancellation(self) -> Cancellation:
+        """The cancel that stopped it."""
+        assert self.state.cancel is not None, "a proxy run is stopped by its cancel"
+        return self.state.cancel
 
 
 async def _listed(chunks: list[Chunk]) -> AsyncIterator[Chunk]:

@@ -6,6 +6,11 @@ that opened it. A server that cannot be opened fails the operation that needed i
 run changes, and is tried again by the next one; a server whose session ended is opened again the same
 way. A listing that would clash with another source's tool names is refused as a whole (the previous
 listing stays) and logged; at first open the clash is the caller's error.
+
+A call paused on an elicitation holds the server's request open on its session until a person answers.
+If its run is cancelled (or ends otherwise) meanwhile, nobody will: ``release`` ends such calls (the
+elicitation answered ``cancel``, the call cancelled at the server with ``notifications/cancelled``), as
+soon as this host learns of the cancel (it recorded it, or its next heartbeat finds it).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from troupe.actors.mcp.tools import build_tools
 from troupe.core.run.loop import RunLoop
 from troupe.core.vocabulary.errors import ToolNameConflictError
 from troupe.core.vocabulary.mcp_servers import MCPServer
+from troupe.core.vocabulary.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +72,30 @@ class MCPSources:
             if server.name not in self._opened_once:
                 raise  # the first listing: the agent cannot be served as defined
             log.error("MCP server %r: new tool listing refused", server.name, exc_info=True)
+
+    def waiting_runs(self) -> set[str]:
+        """The runs with a call paused on an elicitation on one of these sessions."""
+        return {run_id for c in self.connections.values() for run_id, _ in c.waiting}
+
+    async def release(self, run_id: str) -> int:
+        """End every call of ``run_id`` paused on an elicitation (its run was cancelled, or has ended):
+        the server's question is answered ``cancel`` and its call cancelled. Returns how many."""
+        released = 0
+        for connection in list(self.connections.values()):
+            for key in [k for k in connection.waiting if k[0] == run_id]:
+                call = connection.waiting.pop(key, None)
+                if call is not None:
+                    await connection.abandon(call)
+                    released += 1
+        return released
+
+    async def release_ended(self, store: Store) -> None:
+        """``release`` the waiting calls of every run the store holds cancelled, or no longer holds."""
+        for run_id in self.waiting_runs():
+            stored = await store.load_run(run_id)
+            if stored is None or stored.state.cancel is not None:
+                count = await self.release(run_id)
+                log.info("run %s has ended: %d MCP call(s) waiting on an elicitation ended", run_id, count)
 
     def stats(self) -> dict[str, Any]:
         return {

@@ -7,7 +7,9 @@ reason logged and kept for ``AgentHost.stats``. The rest get:
 - approval from the server's ``require_approval`` rule, else from the annotations (gated unless
   ``readOnlyHint: true``); ``idempotentHint: true`` makes the call safe to re-run after a crash;
 - ``origin``: the server's name and the tool's annotations, which every pause of theirs carries;
-- ``resume_on_decline``: a person's decline of an elicitation goes back to the server.
+- ``resume_on_decline``: a person's decline of an elicitation goes back to the server;
+- ``timeout_s``: the server's ``timeout_s``, per stretch of waiting on the server (a person answering an
+  elicitation is not waited for inside the tool).
 """
 
 from __future__ import annotations
@@ -145,6 +147,10 @@ def _tool(connection: MCPConnection, name: str, seen: str, schema: Any, entry: d
         execute=MCPCall(connection, name),
         require_approval=approval_rule(connection.server, name, annotations),
         idempotent=annotations.get("idempotentHint") is True,
+        # The server's timeout bounds each stretch of the call spent waiting on the server: up to its
+        # answer, or up to a question for a person (an elicitation pauses the run, and the tool is
+        # called again with the answer), so the time a person takes does not count.
+        timeout_s=connection.server.timeout_s,
         resume_on_decline=True,
         origin={
             "mcp_server": connection.server.name,

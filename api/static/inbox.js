@@ -83,6 +83,47 @@
   // A tool's result as it is: text as text, anything else as JSON.
   const shown = (value) => (typeof value === "string" ? value : pretty(value));
 
+  // What a suspended tool asks, as a person reads it: the question itself (a payload that is text, or
+  // its "question" field or the like), then any other fields as "Name: value" lines. Never raw JSON.
+  const QUESTION_FIELDS = ["question", "message", "prompt", "text"];
+
+  const words = (key) => {
+    const spaced = String(key).replace(/[_-]+/g, " ").replace(/([a-z0-9])([A-Z])/g, "$1 $2").trim();
+    return spaced.charAt(0).toUpperCase() + spaced.slice(1).toLowerCase();
+  };
+
+  function plainly(value) {
+    if (value === null || value === undefined) return "—";
+    if (typeof value !== "object") return String(value);
+    if (Array.isArray(value)) return value.map(plainly).join(", ");
+    return Object.entries(value)
+      .map(([k, v]) => `${words(k)}: ${plainly(v)}`)
+      .join("; ");
+  }
+
+  function asked(payload) {
+    if (payload === null || payload === undefined || payload === "") return [];
+    if (typeof payload !== "object") return [el("p", { class: "question", "data-testid": "question" }, String(payload))];
+    const field = Array.isArray(payload) ? null : QUESTION_FIELDS.find((k) => typeof payload[k] === "string");
+    const rest = Array.isArray(payload) ? [["", payload]] : Object.entries(payload).filter(([k]) => k !== field);
+    return [
+      field ? el("p", { class: "question", "data-testid": "question" }, payload[field]) : null,
+      rest.length
+        ? el("dl", { class: "asked" }, rest.map(([k, v]) => [el("dt", {}, k ? words(k) : "Items"), el("dd", {}, plainly(v))]))
+        : null,
+    ];
+  }
+
+  // How a run ended, in words (the stream's finish reason is for programs).
+  const ENDED = {
+    stop: "The run finished.",
+    "max-steps": "The run stopped: it used all the steps it is allowed.",
+    "max-duration": "The run stopped: it ran out of time.",
+    cancelled: "The run was cancelled.",
+    length: "The run stopped: the model's answer was too long.",
+    "content-filter": "The run stopped: the model's provider held the answer back.",
+  };
+
   const pad = (n) => String(n).padStart(2, "0");
 
   function stamp(date) {
@@ -208,7 +249,11 @@
   function onUnauthorized(err) {
     const had = Boolean(state.key);
     useKey("");
-    showLogin(had ? `That key was not accepted (${err.message}). Enter another one.` : err.message);
+    showLogin(
+      had
+        ? "That key was not accepted. Check it, or ask whoever runs this server for one, and enter it again."
+        : "This server needs an API key or a sign-in token to show what is waiting for you.",
+    );
   }
 
   // ---- the listing, pushed by the server -------------------------------------------------------------
@@ -394,6 +439,8 @@
     const count = more ? state.total : waiting;
     document.title = count ? `(${count}) Approval inbox · Troupe` : "Approval inbox · Troupe";
     $("empty").hidden = waiting > 0 || more;
+    // Below cards just decided it says what is left, not that nothing ever was.
+    $("empty").textContent = state.cards.size > waiting ? "Nothing else is waiting for you." : "Nothing is waiting for you.";
     $("more").hidden = !more;
   }
 
@@ -533,12 +580,12 @@
         el("h3", {}, "Arguments"),
         el("pre", { "data-testid": "args" }, pretty(call.args)),
       ),
-      kind === "input"
+      kind === "input" && asked(call.suspendPayload).length
         ? el(
             "section",
             { class: "asks" },
             el("h3", {}, "The tool asks"),
-            el("pre", { "data-testid": "asks" }, pretty(call.suspendPayload)),
+            el("div", { "data-testid": "asks" }, asked(call.suspendPayload)),
           )
         : null,
     );
@@ -901,7 +948,7 @@
         } else if (finish === "suspended") {
           progress.textContent = "The run still waits for another decision.";
         } else {
-          progress.textContent = finish ? `Run finished (${finish}).` : "Run finished.";
+          progress.textContent = ENDED[finish] || "The run finished.";
         }
       },
     };
@@ -1100,7 +1147,7 @@
     $("more").addEventListener("click", showMore);
     $("change-key").addEventListener("click", () => {
       useKey("");
-      showLogin("Enter the API key to use.");
+      showLogin("Enter the API key or sign-in token to use.");
     });
     // Relative times move on between listings too.
     setInterval(() => {

@@ -28,6 +28,29 @@ from troupe.core.vocabulary.state import Pause, RunState
 
 @dataclass(frozen=True)
 class ApproverPolicy:
+    """Who may decide the calls of an agent or a tool, and how many must agree.
+
+    Give a runtime its policies with ``Runtime(approver_policies=[...])``. The most specific policy
+    that governs a pause applies (agent and tool, then tool, then agent). A call a policy governs always
+    pauses, whatever a run's options say, and needs a decider who says who they are.
+
+    Args:
+        agent: The agent it governs: any agent on the pause's path (None: every agent).
+        tool: The tool it governs, by the leaf tool's name (None: every tool).
+        roles: The roles allowed to decide (None: any principal).
+        separation_of_duties: The principal who started the run may not decide its calls.
+        quorum: How many distinct approvers must approve (the same args) before the tool runs; one
+            decline declines.
+
+    Raises:
+        ValueError: A quorum that is not an integer of at least 1.
+
+    Example:
+        >>> payments = ApproverPolicy(tool="pay_invoice", roles=frozenset({"finance"}),
+        ...                           separation_of_duties=True, quorum=2)
+        >>> runtime = Runtime([agent], approver_policies=[payments])
+    """
+
     agent: str | None = None  # any agent on the pause's path; None: every agent
     tool: str | None = None  # the leaf tool's name; None: every tool
     roles: frozenset[str] | None = None  # roles allowed to decide; None: any principal
@@ -41,12 +64,19 @@ class ApproverPolicy:
             object.__setattr__(self, "roles", frozenset(self.roles))
 
     def governs(self, tool_name: str, agent_path: Sequence[str]) -> bool:
+        """Whether this policy governs a call of the tool, paused through these agents.
+
+        Args:
+            tool_name: The leaf tool's name.
+            agent_path: The agents from the top to the one whose tool it is.
+        """
         return (self.agent is None or self.agent in agent_path) and (
             self.tool is None or self.tool == tool_name
         )
 
     @property
     def specificity(self) -> int:
+        """How specific the policy is (agent and tool 3, tool 2, agent 1, neither 0): the highest wins."""
         return (2 if self.tool is not None else 0) + (1 if self.agent is not None else 0)
 
 

@@ -2,7 +2,7 @@
 
 ``rule`` is the whole of it, top to bottom: the target call and pause, the kind of decision the pause
 takes, its deadline, the approver policy (``troupe.core.deciding.approvers``), then the decision itself.
-Everything here is pure state work; ``troupe.core.deciding.claim`` wraps it in a compare-and-set so a
+Everything here is pure state work; ``troupe.core.run.claim`` wraps it in a compare-and-set so a
 decision is claimed atomically and used once. Any check that fails raises before the state changes, so a
 refused decision leaves the call paused and still decidable.
 """
@@ -24,8 +24,8 @@ from troupe.core.deciding.approvers import (
     check_decider,
     needs_more,
 )
-from troupe.core.run.cancelling import DEFAULT_REASON as DEFAULT_CANCEL_REASON
-from troupe.core.run.cancelling import cancelled_error
+from troupe.core.deciding.cancelling import DEFAULT_REASON as DEFAULT_CANCEL_REASON
+from troupe.core.deciding.cancelling import cancelled_error
 from troupe.core.vocabulary.errors import (
     DecisionConflictError,
     DecisionRejectedError,

@@ -18,16 +18,15 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic import BaseModel
 from troupe.core.deciding.approvers import ApproverPolicies
+from troupe.core.vocabulary.options import RunPolicy
 from troupe.core.vocabulary.tools import Tool, ToolContext
 
 log = logging.getLogger(__name__)
-
-RunPolicy = bool | Callable[[str, dict[str, Any], dict[str, Any], Any], bool | Awaitable[bool]]
 
 
 async def _ask(fn: Callable[..., Any], *args: Any, what: str) -> bool:
@@ -68,4 +67,4 @@ async def requires_approval(
     return False
 
 
-__all__ = ["RunPolicy", "governed", "requires_approval"]
+__all__ = ["governed", "requires_approval"]

@@ -28,6 +28,19 @@ _FINISH = {"tool_calls": "tool-calls", "function_call": "tool-calls", "content_f
 
 
 class OpenAIModel(Model):
+    """A model served by OpenAI or any OpenAI-compatible server, streamed (``model="openai/<name>"``).
+
+    Args:
+        model: The model's name on the server (``"gpt-4o-mini"``, say).
+        base_url: The server's URL (default: ``OPENAI_BASE_URL``, else OpenAI's).
+        api_key: The API key (default: ``OPENAI_API_KEY``); read in the caller's process, so an agent
+            shipped to a Ray actor carries it.
+        temperature: The sampling temperature (default: the server's).
+
+    Example:
+        >>> agent = Agent("helper", model=OpenAIModel("gpt-4o-mini", temperature=0))
+    """
+
     def __init__(
         self,
         model: str,
@@ -75,6 +88,14 @@ class OpenAIModel(Model):
             raise ModelError(f"{self.id}: cannot reach the model server at {where}: {exc}") from exc
 
     async def stream_turn(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Stream one assistant turn from the server's chat completions.
+
+        Args:
+            request: The conversation and the tools' specs.
+
+        Raises:
+            ModelError: No API key, or the server cannot be reached or fails.
+        """
         stream = await self._create(self._params(request))
         calls: dict[int, dict[str, str]] = {}
         finish, usage = "stop", Usage()

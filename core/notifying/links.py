@@ -46,9 +46,18 @@ _NOT_VALID = "this decision link is not valid (damaged, or not made by this serv
 
 @dataclass(frozen=True)
 class LinkSigner:
-    """Issues and opens links. ``public_url`` is where approvers reach the server (links are
-    ``<public_url>/decide/<token>``); ``secret`` is ``whsec_<base64>``, a key of the links' own (never a
-    webhook's secret); a link lives ``ttl_s`` seconds, or until its pause expires if that is sooner.
+    """Issues and opens decision links: one-click approve and decline pages for a paused call.
+
+    Give it to ``Notifications(links=...)`` and pause events carry the links (``troupe serve
+    --links``). A link decides one call once, as the approver it was issued to.
+
+    Args:
+        public_url: Where approvers reach the server; links are ``<public_url>/decide/<token>``.
+        secret: ``whsec_<base64>`` (16 bytes or more), a key of the links' own (never a webhook's).
+        ttl_s: How long a link lives, in seconds (default a day), or until its pause expires if sooner.
+
+    Raises:
+        ValueError: A secret that is not ``whsec_`` and base64 of at least 16 bytes.
 
     Example:
         >>> key = "whsec_bGlua3MnIG93biBrZXksIDMyIGJ5dGVzIGxvbmch"  # yours: 16+ random bytes
@@ -74,14 +83,30 @@ class LinkSigner:
         return hmac.new(self.key, context + text.encode(), hashlib.sha256).digest()
 
     def token(self, link_id: str) -> str:
-        """The token of the link whose record is ``link_id``."""
+        """The signed token of a link.
+
+        Args:
+            link_id: The id of the link's record.
+        """
         return f"{link_id}.{_b64(self._mac(_CONTEXT, link_id))}"
 
     def url(self, link_id: str) -> str:
+        """The link's URL, ``<public_url>/decide/<token>``.
+
+        Args:
+            link_id: The id of the link's record.
+        """
         return f"{self.public_url}/decide/{self.token(link_id)}"
 
     def link_id(self, token: str) -> str:
-        """The record id a genuine token names; ``DecisionLinkError`` for any other token."""
+        """The record id a genuine token names.
+
+        Args:
+            token: The token from a link's URL.
+
+        Raises:
+            DecisionLinkError: The token is not one this signer issued.
+        """
         link_id, _, mac = token.partition(".")
         try:
             genuine = bool(link_id) and hmac.compare_digest(_unb64(mac), self._mac(_CONTEXT, link_id))
@@ -92,8 +117,16 @@ class LinkSigner:
         return link_id
 
     async def open(self, store: Store, token: str, now: float | None = None) -> LinkRecord:
-        """The record of a genuine, unexpired link; ``DecisionLinkError`` otherwise (a token nobody
-        issued, a record that is gone, an expired link)."""
+        """The record of a genuine, unexpired link.
+
+        Args:
+            store: The runtime's store, where the records are kept.
+            token: The token from the link's URL.
+            now: The time, in epoch seconds (default: now).
+
+        Raises:
+            DecisionLinkError: A token nobody issued, a record that is gone, or an expired link.
+        """
         record = await store.load_link(self.link_id(token))
         if record is None:
             raise DecisionLinkError(_NOT_VALID)

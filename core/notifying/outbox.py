@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from troupe.core.vocabulary.pause_shapes import event_data
+from troupe.core.vocabulary.pause_shapes import notification_data
 from troupe.core.vocabulary.state import Pause, RunState, ToolCallState, utcnow
 from troupe.core.vocabulary.store import AuditEntry, OutboxEntry
 
@@ -47,9 +47,28 @@ SECRET_PREFIX = "whsec_"
 
 @dataclass(frozen=True)
 class NotificationTarget:
-    """A webhook to post events to. ``secret`` is ``whsec_<base64>`` (Standard Webhooks). A filter left
-    None lets everything through; given, the event's agent (any agent on its path), tool or resource must
-    be in it."""
+    """A webhook that pause and decision events are posted to, signed (Standard Webhooks).
+
+    A filter left None lets everything through; given, the event's agent (any agent on its path), tool
+    or resource must be in it.
+
+    Args:
+        url: The webhook's URL (http or https; a chat webhook carries its credential in it, so it is
+            never shown).
+        secret: ``whsec_<base64>`` (16 bytes or more), the key the events are signed with.
+        name: The target's name in deliveries and logs (default: the URL's host).
+        agents: Only events of these agents.
+        tools: Only events of these tools.
+        resources: Only events of runs of these resources.
+        format: ``"event"`` (the event's JSON) or ``"chat"`` (a chat incoming-webhook message with the
+            decision links, still signed).
+
+    Raises:
+        ValueError: A URL that is not http(s), a bad secret, or an unknown format.
+
+    Example:
+        >>> target = NotificationTarget("https://hooks.example.com/troupe", secret, tools={"pay_invoice"})
+    """
 
     url: str = field(repr=False)  # chat webhooks carry their credential in the URL
     secret: str = field(repr=False)
@@ -76,6 +95,13 @@ class NotificationTarget:
                 object.__setattr__(self, attr, frozenset(value))
 
     def matches(self, agents: Sequence[str], tool_name: str, resource_id: str | None) -> bool:
+        """Whether an event passes this target's filters.
+
+        Args:
+            agents: The agents on the event's path.
+            tool_name: The event's tool.
+            resource_id: The event's run's resource.
+        """
         if self.agents is not None and not self.agents.intersection(agents):
             return False
         if self.tools is not None and tool_name not in self.tools:
@@ -102,9 +128,18 @@ KEEP_DELIVERED_S = 7 * 24 * 3600.0
 
 @dataclass(frozen=True)
 class RetrySchedule:
-    """How deliveries are retried: the wait after each failed attempt (then the entry is ``failed`` and
-    waits for a redelivery), how long one attempt may take, how long a host's claim on an entry lasts,
-    and how often hosts look for due entries that nobody poked them about."""
+    """How notification deliveries are retried.
+
+    Args:
+        delays: The wait, in seconds, after each failed attempt; after the last the delivery is
+            ``failed`` and waits for a redelivery (``Runtime.redeliver``, ``troupe redeliver``).
+        timeout_s: How long one attempt may take.
+        lease_s: How long a host's claim on a delivery lasts (more than ``timeout_s``).
+        poll_s: How often hosts look for due deliveries that nobody poked them about.
+
+    Raises:
+        ValueError: ``lease_s`` not above ``timeout_s`` (a slow attempt could be sent twice at once).
+    """
 
     delays: tuple[float, ...] = (1, 5, 30, 120, 600, 1800, 3600, 3600)
     timeout_s: float = 10.0
@@ -149,10 +184,11 @@ def _call_data(
     }
 
 
-def pause_event(state: RunState, call: ToolCallState, pause: Pause) -> Event:
+def pause_notification(state: RunState, call: ToolCallState, pause: Pause) -> Event:
+    """The ``tool-call.paused`` event of a pause (its data: ``pause_shapes.notification_data``)."""
     key = event_id(state.run_id, "paused", call.tool_call_id, str(pause.seq), pause.fingerprint)
     agents = _agents(state, pause.agent_path)
-    data = event_data(state, call, pause)
+    data = notification_data(state, call, pause)
     return Event(key, "tool-call.paused", state.run_id, agents, pause.tool_name, state.resource_id, data)
 
 
@@ -216,10 +252,23 @@ def _agents(state: RunState, path: Sequence[str]) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Notifications:
-    """Where events go (``targets``) and how they are retried. Decision links are added to pause events when
-    ``links`` is set (see ``troupe.core.notifying.links``). A delivered entry is kept ``keep_delivered_s``
-    seconds (a week by default: its state can be shown and it can be sent again) and while its run lives, then
-    the hosts delete it; None keeps every one for good. Pending and failed entries are always kept."""
+    """Where a runtime's pause and decision events go, and how they are retried.
+
+    Events are written with the state change they report (a durable outbox) and sent by the agents'
+    hosts; give it to ``Runtime(notifications=...)``.
+
+    Args:
+        targets: The webhooks (``NotificationTarget``), each with a distinct name.
+        retry: How deliveries are retried (``RetrySchedule``).
+        links: A ``LinkSigner``: pause events then carry one-click decision links.
+        keep_delivered_s: How long a delivered entry is kept, in seconds (a week by default, and while
+            its run lives: its state can be shown and it can be sent again); None keeps every one.
+            Pending and failed entries are always kept.
+
+    Raises:
+        ValueError: Two targets with one name, a bad ``keep_delivered_s``, or a links key that is also
+            a target's secret.
+    """
 
     targets: tuple[NotificationTarget, ...] = ()
     retry: RetrySchedule = RetrySchedule()
@@ -244,9 +293,16 @@ class Notifications:
 
     @classmethod
     def from_mapping(cls, data: Any, links: Any = None) -> Notifications:
-        """From the ``troupe serve --notify`` file's shape: ``{"targets": [{"url", "secret" (or
-        "secret_env": a variable holding it), "name", "agents", "tools", "resources"}], "retry": {...},
-        "keep_delivered_s": seconds or null}``."""
+        """Notifications from the shape of ``troupe serve --notify``'s file.
+
+        Args:
+            data: ``{"targets": [{"url", "secret" (or "secret_env": a variable holding it), "name",
+                "agents", "tools", "resources"}], "retry": {...}, "keep_delivered_s": seconds or null}``.
+            links: A ``LinkSigner`` for decision links, if any.
+
+        Raises:
+            ValueError: The data does not have that shape, or a target is invalid.
+        """
         if not isinstance(data, dict) or not isinstance(data.get("targets"), list):
             raise ValueError('expected {"targets": [{"url": ..., "secret": "whsec_..."}, ...]}')
         targets = [_target(n, spec) for n, spec in enumerate(data["targets"])]
@@ -255,12 +311,23 @@ class Notifications:
         return cls(tuple(targets), retry=retry, links=links, keep_delivered_s=keep)
 
     def target(self, name: str) -> NotificationTarget | None:
+        """The target with this name, or None.
+
+        Args:
+            name: The target's name.
+        """
         return next((t for t in self.targets if t.name == name), None)
 
     def entries(self, events: Iterable[Event], now: float | None = None) -> tuple[OutboxEntry, ...]:
-        """One outbox entry per event and matching target, due at once. An entry holds the event as it
-        is: decision links are issued, and a chat target's message is made, when it is sent
-        (``troupe.core.notifying.dispatcher``), so the store never holds a link."""
+        """One outbox entry per event and matching target, due at once.
+
+        An entry holds the event as it is: decision links are issued, and a chat target's message is
+        made, when it is sent (``troupe.core.notifying.dispatcher``), so the store never holds a link.
+
+        Args:
+            events: The events.
+            now: The time, in epoch seconds (default: now).
+        """
         at = time.time() if now is None else now
         out = []
         for event in events:
@@ -291,5 +358,5 @@ __all__ = [
     "decision_event",
     "event_id",
     "interrupted_event",
-    "pause_event",
+    "pause_notification",
 ]

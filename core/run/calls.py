@@ -14,13 +14,13 @@ from pydantic import BaseModel, ValidationError
 from troupe.core.deciding.approvers import ApproverPolicies
 from troupe.core.deciding.decisions import parse_resume_data
 from troupe.core.deciding.policy import governed, requires_approval
+from troupe.core.run.agent import AgentSpec
 from troupe.core.run.delegation import Delegation
 from troupe.core.run.flow import ActiveRun, ChildFailed, ChildFinished, ChildOutcome, ChildPaused, Plan
 from troupe.core.run.model_output import RefusedArgs, result_problem
+from troupe.core.run.outcomes import record_result
 from troupe.core.run.pauses import Pauses
 from troupe.core.tracing import span
-from troupe.core.vocabulary.agent import AgentSpec
-from troupe.core.vocabulary.chunks import Chunk
 from troupe.core.vocabulary.hooks import ToolCallOverride
 from troupe.core.vocabulary.model import ToolCallPart
 from troupe.core.vocabulary.state import CallStatus, RunState, ToolCallState, utcnow
@@ -260,34 +260,7 @@ def _answer(ctx: ToolContext, tool: Tool, call: ToolCallState) -> None:
 
 def done(run: ActiveRun, call: ToolCallState, output: Any, *, is_error: bool = False, **extra: Any) -> None:
     """Record the call's output and tell the stream."""
-    run.emit(settle(run.state.run_id, call, output, is_error, **extra))
-
-
-def settle(run_id: str, call: ToolCallState, output: Any, is_error: bool = False, **extra: Any) -> Chunk:
-    """Record the call's output (mutates ``call``); the chunk that reports it (``extra`` in its payload)."""
-    call.status, call.output, call.is_error = CallStatus.DONE, output, is_error
-    payload = {
-        "tool_call_id": call.tool_call_id,
-        "tool_name": call.tool_name,
-        "args": call.effective_args,
-        "result": output,
-        **extra,
-    }
-    return Chunk("tool-error" if is_error else "tool-result", run_id, payload)
-
-
-def decline_chunk(run_id: str, call: ToolCallState) -> Chunk:
-    """Mastra's ``tool-output-denied``: the tool never ran; the model hears ``approval.reason``."""
-    return Chunk(
-        "tool-output-denied",
-        run_id,
-        {
-            "tool_call_id": call.tool_call_id,
-            "tool_name": call.tool_name,
-            "args": call.effective_args,
-            "approval": {"id": call.tool_call_id, "approved": False, "reason": call.output},
-        },
-    )
+    run.emit(record_result(run.state.run_id, call, output, is_error, **extra))
 
 
 async def _maybe_await(value: Any) -> Any:
@@ -296,4 +269,4 @@ async def _maybe_await(value: Any) -> Any:
     return value
 
 
-__all__ = ["Calls", "decline_chunk", "done", "settle"]
+__all__ = ["Calls", "done"]

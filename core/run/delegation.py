@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, Field
-from troupe.core.run.cancelling import child_message
+from troupe.core.deciding.cancelling import child_message
+from troupe.core.run.agent import AgentSpec
 from troupe.core.run.flow import ActiveRun, ChildFailed, ChildFinished, ChildOutcome, ChildPaused
 from troupe.core.tracing import carrier, span
-from troupe.core.vocabulary.agent import AgentSpec
 from troupe.core.vocabulary.chunks import PAUSE_TYPES, Chunk, PauseEvent
 from troupe.core.vocabulary.identity import Principal
 from troupe.core.vocabulary.requests import AgentPort, ChunkBatches, StartRequest

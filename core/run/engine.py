@@ -2,7 +2,7 @@
 
 An operation is opened in two phases. ``begin_*`` does everything that can fail because of the caller
 (unknown run, wrong call, conflicting or invalid decision) and, for a decision, claims it with a
-compare-and-set in the store (``troupe.core.deciding.claim``). Only then is the operation handed back,
+compare-and-set in the store (``troupe.core.run.claim``). Only then is the operation handed back,
 with the ``Plan`` the loop starts from, to be executed, streaming chunks through a sink. A per-run lock
 serialises operations on one run inside this process; the store's compare-and-set keeps other processes
 honest.
@@ -15,12 +15,12 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from troupe.core.deciding import decision_log
-from troupe.core.deciding.cancels import CancelRecorded, Cancels
-from troupe.core.deciding.claim import Claims, ContinuedElsewhere, QuorumPending
-from troupe.core.deciding.policy import RunPolicy
+from troupe.core.deciding.cancelling import OUT_OF_TIME, cancelled_error
 from troupe.core.notifying.outbox import interrupted_event
+from troupe.core.run.agent import AgentSpec
 from troupe.core.run.auto_resume import extract_resume_data, find_resumable
-from troupe.core.run.cancelling import OUT_OF_TIME, cancelled_error
+from troupe.core.run.cancels import CancelRecorded, Cancels
+from troupe.core.run.claim import Claims, ContinuedElsewhere, QuorumPending
 from troupe.core.run.flow import ActiveRun, Plan
 from troupe.core.run.in_doubt import fence
 from troupe.core.run.locks import RunLocks
@@ -29,7 +29,6 @@ from troupe.core.run.memory import trim_history
 from troupe.core.run.operation import Operation, Recorded
 from troupe.core.run.recovery import Doubt, prepare_recovery, replay
 from troupe.core.run.settings import RunSettings
-from troupe.core.vocabulary.agent import AgentSpec
 from troupe.core.vocabulary.chunks import Chunk
 from troupe.core.vocabulary.errors import (
     DecisionConflictError,
@@ -39,7 +38,7 @@ from troupe.core.vocabulary.errors import (
 )
 from troupe.core.vocabulary.identity import Principal, starter_fields
 from troupe.core.vocabulary.messages import last_user_text, normalize_messages
-from troupe.core.vocabulary.options import RunOptions
+from troupe.core.vocabulary.options import RunOptions, RunPolicy
 from troupe.core.vocabulary.requests import (
     AgentPort,
     Cancel,
@@ -266,7 +265,7 @@ class RunEngine:
     # ---- cancelling a run ----------------------------------------------------------------------------
 
     async def cancel(self, request: CancelRequest) -> CancelRecorded:
-        """Record a cancel in the run, durably (``troupe.core.deciding.cancels``); the caller then stops
+        """Record a cancel in the run, durably (``troupe.core.run.cancels``); the caller then stops
         the run if this host drives it, or ends it here if this host took it (``CancelRecorded.taken``)."""
         return await self.cancels.cancel(request)
 

@@ -15,8 +15,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from troupe.core.deciding.policy import RunPolicy
 from troupe.core.vocabulary.chunks import Chunk, PauseEvent
+from troupe.core.vocabulary.model import Usage
+from troupe.core.vocabulary.options import RunPolicy
 from troupe.core.vocabulary.requests import ChunkBatches
 from troupe.core.vocabulary.state import ChildLink, RunState, ToolCallState
 from troupe.core.vocabulary.store import AuditEntry
@@ -38,7 +39,7 @@ class ActiveRun:
     deleted_children: set[str] = field(default_factory=set)
     # A write sent ahead (``durability="sync"``: the start, and the checkpoint after a step's tools) that
     # the model's turn does not wait for; whatever comes next that runs, announces or ends anything
-    # settles it first (``settle``). ``version`` is the run's version once it has.
+    # waits for it first (``wait_ahead``). ``version`` is the run's version once it has.
     ahead: asyncio.Future[int] | None = None
     # Calls whose tools ran in this operation, until a write holding their results is durable: if the
     # run turns out to be another host's by then, their outcome is recorded on its own (late_results).
@@ -49,13 +50,13 @@ class ActiveRun:
 
     def send_ahead(self, write: Awaitable[int]) -> None:
         """Send ``write`` (which returns the run's new version) without waiting for it."""
-        assert self.ahead is None, "one write ahead at a time: settle the last first"
+        assert self.ahead is None, "one write ahead at a time: wait for the last first"
         self.ahead = asyncio.ensure_future(_behind_ready_tasks(write))
-        # An operation that ends some other way (cancelled) never settles it: its error is not lost,
+        # An operation that ends some other way (cancelled) never waits for it: its error is not lost,
         # the write was not acknowledged, and recovery reads what is durable.
         self.ahead.add_done_callback(_seen)
 
-    async def settle(self) -> None:
+    async def wait_ahead(self) -> None:
         """Wait until the write sent ahead is durable; a failed one raises here, once."""
         ahead, self.ahead = self.ahead, None
         if ahead is not None:
@@ -73,7 +74,7 @@ async def _behind_ready_tasks(write: Awaitable[int]) -> int:
 
 def _seen(write: asyncio.Future[int]) -> None:
     if not write.cancelled():
-        write.exception()  # marks it retrieved; settle() still raises it
+        write.exception()  # marks it retrieved; wait_ahead() still raises it
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,18 @@ class Failed:
 StepOutcome = Continue | Finished | Paused | Failed
 
 
+def finish_payload(state: RunState, reason: str, text: str, continued: bool = False) -> dict[str, Any]:
+    """A step-finish or finish payload: Troupe's ``finish_reason``/``usage`` and Mastra's
+    ``step_result``/``output`` (what Mastra's clients read)."""
+    usage = Usage(state.input_tokens, state.output_tokens).to_dict()
+    return {
+        "finish_reason": reason,
+        "usage": usage,
+        "step_result": {"reason": reason, "is_continued": continued},
+        "output": {"text": text, "usage": usage},
+    }
+
+
 # ---- how a delegation ends ------------------------------------------------------------------------------
 
 
@@ -166,4 +179,5 @@ __all__ = [
     "Paused",
     "Plan",
     "StepOutcome",
+    "finish_payload",
 ]

@@ -23,17 +23,14 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 from troupe.core.run import late_results
 from troupe.core.run.flow import ActiveRun, Plan
+from troupe.core.run.writes import RunWriter
 from troupe.core.vocabulary.errors import RunTakenOverError, StorageError
 from troupe.core.vocabulary.state import PAUSED, CallStatus, InDoubt, RunState, ToolCallState
-from troupe.core.vocabulary.store import AuditEntry, StaleSnapshotError, StoredRun
+from troupe.core.vocabulary.store import AuditEntry, StaleSnapshotError, Store, StoredRun
 from troupe.core.vocabulary.tools import Tool
-
-if TYPE_CHECKING:
-    from troupe.core.run.loop import RunLoop
 
 log = logging.getLogger(__name__)
 
@@ -60,9 +57,9 @@ def fence(
 class TakeBack:
     """What the host that lost a run does with the tools it ran meanwhile (see the module's docstring)."""
 
-    def __init__(self, loop: RunLoop) -> None:
-        self.loop = loop
-        self.store = loop.store
+    def __init__(self, store: Store, writer: RunWriter) -> None:
+        self.store = store
+        self.writer = writer
 
     async def after_loss(self, run: ActiveRun, error: Exception) -> Plan | RunTakenOverError | None:
         """This operation's write failed and tools ran here meanwhile: record their outcomes, then take
@@ -113,11 +110,11 @@ class TakeBack:
         for call, entry in zip(waiting, entries, strict=True):
             assert call is not None
             call.in_doubt = None
-            backlog.append(late_results.take(state.run_id, call, entry))
+            backlog.append(late_results.use_completed(state.run_id, call, entry))
         state.stop_waiting()
         state.status, state.owner = "running", run.state.owner
         try:
-            version = await self.loop.writer.save(state, expected_version=stored.version)
+            version = await self.writer.save(state, expected_version=stored.version)
         except (StaleSnapshotError, StorageError):
             return None
         run.state, run.version = state, version

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from troupe.core.run.calls import settle
+from troupe.core.run.outcomes import record_result
 from troupe.core.vocabulary.chunks import Chunk
 from troupe.core.vocabulary.errors import ToolCallCompletedError
 from troupe.core.vocabulary.state import RunState, ToolCallState, fingerprint, utcnow
@@ -71,10 +71,12 @@ def completed(audit: Iterable[AuditEntry], call: ToolCallState) -> AuditEntry | 
     return next((e for e in audit if e.kind == "completed" and e.fingerprint == mine), None)
 
 
-def take(run_id: str, call: ToolCallState, entry: AuditEntry) -> Chunk:
+def use_completed(run_id: str, call: ToolCallState, entry: AuditEntry) -> Chunk:
     """The call's outcome is the recorded one (mutates ``call``); the chunk that reports it."""
     call.pauses, call.decision, call.in_doubt = [], None, None
-    return settle(run_id, call, entry.result, bool(entry.is_error), completed_at=entry.decided_at.isoformat())
+    return record_result(
+        run_id, call, entry.result, bool(entry.is_error), completed_at=entry.decided_at.isoformat()
+    )
 
 
 def already_completed(run_id: str, entry: AuditEntry) -> ToolCallCompletedError:
@@ -135,4 +137,4 @@ class LateOutcomes:
             await asyncio.gather(*self._writing, return_exceptions=True)
 
 
-__all__ = ["LateOutcomes", "already_completed", "append", "call_fingerprint", "completed", "take"]
+__all__ = ["LateOutcomes", "already_completed", "append", "call_fingerprint", "completed", "use_completed"]

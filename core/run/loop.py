@@ -15,12 +15,22 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, assert_never
 
+from troupe.core.deciding.cancelling import out_of_time
 from troupe.core.deciding.handoff import pending_delivery
-from troupe.core.notifying.outbox import Event, pause_event
+from troupe.core.notifying.outbox import Event, pause_notification
+from troupe.core.run.agent import DELEGATION_PREFIX, AgentSpec
 from troupe.core.run.calls import Calls
-from troupe.core.run.cancelling import out_of_time
 from troupe.core.run.delegation import Delegation, child_run_id, delegation_tool
-from troupe.core.run.flow import ActiveRun, Continue, Failed, Finished, Paused, Plan, StepOutcome
+from troupe.core.run.flow import (
+    ActiveRun,
+    Continue,
+    Failed,
+    Finished,
+    Paused,
+    Plan,
+    StepOutcome,
+    finish_payload,
+)
 from troupe.core.run.in_doubt import TakeBack
 from troupe.core.run.late_results import LateOutcomes
 from troupe.core.run.memory import settled_length, take_unsaved
@@ -31,7 +41,6 @@ from troupe.core.run.stopping import Stopping
 from troupe.core.run.turn import model_turn
 from troupe.core.run.writes import Prepared, RunWriter
 from troupe.core.tracing import span
-from troupe.core.vocabulary.agent import DELEGATION_PREFIX, AgentSpec
 from troupe.core.vocabulary.errors import (
     DecisionPendingError,
     RunTakenOverError,
@@ -40,7 +49,6 @@ from troupe.core.vocabulary.errors import (
     TroupeError,
 )
 from troupe.core.vocabulary.messages import tool_message
-from troupe.core.vocabulary.model import Usage
 from troupe.core.vocabulary.requests import AgentPort
 from troupe.core.vocabulary.state import Cancellation, RunState, utcnow
 from troupe.core.vocabulary.store import AuditEntry, StaleSnapshotError, Store, ThreadAppend
@@ -98,9 +106,9 @@ class RunLoop:
         # stopped again.
         self.driving: dict[str, asyncio.Task[Any]] = {}
         self.ending: set[str] = set()
-        self.stopping = Stopping(self)
+        self.stopping = Stopping(store, self.writer, self.delegations, self._end)
         # What a host that lost a run does with the tools it ran meanwhile (troupe.core.run.in_doubt).
-        self.take_back = TakeBack(self)
+        self.take_back = TakeBack(store, self.writer)
 
     def stop(self, run_id: str, cancellation: Cancellation, *, about_to: bool = False) -> bool:
         """Stop the run if an operation here drives it: its task is cancelled and ends the run (see
@@ -281,7 +289,7 @@ class RunLoop:
         ``ahead``: send the write and go on without waiting for it (see ``ActiveRun.send_ahead``). Either
         way the state is serialized here, once, as it is now (``RunWriter.prepare``): the run can change
         meanwhile."""
-        await run.settle()
+        await run.wait_ahead()
         run.state.updated_at = utcnow()
         write = self._write(run, self.writer.prepare(run.state, audit, events), thread, audit, consumed)
         if ahead:
@@ -310,30 +318,19 @@ class RunLoop:
         # before _end, which clears a subagent's.
         messages = list(run.state.messages)
         await self._end(run, {"finish_reason": reason, "text": text}, audit)
-        run.chunk("finish", **self._ending(run.state, reason, text), messages=messages)
-
-    def _ending(self, state: RunState, reason: str, text: str, continued: bool = False) -> dict[str, Any]:
-        """A step-finish or finish payload: Troupe's ``finish_reason``/``usage`` and Mastra's
-        ``step_result``/``output`` (what Mastra's clients read)."""
-        usage = Usage(state.input_tokens, state.output_tokens).to_dict()
-        return {
-            "finish_reason": reason,
-            "usage": usage,
-            "step_result": {"reason": reason, "is_continued": continued},
-            "output": {"text": text, "usage": usage},
-        }
+        run.chunk("finish", **finish_payload(run.state, reason, text), messages=messages)
 
     def _step_finish(self, run: ActiveRun, reason: str, text: str) -> None:
         state = run.state
         continued = reason == "tool-calls"
-        run.chunk("step-finish", step=state.step, **self._ending(state, reason, text, continued))
+        run.chunk("step-finish", step=state.step, **finish_payload(state, reason, text, continued))
 
     async def _end(self, run: ActiveRun, outcome: dict[str, Any], audit: tuple[AuditEntry, ...]) -> None:
         """A top-level run's snapshot goes (its last messages join its thread in the same write). A
         subagent's run keeps a small finished record until its parent has checkpointed the outcome, so a
         parent recovering from a crash can still collect it. ``audit`` is written first."""
         state = run.state
-        await run.settle()
+        await run.wait_ahead()
         # Every subagent record this run consumed goes first (also any a crash kept from being deleted),
         # but not one this operation deleted already: that would be a round trip to the store for nothing.
         for child in self._children_of(state):
@@ -382,7 +379,7 @@ class RunLoop:
             except StaleSnapshotError:
                 log.warning("failed run %s was changed elsewhere; left as it is", run.state.run_id)
         run.chunk("error", error=info)
-        run.chunk("finish", **self._ending(run.state, "error", ""))
+        run.chunk("finish", **finish_payload(run.state, "error", ""))
 
     # ---- closing a step ------------------------------------------------------------------------------
 
@@ -400,7 +397,7 @@ class RunLoop:
         state.status = "suspended"
         # Only the top-level run announces pauses to people (a subagent's pause bubbles up to it).
         announcing = state.parent is None and self.writer.notifying
-        pauses = [pause_event(state, c, p) for c, p in state.open_pauses()] if announcing else []
+        pauses = [pause_notification(state, c, p) for c, p in state.open_pauses()] if announcing else []
         thread = take_unsaved(self.spec.memory, state, upto=settled_length(state))
         await self.checkpoint(run, thread, pauses, audit=audit, consumed=consumed)
         self.paused.keep(state, run.version)  # this operation ends here: the state is not changed again

@@ -37,8 +37,8 @@ class PausedRuns:
         while len(self._runs) > self.limit:
             self._runs.popitem(last=False)
 
-    def take(self, run_id: str) -> StoredRun | None:
-        """The kept copy (once), or None: read the run from the store."""
+    def pop(self, run_id: str) -> StoredRun | None:
+        """The kept copy, handed out once (it is no longer kept), or None: read the run from the store."""
         return self._runs.pop(run_id, None)
 
     def __len__(self) -> int:

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 
 from troupe.core.run import late_results
-from troupe.core.run.calls import settle
 from troupe.core.run.flow import Plan
+from troupe.core.run.outcomes import record_result
 from troupe.core.run.pauses import Pauses, open_pause_chunks
 from troupe.core.vocabulary.chunks import Chunk
 from troupe.core.vocabulary.state import CallStatus, InDoubt, RunState, ToolCallState
@@ -51,7 +51,7 @@ def prepare_recovery(
         tool = tools.get(call.tool_name)
         late = late_results.completed(audit, call)
         if late is not None:
-            notes.append(late_results.take(state.run_id, call, late))
+            notes.append(late_results.use_completed(state.run_id, call, late))
         elif call.tool_name in delegations:
             reattach.add(call.tool_call_id)
             calls.append(call.tool_call_id)
@@ -75,7 +75,7 @@ def prepare_recovery(
 
 def _cut_short(run_id: str, call: ToolCallState) -> Chunk:
     """Record the call as interrupted (the model is told so); the chunk that reports it."""
-    return settle(run_id, call, {"error": INTERRUPTED}, True, interrupted=True)
+    return record_result(run_id, call, {"error": INTERRUPTED}, True, interrupted=True)
 
 
 def replay(agent_id: str, state: RunState) -> list[Chunk]:

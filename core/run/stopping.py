@@ -23,14 +23,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import Any
 
+from troupe.core.deciding.cancelling import cancelled_output, close, outcome, record
 from troupe.core.run import late_results
 from troupe.core.run.calls import done
-from troupe.core.run.cancelling import cancelled_output, close, outcome, record
 from troupe.core.run.delegation import Delegation, child_run_id
-from troupe.core.run.flow import ActiveRun, Finished
+from troupe.core.run.flow import ActiveRun, Finished, finish_payload
+from troupe.core.run.writes import RunWriter
 from troupe.core.vocabulary.errors import (
     RunCancelledError,
     RunNotCancellableError,
@@ -41,22 +43,27 @@ from troupe.core.vocabulary.identity import Principal
 from troupe.core.vocabulary.messages import tool_message
 from troupe.core.vocabulary.requests import CancelRequest
 from troupe.core.vocabulary.state import CallStatus, Cancellation, RunState
-from troupe.core.vocabulary.store import StaleSnapshotError, StoredRun
-
-if TYPE_CHECKING:
-    from troupe.core.run.loop import RunLoop
+from troupe.core.vocabulary.store import AuditEntry, StaleSnapshotError, Store, StoredRun
 
 log = logging.getLogger(__name__)
 
 _WRITE_ATTEMPTS = 10
 
+# How the loop ends a run it holds: ``RunLoop._end(run, outcome, audit)``.
+EndRun = Callable[[ActiveRun, dict[str, Any], tuple[AuditEntry, ...]], Awaitable[None]]
+
 
 class Stopping:
-    """Ends the stopped runs of one agent's loop."""
+    """Ends the stopped runs of one agent's loop, with the loop's store, writer, delegations and way of
+    ending a run (``end_run``)."""
 
-    def __init__(self, loop: RunLoop) -> None:
-        self.loop = loop
-        self.store = loop.store
+    def __init__(
+        self, store: Store, writer: RunWriter, delegations: Mapping[str, Delegation], end_run: EndRun
+    ) -> None:
+        self.store = store
+        self.writer = writer
+        self.delegations = delegations
+        self.end_run = end_run
 
     async def stopped(self, run: ActiveRun, cancellation: Cancellation) -> Finished:
         """End a run whose operation was cut short here (its task cancelled, or its write refused
@@ -65,7 +72,7 @@ class Stopping:
         state = run.state
         in_flight = [c for c in state.calls if c.status is CallStatus.RUNNING]
         with contextlib.suppress(Exception):  # a write sent ahead landed or not: the store says which
-            await run.settle()
+            await run.wait_ahead()
         await self._record_late(run)
         stored = await self._holding_cancel(state, cancellation)
         said = stored.state.cancel if stored is not None and stored.state.cancel else cancellation
@@ -88,7 +95,7 @@ class Stopping:
             state.calls = []
         messages = list(state.messages)
         try:
-            await self.loop._end(run, outcome(cancellation), ())
+            await self.end_run(run, outcome(cancellation), ())
         except (StorageError, StaleSnapshotError):
             # The cancel is durable: whoever next holds the run (recovery) ends it.
             log.warning("cancelled run %s could not be ended now; it ends when recovered", state.run_id)
@@ -111,7 +118,7 @@ class Stopping:
     ) -> Finished:
         reason = cancellation.finish_reason
         told = outcome(cancellation)["cancelled"]
-        run.chunk("finish", **self.loop._ending(run.state, reason, ""), cancelled=told, messages=messages)
+        run.chunk("finish", **finish_payload(run.state, reason, ""), cancelled=told, messages=messages)
         return Finished(reason)
 
     async def _record_late(self, run: ActiveRun) -> None:
@@ -139,9 +146,7 @@ class Stopping:
                 return stored
             entries = record(stored.state, cancellation, "system")
             try:
-                version = await self.loop.writer.save(
-                    stored.state, expected_version=stored.version, audit=entries
-                )
+                version = await self.writer.save(stored.state, expected_version=stored.version, audit=entries)
             except StaleSnapshotError:
                 continue
             return StoredRun(stored.state, version)
@@ -149,7 +154,7 @@ class Stopping:
 
     async def _cascade(self, state: RunState, cancellation: Cancellation) -> None:
         """Cancel every subagent run of the step in progress, and wait for each to end."""
-        delegations = self.loop.delegations
+        delegations = self.delegations
         children = [
             (delegations[call.tool_name], child_run_id(state.run_id, call.tool_call_id))
             for call in state.calls

@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from troupe.core.run.agent import AgentSpec
 from troupe.core.run.flow import ActiveRun
 from troupe.core.run.model_output import MAX_TEXT_CHARS, RefusedArgs, args_problem, id_problem, text_problem
 from troupe.core.tracing import span
-from troupe.core.vocabulary.agent import AgentSpec
 from troupe.core.vocabulary.errors import ModelError, TroupeError
 from troupe.core.vocabulary.messages import assistant_message
 from troupe.core.vocabulary.model import ModelRequest, TextDelta, ToolCallPart, TurnEnd

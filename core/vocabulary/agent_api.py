@@ -1,15 +1,16 @@
-"""``AgentAPI``: the run methods every way of reaching an agent offers, written once.
+"""``AgentAPI``: the protocol of the run methods every way of reaching an agent offers.
 
 An agent is reached in-process (``troupe.Agent``), over HTTP with the async client
-(``AsyncAgentClient``) or with the blocking one (``AgentClient``). Their method names, keyword
-options and results are the same; only how a result is handed back differs (awaited, or returned), so
-the protocol takes the three result types as parameters: ``AsyncAgentAPI`` is the awaited form, and
-``troupe.api.sync_client.SyncAgentAPI`` the blocking one. Code that works with any agent (the operator
-CLI, a test story) takes an ``AsyncAgentAPI``; mypy checks that each implementation conforms
-(``troupe.api.conformance``).
+(``AsyncAgentClient``) or with the blocking one (``AgentClient``). The first two inherit the methods
+from one base (``troupe.core.vocabulary.run_methods.RunMethods``), and the blocking client wraps the
+async one, so their names, keyword options and results are the same; only how a result is handed back
+differs (awaited, or returned). So the protocol takes the result types as parameters: ``AsyncAgentAPI``
+is the awaited form, and ``troupe.api.sync_client.SyncAgentAPI`` the blocking one. Code that works with
+any agent (the operator CLI, a test story) takes an ``AsyncAgentAPI``; mypy checks that each
+implementation conforms (``troupe.api.conformance``).
 
-Where the implementations differ the protocol holds the narrower form: only the in-process Agent takes
-``decided_by``/``roles`` (over HTTP they come from the API key). A decision without ``tool_call_id``
+The protocol holds the form every implementation takes: who acts (``decided_by``, ``roles``, ...) is
+given in-process only (over HTTP it comes from the API key). A decision without ``tool_call_id``
 decides the run's most recently paused call, in-process and over HTTP alike.
 """
 
@@ -33,12 +34,22 @@ CancelT = TypeVar("CancelT", covariant=True)
 
 
 class AgentAPI(Protocol[StreamT, ResultT, ListingT, CancelT]):
-    """The eleven run methods: start (stream/generate), decide (approve/decline, each streamed or to
-    its result), answer a ``suspend()`` (resume), find paused runs, decide one by thread, and cancel a
-    run."""
+    """The eleven run methods, for typing code that takes any agent.
+
+    Start (``stream``/``generate``), decide (approve/decline, each streamed or to its result), answer a
+    ``suspend()`` (resume), find paused runs, decide one by thread, and cancel a run. What each method
+    takes and raises is documented on ``troupe.Agent``.
+
+    Example:
+        >>> async def approve_all(agent: AsyncAgentAPI) -> None:
+        ...     for run in (await agent.list_suspended_runs()).runs:
+        ...         await agent.approve_tool_call_generate(run_id=run.run_id)
+    """
 
     @property
-    def id(self) -> str: ...
+    def id(self) -> str:
+        """The agent's id."""
+        ...
 
     def stream(self, messages: Messages, **options: Unpack[StreamOptions]) -> StreamT: ...
 

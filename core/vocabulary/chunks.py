@@ -2,7 +2,7 @@
 
 A chunk is ``Chunk(type, run_id, payload)``. Payload keys are snake_case in Python; ``to_wire`` gives the
 camelCase frame the HTTP front door sends (``{"type", "runId", "from", "payload"}``). Types and payloads
-follow Mastra's stream (see the README's table of deliberate differences): text comes as
+follow Mastra's stream (docs/concepts/mastra.md lists the deliberate differences): text comes as
 ``text-start``/``text-delta``/``text-end``, a declined call as ``tool-output-denied``, and a paused stream
 ends at its pause chunks (no ``finish``). Troupe's own information rides in extra payload fields.
 
@@ -103,6 +103,26 @@ class PauseEvent:
 @_pickled_by_constructor
 @dataclass(frozen=True, slots=True)
 class Chunk:
+    """One thing a run tells: text, a tool call, a pause, a result, the end. Streams carry them in order.
+
+    The types and payloads follow Mastra's stream (docs/concepts/mastra.md): ``start``, ``step-start``,
+    ``text-delta``, ``tool-call``, ``tool-call-approval`` and ``tool-call-suspended`` (a pause: its
+    payload has ``tool_call_id``, ``tool_name``, ``args``, ``fingerprint``, ``agent_path`` and, for a
+    ``suspend()``, ``suspend_payload`` and ``resume_schema``), ``tool-result``, ``tool-error``,
+    ``tool-output-denied``, ``step-finish``, ``finish`` and ``error``.
+
+    Attributes:
+        type: The chunk's type.
+        run_id: The run it belongs to.
+        payload: What it says, with snake_case keys (camelCase on the wire).
+        pause: On a pause chunk, the typed pause its payload was written from.
+
+    Example:
+        >>> async for chunk in stream.full_stream:
+        ...     if chunk.type == "tool-call-approval":
+        ...         print(chunk.payload["tool_call_id"], chunk.payload["args"])
+    """
+
     type: ChunkType
     run_id: str
     payload: dict[str, Any] = field(default_factory=dict)
@@ -111,15 +131,26 @@ class Chunk:
 
     @classmethod
     def of_pause(cls, event: PauseEvent) -> Chunk:
+        """The chunk that announces a pause.
+
+        Args:
+            event: The pause.
+        """
         kind: ChunkType = "tool-call-suspended" if event.kind == "suspend" else "tool-call-approval"
         return cls(kind, event.run_id, event.payload(), event)
 
     def to_wire(self) -> dict[str, Any]:
+        """The chunk as the HTTP front door sends it: ``{"type", "runId", "from", "payload"}``, camelCase."""
         payload = wire_payload(self.payload)
         return {"type": self.type, "runId": self.run_id, "from": "AGENT", "payload": payload}
 
     @classmethod
     def from_wire(cls, frame: dict[str, Any]) -> Chunk:
+        """The chunk a wire frame stands for (what the Python client reads from a server).
+
+        Args:
+            frame: ``{"type", "runId", "payload"}`` with camelCase payload keys.
+        """
         return cls(frame["type"], frame.get("runId", ""), payload_from_wire(frame.get("payload") or {}))
 
 

@@ -44,18 +44,40 @@ class _Known:
 
     @property
     def id(self) -> str:
+        """The stable subject id, ``issuer#subject``: what separation of duties and quorum compare."""
         return subject_id(self.issuer, self.subject)
 
     @property
     def display(self) -> str:
+        """The name people see (the subject when there is no name)."""
         return self.name or self.subject
 
 
 @dataclass(frozen=True)
 class Principal(_Known):
-    """Troupe's principal: a stable subject (``issuer`` + ``subject``), a display ``name``, the
-    ``resources`` whose runs it may see and decide (all of them when ``admin``), and its ``roles``
-    (what approver policies check)."""
+    """Someone who starts, decides or cancels runs: a stable subject id, a name, resources and roles.
+
+    Over HTTP the front door makes the principal from the caller's key or token; in-process a decision
+    method's ``decided_by`` takes one (or a bare name, a principal of the local issuer).
+
+    Args:
+        subject: Who, at the issuer (a user id, a key's name).
+        issuer: Who vouches for the subject (default ``"troupe"``, the local issuer; an OIDC
+            provider's issuer URL for its tokens). Two principals are one person only when both match.
+        name: The name people see (default: the subject).
+        resources: The resources whose runs it may see and decide.
+        roles: Its roles, which approver policies check.
+        admin: It may see and decide every run, whatever its resource.
+        anonymous: An open server's caller or a decision link's holder: it decides only calls no
+            approver policy governs.
+
+    Raises:
+        ValueError: An empty subject or issuer, an issuer with ``#``, or names that are not strings.
+
+    Example:
+        >>> alice = Principal("alice", resources=frozenset({"acme"}), roles=frozenset({"finance"}))
+        >>> await agent.approve_tool_call(run_id=run_id, decided_by=alice)
+    """
 
     subject: str
     issuer: str = LOCAL_ISSUER
@@ -75,15 +97,32 @@ class Principal(_Known):
         object.__setattr__(self, "roles", _names("roles", self.roles))
 
     def may(self, resource_id: str | None) -> bool:
-        """Whether this principal may see and act on a run of ``resource_id``."""
+        """Whether this principal may see and act on a run of a resource.
+
+        Args:
+            resource_id: The run's resource (None: a run of no resource, which only an admin may see).
+        """
         return self.admin or (resource_id is not None and resource_id in self.resources)
 
     def identity(self, surface: str = "") -> Identity:
+        """What the run's state and the audit record of this principal.
+
+        Args:
+            surface: Where it acted (``"python"``, ``"http"``, ``"inbox"``, ...).
+        """
         return Identity(issuer=self.issuer, subject=self.subject, name=self.display, surface=surface)
 
     @classmethod
     def named(cls, who: str | Principal, roles: Iterable[str] | None = None) -> Principal:
-        """A principal given in-process: a ``Principal`` as it is, or a bare name of the local issuer."""
+        """A principal given in-process: a ``Principal`` as it is, or a bare name of the local issuer.
+
+        Args:
+            who: A ``Principal``, or a name (a principal of the local issuer with that subject).
+            roles: Its roles (replacing a given principal's own).
+
+        Raises:
+            ValueError: ``who`` is neither a non-empty name nor a Principal.
+        """
         if isinstance(who, Principal):
             return who if roles is None else cls(**{**who.__dict__, "roles": frozenset(roles)})
         if not isinstance(who, str) or not who:
@@ -92,6 +131,11 @@ class Principal(_Known):
 
     @classmethod
     def system(cls, what: str) -> Principal:
+        """The runtime itself deciding (an expiry, say), as the audit records it.
+
+        Args:
+            what: What decides (``"expiry"``, ...).
+        """
         return cls(what, SYSTEM_ISSUER, what)
 
 

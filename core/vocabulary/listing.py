@@ -282,10 +282,6 @@ def order_key(order: Order, place: Place) -> tuple[float, str]:
     return (place.at, place.run_id) if order == "oldest" else (-place.at, place.run_id)
 
 
-def comes_after(order: Order, place: Place, start: Place | None) -> bool:
-    return start is None or order_key(order, place) > order_key(order, start)
-
-
 def page_of(rows: Iterable[tuple[Place, T]], query: PausedQuery) -> tuple[list[T], str | None]:
     """The page ``query`` asks for out of the candidates each index gave (each index's first
     ``query.wanted()`` runs after the cursor, in order): merged, cut, and the next page's cursor."""
@@ -349,7 +345,6 @@ __all__ = [
     "PausedPage",
     "PausedQuery",
     "Place",
-    "comes_after",
     "encode_cursor",
     "index_keys",
     "listed",

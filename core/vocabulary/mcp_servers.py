@@ -67,11 +67,33 @@ def check_approval_rule(where: str, rule: Any) -> None:
 
 @dataclass(frozen=True)
 class MCPStdio:
-    """A server started as ``command args...`` by each agent host that uses it, ending with that host.
+    """An MCP server started as ``command args...`` by each agent host that uses it, ending with that host.
 
-    It gets no environment of the host's beyond the basics the MCP SDK passes (``HOME``, ``LOGNAME``,
-    ``PATH``, ``SHELL``, ``TERM``, ``USER``): give it what it needs, secrets included, in ``env``.
-    Its tools keep their own names, after ``prefix``."""
+    Give it to ``Agent(mcp_servers=[...])``: its tools become the agent's, with the same approval rules,
+    fingerprints, audit and recovery as any other tool. It gets no environment of the host's beyond the
+    basics the MCP SDK passes (``HOME``, ``LOGNAME``, ``PATH``, ``SHELL``, ``TERM``, ``USER``).
+
+    Args:
+        name: The server's name (at most 64 characters), shown to people deciding its calls.
+        command: The program to start.
+        args: Its arguments.
+        env: Its environment, secrets included (never shown in reprs or logs).
+        cwd: Its working folder (default: the host's).
+        require_approval: Which of its tools wait for a person: True or False for all; ``{"always":
+            [...], "never": [...]}`` by the server's tool names; or a function ``(tool_name, args) ->
+            bool``. Default None: the tool's annotations say (gated unless ``readOnlyHint: true``).
+        prefix: Put before its tools' names (to keep two servers' names apart).
+        timeout_s: How long one call may take, in seconds (default 300).
+
+    Raises:
+        ValueError: An empty name or command, or a timeout that is not a positive number.
+        TypeError: ``args`` or ``env`` that are not strings.
+
+    Example:
+        >>> files = MCPStdio("files", "npx", ["-y", "@modelcontextprotocol/server-filesystem", "/data"],
+        ...                  require_approval={"never": ["read_file", "list_directory"]})
+        >>> agent = Agent("clerk", model=model, mcp_servers=[files])
+    """
 
     name: str
     command: str
@@ -98,8 +120,24 @@ class MCPStdio:
 
 @dataclass(frozen=True)
 class MCPHttp:
-    """A server reached over streamable HTTP at ``url``, with ``headers`` on every request (an API key,
-    say: they never appear in reprs, logs or errors)."""
+    """An MCP server reached over streamable HTTP, by every agent host that uses it.
+
+    Args:
+        name: The server's name (at most 64 characters), shown to people deciding its calls.
+        url: Its URL (``http://`` or ``https://``, without credentials: put those in ``headers``).
+        headers: Sent with every request (an API key, say: never shown in reprs, logs or errors).
+        require_approval: Which of its tools wait for a person, as ``MCPStdio`` takes it.
+        prefix: Put before its tools' names.
+        timeout_s: How long one call may take, in seconds (default 300).
+
+    Raises:
+        ValueError: A bad name, a URL that is not http(s) or carries credentials, or a bad timeout.
+        TypeError: Headers that are not strings.
+
+    Example:
+        >>> tickets = MCPHttp("tickets", "https://mcp.example.com/mcp",
+        ...                   headers={"Authorization": f"Bearer {token}"})
+    """
 
     name: str
     url: str

@@ -66,13 +66,28 @@ class ModelRequest:
 
 
 class Model(abc.ABC):
-    """A chat model. Implementations must be picklable: agents are shipped to Ray actors."""
+    """A chat model: what an agent's ``model`` is. Subclass it to bring another model.
+
+    Implementations must be picklable: agents are shipped to Ray actors. ``OpenAIModel`` and
+    ``troupe.testing``'s ``ScriptedModel`` and ``FunctionModel`` are the ones Troupe brings.
+
+    Attributes:
+        id: The model's name, as errors and traces show it.
+    """
 
     id: str = "model"
 
     @abc.abstractmethod
     def stream_turn(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        """Stream one assistant turn; the last event is a ``TurnEnd``."""
+        """Stream one assistant turn.
+
+        Args:
+            request: The conversation (OpenAI chat messages) and the tools' OpenAI specs.
+
+        Returns:
+            The turn's events: ``TextDelta`` and ``ToolCallPart`` parts, then a ``TurnEnd`` (finish
+            reason and usage).
+        """
 
 
 __all__ = [

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, TypedDict
 
-from troupe.core.deciding.policy import RunPolicy
 from troupe.core.vocabulary.errors import InvalidOptionError
 from troupe.core.vocabulary.identity import Principal
+
+# What ``require_tool_approval`` takes: a bool for every call, or a function
+# ``(tool_name, args, request_context, workspace) -> bool`` (sync or async) asked for each call
+# (``troupe.core.deciding.policy`` says who wins when a tool has a say of its own).
+RunPolicy = bool | Callable[[str, dict[str, Any], dict[str, Any], Any], bool | Awaitable[bool]]
 
 
 @dataclass(frozen=True)
@@ -111,31 +115,6 @@ class StreamOptions(TypedDict, total=False):
     duration_counts_waiting: bool
 
 
-class DecisionOptions(TypedDict, total=False):
-    """The keyword options every decision method takes besides its own (edited args, reason)."""
-
-    tool_call_id: str | None  # omitted: the run's most recently paused call
-    fingerprint: str | None  # given: the decision applies only if the call still has it
-    # Who decides: a name of the local issuer, or a Principal (its subject id is what separation of
-    # duties and quorum compare); recorded in the audit log.
-    decided_by: str | Principal | None
-    roles: frozenset[str] | None  # the decider's roles, for an approver policy (a Principal has its own)
-    surface: str | None  # where the decision came from, for the audit (default "python")
-
-
-class CancelOptions(TypedDict, total=False):
-    """The keyword options of ``cancel_run`` besides the run and the reason."""
-
-    # Given with ``fingerprint``: cancel only while this call still waits as the canceller saw it (so
-    # against an approval of the same call exactly one of them wins).
-    tool_call_id: str | None
-    fingerprint: str | None
-    # Who cancels: a name of the local issuer, or a Principal (None: the process itself); audited.
-    cancelled_by: str | Principal | None
-    roles: frozenset[str] | None  # the canceller's roles, for the approver policies
-    surface: str | None  # where the cancel came from, for the audit (default "python")
-
-
 class SuspendedRunFilters(TypedDict, total=False):
     """What ``list_suspended_runs`` narrows by; every filter given must match."""
 
@@ -146,19 +125,6 @@ class SuspendedRunFilters(TypedDict, total=False):
     page: int | None  # 0-based; per_page runs a page (default 100)
     per_page: int | None
     cursor: str | None  # the next_cursor of the page before: the page after it (with the same filters)
-
-
-class PendingFilters(TypedDict, total=False):
-    """What ``Runtime.list_pending`` narrows and pages by; every filter given must match."""
-
-    caller: Principal | None  # one who is not an admin sees only runs of its own resources
-    resource_ids: Sequence[str] | None  # only runs of these resources (within the caller's)
-    role: str | None  # only runs with an approval whose approver policy names this role
-    from_date: datetime | None  # paused at or after
-    to_date: datetime | None  # paused at or before
-    per_page: int | None  # runs per page (default 100, at most 1,000)
-    page: int | None  # 0-based; or
-    cursor: str | None  # the next_cursor of the page before (with the same filters)
 
 
 def check_option_names(options: dict[str, Any], where: str) -> None:
@@ -172,10 +138,8 @@ def check_option_names(options: dict[str, Any], where: str) -> None:
 
 
 __all__ = [
-    "CancelOptions",
-    "DecisionOptions",
-    "PendingFilters",
     "RunOptions",
+    "RunPolicy",
     "StreamOptions",
     "SuspendedRunFilters",
     "check_option_names",

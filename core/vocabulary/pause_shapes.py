@@ -71,7 +71,7 @@ def audit_entry(state: RunState, call: ToolCallState, pause: Pause, **decision: 
     )
 
 
-def event_data(state: RunState, call: ToolCallState, pause: Pause) -> dict[str, Any]:
+def notification_data(state: RunState, call: ToolCallState, pause: Pause) -> dict[str, Any]:
     """The pause as a notification's ``data`` carries it (camelCase, like the HTTP API)."""
     taken = _fields(call, pause)
     for stamp in ("paused_at", "expires_at"):
@@ -87,4 +87,11 @@ def event_data(state: RunState, call: ToolCallState, pause: Pause) -> dict[str, 
     return camelize({**run, **taken})
 
 
-__all__ = ["audit_entry", "event_data", "pause_event", "pending_call", "suspended_list", "suspended_run"]
+__all__ = [
+    "audit_entry",
+    "notification_data",
+    "pause_event",
+    "pending_call",
+    "suspended_list",
+    "suspended_run",
+]

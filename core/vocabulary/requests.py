@@ -50,7 +50,7 @@ class Resume:
 @dataclass(frozen=True)
 class Cancel:
     """A cancel routed down a delegation, as a decision on the delegation call that leads to the run
-    below being cancelled (``run_id``); see ``troupe.core.run.cancelling``."""
+    below being cancelled (``run_id``); see ``troupe.core.deciding.cancelling``."""
 
     run_id: str
     reason: str | None = None

@@ -12,6 +12,16 @@ from troupe.core.vocabulary.errors import RunFailedError, TroupeError, error_fro
 
 @dataclass
 class StepResult:
+    """One step of a run: a model turn and the tool calls it made.
+
+    Attributes:
+        step: The step's number, from 1.
+        text: The text the model wrote in this step.
+        tool_calls: The step's tool calls (``tool_call_id``, ``tool_name``, ``args``).
+        tool_results: Their results (``tool_call_id``, ``tool_name``, ``result``), as they came.
+        finish_reason: Why the step ended (``"tool-calls"``, ``"stop"``, ``"suspended"``, ...).
+    """
+
     step: int
     text: str = ""
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
@@ -21,6 +31,33 @@ class StepResult:
 
 @dataclass
 class RunResult:
+    """What a run came to: what ``generate()`` and ``await stream.result()`` return.
+
+    Attributes:
+        run_id: The run's id (what the decision methods take).
+        text: The model's text, all steps together.
+        finish_reason: ``"stop"`` when the model finished, ``"suspended"`` while a tool call waits for a
+            person, ``"max-steps"`` when ``max_steps`` ran out, ``"cancelled"``, ``"max-duration"``,
+            ``"error"``.
+        suspend_payload: While the run waits: the most recently paused call (``tool_call_id``,
+            ``tool_name``, ``args``, and ``suspend_payload`` for a ``suspend()`` pause; also
+            ``agent_path``, ``fingerprint`` and ``resume_schema``). None otherwise.
+        pending_tool_calls: Every call still waiting, oldest first (the last is ``suspend_payload``).
+        tool_calls: Every tool call of the run, in order.
+        tool_results: Every tool result (a declined call has none: its reason reached the model, but
+            the tool produced nothing, as in Mastra).
+        steps: The run's steps (``StepResult``).
+        usage: Token counts, as the model reported them.
+        error: The error the run ended with (``TroupeError.to_dict()``), or None.
+        messages: The finished run's conversation (OpenAI chat format; empty while it is paused).
+
+    Example:
+        >>> result = await agent.generate("Delete abc-123")
+        >>> if result.suspended:
+        ...     print(result.suspend_payload["tool_name"], result.suspend_payload["args"])
+        delete_record {'id': 'abc-123'}
+    """
+
     run_id: str
     text: str = ""
     finish_reason: str | None = None
@@ -41,9 +78,18 @@ class RunResult:
 
     @property
     def suspended(self) -> bool:
+        """Whether the run waits for a person (``finish_reason == "suspended"``)."""
         return self.finish_reason == "suspended"
 
     def raise_for_error(self) -> RunResult:
+        """This result, or the error the run ended with, raised.
+
+        Returns:
+            The result itself, when the run did not end with an error.
+
+        Raises:
+            TroupeError: The run's error, as its class (``RunFailedError`` for one of no known class).
+        """
         if self.error is not None:
             cause = error_from_dict(self.error)
             if type(cause) is TroupeError:

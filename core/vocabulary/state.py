@@ -80,7 +80,8 @@ class InDoubt(_Model):
 
 class Cancellation(_Model):
     """Why and by whom a run ends early. Written into the run before the cancel is acknowledged; from
-    then on nothing resumes the run, and whichever host holds it ends it (``troupe.core.run.cancelling``)."""
+    then on nothing resumes the run, and whichever host holds it ends it
+    (``troupe.core.deciding.cancelling``)."""
 
     reason: str
     # Who cancelled: None for the process itself (the Python API without a name).

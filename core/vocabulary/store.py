@@ -29,7 +29,11 @@ from troupe.core.vocabulary.state import RunState, utcnow
 
 
 class StaleSnapshotError(TroupeError):
-    """A compare-and-set lost: the run changed (or vanished) since it was read. Callers re-read."""
+    """A compare-and-set lost: the run changed (or vanished) since it was read.
+
+    Raised by a store's writes; Troupe's own callers read the run again and retry. Code
+    ``STORAGE_STALE_SNAPSHOT``, HTTP 409.
+    """
 
     code = "STORAGE_STALE_SNAPSHOT"
     http_status = 409
@@ -110,9 +114,6 @@ class OutboxEntry(BaseModel):
     def due_at(self) -> float:
         """When a host may take it: its next attempt, or later if a sender holds it."""
         return max(self.next_at, self.lease_until or 0.0)
-
-    def is_due(self, now: float) -> bool:
-        return self.status == "pending" and self.due_at() <= now
 
     def leased(self, owner: str, until: float) -> OutboxEntry:
         return self.model_copy(update={"lease_owner": owner, "lease_until": until})
@@ -238,7 +239,9 @@ class Store(Protocol):
         ``save_run(state, expected_version=0)``."""
         ...
 
-    async def load_run(self, run_id: str) -> StoredRun | None: ...
+    async def load_run(self, run_id: str) -> StoredRun | None:
+        """The run's state and version, or None if there is no such run (or it has finished)."""
+        ...
 
     async def save_run(
         self,
@@ -315,7 +318,10 @@ class Store(Protocol):
         before ``before`` (epoch seconds), most overdue first."""
         ...
 
-    async def list_audit(self, run_id: str) -> list[AuditEntry]: ...
+    async def list_audit(self, run_id: str) -> list[AuditEntry]:
+        """The run's audit log (its decisions, cancels and late results), oldest first; kept after the
+        run is gone."""
+        ...
 
     async def append_audit(self, entry: AuditEntry) -> None:
         """Append to a run's audit log on its own, with no compare-and-set on the run: for what happened
@@ -363,9 +369,13 @@ class Store(Protocol):
 
     async def append_messages(
         self, thread_id: str, resource_id: str | None, messages: list[dict[str, Any]]
-    ) -> None: ...
+    ) -> None:
+        """Append ``messages`` to a thread (of ``resource_id``, if the thread is new)."""
+        ...
 
-    async def load_messages(self, thread_id: str) -> list[dict[str, Any]]: ...
+    async def load_messages(self, thread_id: str) -> list[dict[str, Any]]:
+        """A thread's messages, oldest first (none for an unknown thread)."""
+        ...
 
     async def thread_resource(self, thread_id: str) -> str | None:
         """The resource a thread belongs to (the one its first messages were written with; ``""`` for
@@ -380,7 +390,9 @@ class Store(Protocol):
         ``forget_at()`` has passed."""
         ...
 
-    async def load_link(self, link_id: str) -> LinkRecord | None: ...
+    async def load_link(self, link_id: str) -> LinkRecord | None:
+        """The record of a decision link, or None if there is none (or it was forgotten)."""
+        ...
 
     async def use_link(self, link_id: str, who: str, now: float) -> LinkRecord | None:
         """Claim the link for ``who`` (a principal id) in one atomic step: the record with ``who`` added
@@ -392,7 +404,9 @@ class Store(Protocol):
         """Undo ``use_link`` for ``who`` (the decision it was for was refused, so the link was not used)."""
         ...
 
-    async def close(self) -> None: ...
+    async def close(self) -> None:
+        """Close the store's connections and files in this process (the runtime's shutdown does)."""
+        ...
 
 
 async def suspended_runs(store: Store, query: SuspendedRunQuery) -> tuple[list[RunState], int]:

@@ -16,6 +16,24 @@ from troupe.core.vocabulary.results import ResultBuilder, RunResult
 
 
 class AgentStream:
+    """One operation of a run as it goes: what ``stream()`` and the decision methods return.
+
+    Chunks are gathered as they come, whether or not anyone reads them; ``full_stream`` and
+    ``text_stream`` each replay them from the start, so either can be read on its own, and ``result()``
+    waits for the end. Made by the run methods, not by hand.
+
+    Args:
+        run_id: The run's id.
+        batches: The operation's chunks, in batches.
+        first: A first batch already read.
+
+    Example:
+        >>> stream = await agent.stream("Delete abc-123")
+        >>> async for chunk in stream.full_stream:
+        ...     print(chunk.type)
+        >>> result = await stream.result()
+    """
+
     def __init__(self, run_id: str, batches: ChunkBatches, first: list[Chunk] | None = None) -> None:
         self.run_id = run_id
         self._chunks: list[Chunk] = list(first or [])
@@ -28,8 +46,16 @@ class AgentStream:
 
     @classmethod
     async def open(cls, batches: ChunkBatches, run_id: str = "") -> AgentStream:
-        """Take the first batch (it names the run) and keep pulling the rest in the background. With
-        ``run_id`` known, nothing is waited for (a decision's first chunk comes once its tool has run)."""
+        """Open a stream: take the first batch (it names the run), and keep pulling the rest.
+
+        Args:
+            batches: The operation's chunks, in batches.
+            run_id: The run's id, when known (then nothing is waited for: a decision's first chunk
+                comes only once its tool has run).
+
+        Returns:
+            The stream, reading the rest of ``batches`` in the background.
+        """
         first: list[Chunk] = []
         if run_id:
             return cls(run_id, batches)
@@ -57,10 +83,16 @@ class AgentStream:
 
     @property
     def full_stream(self) -> AsyncIterator[Chunk]:
+        """Every chunk of the operation from its start, as they come (an async iterator).
+
+        Raises:
+            TroupeError: The link to the agent failed, after the chunks that came before.
+        """
         return self._replay()
 
     @property
     def text_stream(self) -> AsyncIterator[str]:
+        """The model's text from the start, piece by piece as it comes (an async iterator)."""
         return self._texts()
 
     async def _replay(self) -> AsyncIterator[Chunk]:
@@ -81,7 +113,14 @@ class AgentStream:
                 yield chunk.payload["text"]
 
     async def result(self) -> RunResult:
-        """The whole operation's result; raises if the run ended with an error."""
+        """Wait for the operation to end (the run finishes or pauses) and return its result.
+
+        Returns:
+            The ``RunResult``.
+
+        Raises:
+            RunFailedError: The run ended with an error (or the error's own class).
+        """
         await asyncio.shield(self._pump)
         if self._error is not None:
             raise self._error

@@ -18,6 +18,27 @@ from typing import Any, Literal
 
 @dataclass(frozen=True)
 class PendingToolCall:
+    """One tool call of a listed run that waits for a person.
+
+    Attributes:
+        tool_call_id: The call to decide (for a subagent's call, the top agent's delegation call).
+        tool_name: The tool that waits (the leaf tool, for a subagent's call).
+        args: Its arguments, as the model gave them.
+        requires_approval: True if it waits for an approval, False if for ``suspend()`` data.
+        suspend_payload: What the tool asked with ``suspend()`` (None for an approval).
+        agent_path: The agents from the top to the one whose tool it is.
+        fingerprint: What the call asks, digested: pass it to a decision so that it applies only to
+            exactly this.
+        resume_schema: The JSON schema an answer must fit, if any.
+        paused_at: When it paused.
+        interrupted: The call was interrupted by a crash and is asked about again.
+        expires_at: When it is declined for lack of a decision (``approval_timeout``), if ever.
+        approvals: Who has approved it so far, towards an approver policy's quorum.
+        tool_origin: Where the tool comes from (its MCP server, say), if not the agent itself.
+        in_doubt: After a takeover, ``{"owner", "last_seen", "deadline"}``: not decidable before the
+            deadline.
+    """
+
     tool_call_id: str
     tool_name: str
     args: dict[str, Any]
@@ -42,6 +63,17 @@ class PendingToolCall:
 
 @dataclass(frozen=True)
 class SuspendedRun:
+    """A run that waits for a person, as ``list_suspended_runs`` lists it.
+
+    Attributes:
+        run_id: The run (what the decision methods take).
+        agent_id: Its agent.
+        thread_id: Its thread, if any.
+        resource_id: Its resource, if any.
+        suspended_at: When its first waiting call paused.
+        pending: Its waiting calls (``PendingToolCall``), oldest first; also ``tool_calls``.
+    """
+
     run_id: str
     agent_id: str
     thread_id: str | None

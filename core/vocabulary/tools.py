@@ -132,6 +132,19 @@ class AgentContext:
 
 @dataclass
 class ToolContext:
+    """What a tool's ``execute(input, ctx)`` gets as ``ctx``: the run it serves and how to pause.
+
+    Attributes:
+        run_id: The run the call belongs to.
+        tool_call_id: The call.
+        agent_id: The agent whose tool it is.
+        thread_id: The run's thread, if any.
+        resource_id: The run's resource, if any.
+        request_context: The dict the run was started with (``request_context=``).
+        agent: ``ctx.agent``: ``await ctx.agent.suspend(payload)`` pauses the run for a person's
+            answer, which the tool reads as ``ctx.agent.resume_data`` when it is called again.
+    """
+
     run_id: str
     tool_call_id: str
     agent_id: str
@@ -143,6 +156,29 @@ class ToolContext:
 
 @dataclass(eq=False)
 class Tool:
+    """A tool an agent's model may call; make one with ``create_tool`` (its arguments are these fields).
+
+    Attributes:
+        id: The tool's id (the name the model sees when an agent lists it in a list).
+        description: What the tool does, for the model.
+        input_schema: The pydantic model its arguments must fit.
+        execute: ``execute(input, ctx)``, sync or async.
+        output_schema: A pydantic model its result is validated against, if any.
+        suspend_schema: The pydantic model a ``suspend()`` payload must fit, if any.
+        resume_schema: The pydantic model a person's answer must fit, if any.
+        require_approval: Whether a call waits for a person's approval: a bool, or a function
+            ``(args, ctx) -> bool``.
+        allow_edited_args: Whether an approval may change the arguments.
+        idempotent: Whether a call interrupted by a crash may simply run again.
+        resume_on_decline: A decline of its ``suspend()`` pause calls it again with
+            ``ctx.agent.decline_reason`` set, for a tool whose other end must hear the answer (an MCP
+            elicitation).
+        origin: Where the tool comes from, as people deciding its calls see it (an MCP server's name
+            and the tool's annotations, say).
+        timeout_s: How long one call may run, in seconds (None: no limit); also the deadline of a call
+            in doubt after a takeover.
+    """
+
     id: str
     description: str
     input_schema: type[BaseModel]
@@ -165,7 +201,14 @@ class Tool:
     timeout_s: float | None = None
 
     def spec(self, name: str) -> dict[str, Any]:
-        """The OpenAI function spec the model sees, under the name the agent gives this tool."""
+        """The OpenAI function spec the model sees.
+
+        Args:
+            name: The name the agent gives this tool.
+
+        Returns:
+            ``{"type": "function", "function": {"name", "description", "parameters"}}``.
+        """
         return {
             "type": "function",
             "function": {
@@ -176,9 +219,18 @@ class Tool:
         }
 
     def parse_input(self, args: dict[str, Any]) -> BaseModel:
+        """The call's arguments as the tool's ``input_schema`` model.
+
+        Args:
+            args: The arguments, as the model gave them.
+
+        Raises:
+            pydantic.ValidationError: They do not fit the schema.
+        """
         return self.input_schema.model_validate(args)
 
     def resume_json_schema(self) -> dict[str, Any] | None:
+        """The JSON schema of ``resume_schema`` (what a pause chunk shows), or None."""
         return self.resume_schema.model_json_schema() if self.resume_schema else None
 
     async def run(
@@ -188,9 +240,20 @@ class Tool:
         threads: ToolThreads | None = None,
         late: Late | None = None,
     ) -> Any:
-        """Validate, execute and return the JSON-able output. An async ``execute`` runs on the event
-        loop; a sync one runs in ``threads`` (a private pool of the default size if none is given), and
-        if this call is cancelled meanwhile, ``late`` hears what the thread returns in the end."""
+        """Validate the arguments, execute the tool and return its JSON-able output.
+
+        An async ``execute`` runs on the event loop; a sync one runs in a worker thread. The runtime
+        calls this; a test may too.
+
+        Args:
+            args: The call's arguments.
+            ctx: The call's context.
+            threads: The pool a sync ``execute`` runs in (default: a private pool of the default size).
+            late: Hears what a sync tool's thread returns in the end if this call is cancelled meanwhile.
+
+        Returns:
+            The output, validated against ``output_schema`` if there is one, as JSON-able data.
+        """
         parsed = self.parse_input(args)
         if is_async(self.execute):
             result = self.execute(parsed, ctx)
@@ -228,14 +291,48 @@ def create_tool(
     idempotent: bool = False,
     timeout_s: float | None = None,
 ) -> Tool:
-    """Build a ``Tool``. ``timeout_s``: how long one call may run, in seconds (default None, no limit);
-    a call that runs longer is cancelled (an async tool) or left to finish in its thread unheard (a
-    sync tool), and the model is told it timed out.
+    """Make a tool an agent's model can call, and say whether its calls wait for a person.
+
+    Args:
+        id: The tool's id; an agent given a list of tools names each by it.
+        description: What the tool does, for the model.
+        input_schema: A pydantic model class: the arguments the model must give, validated before the
+            tool runs (and before a person is asked).
+        execute: ``execute(input, ctx)``, sync or async: ``input`` is the validated ``input_schema``
+            model, ``ctx`` a ``ToolContext``. A sync one runs in a worker thread. It may pause the run
+            with ``return await ctx.agent.suspend(payload)``; it is then called again with
+            ``ctx.agent.resume_data`` set to the person's answer.
+        output_schema: A pydantic model class the result is validated against.
+        suspend_schema: A pydantic model class a ``suspend()`` payload must fit.
+        resume_schema: A pydantic model class a person's answer must fit (``ResumeDataValidationError``
+            otherwise, and the run stays paused).
+        require_approval: True pauses every call for a person's approval before it runs; a function
+            ``(args, ctx) -> bool`` decides per call. It overrides the run's ``require_tool_approval``
+            for this tool.
+        allow_edited_args: Whether an approval may change the arguments (``edited_args``, validated
+            against ``input_schema``).
+        idempotent: Whether a call interrupted by a crash may simply run again (otherwise it is asked
+            about again, or reported to the model as interrupted).
+        timeout_s: How long one call may run, in seconds (default None, no limit); a call that runs
+            longer is cancelled (an async tool) or left to finish in its thread unheard (a sync tool),
+            and the model is told it timed out.
+
+    Returns:
+        The ``Tool``.
 
     Raises:
-        TypeError: a schema that is not a pydantic model class, an ``execute`` that is not callable, a
+        TypeError: A schema that is not a pydantic model class, an ``execute`` that is not callable, a
             ``require_approval`` that is neither a bool nor a function, or a ``timeout_s`` that is not a
             positive number.
+
+    Example:
+        >>> from pydantic import BaseModel
+        >>> class Record(BaseModel):
+        ...     id: str
+        >>> def delete_record(record: Record, ctx: ToolContext) -> dict:
+        ...     return {"deleted": record.id}
+        >>> delete = create_tool("delete_record", "Delete a record by id", Record, delete_record,
+        ...                      require_approval=True)
     """
     if not (isinstance(input_schema, type) and issubclass(input_schema, BaseModel)):
         raise TypeError(f"tool {id!r}: input_schema must be a pydantic model class")

@@ -5,6 +5,10 @@
 //   node a2a_client_flow.mjs <serverUrl> <key> pause  <agentId> <prompt> <resourceId>   (streamed)
 //   node a2a_client_flow.mjs <serverUrl> <key> answer <agentId> <taskId> <decisionsJSON>
 //   node a2a_client_flow.mjs <serverUrl> <key> get    <agentId> <taskId>
+//   node a2a_client_flow.mjs <serverUrl> <key> cancel <agentId> <taskId> [reason]
+//   node a2a_client_flow.mjs <serverUrl> <key> cancel-working <agentId> <prompt> <resourceId> <reason>
+//       (streamed: the task is cancelled as soon as its first event names it; prints the cancel's answer
+//       and the last task the stream brought)
 import { randomUUID } from "node:crypto";
 import {
   ClientFactory,
@@ -100,6 +104,25 @@ async function run() {
   if (command === "get") {
     const [taskId] = rest;
     return view(await a2a.getTask({ tenant: "", id: taskId, historyLength: undefined }));
+  }
+  if (command === "cancel") {
+    const [taskId, reason] = rest;
+    const metadata = reason ? { reason } : undefined;
+    return view(await a2a.cancelTask({ tenant: "", id: taskId, metadata }));
+  }
+  if (command === "cancel-working") {
+    const [prompt, resourceId, reason] = rest;
+    let last = null;
+    let cancelled = null;
+    const msg = message([part({ $case: "text", value: prompt })]);
+    for await (const event of a2a.sendMessageStream(request(msg, { resourceId }))) {
+      if (event.payload?.$case !== "task") continue;
+      last = event.payload.value;
+      if (!cancelled) {
+        cancelled = view(await a2a.cancelTask({ tenant: "", id: last.id, metadata: { reason } }));
+      }
+    }
+    return { cancelled, last: view(last) };
   }
   throw new Error(`unknown command ${command}`);
 }

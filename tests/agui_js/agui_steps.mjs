@@ -6,6 +6,12 @@
 //   + "resume": {id: response}  answers built with the client's buildResumeArray ("*": every pending one)
 //   + "rawResume": [entries]    entries sent as given (a client that does not check them itself)
 //   + nothing else              a run with nothing new (how a page that lost its stream reconnects)
+//   + "state": {...}            the state a page starts with (one it kept), when the client is made
+//   + "cancelOn": "TYPE:name"   when an event of that type (with that toolCallName) arrives, cancel the
+//                               Troupe run (RUN_STARTED's metadata.troupe.runIds[0]) through Troupe's route
+//                               POST /api/agents/<agent>/cancel-run, with "reason"; AG-UI has no cancel
+//   + "cancelSubagent": "id"    ... cancel instead the run of the subagent that event belongs to
+//                               (its subagentRunId), an agent with that id
 // Prints one JSON line: per step the event types, the interesting events, what runAgent threw, and the
 // client's pendingInterrupts, state and message count after it. tests/test_agui.py reads it.
 import { HttpAgent, buildResumeArray } from "@ag-ui/client";
@@ -32,6 +38,7 @@ function clientFor(step) {
         url: `${baseUrl}/api/agents/${step.agent}/agui`,
         headers: { Authorization: `Bearer ${step.key}` },
         threadId: step.thread,
+        ...(step.state ? { initialState: step.state } : {}),
       }),
       resource: step.resource,
     };
@@ -50,6 +57,22 @@ function resumeOf(agent, step) {
   return buildResumeArray(agent.pendingInterrupts, responses);
 }
 
+// Cancel the Troupe run through Troupe's own route, as the page's person (AG-UI has no such request).
+async function cancelRun(step, agentId, runId) {
+  const response = await fetch(`${baseUrl}/api/agents/${agentId}/cancel-run`, {
+    method: "POST",
+    headers: { Authorization: `Bearer ${step.key}`, "Content-Type": "application/json" },
+    body: JSON.stringify({ runId, reason: step.reason }),
+  });
+  return { status: response.status, body: await response.json() };
+}
+
+function cancelsOn(step, event) {
+  if (!step.cancelOn) return false;
+  const [type, name] = step.cancelOn.split(":");
+  return event.type === type && (!name || event.toolCallName === name);
+}
+
 async function run(step) {
   const { agent, resource } = clientFor(step);
   if (step.user) agent.addMessage({ id: `u-${Math.random()}`, role: "user", content: step.user });
@@ -59,7 +82,17 @@ async function run(step) {
     const resume = resumeOf(agent, step);
     const result = await agent.runAgent(
       { forwardedProps: { resourceId: resource }, ...(resume ? { resume } : {}) },
-      { onEvent: ({ event }) => void events.push(event) },
+      {
+        onEvent: async ({ event }) => {
+          events.push(event);
+          if (event.type === "RUN_STARTED") report.troupeRun = event.metadata?.troupe?.runIds?.[0];
+          if (cancelsOn(step, event) && !report.cancel) {
+            report.cancel = step.cancelSubagent
+              ? await cancelRun(step, step.cancelSubagent, event.subagentRunId)
+              : await cancelRun(step, step.agent, report.troupeRun);
+          }
+        },
+      },
     );
     report.result = result.result ?? null;
   } catch (error) {

@@ -181,8 +181,8 @@ class Session:
                 stream = await self.agent.resume_stream(
                     data, run_id=self.run_id, tool_call_id=pause.tool_call_id, fingerprint=pause.fingerprint
                 )
-            except ResumeDataValidationError as exc:
-                print(f"Not accepted: {exc.message}. Please try again.", flush=True)
+            except ResumeDataValidationError:
+                print(f"Not accepted: {what_fits(pause.resume_schema)}. Please try again.", flush=True)
                 continue
             self.decisions.append(f"{pause.tool_name} answered {answer!r}")
             return stream
@@ -317,6 +317,29 @@ def resume_data_for(answer: str, schema: dict[str, Any] | None) -> Any:
     return parsed if parsed is not None else answer
 
 
+_KINDS = {"integer": "a whole number", "number": "a number", "boolean": "yes or no", "string": "some text"}
+
+
+def what_fits(schema: dict[str, Any] | None) -> str:
+    """What an answer must be, in words a person reads (the schema is for programs): for a one-field
+    schema, its kind and bounds and what the field is ("the answer must be a whole number from 1 to 20:
+    How many people the table is for"); otherwise its fields, as JSON."""
+    properties = (schema or {}).get("properties") or {}
+    if len(properties) != 1:
+        fields = ", ".join(properties) or "the tool's fields"
+        return f"the answer must be JSON with {fields}"
+    ((name, spec),) = properties.items()
+    kind = _KINDS.get(spec.get("type"), "an answer")
+    low, high = spec.get("minimum"), spec.get("maximum")
+    if low is not None and high is not None:
+        kind += f" from {low} to {high}"
+    elif low is not None:
+        kind += f" of at least {low}"
+    elif high is not None:
+        kind += f" of at most {high}"
+    return f"the answer must be {kind}: {spec.get('description') or name}"
+
+
 def _convert(answer: str, kind: Any) -> Any:
     try:
         if kind == "integer":
@@ -330,4 +353,4 @@ def _convert(answer: str, kind: Any) -> Any:
     return answer
 
 
-__all__ = ["resume_data_for", "run"]
+__all__ = ["resume_data_for", "run", "what_fits"]

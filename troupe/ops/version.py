@@ -2,7 +2,8 @@
 ``troupe --version``).
 
 The distribution is ``troupe-runtime``: the name ``troupe`` on PyPI belongs to an unrelated project,
-which installs a top-level ``troupe`` package and a ``troupe`` command of its own too (see the README).
+which installs a top-level ``troupe`` package and a ``troupe`` command of its own too (see
+docs/getting-started/install.md, "The names").
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A cancel is a decision on the whole run (DESIGN §9). It is recorded in the run's state
 (``RunState.cancel``) by one compare-and-set write before it is acknowledged
-(``troupe.core.deciding.cancels``), the same write that withdraws every pause still open (each call
+(``troupe.core.run.cancels``), the same write that withdraws every pause still open (each call
 closed as cancelled, audited, and announced to notification targets as ``tool-call.withdrawn``). From
 then on nothing resumes the run: a decision finds it cancelled, recovery ends it instead of going on,
 and whichever host holds it stops what it was doing and ends it (``troupe.core.run.stopping``).

@@ -3,7 +3,7 @@
 ``Cancels.cancel`` reads the run, checks the request (the run is this agent's and not over; the
 canceller may cancel it; the call it names, if any, still waits with the fingerprint it gives) and
 writes the cancel into the run in one compare-and-set, the same write that withdraws every open pause
-(``troupe.core.run.cancelling``). A write that loses to another (a decision, a checkpoint) reads again
+(``troupe.core.deciding.cancelling``). A write that loses to another (a decision, a checkpoint) reads again
 and tries again; a decision that loses to it finds the run cancelled (``RunCancelledError``). So a
 cancel and an approval of the same call have exactly one winner, as two approvals do.
 
@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 from troupe.core.deciding import decision_log
 from troupe.core.deciding.approvers import ApproverPolicies, check_canceller
-from troupe.core.deciding.claim import decided_in
+from troupe.core.deciding.cancelling import DEFAULT_REASON, as_recorded, cancelled_error, record
 from troupe.core.deciding.decisions import find_target
-from troupe.core.run.cancelling import DEFAULT_REASON, as_recorded, cancelled_error, record
+from troupe.core.run.claim import decided_in
 from troupe.core.run.loop import RunLoop
 from troupe.core.vocabulary.errors import (
     RunNotCancellableError,
@@ -31,7 +31,7 @@ from troupe.core.vocabulary.errors import (
 )
 from troupe.core.vocabulary.requests import CancelledRun, CancelRequest, DecideRequest, Decline
 from troupe.core.vocabulary.state import Cancellation, RunState
-from troupe.core.vocabulary.store import AuditEntry, StaleSnapshotError, StoredRun
+from troupe.core.vocabulary.store import AuditEntry, StaleSnapshotError, Store, StoredRun
 
 _ATTEMPTS = 20
 
@@ -104,31 +104,7 @@ class Cancels:
         return CancelRecorded(answer, cancellation, taken)
 
     async def _check(self, state: RunState, request: CancelRequest) -> None:
-        """Raise why this request cannot cancel the run as it stands."""
-        if not request.cascade:
-            check_canceller(self.policies, state, request.canceller)
-        if state.cancel is not None:
-            raise cancelled_error(state.run_id, state.cancel, "it is cancelled once")
-        if state.status == "finished":
-            raise RunNotCancellableError(
-                f"run {state.run_id} has already finished; there is nothing to cancel", run_id=state.run_id
-            )
-        if request.tool_call_id is not None:
-            await self._still_waiting(state, request)
-
-    async def _still_waiting(self, state: RunState, request: CancelRequest) -> None:
-        """The call the canceller saw still waits, as it saw it (else what happened to it is raised)."""
-        as_seen = DecideRequest(
-            run_id=state.run_id,
-            decision=Decline(),
-            tool_call_id=request.tool_call_id,
-            fingerprint=request.fingerprint,
-        )
-        try:
-            find_target(state, as_seen)
-        except ToolCallNotSuspendedError as exc:
-            audit = await self.store.list_audit(state.run_id)
-            raise decided_in(audit, as_seen, self.agent_id) or exc from exc
+        await check_cancel(self.store, self.policies, state, request)
 
     async def _driven(self, state: RunState) -> bool:
         """Whether a live host other than this one holds the run in flight."""
@@ -160,6 +136,36 @@ class Cancels:
         )
 
 
+async def check_cancel(
+    store: Store, policies: ApproverPolicies | None, state: RunState, request: CancelRequest
+) -> None:
+    """Raise why ``request`` cannot cancel the run as it stands: the canceller may not
+    (``CancelForbiddenError``; not checked for a cancel cascading from the parent's), it is cancelled
+    (``RunCancelledError``) or finished (``RunNotCancellableError``) already, or the call the canceller
+    saw no longer waits as it saw it (the ``DecisionConflictError`` naming who decided it first)."""
+    if not request.cascade:
+        check_canceller(policies, state, request.canceller)
+    if state.cancel is not None:
+        raise cancelled_error(state.run_id, state.cancel, "it is cancelled once")
+    if state.status == "finished":
+        raise RunNotCancellableError(
+            f"run {state.run_id} has already finished; there is nothing to cancel", run_id=state.run_id
+        )
+    if request.tool_call_id is None:
+        return
+    as_seen = DecideRequest(
+        run_id=state.run_id,
+        decision=Decline(),
+        tool_call_id=request.tool_call_id,
+        fingerprint=request.fingerprint,
+    )
+    try:
+        find_target(state, as_seen)
+    except ToolCallNotSuspendedError as exc:
+        audit = await store.list_audit(state.run_id)
+        raise decided_in(audit, as_seen, state.agent_id) or exc from exc
+
+
 def _repeated(request: CancelRequest, agent_id: str, cancel: Cancellation | None) -> CancelRecorded | None:
     """The same cancel again (a retry after its answer was lost: same canceller, same reason) is
     answered as the first was; any other cancel of a cancelled run is refused (``_check``)."""
@@ -179,4 +185,4 @@ def _repeated(request: CancelRequest, agent_id: str, cancel: Cancellation | None
     return CancelRecorded(answer, cancel, taken=False)
 
 
-__all__ = ["CancelRecorded", "Cancels"]
+__all__ = ["CancelRecorded", "Cancels", "check_cancel"]

@@ -1,11 +1,15 @@
-"""The agent definition: instructions, model, tools, subagents and defaults. Ray-free and picklable."""
+"""The agent definition: instructions, model, tools, subagents and defaults. Ray-free and picklable.
+
+It stands above the vocabulary it is made of because a model may be given by name
+(``troupe.core.models.names``): the definition knows the models, the vocabulary knows none.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from troupe.core.models.openai_model import OpenAIModel
+from troupe.core.models.names import resolve_model
 from troupe.core.run.memory import Memory
 from troupe.core.vocabulary.hooks import Hooks
 from troupe.core.vocabulary.mcp_servers import MCPServer, check_mcp_servers
@@ -91,16 +95,4 @@ def _tool_map(agent_id: str, tools: Mapping[str, Tool] | Sequence[Tool] | None) 
     return out
 
 
-def resolve_model(model: Model | str) -> Model:
-    """Turn ``"openai/<name>"`` into an ``OpenAIModel``; pass ``Model`` instances through."""
-    if isinstance(model, Model):
-        return model
-    if isinstance(model, str):
-        provider, _, name = model.partition("/")
-        if provider == "openai" and name:
-            return OpenAIModel(name)
-        raise ValueError(f"unknown model {model!r}: use 'openai/<model>' or a Model instance")
-    raise TypeError(f"model must be a Model or 'openai/<model>' string, got {type(model).__name__}")
-
-
-__all__ = ["DELEGATION_PREFIX", "AgentSpec", "resolve_model"]
+__all__ = ["DELEGATION_PREFIX", "AgentSpec"]

@@ -17,13 +17,12 @@ from typing import NoReturn
 
 from troupe.core.deciding import decision_log
 from troupe.core.deciding.approvers import ApproverPolicies
+from troupe.core.deciding.cancelling import as_recorded, cancelled_error
 from troupe.core.deciding.decisions import Applied, Counted, Ruling, already_decided, rule
-from troupe.core.deciding.policy import RunPolicy
 from troupe.core.run import late_results
-from troupe.core.run.calls import decline_chunk
-from troupe.core.run.cancelling import as_recorded, cancelled_error
 from troupe.core.run.flow import ActiveRun, Plan
 from troupe.core.run.loop import RunLoop
+from troupe.core.run.outcomes import decline_chunk
 from troupe.core.tracing import record_wait
 from troupe.core.vocabulary.errors import (
     DecisionConflictError,
@@ -33,6 +32,7 @@ from troupe.core.vocabulary.errors import (
     ToolCallNotSuspendedError,
     TroupeError,
 )
+from troupe.core.vocabulary.options import RunPolicy
 from troupe.core.vocabulary.requests import DecideRequest
 from troupe.core.vocabulary.state import CallStatus, RunState, ToolCallState, utcnow
 from troupe.core.vocabulary.store import AuditEntry, StaleSnapshotError, StoredRun, ThreadAppend
@@ -84,7 +84,7 @@ class Claims:
         """Claim the decision, retrying while the run changes under it; raises why it cannot be. The
         first attempt uses the state this host paused the run with, if it kept it
         (troupe.core.run.paused)."""
-        kept = self.loop.paused.take(request.run_id)
+        kept = self.loop.paused.pop(request.run_id)
         for _ in range(_CLAIM_ATTEMPTS):
             claimed = await self._attempt(request, expiring, thread, kept)
             kept = None
@@ -118,7 +118,7 @@ class Claims:
         try:
             if isinstance(ruling, Counted):
                 await self._count(stored, ruling)
-            return await self._take(stored, ruling, request, thread)
+            return await self._write_applied(stored, ruling, request, thread)
         except StaleSnapshotError:
             return None
 
@@ -152,7 +152,7 @@ class Claims:
         decision_log.decided(counted.entry)  # logged as "decision ... decision=approval-recorded"
         raise QuorumPending(state)
 
-    async def _take(
+    async def _write_applied(
         self, stored: StoredRun, applied: Applied, request: DecideRequest, thread: ThreadAppend | None
     ) -> tuple[ActiveRun, Plan]:
         """Write the applied decision: the run is in flight from here, owned by this host (a crash before
@@ -183,7 +183,7 @@ class Claims:
         late = late_results.completed(await self.store.list_audit(state.run_id), call)
         if late is None:
             return
-        outcome = late_results.take(state.run_id, call, late)
+        outcome = late_results.use_completed(state.run_id, call, late)
         state.stop_waiting()
         state.status, state.owner = "running", self.owner
         version = await self.loop.writer.save(state, expected_version=stored.version)
