@@ -6,6 +6,7 @@ import statistics
 from typing import Any
 
 import report_costs
+import report_floor
 from report_format import cell, num, ratio, table
 from report_scale import SCALE, scale
 
@@ -84,69 +85,6 @@ def _machine_tail(row: dict[str, Any]) -> str:
     system (machine_probe.cpu_tail): the spread the machine alone gave its work at that moment."""
     tail = row.get("probe", {}).get("cpu_tail")
     return "" if tail is None else f"{tail:.1f}"
-
-
-# The issue's absolute targets for Troupe rows (medians, ms), by workload and system.
-TARGETS_MS = {
-    ("w1", "troupe-ray-redis-always"): 2.5,
-    ("w1", "troupe-local-sqlite-full"): 1.0,
-    ("w2", "troupe-ray-redis-always"): 5.0,
-}
-# The writes of one W1 cycle (tests/test_round_trips.py counts them): durability="sync" writes at the
-# start, at the pause, at the decision's claim, after the tool and at the finish; "exit" the pause, the
-# claim and the finish.
-W1_WRITES = {"sync": 5, "exit": 3}
-
-
-def w1_writes(system: str) -> int:
-    return W1_WRITES["exit" if system.endswith("-exit") else "sync"]
-
-
-def _w1_parts(rows: list[dict[str, Any]], present: list[str]) -> list[str]:
-    """W1's median beside the sum of what a cycle is made of, each part measured in the same process
-    right after its timed cycles (troupe_systems.TroupeSystem.w1_parts): the store's writes (this
-    store's own insert, update and delete of the W1 run, on the same server or settings), the calls to
-    the agent's actor (a bare call each), and the cycle's own work in-process and in memory
-    (troupe-local-memory's median, the same run). What the sum leaves out is the processes' contention
-    for the machine's two cores and their wake-ups. The store and the transport are parts no change to
-    the agent loop can go under; the cycle's own work is Troupe's code, and could shrink."""
-    by = {r["system"]: r for r in rows if r["workload"] == "w1" and r.get("status") == "ok"}
-    in_memory = by.get("troupe-local-memory")
-    if in_memory is None:
-        return []
-    body = []
-    for s in [s for s in present if s in by and by[s]["durable"] and "parts" in by[s]]:
-        parts, writes = by[s]["parts"], w1_writes(s)
-        calls, call_ms = parts["actor_calls_per_cycle"], parts.get("actor_call_ms", 0.0)
-        total = writes * parts["store_write_ms"] + calls * call_ms + in_memory["median_ms"]
-        target = TARGETS_MS.get(("w1", s))
-        body.append(
-            [
-                s,
-                str(writes),
-                num(parts["store_write_ms"], 3),
-                str(calls),
-                num(call_ms, 3) if calls else "",
-                num(total),
-                num(by[s]["median_ms"]),
-                num(by[s]["median_ms"] - total),
-                num(target) if target else "",
-            ]
-        )
-    return table(
-        [
-            "system",
-            "writes per cycle",
-            "store write ms",
-            "actor calls per cycle",
-            "actor call ms",
-            "sum of parts ms",
-            "median ms",
-            "median - sum ms",
-            "target ms",
-        ],
-        body,
-    )
 
 
 def _machine(rows: list[dict[str, Any]], systems: list[str], started: float | None) -> list[str]:
@@ -361,22 +299,7 @@ def tables(rows: list[dict[str, Any]], systems: list[str], meta: dict[str, Any])
             ]
 
     out += report_costs.fsyncs(rows, systems, meta, ratios, ratio_head)
-    w1 = [s for s in systems if ("w1", None, s) in by]
-    parts = _w1_parts(rows, w1)
-    if parts:
-        out += [
-            "",
-            "### W1 and what a cycle is made of",
-            "",
-            "sum of parts = writes per cycle x the median of this store's own writes (insert, "
-            "compare-and-set update and delete of the W1 run's paused state, on the same redis-server or "
-            "SQLite settings) + the actor calls one cycle makes x the median of a bare call to the agent's "
-            "actor + troupe-local-memory's W1 median (the cycle's own work, in-process, in memory); each "
-            "part measured in the row's process right after its timed cycles. Store writes and actor calls "
-            "are what no change to the agent loop can go under on this machine at that moment.",
-            "",
-            *parts,
-        ]
+    out += report_floor.w1_floor(rows, [s for s in systems if ("w1", None, s) in by])
 
     present = [s for s in systems if ("w4", meta["w4_runs"], s) in by]
     if present:
@@ -402,7 +325,7 @@ def tables(rows: list[dict[str, Any]], systems: list[str], meta: dict[str, Any])
         out += table(
             ["system", "startup s", "list s", "decide s", "total s", "ms/run after start", *ratio_head], body
         )
-    out += report_costs.startup(rows, systems) + report_costs.targets(rows)
+    out += report_costs.startup(rows, systems) + report_costs.targets(rows) + report_floor.targets(rows)
     judged = [t for r in rows if r.get("workload") == SCALE for t in r.get("targets", [])]
     out += scale(rows, list(dict.fromkeys(judged)))
 

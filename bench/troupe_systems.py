@@ -15,6 +15,7 @@ from approval_cycle import one_cycle as stream_cycle
 from bench_agents import build_agent, build_supervisor, make_store
 from bench_common import path_bytes, redis_pid, redis_used
 from harness import FINAL_TEXT, System
+from raw_writes import raw_writer
 from suspended_scale import host_stats
 
 from troupe import Runtime
@@ -61,7 +62,7 @@ class TroupeSystem(System):
         self.durability = DURABILITY.get(self.mode, "in memory")
         if self.durable:
             self.durability += f"; durability={self.writes}"
-        self.label = f"Troupe {version('troupe')} {executor} + {STORE_NAMES[store]}" + (
+        self.label = f"Troupe {version('troupe-runtime')} {executor} + {STORE_NAMES[store]}" + (
             f", {self.durability}" if self.durable else ""
         )
         self.runtimes: list[Runtime] = []
@@ -143,7 +144,7 @@ class TroupeSystem(System):
             took = [await _took_ms(replicas[0].call("ping")) for _ in range(PARTS_SAMPLES)]
             parts["actor_call_ms"] = round(statistics.median(took), 3)
         if self.durable:
-            parts["store_write_ms"] = await self._store_write_ms()
+            parts.update(await self._store_write_ms())
         return parts
 
     async def _count_calls(self, replicas: list[Any]) -> int:
@@ -166,13 +167,18 @@ class TroupeSystem(System):
                 del actor.call  # the class's method again
         return counted
 
-    async def _store_write_ms(self) -> float:
+    async def _store_write_ms(self) -> dict[str, float]:
+        """The store's own write (insert, compare-and-set update, delete) and, interleaved with it, the raw
+        durable write of the same state (bench/raw_writes.py: a plain SET, or a plain SQLite commit): the
+        median of each, in ms."""
         paused = await self.agent.generate("delete record parts")
         store = self._storage("main")  # the runtime's own store, warm as the cycles left it
+        raw = self._raw_writer()
         try:
             stored = await store.load_run(paused.run_id)
             assert stored is not None, "the paused run is not in the store"
             writes: list[float] = []
+            raws: list[float] = []
             for i in range(PARTS_WARMUP + PARTS_SAMPLES):
                 state = stored.state.model_copy(update={"run_id": f"parts-{self.env['nonce']}-{i}"})
                 took = [
@@ -180,12 +186,25 @@ class TroupeSystem(System):
                     await _took_ms(store.save_run(state, expected_version=1)),
                     await _took_ms(store.delete_run(state.run_id)),
                 ]
+                body = state.to_json()
+                raw_took = [await raw.write_ms(body) for _ in took]
                 if i >= PARTS_WARMUP:
                     writes += took
+                    raws += raw_took
         finally:
             await store.close()
+            await raw.close()
         await self.approve((paused.run_id, paused.suspend_payload["tool_call_id"]))
-        return round(statistics.median(writes), 3)
+        return {
+            "store_write_ms": round(statistics.median(writes), 3),
+            "raw_write_ms": round(statistics.median(raws), 3),
+        }
+
+    def _raw_writer(self) -> Any:
+        if self.store_kind == "redis":
+            return raw_writer("redis", url=self.env["redis_urls"][self.mode])
+        db = self.workdir / f"{self.key}-{self.env['store_tag']}-main.db"
+        return raw_writer("sqlite", store_path=db, synchronous=self.mode)
 
     async def store_processes(self) -> list[tuple[str, int]]:
         """Redis: the redis-server (the client only sends); SQLite and memory: the agent's actors on Ray

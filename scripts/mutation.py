@@ -91,8 +91,8 @@ MUTANTS = [
     Mutant(
         "sent-ahead-write-shares-the-state",
         "core/run/loop.py",
-        "run.send_ahead(self._write(run, run.state.snapshot(), thread",
-        "run.send_ahead(self._write(run, run.state, thread",
+        "version = await self.writer.write(prepared, expected_version=run.version,",
+        "version = await self.writer.write(self.writer.prepare(run.state), expected_version=run.version,",
         ("tests/test_fault_injection.py",),
     ),
     Mutant(
@@ -265,8 +265,8 @@ MUTANTS = [
     Mutant(
         "checkpoint-drops-pending-audit",
         "core/run/loop.py",
-        "state, expected_version=run.version, audit=audit, thread=thread",
-        "state, expected_version=run.version, audit=(), thread=thread",
+        "prepared, expected_version=run.version, audit=audit, thread=thread",
+        "prepared, expected_version=run.version, audit=(), thread=thread",
         ("tests/test_guarantees.py",),
     ),
     Mutant(
@@ -345,13 +345,13 @@ MUTANTS += [
         "outbox-written-after-the-pause",
         "core/run/writes.py",
         """        version = await self.store.save_run(
-            state, expected_version=expected_version, audit=audit, thread=thread, **extra
+            prepared.record, expected_version=expected_version, audit=audit, thread=thread, **extra
         )""",
         """        version = await self.store.save_run(
-            state, expected_version=expected_version, audit=audit, thread=thread
+            prepared.record, expected_version=expected_version, audit=audit, thread=thread
         )
         if outbox:  # a second write: a failure in between loses the notification
-            version = await self.store.save_run(state, expected_version=version, **extra)""",
+            version = await self.store.save_run(prepared.record, expected_version=version, **extra)""",
         ("tests/test_guarantees.py",),
     ),
     Mutant(
@@ -1574,6 +1574,17 @@ MUTANTS += [
         "            except ResumeDataValidationError as exc:\n"
         '                print(f"Not accepted: {exc.message}. Please try again."',
         ("tests/test_demo.py::test_a_non_integer_answer_is_asked_again",),
+    ),
+]
+
+# perf
+MUTANTS += [
+    Mutant(
+        "redis-save-keeps-left-indexes",
+        "storage/redis_scripts.py",
+        "if not now[index] then redis.call('ZREM', index, run_id) end",
+        "if false then redis.call('ZREM', index, run_id) end",
+        ("tests/test_store_conformance.py", "tests/test_redis_store.py"),
     ),
 ]
 

@@ -24,9 +24,9 @@ from troupe.core.vocabulary.listing import (
     PausedPage,
     PausedQuery,
     Place,
-    index_keys,
     page_of,
 )
+from troupe.core.vocabulary.run_record import RunRecord, as_record
 from troupe.core.vocabulary.state import RunState
 from troupe.core.vocabulary.store import (
     AuditEntry,
@@ -36,8 +36,6 @@ from troupe.core.vocabulary.store import (
     StoredRun,
     SuspendedRunQuery,
     ThreadAppend,
-    expiry_timestamp,
-    pause_timestamp,
     suspended_runs,
 )
 
@@ -94,7 +92,7 @@ class MemoryStore:
             "keeps its state in a private SQLite file instead"
         )
 
-    async def create_run(self, state: RunState) -> int:
+    async def create_run(self, state: RunState | RunRecord) -> int:
         return await self.save_run(state, expected_version=0)
 
     async def load_run(self, run_id: str) -> StoredRun | None:
@@ -105,22 +103,23 @@ class MemoryStore:
 
     async def save_run(
         self,
-        state: RunState,
+        state: RunState | RunRecord,
         *,
         expected_version: int,
         audit: tuple[AuditEntry, ...] = (),
         thread: ThreadAppend | None = None,
         outbox: tuple[OutboxEntry, ...] = (),
     ) -> int:
-        entry = self._runs.get(state.run_id)
-        if expected_version == 0 and (entry is not None or state.run_id in self._finished):
-            raise DuplicateRunError(f"run {state.run_id} already exists", run_id=state.run_id)
+        record = as_record(state)
+        entry = self._runs.get(record.run_id)
+        if expected_version == 0 and (entry is not None or record.run_id in self._finished):
+            raise DuplicateRunError(f"run {record.run_id} already exists", run_id=record.run_id)
         if expected_version != (0 if entry is None else entry[1]):
             raise StaleSnapshotError(
-                f"run {state.run_id} is not at version {expected_version}", run_id=state.run_id
+                f"run {record.run_id} is not at version {expected_version}", run_id=record.run_id
             )
         version = expected_version + 1
-        self._put(state, version)
+        self._put(record, version)
         for item in audit:
             self._audit[item.run_id].append(item.model_dump_json())
         self._append(thread)
@@ -134,25 +133,25 @@ class MemoryStore:
             self._thread_resources.setdefault(thread.thread_id, thread.resource_id or "")
             self._threads[thread.thread_id].extend(dict(m) for m in thread.messages)
 
-    def _put(self, state: RunState, version: int) -> None:
-        was = self._unindex(state.run_id, state.agent_id)
-        self._runs[state.run_id] = (state.to_json(), version, state.agent_id)
-        keys = index_keys(state)
+    def _put(self, record: RunRecord, version: int) -> None:
+        run_id, agent_id = record.run_id, record.agent_id
+        was = self._unindex(run_id, agent_id)
+        self._runs[run_id] = (record.json, version, agent_id)
+        keys = list(record.index_keys)
         if keys:
-            place = Place(pause_timestamp(state) or 0.0, state.run_id)
-            change = PausedChange(state.run_id, True, state.agent_id, state.resource_id, state.parent is None)
-            self._listed[state.run_id] = (place, keys, change)
+            place = Place(record.paused_at or 0.0, run_id)
+            change = PausedChange(run_id, True, agent_id, record.resource_id, record.top_level)
+            self._listed[run_id] = (place, keys, change)
             for key in keys:
                 bisect.insort(self._listings[key], place)
             self._log(change)
         elif was is not None:
             self._log(replace(was, listed=False))
-        if state.status == "suspended":
-            at = expiry_timestamp(state)
-            if at is not None:
-                self._expiring[state.agent_id][state.run_id] = at
-        elif state.status == "running":
-            self._running[state.agent_id].add(state.run_id)
+        if record.status == "suspended":
+            if record.expires_at is not None:
+                self._expiring[agent_id][run_id] = record.expires_at
+        elif record.status == "running":
+            self._running[agent_id].add(run_id)
 
     def _unindex(self, run_id: str, agent_id: str) -> PausedChange | None:
         """Take the run out of every index; how it was listed, if it was."""

@@ -66,6 +66,7 @@ from typing import Any
 from redis import exceptions as redis_errors
 from troupe.core.vocabulary.errors import DuplicateRunError, StorageError, StorageUnavailableError
 from troupe.core.vocabulary.listing import PausedChanges, PausedPage, PausedQuery
+from troupe.core.vocabulary.run_record import RunRecord, as_record
 from troupe.core.vocabulary.state import RunState
 from troupe.core.vocabulary.store import (
     AuditEntry,
@@ -227,7 +228,7 @@ class RedisStore:
 
     # ---- runs ---------------------------------------------------------------------------------------
 
-    async def create_run(self, state: RunState) -> int:
+    async def create_run(self, state: RunState | RunRecord) -> int:
         return await self.save_run(state, expected_version=0)
 
     async def load_run(self, run_id: str) -> StoredRun | None:
@@ -249,16 +250,17 @@ class RedisStore:
 
     async def save_run(
         self,
-        state: RunState,
+        state: RunState | RunRecord,
         *,
         expected_version: int,
         audit: tuple[AuditEntry, ...] = (),
         thread: ThreadAppend | None = None,
         outbox: tuple[OutboxEntry, ...] = (),
     ) -> int:
-        run_id = state.run_id
-        home, own = self.layout.home(state), self.layout.own(run_id)
-        keys, args = self._save_call(home, own, state, expected_version, audit, thread, outbox)
+        record = as_record(state)
+        run_id = record.run_id
+        home, own = self.layout.home(record), self.layout.own(run_id)
+        keys, args = self._save_call(home, own, record, expected_version, audit, thread, outbox)
         async with self._session("save_run") as link:
             if not self._listings.known_ready:  # once per process: indexes of an older Troupe rebuilt
                 await self._listings.ready(link)
@@ -272,16 +274,14 @@ class RedisStore:
         if version == -1:
             raise DuplicateRunError(f"run {run_id} already exists", run_id=run_id)
         if not version:
-            raise StaleSnapshotError(
-                f"run {state.run_id} is not at version {expected_version}", run_id=state.run_id
-            )
+            raise StaleSnapshotError(f"run {run_id} is not at version {expected_version}", run_id=run_id)
         return version
 
     def _save_call(
         self,
         home: Keys,
         own: Keys,
-        state: RunState,
+        record: RunRecord,
         expected_version: int,
         audit: tuple[AuditEntry, ...],
         thread: ThreadAppend | None,
@@ -289,10 +289,10 @@ class RedisStore:
     ) -> tuple[list[str], list[str | float]]:
         """The keys and arguments of the save script: the run's compare-and-set with everything written
         in the same step (audit and thread appends, outbox entries, the listing indexes)."""
-        run_id = state.run_id
-        indexes = home.indexes(state)
+        run_id = record.run_id
+        indexes = home.indexes(record)
         appends = self._appends(home, run_id, audit, thread)
-        is_listed, of = change_of(state)
+        is_listed, of = change_of(record)
         keys = [
             home.run(run_id),
             own.home_of(run_id) if home is own else home.run(run_id),  # a first write's guard
@@ -306,7 +306,7 @@ class RedisStore:
         args: list[str | float] = [
             _token(),
             expected_version,
-            state.to_json(),
+            record.json,
             run_id,
             is_listed,
             of,

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import zlib
 
-from troupe.core.vocabulary.listing import IndexKey, index_keys
+from troupe.core.vocabulary.listing import IndexKey
+from troupe.core.vocabulary.run_record import RunRecord
 from troupe.core.vocabulary.state import RunState
-from troupe.core.vocabulary.store import expiry_timestamp, pause_timestamp
 
 # Enough that the shards' slots land on every master of a usual cluster; few enough that a listing,
 # which reads each shard, stays cheap. Fixed for a store's life: a thread's shard follows from it.
@@ -124,19 +124,17 @@ class Keys:
         """A decision link's record (``troupe.core.vocabulary.store.LinkRecord``)."""
         return f"{self.prefix}link:{link_id}"
 
-    def indexes(self, state: RunState) -> list[tuple[str, float]]:
+    def indexes(self, record: RunRecord) -> list[tuple[str, float]]:
         """The index keys a run belongs to, each with the run's score there."""
-        if state.status == "running":
-            return [(self.running(state.agent_id), 0.0)]
-        at = pause_timestamp(state)
+        if record.status == "running":
+            return [(self.running(record.agent_id), 0.0)]
+        at = record.paused_at
         # A finished run is in no listing; nor is a suspended one with nothing paused (as in MemoryStore).
-        keys = index_keys(state)
-        if not keys or at is None:
+        if not record.index_keys or at is None:
             return []
-        found = [(self.listing(key), -at) for key in keys]
-        expires = expiry_timestamp(state)
-        if expires is not None:
-            found.append((self.expiring(state.agent_id), expires))
+        found = [(self.listing(key), -at) for key in record.index_keys]
+        if record.expires_at is not None:
+            found.append((self.expiring(record.agent_id), record.expires_at))
         return found
 
 
@@ -167,9 +165,9 @@ class Layout:
     def of_thread(self, thread_id: str) -> Keys:
         return self._of(f"thread:{thread_id}")
 
-    def home(self, state: RunState) -> Keys:
+    def home(self, run: RunState | RunRecord) -> Keys:
         """Where the run lives."""
-        return self.own(state.run_id) if state.thread_id is None else self.of_thread(state.thread_id)
+        return self.own(run.run_id) if run.thread_id is None else self.of_thread(run.thread_id)
 
     def of_link(self, link_id: str) -> Keys:
         return self._of(f"link:{link_id}")

@@ -25,6 +25,7 @@ the index of every suspended run (``Listings.ready``); a marker key says it is d
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import math
 from typing import Any
@@ -37,9 +38,9 @@ from troupe.core.vocabulary.listing import (
     PausedPage,
     PausedQuery,
     Place,
-    listed,
     page_of,
 )
+from troupe.core.vocabulary.run_record import RunRecord
 from troupe.core.vocabulary.state import RunState
 from troupe.storage.redis_keys import Keys, Layout
 from troupe.storage.redis_link import Link
@@ -220,11 +221,15 @@ return ARGV[1]
 """
 
 
-def change_of(state: RunState) -> tuple[str, str]:
+def change_of(record: RunRecord) -> tuple[str, str]:
     """What a run's write records for the change log: whether it is listed, and its filters (JSON)."""
-    return "1" if listed(state) else "0", json.dumps(
-        [state.agent_id, state.resource_id, state.parent is None]
-    )
+    return "1" if record.listed else "0", _filters(record.agent_id, record.resource_id, record.top_level)
+
+
+@functools.lru_cache(maxsize=1024)
+def _filters(agent_id: str, resource_id: str | None, top_level: bool) -> str:
+    # A handful of values per agent: each is made once, not once per write.
+    return json.dumps([agent_id, resource_id, top_level])
 
 
 class Listings:
@@ -336,9 +341,9 @@ class Listings:
             versions = await link.script(VERSIONS)(keys=[shard.run(r) for r in ids])
             for run_id, raw, version in zip(ids, states, versions, strict=True):
                 if raw and version:
-                    state = RunState.from_json(raw)
-                    indexes = shard.indexes(state)
-                    is_listed, of = change_of(state)
+                    record = RunRecord.of(RunState.from_json(raw))
+                    indexes = shard.indexes(record)
+                    is_listed, of = change_of(record)
                     keys = [shard.run(run_id), *(key for key, _ in indexes)]
                     args = [version, run_id, is_listed, of, *(score for _, score in indexes)]
                     await link.script(REINDEX)(keys=keys, args=args)

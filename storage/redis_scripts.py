@@ -29,6 +29,17 @@ local function unindex(run_key, run_id)
     for _, index in ipairs(cjson.decode(recorded)) do redis.call('ZREM', index, run_id) end
   end
 end
+-- A write's own leaving of the indexes: only those the run was in (``recorded``, their JSON) and is in no
+-- more; ``put``'s ZADD moves its score in the ones it stays in. A write that keeps its indexes (most
+-- do: a running run stays in its agent's running set) removes nothing.
+local function leave_others(recorded, run_id, first_key)
+  if not recorded then return end
+  local now = {{}}
+  for i = first_key, #KEYS do now[KEYS[i]] = true end
+  for _, index in ipairs(cjson.decode(recorded)) do
+    if not now[index] then redis.call('ZREM', index, run_id) end
+  end
+end
 local function put(run_key, state, version, token, run_id, first_key, first_score, listed, of)
   local indexes = {{}}
   for i = first_key, #KEYS do
@@ -79,10 +90,13 @@ return {'', found[1], found[2]}
 SAVE = (
     _RUN_HELPERS
     + """
-local version = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
+-- Everything the write reads of the stored run, in one call (each call inside a script costs about
+-- what a whole SET does on the server).
+local stored = redis.call('HMGET', KEYS[1], 'version', 'write', 'listed', 'of', 'indexes')
+local version = tonumber(stored[1] or '0')
 local expected = tonumber(ARGV[2])
 if version ~= expected then
-  if version == expected + 1 and redis.call('HGET', KEYS[1], 'write') == ARGV[1] then return version end
+  if version == expected + 1 and stored[2] == ARGV[1] then return version end
   if expected == 0 then return -1 end
   return 0
 end
@@ -90,15 +104,14 @@ if version == 0 then
   if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
   if KEYS[2] ~= KEYS[1] and redis.call('EXISTS', KEYS[2]) == 1 then return -1 end
 end
-local was = redis.call('HMGET', KEYS[1], 'listed', 'of')
-unindex(KEYS[1], ARGV[4])
 local entries = tonumber(ARGV[7])
 local sends = tonumber(ARGV[8 + entries])
+leave_others(stored[5], ARGV[4], 6 + entries + sends)
 put(KEYS[1], ARGV[3], version + 1, ARGV[1], ARGV[4], 6 + entries + sends, 9 + entries + 2 * sends,
     ARGV[5], ARGV[6])
 -- Listed now: logged as it is now; taken out: as it was listed (what a reader filters on).
 if ARGV[5] == '1' then log(KEYS[3], ARGV[4], '1', ARGV[6])
-elseif was[1] == '1' then log(KEYS[3], ARGV[4], '0', was[2]) end
+elseif stored[3] == '1' then log(KEYS[3], ARGV[4], '0', stored[4]) end
 for i = 1, entries do redis.call('RPUSH', KEYS[3 + i], ARGV[7 + i]) end
 local due_key, run_outbox = KEYS[4 + entries], KEYS[5 + entries]
 for i = 1, sends do

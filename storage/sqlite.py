@@ -49,13 +49,8 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar, cast
 
 from troupe.core.vocabulary.errors import DuplicateRunError, StorageUnavailableError
-from troupe.core.vocabulary.listing import (
-    PausedChanges,
-    PausedPage,
-    PausedQuery,
-    listed,
-    pause_roles,
-)
+from troupe.core.vocabulary.listing import PausedChanges, PausedPage, PausedQuery
+from troupe.core.vocabulary.run_record import RunRecord, as_record
 from troupe.core.vocabulary.state import RunState
 from troupe.core.vocabulary.store import (
     AuditEntry,
@@ -65,8 +60,6 @@ from troupe.core.vocabulary.store import (
     StoredRun,
     SuspendedRunQuery,
     ThreadAppend,
-    expiry_timestamp,
-    pause_timestamp,
     suspended_runs,
 )
 from troupe.storage.private_file import create_private
@@ -445,7 +438,7 @@ class SqliteStore:
 
     # ---- runs ---------------------------------------------------------------------------------------
 
-    async def create_run(self, state: RunState) -> int:
+    async def create_run(self, state: RunState | RunRecord) -> int:
         return await self.save_run(state, expected_version=0)
 
     async def load_run(self, run_id: str) -> StoredRun | None:
@@ -457,7 +450,7 @@ class SqliteStore:
 
     async def save_run(
         self,
-        state: RunState,
+        state: RunState | RunRecord,
         *,
         expected_version: int,
         audit: tuple[AuditEntry, ...] = (),
@@ -465,24 +458,25 @@ class SqliteStore:
         outbox: tuple[OutboxEntry, ...] = (),
     ) -> int:
         version = expected_version + 1
-        row = _row(state, version)
+        record = as_record(state)
+        run_id = record.run_id
+        row = _row(record, version)
         entries = [(a.run_id, a.model_dump_json()) for a in audit]
-        roles = pause_roles(state) if listed(state) else []
 
         def update(conn: sqlite3.Connection) -> int:
             if expected_version == 0:
-                _insert_run(conn, state.run_id, row)
+                _insert_run(conn, run_id, row)
             else:
                 cursor = conn.execute(
                     "UPDATE runs SET agent_id=?, status=?, thread_id=?, resource_id=?, suspended_at=?, "
                     "version=?, body=?, expires_at=?, top=? WHERE run_id=? AND version=?",
-                    (*row[1:], state.run_id, expected_version),
+                    (*row[1:], run_id, expected_version),
                 )
                 if cursor.rowcount != 1:
                     raise StaleSnapshotError(
-                        f"run {state.run_id} is not at version {expected_version}", run_id=state.run_id
+                        f"run {run_id} is not at version {expected_version}", run_id=run_id
                     )
-            keep_roles(conn, state, roles, row[5])
+            keep_roles(conn, record)
             # Each statement costs its preparation even with nothing to insert: most writes have none.
             if entries:
                 conn.executemany("INSERT INTO audit (run_id, body) VALUES (?, ?)", entries)
@@ -783,18 +777,18 @@ def _write_outbox(conn: sqlite3.Connection, entry: OutboxEntry) -> None:
     )
 
 
-def _row(state: RunState, version: int) -> tuple[Any, ...]:
+def _row(record: RunRecord, version: int) -> tuple[Any, ...]:
     return (
-        state.run_id,
-        state.agent_id,
-        state.status,
-        state.thread_id,
-        state.resource_id,
-        pause_timestamp(state),
+        record.run_id,
+        record.agent_id,
+        record.status,
+        record.thread_id,
+        record.resource_id,
+        record.paused_at,
         version,
-        state.to_json(),
-        expiry_timestamp(state),
-        int(state.parent is None),
+        record.json,
+        record.expires_at,
+        int(record.top_level),
     )
 
 

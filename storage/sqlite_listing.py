@@ -41,6 +41,7 @@ from troupe.core.vocabulary.listing import (
     Place,
     page_of,
 )
+from troupe.core.vocabulary.run_record import RunRecord
 from troupe.core.vocabulary.state import RunState
 
 SCHEMA_VERSION = 2
@@ -234,15 +235,16 @@ def _migrate(conn: sqlite3.Connection) -> None:
 # ---- in a write ------------------------------------------------------------------------------------------
 
 
-def keep_roles(conn: sqlite3.Connection, state: RunState, roles: list[str], at: float | None) -> None:
-    """The run's rows in ``paused_roles``: its roles while it is listed (``roles``, as
+def keep_roles(conn: sqlite3.Connection, record: RunRecord) -> None:
+    """The run's rows in ``paused_roles``: its roles while it is listed (``record.roles``, as
     ``pause_roles`` gives them), none otherwise. In the run's write."""
-    conn.execute("DELETE FROM paused_roles WHERE run_id = ?", (state.run_id,))
-    if roles and at is not None:
+    conn.execute("DELETE FROM paused_roles WHERE run_id = ?", (record.run_id,))
+    at = record.paused_at
+    if record.roles and at is not None:
         conn.executemany(
             "INSERT INTO paused_roles (run_id, role, agent_id, resource_id, suspended_at) "
             "VALUES (?, ?, ?, ?, ?)",
-            [(state.run_id, role, state.agent_id, state.resource_id, at) for role in roles],
+            [(record.run_id, role, record.agent_id, record.resource_id, at) for role in record.roles],
         )
 
 

@@ -48,6 +48,7 @@ from troupe.core.vocabulary.requests import (
     Resume,
     StartRequest,
 )
+from troupe.core.vocabulary.run_record import RunRecord
 from troupe.core.vocabulary.state import CallStatus, RunState, utcnow
 from troupe.core.vocabulary.store import StaleSnapshotError, Store, ThreadAppend
 from troupe.core.vocabulary.tools import ToolThreads
@@ -97,7 +98,7 @@ class RunEngine:
             if first_write == "now":
                 run.version = await self.store.create_run(state)
             elif first_write == "ahead":
-                run.send_ahead(self.store.create_run(state.snapshot()))
+                run.send_ahead(self.store.create_run(RunRecord.of(state)))
         except BaseException:
             release()
             raise

@@ -39,7 +39,7 @@ from troupe.core.run.pauses import Pauses, open_pause_chunks
 from troupe.core.run.settings import RunSettings
 from troupe.core.run.stopping import Stopping
 from troupe.core.run.turn import model_turn
-from troupe.core.run.writes import RunWriter
+from troupe.core.run.writes import Prepared, RunWriter
 from troupe.core.tracing import span
 from troupe.core.vocabulary.errors import (
     DecisionPendingError,
@@ -286,27 +286,26 @@ class RunLoop:
         ahead: bool = False,
     ) -> None:
         """Write the run (with ``audit``), then delete the ``consumed`` subagent runs it now records.
-        ``ahead``: send the write and go on without waiting for it (see ``ActiveRun.send_ahead``); the
-        state is copied as it is now, so the run can change meanwhile."""
+        ``ahead``: send the write and go on without waiting for it (see ``ActiveRun.send_ahead``). Either
+        way the state is serialized here, once, as it is now (``RunWriter.prepare``): the run can change
+        meanwhile."""
         await run.wait_ahead()
         run.state.updated_at = utcnow()
+        write = self._write(run, self.writer.prepare(run.state, audit, events), thread, audit, consumed)
         if ahead:
-            run.send_ahead(self._write(run, run.state.snapshot(), thread, events, audit, consumed))
+            run.send_ahead(write)
         else:
-            run.version = await self._write(run, run.state, thread, events, audit, consumed)
+            run.version = await write
 
     async def _write(
         self,
         run: ActiveRun,
-        state: RunState,
+        prepared: Prepared,
         thread: ThreadAppend | None,
-        events: Sequence[Event],
         audit: tuple[AuditEntry, ...],
         consumed: Sequence[str],
     ) -> int:
-        version = await self.writer.save(
-            state, expected_version=run.version, audit=audit, thread=thread, events=events
-        )
+        version = await self.writer.write(prepared, expected_version=run.version, audit=audit, thread=thread)
         run.ran.clear()  # their results are in the run now
         for child in consumed:
             await self.store.delete_run(child)

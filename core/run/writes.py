@@ -9,10 +9,20 @@ about. The claim of a decision and every checkpoint of the loop write through he
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 from troupe.core.notifying.outbox import Event, Notifications, decision_event
+from troupe.core.vocabulary.run_record import RunRecord
 from troupe.core.vocabulary.state import RunState
 from troupe.core.vocabulary.store import AuditEntry, OutboxEntry, Store, ThreadAppend
+
+
+class Prepared(NamedTuple):
+    """A write taken at one moment: the run's record (its state serialized once) and the notifications
+    the write carries. Written later as it was taken, whatever the run has become meanwhile."""
+
+    record: RunRecord
+    outbox: tuple[OutboxEntry, ...]
 
 
 class RunWriter:
@@ -35,11 +45,31 @@ class RunWriter:
     ) -> int:
         """Compare-and-set the run on ``expected_version``, with its audit entries and, in the same
         atomic step, the notifications that they and ``events`` make; returns the new version."""
-        outbox = self.outbox(state, audit, events)
+        prepared = self.prepare(state, audit, events)
+        return await self.write(prepared, expected_version=expected_version, audit=audit, thread=thread)
+
+    def prepare(
+        self, state: RunState, audit: Sequence[AuditEntry] = (), events: Sequence[Event] = ()
+    ) -> Prepared:
+        """The write of ``state`` as it is now, with the notifications that ``audit`` and ``events``
+        make: the state is serialized here, once (``RunRecord``), and nothing of it is read again."""
+        return Prepared(RunRecord.of(state), self.outbox(state, audit, events))
+
+    async def write(
+        self,
+        prepared: Prepared,
+        *,
+        expected_version: int,
+        audit: tuple[AuditEntry, ...] = (),
+        thread: ThreadAppend | None = None,
+    ) -> int:
+        """Compare-and-set a prepared write on ``expected_version``, with ``audit`` and ``thread`` in the
+        same atomic step; returns the new version."""
+        outbox = prepared.outbox
         # Only when there is something to send, so a store written to the older protocol keeps working.
         extra: dict[str, tuple[OutboxEntry, ...]] = {"outbox": outbox} if outbox else {}
         version = await self.store.save_run(
-            state, expected_version=expected_version, audit=audit, thread=thread, **extra
+            prepared.record, expected_version=expected_version, audit=audit, thread=thread, **extra
         )
         if outbox:
             self.on_outbox()
@@ -67,4 +97,4 @@ class RunWriter:
         return notifications.entries([*events, *decided])
 
 
-__all__ = ["RunWriter"]
+__all__ = ["Prepared", "RunWriter"]

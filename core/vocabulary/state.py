@@ -267,12 +267,6 @@ class RunState(_Model):
     def to_json(self) -> str:
         return self.model_dump_json()
 
-    def snapshot(self) -> RunState:
-        """A copy that shares nothing with this state, made through its JSON form: the copy is what the
-        store would give back, and it costs a third of ``model_copy(deep=True)``, whose deepcopy walks
-        every nested model (a write sent ahead takes one per step)."""
-        return type(self).model_validate_json(self.to_json())
-
     def stop_waiting(self) -> None:
         """The paused run is taken up again: the time it waited for people is added to ``waited_s``
         (it does not count against ``max_duration_s`` unless ``duration_counts_waiting``)."""

@@ -24,6 +24,7 @@ from troupe.core.vocabulary.listing import (
     PausedQuery,
     page_window,
 )
+from troupe.core.vocabulary.run_record import RunRecord, expiry_timestamp, pause_timestamp
 from troupe.core.vocabulary.state import RunState, utcnow
 
 
@@ -229,23 +230,11 @@ class SuspendedRunQuery:
         return not (self.to_date is not None and at > self.to_date)
 
 
-def pause_timestamp(state: RunState) -> float | None:
-    """When the run started waiting for a human (epoch seconds), the key the suspended index sorts by."""
-    at = state.suspended_at
-    return at.timestamp() if at is not None else None
-
-
-def expiry_timestamp(state: RunState) -> float | None:
-    """When the run's first open pause expires (epoch seconds), the key the expiry index sorts by."""
-    at = state.expires_at
-    return at.timestamp() if at is not None else None
-
-
 @runtime_checkable
 class Store(Protocol):
     """Async storage for run snapshots, the decision audit log and conversation threads."""
 
-    async def create_run(self, state: RunState) -> int:
+    async def create_run(self, state: RunState | RunRecord) -> int:
         """Store a new run at version 1; ``DuplicateRunError`` if its id exists. The same as
         ``save_run(state, expected_version=0)``."""
         ...
@@ -256,7 +245,7 @@ class Store(Protocol):
 
     async def save_run(
         self,
-        state: RunState,
+        state: RunState | RunRecord,
         *,
         expected_version: int,
         audit: tuple[AuditEntry, ...] = (),
@@ -267,7 +256,13 @@ class Store(Protocol):
         ``audit`` and ``thread`` and adding the ``outbox`` entries (an id already there is kept as it is)
         in the same atomic step. Returns the new version. ``expected_version=0`` is a run's first write: it
         stores the run at version 1 with all of the above (``DuplicateRunError`` if its id is taken, by a
-        run or by a finished run's tombstone)."""
+        run or by a finished run's tombstone).
+
+        ``state`` is the run's state, or its ``RunRecord``: the state serialized once by the caller, in
+        the form the store keeps, with the fields the store files it under. Given a record, the store
+        writes exactly its JSON and files it by its fields (it never reads the live state, which may have
+        moved on since: a write sent ahead); given a state, it takes the record itself. Either way what is
+        stored reads back (``load_run``) as the state was when its record was taken."""
         ...
 
     async def delete_run(
@@ -434,6 +429,7 @@ __all__ = [
     "AuditEntry",
     "LinkRecord",
     "OutboxEntry",
+    "RunRecord",
     "StaleSnapshotError",
     "Store",
     "StoredRun",
