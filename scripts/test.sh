@@ -12,8 +12,11 @@ bash scripts/setup.sh --system
 # The documentation site builds with no warning: every page in the nav, every link and anchor, every
 # included example file, the API reference rendered from the code (mkdocs.yml, docs/).
 NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --site-dir .build/site  # not --quiet: it hides the warnings --strict counts
-.venv/bin/python -m pytest "$@"
+# Two workers (pytest-xdist): most tests wait on processes, sockets and Ray rather than the CPU, so the
+# suite takes about half as long; tests bound to fixed ports run one after another on one worker
+# (tests/conftest.py), and each worker starts its own Ray.
+.venv/bin/python -m pytest -n 2 --dist loadgroup "$@"
 # The Ray tests of approval, supervision and recovery once more with every actor call a plain Ray call
 # (the way calls between nodes go), so both transports are held to the same behaviour.
-TROUPE_ACTOR_CHANNEL=0 .venv/bin/python -m pytest "$@" -k "not local" tests/test_approval.py \
+TROUPE_ACTOR_CHANNEL=0 .venv/bin/python -m pytest -n 2 "$@" -k "not local" tests/test_approval.py \
     tests/test_supervisor.py tests/test_recovery.py tests/test_delegated_durability.py
