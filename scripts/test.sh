@@ -13,10 +13,11 @@ bash scripts/setup.sh --system
 # included example file, the API reference rendered from the code (mkdocs.yml, docs/).
 NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --site-dir .build/site  # not --quiet: it hides the warnings --strict counts
 # Two workers (pytest-xdist): most tests wait on processes, sockets and Ray rather than the CPU, so the
-# suite takes about half as long; tests bound to fixed ports run one after another on one worker
-# (tests/conftest.py), and each worker starts its own Ray.
-.venv/bin/python -m pytest -n 2 --dist loadgroup "$@"
+# suite takes about half as long. Each worker starts its own Ray and takes whole files (a module's
+# fixtures are made once); only tests/test_readme_blocks.py binds fixed ports, and the virtualenvs and
+# wheel builds of tests/installs.py are locked.
+.venv/bin/python -m pytest -n 2 --dist loadfile "$@"
 # The Ray tests of approval, supervision and recovery once more with every actor call a plain Ray call
 # (the way calls between nodes go), so both transports are held to the same behaviour.
-TROUPE_ACTOR_CHANNEL=0 .venv/bin/python -m pytest -n 2 "$@" -k "not local" tests/test_approval.py \
+TROUPE_ACTOR_CHANNEL=0 .venv/bin/python -m pytest -n 2 --dist loadfile "$@" -k "not local" tests/test_approval.py \
     tests/test_supervisor.py tests/test_recovery.py tests/test_delegated_durability.py

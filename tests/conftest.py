@@ -53,24 +53,6 @@ def calls(tmp_path: Path) -> CallLog:
 RuntimeFactory = Callable[..., Runtime]
 
 
-# Tests that bind fixed ports (the README's and the docs' walk-throughs: 8000-8003, 6379, 6399, 8265) or
-# start Ray clusters of their own: under pytest-xdist (scripts/test.sh runs two workers) they run one
-# after another on one worker, never beside each other.
-_ONE_AT_A_TIME = {
-    "test_readme_blocks.py",
-    "test_docs_examples.py",
-    "test_cluster_job.py",
-    "test_ray_cluster.py",
-    "test_ray_auth.py",
-}
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.path.name in _ONE_AT_A_TIME:
-            item.add_marker(pytest.mark.xdist_group("fixed-ports"))
-
-
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     """The suite never skips: every component (redis-server, Ray, Chromium, npm) is installed where it

@@ -8,11 +8,14 @@ second run reuses them; a new machine (CI) builds them once. The wheel is always
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from importlib.metadata import version
 from pathlib import Path
 
@@ -47,7 +50,8 @@ def _run(*args: str | Path, cwd: Path | None = None) -> str:
 def build_wheel(dest: Path) -> Path:
     """Build Troupe's wheel from the working tree into ``dest``."""
     dest.mkdir(parents=True, exist_ok=True)
-    _run(sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", dest, ROOT)
+    with _locked("build"):  # setuptools builds in the tree (build/, *.egg-info): one build at a time
+        _run(sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", dest, ROOT)
     [wheel] = dest.glob("troupe_runtime-*.whl")
     return wheel
 
@@ -57,14 +61,29 @@ def _venv(name: str, key: str, *requirements: str) -> Path:
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
     path = VENVS / f"{name}-{digest}"
     python = path / "bin" / "python"
-    if not (path / ".complete").exists():
-        shutil.rmtree(path, ignore_errors=True)
-        _run(sys.executable, "-m", "venv", path)
-        _run(python, "-m", "pip", "install", "--quiet", "--upgrade", "pip")
-        if requirements:
-            _run(python, "-m", "pip", "install", "--quiet", *requirements)
-        (path / ".complete").touch()
+    # Another test process (an xdist worker, a second session) may be making the same one: one makes
+    # it, the others wait and reuse it.
+    with _locked(path.name):
+        if not (path / ".complete").exists():
+            shutil.rmtree(path, ignore_errors=True)
+            _run(sys.executable, "-m", "venv", path)
+            _run(python, "-m", "pip", "install", "--quiet", "--upgrade", "pip")
+            if requirements:
+                _run(python, "-m", "pip", "install", "--quiet", *requirements)
+            (path / ".complete").touch()
     return path
+
+
+@contextlib.contextmanager
+def _locked(name: str) -> Iterator[None]:
+    """Held by one test process at a time (a lock file under ``.build/venvs``)."""
+    VENVS.mkdir(parents=True, exist_ok=True)
+    with (VENVS / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
 
 
 def plain_ray_venv() -> Path:
