@@ -900,12 +900,13 @@ MUTANTS += [
     Mutant(
         "a2a-answer-claim-overwrites",
         "actors/a2a/proxy_run.py",
-        "        except StaleSnapshotError:\n            raise DecisionConflictError(\n",
+        "        except StaleSnapshotError:\n            now = await self.store.load_run(state.run_id)\n",
         # A claim that lost the race writes over the winner's: two deciders at once both send an answer.
         "        except StaleSnapshotError:\n"
         "            stored = await self.store.load_run(state.run_id)\n"
         "            self.version = await self.store.save_run(state, expected_version=stored.version)\n"
-        "            if False:\n                raise DecisionConflictError(\n",
+        "            return await self._sent(message, before)\n"
+        "            now = await self.store.load_run(state.run_id)\n",
         (f"{A2A_REMOTE}::test_two_processes_deciding_at_once_send_one_answer",),
     ),
     Mutant(

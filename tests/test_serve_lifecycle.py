@@ -123,6 +123,10 @@ def test_a_sigterm_to_the_process_group_ends_serve_on_its_own_ray_in_seconds(tmp
         served.wait_ready({}, timeout=120)
         ray_processes = psutil.Process(served.process.pid).children(recursive=True)
         assert any(p.name() == "gcs_server" for p in ray_processes), "serve started its own Ray"
+        # Each leads a group of its own, so the signal below reaches serve alone, which ends them in
+        # order (a Ray process in serve's group dies of the signal first, whatever shutdown then does).
+        in_its_group = [p.name() for p in ray_processes if _group_of(p.pid) == served.process.pid]
+        assert in_its_group == [], f"Ray processes in serve's process group: {in_its_group}"
         started = time.monotonic()
         os.killpg(served.process.pid, signal.SIGTERM)
         code = served.process.wait(SIGTERM_S * 4)  # past the ceiling it fails below, with the time it took
@@ -138,6 +142,13 @@ def test_a_sigterm_to_the_process_group_ends_serve_on_its_own_ray_in_seconds(tmp
     _, alive = psutil.wait_procs(ray_processes, timeout=10)
     assert alive == [], f"left behind: {[(p.pid, p.name()) for p in alive]}"
     assert "troupe: starting Ray (usually 5-15 s)...\n" in output and "\r" not in output, output
+
+
+def _group_of(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:  # a short-lived worker gone meanwhile
+        return None
 
 
 def _nobody_listens() -> str:
