@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
+from troupe.core.run import late_results
 
 from troupe import Agent, Runtime, SqliteStore, create_tool
-from troupe.errors import RunTakenOverError, ToolCallInDoubtError
+from troupe.errors import RunTakenOverError, ToolCallCompletedError, ToolCallInDoubtError
 from troupe.testing import CallLog, FunctionModel, text, tool_call
 
 
@@ -116,3 +117,48 @@ async def _finished(runtime: Runtime, run_id: str) -> list[Any]:
     assert "completed" in kinds, kinds
     told = [e for e in await store.list_audit(run_id) if e.kind == "completed"]
     return [e.result for e in told]
+
+
+async def test_a_decision_after_the_deadline_on_a_call_whose_outcome_was_recorded_does_not_run_it_again(
+    tmp_path: Path,
+):
+    """The first host recorded its tool's outcome in the audit log and died before it could take the
+    run back; the call's deadline has passed, so a person may decide it on the host that took over. The
+    decision finds the recorded outcome: the tool is not run again, the decider is told, and the run goes
+    on with that result."""
+    ledger, gate, db = CallLog(tmp_path / "ledger.jsonl"), asyncio.Event(), tmp_path / "t.db"
+    first = Runtime([paying_agent(ledger, gate)], storage=SqliteStore(db), executor="local")
+    second = Runtime(
+        [paying_agent(ledger, None)],
+        storage=SqliteStore(db),
+        executor="local",
+        in_doubt_default_s=0,  # the deadline is when the call started: passed already
+        in_doubt_margin_s=0,
+    )
+    approving = None
+    try:
+        agent_a, agent_b = first.get_agent("ops"), second.get_agent("ops")
+        paused = await agent_a.generate("pay the vendor")
+        owner = first.handle("ops").host.owner  # type: ignore[attr-defined]
+        approving = asyncio.create_task(agent_a.approve_tool_call_generate(run_id=paused.run_id))
+        await asyncio.wait_for(_until(lambda: gate._waiters), 30)  # the tool is running on the first host
+        await _take_over(second, paused.run_id, owner)
+        # What the first host writes when its tool ends (the payment went out there), before it dies.
+        stored = await second.store().load_run(paused.run_id)
+        assert stored is not None
+        ran = stored.state.calls[0].model_copy(deep=True)
+        ran.output, ran.is_error = {"paid": 10, "to": "vendor"}, False
+        await late_results.append(second.store(), stored.state, [ran])
+
+        with pytest.raises(ToolCallCompletedError) as told:  # the decider hears it, and why
+            await agent_b.approve_tool_call_generate(run_id=paused.run_id)
+        assert told.value.details["result"] == {"paid": 10, "to": "vendor"}
+        finished = await _finished(second, paused.run_id)  # the run goes on with the recorded result
+        assert ledger.count("pay") == 0, "the recorded payment was made again"
+        assert finished == [{"paid": 10, "to": "vendor"}]
+    finally:
+        if approving is not None:
+            approving.cancel()
+            await asyncio.gather(approving, return_exceptions=True)
+        await first.shutdown()
+        await second.shutdown()
