@@ -155,14 +155,7 @@ class A2AHandle(AgentHandle):
                 await self._run(state, stored.version).cancel(cancellation, request.surface)
             except StaleSnapshotError:
                 continue
-            return CancelledRun(
-                run_id=state.run_id,
-                agent_id=self.agent_id,
-                reason=cancellation.reason,
-                cancelled_by=cancellation.who,
-                cancelled_at=cancellation.at,
-                was=was,
-            )
+            return CancelledRun.of(state.run_id, self.agent_id, cancellation, was)
         raise StaleSnapshotError(f"run {request.run_id} kept changing while it was being cancelled; retry")
 
     async def generate(self, request: StartRequest) -> RunResult:

@@ -93,14 +93,7 @@ class Cancels:
             return None
         if state.parent is None:
             decision_log.cancelled(entries[0])
-        answer = CancelledRun(
-            run_id=state.run_id,
-            agent_id=state.agent_id,
-            reason=cancellation.reason,
-            cancelled_by=cancellation.who,
-            cancelled_at=cancellation.at,
-            was=was,
-        )
+        answer = CancelledRun.of(state.run_id, state.agent_id, cancellation, was)
         return CancelRecorded(answer, cancellation, taken)
 
     async def _check(self, state: RunState, request: CancelRequest) -> None:
@@ -174,14 +167,7 @@ def _repeated(request: CancelRequest, agent_id: str, cancel: Cancellation | None
     mine = request.canceller.id if request.canceller is not None else None
     if mine != (cancel.by.id if cancel.by is not None else None):
         return None
-    answer = CancelledRun(
-        run_id=request.run_id,
-        agent_id=agent_id,
-        reason=cancel.reason,
-        cancelled_by=cancel.who,
-        cancelled_at=cancel.at,
-        was="cancelled",
-    )
+    answer = CancelledRun.of(request.run_id, agent_id, cancel, "cancelled")
     return CancelRecorded(answer, cancel, taken=False)
 
 

@@ -13,7 +13,7 @@ from typing import Any, Literal, Protocol
 
 from troupe.core.vocabulary.chunks import Chunk
 from troupe.core.vocabulary.identity import Principal
-from troupe.core.vocabulary.state import ParentLink
+from troupe.core.vocabulary.state import Cancellation, ParentLink
 
 
 @dataclass(frozen=True)
@@ -114,6 +114,18 @@ class CancelledRun:
     cancelled_at: datetime
     # Where the run stood when it was cancelled: "running" or "suspended".
     was: str
+
+    @classmethod
+    def of(cls, run_id: str, agent_id: str, cancellation: Cancellation, was: str) -> CancelledRun:
+        """The answer for ``cancellation``, as it was recorded in run ``run_id``."""
+        return cls(
+            run_id=run_id,
+            agent_id=agent_id,
+            reason=cancellation.reason,
+            cancelled_by=cancellation.who,
+            cancelled_at=cancellation.at,
+            was=was,
+        )
 
 
 ChunkBatches = AsyncIterator[list[Chunk]]
