@@ -157,15 +157,16 @@ async def subagent_out_of_reach(url: str, work: Path, cluster: Cluster) -> None:
         cluster.remove_node(spare)
         try:
             await sup.approve_tool_call_generate(run_id=paused.run_id, tool_call_id="d1")
-            raised = None
+            raised, message = None, ""
         except TroupeError as exc:
-            raised = exc.code
+            raised, message = exc.code, f"{type(exc).__name__}: {exc}"
         top = await store.load_run(paused.run_id)
         child = await store.load_run(child_run_id(paused.run_id, "d1"))
         decided = top.state.call("d1") if top is not None else None
         report(
             "out-of-reach",
             raised=raised,
+            message=message,
             top_status=top.state.status if top is not None else None,
             top_decision=decided.decision.kind if decided and decided.decision else None,
             child_status=child.state.status if child is not None else None,

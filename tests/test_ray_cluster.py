@@ -56,7 +56,8 @@ def test_an_agent_with_two_replicas_on_two_nodes_survives_losing_one(observed):
 
 def test_a_subagent_no_node_can_hold_gets_the_decision_accepted_and_pending(observed):
     pending = observed["out-of-reach"]
-    assert pending["raised"] == "AGENT_DECISION_PENDING", "not the same pause as if nothing happened"
+    # The message says which failure reached the caller if it was another (seen once under heavy load).
+    assert pending["raised"] == "AGENT_DECISION_PENDING", pending["message"]
     assert pending["top_status"] == "running", "the run stays in flight, to be delivered later"
     assert pending["top_decision"] == "approved", "the decision is durable at the top"
     assert pending["child_status"] == "suspended"
