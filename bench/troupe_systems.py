@@ -17,6 +17,7 @@ from bench_common import path_bytes, redis_pid, redis_used
 from harness import FINAL_TEXT, System
 from raw_writes import raw_writer
 from suspended_scale import host_stats
+from troupe.core.vocabulary.listing import MAX_PER_PAGE
 
 from troupe import Runtime
 
@@ -127,8 +128,16 @@ class TroupeSystem(System):
         assert done.text == FINAL_TEXT, done.text
 
     async def list_paused(self) -> list[Any]:
-        listed = await self.agent.list_suspended_runs()
-        return [(run.run_id, run.pending[0].tool_call_id) for run in listed.runs]
+        """Every paused run, page after page (the largest page, following its cursor): a listing is paged
+        since issue 42, and its first page alone holds 100 runs."""
+        tokens: list[Any] = []
+        cursor = None
+        while True:
+            listed = await self.agent.list_suspended_runs(per_page=MAX_PER_PAGE, cursor=cursor)
+            tokens += [(run.run_id, run.pending[0].tool_call_id) for run in listed.runs]
+            cursor = listed.next_cursor
+            if cursor is None:
+                return tokens
 
     async def w1_parts(self) -> dict[str, Any]:
         """What a W1 cycle is made of, measured right after its timed cycles: the actor calls one cycle
