@@ -1,8 +1,8 @@
 """Troupe against the peers users would pick instead, on the same scripted workloads, in one run.
 
-    python bench/run_all.py                 # full, on 2 cores about 20 min before W1-300ms and W3-fsync
-                                            # came (roughly 25 min more by estimate): W3 at 200 everywhere
-                                            # and at 20,000 on the Troupe rows (--w3-large-systems)
+    python bench/run_all.py                 # full: 52 min on 2 cores (2026-12-07); W3 at 200 everywhere
+                                            # and at 20,000 on the Troupe rows (--w3-large-systems), and
+                                            # the scale workload up to 100,000 runs waiting
     python bench/run_all.py --quick         # about 11 min here: fewer cycles and runs
     python bench/run_all.py --systems troupe-ray-sqlite-full,langgraph-sqlite --workloads w1,w4
 
