@@ -182,6 +182,13 @@ MUTANTS = [
         ("tests/test_late_results.py",),
     ),
     Mutant(
+        "late-outcome-written-into-the-live-call",
+        "core/run/late_results.py",
+        "        ran = ToolCallState.model_validate_json(call.model_dump_json())\n",
+        "        ran = call\n",
+        ("tests/test_late_results.py",),
+    ),
+    Mutant(
         "decision-reruns-a-late-completed-call",
         "core/run/claim.py",
         "        if applied.target.pause.interrupted:\n",

@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 from troupe.core.run import late_results
+from troupe.core.vocabulary.state import CallStatus, RunState, ToolCallState
 
-from troupe import Agent, Runtime, SqliteStore, create_tool
+from troupe import Agent, MemoryStore, Runtime, SqliteStore, create_tool
 from troupe.errors import RunTakenOverError, ToolCallCompletedError, ToolCallInDoubtError
 from troupe.testing import CallLog, FunctionModel, text, tool_call
 
@@ -162,3 +163,27 @@ async def test_a_decision_after_the_deadline_on_a_call_whose_outcome_was_recorde
             await asyncio.gather(approving, return_exceptions=True)
         await first.shutdown()
         await second.shutdown()
+
+
+async def test_a_late_outcome_is_recorded_from_the_call_as_it_ran_and_never_reaches_the_live_call():
+    """A sync tool's thread outlives its call (a timeout, a stop): the run goes on with the call's error
+    while the thread runs. What the thread returns later is recorded from the copy taken when the call
+    started, and the live call, which the model is told about, keeps what the run gave it."""
+    store = MemoryStore()
+    recorder = late_results.LateOutcomes(store)
+    state = RunState(run_id="r1", agent_id="ops")
+    call = ToolCallState(
+        tool_call_id="c1", tool_name="work", args={"name": "job-1"}, status=CallStatus.RUNNING
+    )
+    arrived = recorder.later(state, call, lambda: "the call had timed out after 0.5 s")
+
+    # Meanwhile the call timed out, and the run went on with that (its args edited for the record).
+    call.output, call.is_error, call.status = {"error": "timed out"}, True, CallStatus.DONE
+    call.exec_args = {"name": "changed after the call started"}
+    arrived({"done": "job-1"}, None)
+    await recorder.drain()
+
+    assert (call.output, call.is_error) == ({"error": "timed out"}, True), "the late outcome reached the run"
+    [late] = [e for e in await store.list_audit("r1") if e.kind == "completed"]
+    assert (late.result, late.is_error, late.args) == ({"done": "job-1"}, False, {"name": "job-1"})
+    assert late.reason == "the call had timed out after 0.5 s"
