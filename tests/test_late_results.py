@@ -45,6 +45,17 @@ def paying_agent(ledger: CallLog, gate: asyncio.Event | None) -> Agent:
     return Agent("ops", model=FunctionModel(turn), tools=[tool])
 
 
+async def _approved_and_running(first: Runtime, gate: asyncio.Event) -> tuple[Any, str, asyncio.Task[Any]]:
+    """A run paused and approved on the first runtime's host, whose tool is now running there (held by
+    ``gate``): the run, that host's owner id, and the approval's task."""
+    agent = first.get_agent("ops")
+    paused = await agent.generate("pay the vendor")
+    owner = first.handle("ops").host.owner  # type: ignore[attr-defined]
+    approving = asyncio.create_task(agent.approve_tool_call_generate(run_id=paused.run_id))
+    await asyncio.wait_for(_until(lambda: gate._waiters), 30)
+    return paused, owner, approving
+
+
 async def _take_over(second: Runtime, run_id: str, owner: str) -> None:
     """What the second runtime's reconciler does once the first host's lease has run out."""
     host = second.handle("ops").host  # type: ignore[attr-defined]
@@ -59,11 +70,8 @@ async def test_a_tool_that_finishes_after_a_takeover_keeps_its_result(tmp_path: 
     first = Runtime([paying_agent(ledger, gate)], storage=SqliteStore(db), executor="local")
     second = Runtime([paying_agent(ledger, None)], storage=SqliteStore(db), executor="local")
     try:
-        agent_a, agent_b = first.get_agent("ops"), second.get_agent("ops")
-        paused = await agent_a.generate("pay the vendor")
-        owner = first.handle("ops").host.owner  # type: ignore[attr-defined]
-        approving = asyncio.create_task(agent_a.approve_tool_call_generate(run_id=paused.run_id))
-        await asyncio.wait_for(_until(lambda: gate._waiters), 30)  # the tool is running on the first host
+        agent_b = second.get_agent("ops")
+        paused, owner, approving = await _approved_and_running(first, gate)
 
         if order == "tool-finishes-after-the-takeover":
             await _take_over(second, paused.run_id, owner)  # the call is asked about again, in doubt
@@ -138,11 +146,8 @@ async def test_a_decision_after_the_deadline_on_a_call_whose_outcome_was_recorde
     )
     approving = None
     try:
-        agent_a, agent_b = first.get_agent("ops"), second.get_agent("ops")
-        paused = await agent_a.generate("pay the vendor")
-        owner = first.handle("ops").host.owner  # type: ignore[attr-defined]
-        approving = asyncio.create_task(agent_a.approve_tool_call_generate(run_id=paused.run_id))
-        await asyncio.wait_for(_until(lambda: gate._waiters), 30)  # the tool is running on the first host
+        agent_b = second.get_agent("ops")
+        paused, owner, approving = await _approved_and_running(first, gate)
         await _take_over(second, paused.run_id, owner)
         # What the first host writes when its tool ends (the payment went out there), before it dies.
         stored = await second.store().load_run(paused.run_id)
