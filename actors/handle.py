@@ -12,16 +12,18 @@ import itertools
 import logging
 import random
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, Self
 
 from troupe.actors.host import AgentHost, Batch
 from troupe.actors.remote import RayActor, RayActorError
+from troupe.core.vocabulary.chunks import Chunk
 from troupe.core.vocabulary.errors import (
     AgentUnavailableError,
     DecisionConflictError,
     ToolCallNotSuspendedError,
 )
 from troupe.core.vocabulary.requests import (
+    CallerPulledBatches,
     CancelledRun,
     CancelRequest,
     ChunkBatches,
@@ -42,19 +44,37 @@ RAY_LINGER_S = 0.010
 Fetch = Callable[[str], Awaitable[Batch]]
 
 
-def _batches(first: Batch, fetch: Fetch) -> ChunkBatches:
-    """The first batch (already taken, so the host accepted the operation), then the rest as they come."""
+class _Batches:
+    """The first batch (already taken, so the host accepted the operation), then the rest as they come.
 
-    async def chain() -> ChunkBatches:
-        batch = first
-        while True:
-            if batch.chunks:
-                yield batch.chunks
+    Moves on only once ``fetch`` has returned: a pull cancelled while it waits leaves it where it was.
+    """
+
+    def __init__(self, first: Batch, fetch: Fetch) -> None:
+        self._batch: Batch | None = first
+        self._fetch = fetch
+        self._given = False  # whether ``_batch``'s chunks were handed out
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> list[Chunk]:
+        while self._batch is not None:
+            batch = self._batch
+            if not self._given:
+                self._given = True
+                if batch.chunks:
+                    return batch.chunks
             if batch.done:
-                return
-            batch = await fetch(batch.op_id)
+                self._batch = None
+                break
+            self._batch, self._given = await self._fetch(batch.op_id), False
+        raise StopAsyncIteration
 
-    return chain()
+
+class _HostBatches(_Batches, CallerPulledBatches):
+    """Batches of a host in this process: its outbox keeps what is not read yet, and its ``next_batch``
+    takes chunks only once it returns, so a reader may pull them in its own task."""
 
 
 class AgentHandle(abc.ABC):
@@ -103,14 +123,14 @@ class LocalHandle(AgentHandle):
         self.agent_id = host.spec.id
 
     async def start(self, request: StartRequest) -> ChunkBatches:
-        return _batches(await self.host.open_start(request), self.host.next_batch)
+        return _HostBatches(await self.host.open_start(request), self.host.next_batch)
 
     async def decide(self, request: DecideRequest) -> ChunkBatches:
-        return _batches(await self.host.open_decision(request), self.host.next_batch)
+        return _HostBatches(await self.host.open_decision(request), self.host.next_batch)
 
     async def attach(self, run_id: str) -> ChunkBatches | None:
         first = await self.host.attach(run_id)
-        return None if first is None else _batches(first, self.host.next_batch)
+        return None if first is None else _HostBatches(first, self.host.next_batch)
 
     async def generate(self, request: StartRequest) -> RunResult:
         return await self.host.generate_start(request)
@@ -200,7 +220,7 @@ class RayHandle(AgentHandle):
         return None if found is None else self._stream(*found)
 
     def _stream(self, first: Batch, actor: RayActor) -> ChunkBatches:
-        return _batches(first, _Follow(self, actor).next)
+        return _Batches(first, _Follow(self, actor).next)
 
     async def _attach(self, run_id: str) -> tuple[Batch, RayActor] | None:
         """Follow ``run_id`` on the replica that can: the one driving it, else any (which recovers it

@@ -343,6 +343,22 @@ MUTANTS = [
         "    if expires_at is not None and False:",
         ("tests/test_expiry.py",),
     ),
+    # ---- reading a stream in the reader's task ------------------------------------------------------------
+    Mutant(
+        "stream-batches-forgotten-by-a-cancelled-pull",
+        "actors/handle.py",
+        "            self._batch, self._given = await self._fetch(batch.op_id), False\n",
+        "            self._batch = None\n"
+        "            self._batch, self._given = await self._fetch(batch.op_id), False\n",
+        ("tests/test_stream_reading.py",),
+    ),
+    Mutant(
+        "stream-of-this-process-pulled-by-a-task",
+        "core/vocabulary/stream.py",
+        "        if not isinstance(batches, CallerPulledBatches):\n",
+        "        if True:\n",
+        ("tests/test_stream_reading.py",),
+    ),
 ]
 
 

@@ -6,10 +6,11 @@ These travel to Ray actors, so they are plain picklable dataclasses. ``AgentPort
 
 from __future__ import annotations
 
+import abc
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, Self
 
 from troupe.core.vocabulary.chunks import Chunk
 from troupe.core.vocabulary.identity import Principal
@@ -131,6 +132,20 @@ class CancelledRun:
 ChunkBatches = AsyncIterator[list[Chunk]]
 
 
+class CallerPulledBatches(abc.ABC):
+    """Chunk batches that whoever reads them may pull in their own task: their operation goes on
+    whether or not anyone pulls (an in-process host's outbox keeps its chunks), and a pull cancelled
+    midway loses nothing (the next pull gets what it would have). ``AgentStream`` reads these without a
+    task of its own, which saves the hand-offs between two tasks on every batch."""
+
+    def __aiter__(self) -> Self:
+        return self
+
+    @abc.abstractmethod
+    async def __anext__(self) -> list[Chunk]:
+        """The next batch; ``StopAsyncIteration`` once the operation has ended and all was read."""
+
+
 class AgentPort(Protocol):
     """Opens operations on one agent. Both methods return once the operation has been accepted
     (errors such as an unknown run or a conflicting decision are raised here), then stream chunks."""
@@ -152,6 +167,7 @@ class AgentPort(Protocol):
 __all__ = [
     "AgentPort",
     "Approve",
+    "CallerPulledBatches",
     "Cancel",
     "CancelRequest",
     "CancelledRun",

@@ -1,8 +1,12 @@
 """``AgentStream``: the caller's view of one operation's chunks.
 
-Chunks are pulled from the host as they come (in batches) into a buffer, whether or not anyone reads
-them; ``full_stream`` and ``text_stream`` each replay that buffer from the start, so either can be read on
-its own, and ``result()`` waits for the end and folds it into a ``RunResult``.
+Chunks come from the host in batches into a buffer; ``full_stream`` and ``text_stream`` each replay that
+buffer from the start, so either can be read on its own, and ``result()`` waits for the end and folds it
+into a ``RunResult``. Batches from another process (an actor, an HTTP server) are pulled by a task of
+their own as they come, whether or not anyone reads them, so a slow reader never holds up the link.
+Batches from a host in this process (``CallerPulledBatches``) are pulled by the readers themselves when
+they run out: the host's outbox keeps what nobody has read yet, and a pull in the reader's own task
+saves the two hand-offs between tasks that each batch costs otherwise.
 """
 
 from __future__ import annotations
@@ -11,16 +15,16 @@ import asyncio
 from collections.abc import AsyncIterator
 
 from troupe.core.vocabulary.chunks import Chunk
-from troupe.core.vocabulary.requests import ChunkBatches
+from troupe.core.vocabulary.requests import CallerPulledBatches, ChunkBatches
 from troupe.core.vocabulary.results import ResultBuilder, RunResult
 
 
 class AgentStream:
     """One operation of a run as it goes: what ``stream()`` and the decision methods return.
 
-    Chunks are gathered as they come, whether or not anyone reads them; ``full_stream`` and
-    ``text_stream`` each replay them from the start, so either can be read on its own, and ``result()``
-    waits for the end. Made by the run methods, not by hand.
+    ``full_stream`` and ``text_stream`` each replay the operation's chunks from the start, so either can
+    be read on its own, and ``result()`` waits for the end. The operation goes on whether or not anyone
+    reads. Made by the run methods, not by hand.
 
     Args:
         run_id: The run's id.
@@ -42,7 +46,13 @@ class AgentStream:
         self._done = False
         self._error: BaseException | None = None
         self._grew = asyncio.Event()
-        self._pump = asyncio.get_running_loop().create_task(self._pull(batches))
+        self._batches = batches
+        self._pulling = False
+        # From another process, a task of its own takes every batch as it comes; from this one, the
+        # readers take them when they need them (see the module's docstring).
+        self._pump: asyncio.Task[None] | None = None
+        if not isinstance(batches, CallerPulledBatches):
+            self._pump = asyncio.get_running_loop().create_task(self._pull_all())
 
     @classmethod
     async def open(cls, batches: ChunkBatches, run_id: str = "") -> AgentStream:
@@ -54,7 +64,7 @@ class AgentStream:
                 comes only once its tool has run).
 
         Returns:
-            The stream, reading the rest of ``batches`` in the background.
+            The stream, reading the rest of ``batches`` as they come.
         """
         first: list[Chunk] = []
         if run_id:
@@ -65,17 +75,40 @@ class AgentStream:
                 break
         return cls(run_id or (first[0].run_id if first else ""), batches, first)
 
-    async def _pull(self, batches: ChunkBatches) -> None:
+    async def _pull_all(self) -> None:
         try:
-            async for batch in batches:
-                self._chunks.extend(batch)
-                self._builder.feed(batch)
-                self._wake()
-        except Exception as exc:  # the host or the link to it failed; readers see it after the buffer
-            self._error = exc
-        finally:
+            while not self._done:
+                await self._pull()
+        finally:  # also when the task is cancelled: readers then see the end of what came
             self._done = True
             self._wake()
+
+    async def _pull(self) -> None:
+        """Take the next batch into the buffer, or the end, or the failure of the link to the host
+        (readers see it after the buffer)."""
+        self._pulling = True
+        try:
+            batch = await anext(self._batches)
+        except StopAsyncIteration:
+            self._done = True
+        except Exception as exc:
+            self._error = exc
+            self._done = True
+        else:
+            self._chunks.extend(batch)
+            self._builder.feed(batch)
+        finally:
+            self._pulling = False
+            self._wake()
+
+    async def _more(self) -> None:
+        """Wait until chunks past the buffer's end (or the end) came: pulled here, if the batches are
+        the readers' to pull and no other reader is pulling already. A reader cancelled while it pulls
+        loses nothing (``CallerPulledBatches``), and another reader waiting takes over."""
+        if self._pump is None and not self._pulling:
+            await self._pull()
+        else:
+            await self._grew.wait()
 
     def _wake(self) -> None:
         self._grew.set()
@@ -105,7 +138,7 @@ class AgentStream:
                 if self._error is not None:
                     raise self._error
                 return
-            await self._grew.wait()
+            await self._more()
 
     async def _texts(self) -> AsyncIterator[str]:
         async for chunk in self._replay():
@@ -121,14 +154,17 @@ class AgentStream:
         Raises:
             RunFailedError: The run ended with an error (or the error's own class).
         """
-        await asyncio.shield(self._pump)
+        if self._pump is not None:
+            await asyncio.shield(self._pump)
+        while not self._done:
+            await self._more()
         if self._error is not None:
             raise self._error
         return self._builder.result.raise_for_error()
 
     @property
     def chunks(self) -> list[Chunk]:
-        """Chunks received so far."""
+        """Chunks received so far (from a host in this process: so far as they were read)."""
         return list(self._chunks)
 
     def __repr__(self) -> str:
