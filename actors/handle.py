@@ -72,9 +72,10 @@ class _Batches:
         raise StopAsyncIteration
 
 
-class _HostBatches(_Batches, CallerPulledBatches):
-    """Batches of a host in this process: its outbox keeps what is not read yet, and its ``next_batch``
-    takes chunks only once it returns, so a reader may pull them in its own task."""
+class _PulledBatches(_Batches, CallerPulledBatches):
+    """Batches a reader may pull in its own task: a host in this process's (its outbox keeps what is not
+    read yet, and its ``next_batch`` takes chunks only once it returns), or an operation whose first
+    batch was its last (nothing is left to fetch from anywhere)."""
 
 
 class AgentHandle(abc.ABC):
@@ -123,14 +124,14 @@ class LocalHandle(AgentHandle):
         self.agent_id = host.spec.id
 
     async def start(self, request: StartRequest) -> ChunkBatches:
-        return _HostBatches(await self.host.open_start(request), self.host.next_batch)
+        return _PulledBatches(await self.host.open_start(request), self.host.next_batch)
 
     async def decide(self, request: DecideRequest) -> ChunkBatches:
-        return _HostBatches(await self.host.open_decision(request), self.host.next_batch)
+        return _PulledBatches(await self.host.open_decision(request), self.host.next_batch)
 
     async def attach(self, run_id: str) -> ChunkBatches | None:
         first = await self.host.attach(run_id)
-        return None if first is None else _HostBatches(first, self.host.next_batch)
+        return None if first is None else _PulledBatches(first, self.host.next_batch)
 
     async def generate(self, request: StartRequest) -> RunResult:
         return await self.host.generate_start(request)
@@ -220,7 +221,9 @@ class RayHandle(AgentHandle):
         return None if found is None else self._stream(*found)
 
     def _stream(self, first: Batch, actor: RayActor) -> ChunkBatches:
-        return _Batches(first, _Follow(self, actor).next)
+        # A quick operation comes back whole with the call that opened it (see RAY_LINGER_S): then its
+        # reader needs no task to keep up with the actor.
+        return (_PulledBatches if first.done else _Batches)(first, _Follow(self, actor).next)
 
     async def _attach(self, run_id: str) -> tuple[Batch, RayActor] | None:
         """Follow ``run_id`` on the replica that can: the one driving it, else any (which recovers it

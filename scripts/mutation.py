@@ -353,6 +353,13 @@ MUTANTS = [
         ("tests/test_stream_reading.py",),
     ),
     Mutant(
+        "stream-that-came-back-whole-pulled-by-a-task",
+        "actors/handle.py",
+        "        return (_PulledBatches if first.done else _Batches)(first, _Follow(self, actor).next)\n",
+        "        return _Batches(first, _Follow(self, actor).next)\n",
+        ("tests/test_actor_calls.py",),
+    ),
+    Mutant(
         "stream-of-this-process-pulled-by-a-task",
         "core/vocabulary/stream.py",
         "        if not isinstance(batches, CallerPulledBatches):\n",

@@ -1,5 +1,6 @@
 """What an approval cycle costs in calls to the agent's actor on Ray: one to start (it comes back with the
-pause) and one to decide (a quick tool's whole answer comes back with it). A tool that takes its time does
+pause) and one to decide (a quick tool's whole answer comes back with it), and no task in this process to
+read what is left of either (nothing is). A tool that takes its time does
 not hold the decision's call: the stream opens at once and the answer follows. The actor's event loop is
 uvloop, a dependency of Troupe's."""
 
@@ -35,6 +36,12 @@ def actor_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return sent
 
 
+def _stream_tasks(tasks: set[asyncio.Task[Any]]) -> list[str]:
+    """The tasks of ``tasks`` that read an operation's batches for an ``AgentStream``."""
+    names = [t.get_coro().__qualname__ for t in tasks]  # type: ignore[union-attr]
+    return [name for name in names if name.startswith("AgentStream.")]
+
+
 async def test_an_approval_cycle_is_two_calls_to_the_actor(
     ray_session: Any, tmp_path: Path, actor_calls: list[str]
 ):
@@ -44,7 +51,10 @@ async def test_an_approval_cycle_is_two_calls_to_the_actor(
     try:
         for _ in range(2):  # the first cycle also opens the line to the actor
             actor_calls.clear()
+            before = asyncio.all_tasks()
             stream = await agent.stream("delete r1")
+            # It came back whole with the call that opened it: no task is left to read the actor.
+            assert not _stream_tasks(asyncio.all_tasks() - before)
             assert [c.type async for c in stream.full_stream][-1] == "tool-call-approval"
             approved = await agent.approve_tool_call(run_id=stream.run_id)
             assert "deleted" in (await approved.result()).text

@@ -127,7 +127,10 @@ class Calls:
         """Execute the plan's calls at once. Returns the finished subagent runs whose outcome this run
         took (to delete once the run's next checkpoint holds it)."""
         calls = [c for c in (run.state.call(i) for i in plan.calls) if c is not None]
-        consumed = await asyncio.gather(*(self._execute(run, call, plan) for call in calls))
+        if len(calls) == 1:  # most steps: no task and gather for it (issue 42: a cycle's loop turns)
+            consumed = [await self._execute(run, calls[0], plan)]
+        else:
+            consumed = await asyncio.gather(*(self._execute(run, call, plan) for call in calls))
         return tuple(child for child in consumed if child is not None)
 
     async def _execute(self, run: ActiveRun, call: ToolCallState, plan: Plan) -> str | None:
