@@ -73,9 +73,9 @@ class _Batches:
 
 
 class _PulledBatches(_Batches, CallerPulledBatches):
-    """Batches a reader may pull in its own task: a host in this process's (its outbox keeps what is not
-    read yet, and its ``next_batch`` takes chunks only once it returns), or an operation whose first
-    batch was its last (nothing is left to fetch from anywhere)."""
+    """Batches a reader may pull in its own task: those of a host in this process (its outbox keeps what
+    is not read yet, and its ``next_batch`` takes chunks only once it returns), or those of an operation
+    whose first batch was its last (nothing is left to fetch from anywhere)."""
 
 
 class AgentHandle(abc.ABC):
