@@ -44,7 +44,7 @@ from troupe.core.vocabulary.requests import (
 )
 from troupe.core.vocabulary.results import ResultBuilder, RunResult
 from troupe.core.vocabulary.store import Store
-from troupe.core.vocabulary.tools import ToolThreads
+from troupe.core.vocabulary.tool_threads import ToolThreads
 
 # Hosts renew their lease every HEARTBEAT_S; a host silent for OWNER_TTL_S is dead and its running runs
 # may be taken over (the Runtime's reconciler looks as often). A shorter lifetime recovers sooner but risks

@@ -343,6 +343,35 @@ MUTANTS = [
         "    if expires_at is not None and False:",
         ("tests/test_expiry.py",),
     ),
+    # ---- the tool threads' short hop ----------------------------------------------------------------------
+    Mutant(
+        "sync-call-run-after-it-was-given-up-in-the-queue",
+        "core/vocabulary/tool_threads.py",
+        "                taken = call.stage == _QUEUED\n",
+        "                taken = True\n",
+        ("tests/test_tool_thread_pool.py",),
+    ),
+    Mutant(
+        "late-outcome-lost-when-it-came-before-the-cancel",
+        "core/vocabulary/tool_threads.py",
+        "                if call.outcome is not None:  # it ended, and its outcome is here already\n",
+        "                if False:\n",
+        ("tests/test_tool_thread_pool.py",),
+    ),
+    Mutant(
+        "closed-pools-thread-counted-idle",
+        "core/vocabulary/tool_threads.py",
+        "                if self._calls is calls:  # not if the pool was closed meanwhile: this thread ends\n",
+        "                if True:\n",
+        ("tests/test_tool_thread_pool.py",),
+    ),
+    Mutant(
+        "tool-threads-abandoned-at-exit",
+        "core/vocabulary/tool_threads.py",
+        "@atexit.register\n",
+        "",
+        ("tests/test_tool_thread_pool.py",),
+    ),
     # ---- reading a stream in the reader's task ------------------------------------------------------------
     Mutant(
         "stream-batches-forgotten-by-a-cancelled-pull",
@@ -1326,11 +1355,14 @@ MUTANTS += [
     ),
     Mutant(  # a late result never fed to a model: a stopped sync tool's call waits for its thread
         "cancelled-sync-tool-result-fed-to-the-model",
-        "core/vocabulary/tools.py",
-        "                work.add_done_callback(_on_loop(asyncio.get_running_loop(), late))\n"
+        "core/vocabulary/tool_threads.py",
+        "                    call.late = late\n            raise\n",
+        "                    call.late = late\n"
+        "            while taken and call.outcome is None:\n"
+        "                await asyncio.sleep(0.01)\n"
+        "            if taken:\n"
+        "                return call.outcome[0]\n"
         "            raise\n",
-        "                work.add_done_callback(_on_loop(asyncio.get_running_loop(), late))\n"
-        "            return await asyncio.wrap_future(work)\n",
         CANCEL,
     ),
     Mutant(  # the in-doubt fence: a call taken over while its first host may still run it is decided at once

@@ -53,7 +53,7 @@ from troupe.core.vocabulary.state import Clock, utcnow
 from troupe.core.vocabulary.store import OutboxEntry, Store, SuspendedRunQuery, suspended_runs
 from troupe.core.vocabulary.stream import AgentStream
 from troupe.core.vocabulary.suspended import SuspendedRunList
-from troupe.core.vocabulary.tools import DEFAULT_TOOL_THREADS
+from troupe.core.vocabulary.tool_threads import DEFAULT_TOOL_THREADS
 from troupe.storage.memory import MemoryStore
 from troupe.storage.scratch import ScratchStore
 from troupe.supervisor.agent import Agent

@@ -24,13 +24,13 @@ from troupe.core.tracing import span
 from troupe.core.vocabulary.hooks import ToolCallOverride
 from troupe.core.vocabulary.model import ToolCallPart
 from troupe.core.vocabulary.state import CallStatus, RunState, ToolCallState, utcnow
+from troupe.core.vocabulary.tool_threads import ToolThreads
 from troupe.core.vocabulary.tools import (
     AgentContext,
     SuspendSignal,
     Tool,
     ToolContext,
     ToolInterrupted,
-    ToolThreads,
 )
 
 if TYPE_CHECKING:

@@ -51,7 +51,7 @@ from troupe.core.vocabulary.requests import (
 from troupe.core.vocabulary.run_record import RunRecord
 from troupe.core.vocabulary.state import CallStatus, RunState, utcnow
 from troupe.core.vocabulary.store import StaleSnapshotError, Store, ThreadAppend
-from troupe.core.vocabulary.tools import ToolThreads
+from troupe.core.vocabulary.tool_threads import ToolThreads
 
 
 class RunEngine:

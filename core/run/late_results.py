@@ -27,7 +27,8 @@ from troupe.core.vocabulary.chunks import Chunk
 from troupe.core.vocabulary.errors import ToolCallCompletedError
 from troupe.core.vocabulary.state import RunState, ToolCallState, fingerprint, utcnow
 from troupe.core.vocabulary.store import AuditEntry, Store
-from troupe.core.vocabulary.tools import Late, to_jsonable
+from troupe.core.vocabulary.tool_threads import Late
+from troupe.core.vocabulary.tools import to_jsonable
 
 log = logging.getLogger(__name__)
 

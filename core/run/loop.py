@@ -52,7 +52,8 @@ from troupe.core.vocabulary.messages import tool_message
 from troupe.core.vocabulary.requests import AgentPort
 from troupe.core.vocabulary.state import Cancellation, RunState, utcnow
 from troupe.core.vocabulary.store import AuditEntry, StaleSnapshotError, Store, ThreadAppend
-from troupe.core.vocabulary.tools import Tool, ToolThreads
+from troupe.core.vocabulary.tool_threads import ToolThreads
+from troupe.core.vocabulary.tools import Tool
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from typing import Literal
 from troupe.core.deciding.approvers import ApproverPolicies
 from troupe.core.notifying.outbox import Notifications
 from troupe.core.vocabulary.state import Clock, utcnow
-from troupe.core.vocabulary.tools import DEFAULT_TOOL_THREADS, ToolThreads
+from troupe.core.vocabulary.tool_threads import DEFAULT_TOOL_THREADS, ToolThreads
 
 # When a run is written (LangGraph's names). "exit": only when the run pauses, before any tool runs (its
 # calls are marked running first, so a crash never runs one twice silently) and when it ends; a step's

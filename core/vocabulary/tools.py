@@ -7,18 +7,14 @@ it may pause itself with ``return await ctx.agent.suspend(payload)`` and is call
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import contextvars
 import functools
 import inspect
-import os
 from collections.abc import Awaitable, Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from pydantic import BaseModel, ValidationError
+from troupe.core.vocabulary.tool_threads import Late, ToolThreads
 
 ApprovalRule = bool | Callable[[Any, "ToolContext"], bool | Awaitable[bool]]
 Execute = Callable[[Any, "ToolContext"], Any]
@@ -37,68 +33,6 @@ class SuspendSignal(BaseException):
 class ToolInterrupted(Exception):
     """Raised by a tool whose call was cut short by something outside it (the process that held its
     other end is gone): the call is reported to the model as interrupted, and not run again."""
-
-
-# asyncio's own default for its executor, which is what the peers' sync tools end up running on.
-DEFAULT_TOOL_THREADS = min(32, (os.cpu_count() or 1) + 4)
-
-
-class ToolThreads:
-    """The bounded pool that sync tools run in, so a tool that blocks (``requests``, a database driver,
-    ``time.sleep``) holds one worker thread instead of the event loop every run of the agent shares.
-
-    Threads start on first use, in the process that runs the tools (a Ray actor builds its own), and
-    calls beyond ``size`` queue for a free thread.
-    """
-
-    def __init__(self, size: int = DEFAULT_TOOL_THREADS) -> None:
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            raise ValueError(f"tool_threads must be a positive integer, got {size!r}")
-        self.size = size
-        self._pool: ThreadPoolExecutor | None = None
-
-    async def call(self, fn: Callable[..., Any], *args: Any, late: Late | None = None) -> Any:
-        """Run ``fn(*args)`` in a worker thread and return what it returns. A thread cannot be stopped:
-        if the caller gives up waiting (its task is cancelled: the run was cancelled, the call timed
-        out), ``fn`` runs on, and ``late`` is called on this event loop with its outcome once it ends
-        (not if it had not started yet: then it never runs)."""
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(self.size, thread_name_prefix="troupe-tool")
-        # The caller's context (tracing spans) goes with the call, as asyncio.to_thread does.
-        context = contextvars.copy_context()
-        work = self._pool.submit(context.run, fn, *args)
-        try:
-            return await asyncio.wrap_future(work)
-        except asyncio.CancelledError:
-            if late is not None:
-                work.add_done_callback(_on_loop(asyncio.get_running_loop(), late))
-            raise
-
-    def close(self) -> None:
-        """Stop taking calls; a tool still running finishes in its thread."""
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=False)
-
-
-# Told the outcome of a sync tool that finished after its caller gave up: its result, or the exception
-# it raised.
-Late = Callable[[Any, BaseException | None], None]
-
-
-def _on_loop(loop: asyncio.AbstractEventLoop, late: Late) -> Callable[[Future[Any]], None]:
-    """A done-callback for a worker thread's future that hands its outcome to ``late`` on ``loop``."""
-
-    def arrived(work: Future[Any]) -> None:
-        if work.cancelled():
-            return  # it never started: nothing happened
-        error = work.exception()
-        outcome = None if error is not None else work.result()
-        # The event loop may be gone (the process is ending): then nobody is left to record it.
-        with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(late, outcome, error)
-
-    return arrived
 
 
 def is_async(fn: Callable[..., Any]) -> bool:
@@ -368,14 +302,11 @@ def check_timeout(value: Any, what: str) -> None:
 
 
 __all__ = [
-    "DEFAULT_TOOL_THREADS",
     "AgentContext",
-    "Late",
     "SuspendSignal",
     "Tool",
     "ToolContext",
     "ToolInterrupted",
-    "ToolThreads",
     "check_timeout",
     "create_tool",
     "is_async",
