@@ -133,11 +133,14 @@ async def test_a_closed_pool_lets_its_calls_finish_and_a_later_call_still_runs(p
     held = Held()
     running = asyncio.create_task(pool.call(held))
     await _started(held)
+    (old,) = pool._threads
     pool.close()
     held.go.set()
     assert await running == "done"
-    # The closed pool's thread is not counted as idle: a new call starts a thread of its own.
-    assert await asyncio.wait_for(pool.call(lambda: "new"), GATE_S) == "new"
+    await asyncio.to_thread(old.join, GATE_S)  # it finished its call, and ended
+    assert not old.is_alive()
+    # The closed pool's thread was not counted as idle: a new call starts a thread of its own.
+    assert await asyncio.wait_for(pool.call(lambda: "new"), 10) == "new"
 
 
 def test_a_process_that_ends_while_a_call_runs_waits_for_it(tmp_path: Path) -> None:
