@@ -56,6 +56,14 @@ async def _approved_and_running(first: Runtime, gate: asyncio.Event) -> tuple[An
     return paused, owner, approving
 
 
+async def _given_up(approving: asyncio.Task[Any] | None) -> None:
+    """Cancel the approval's task if it is still going, and take its outcome: a test that failed leaves
+    no task whose error nobody retrieved (its report at the session's end broke pytest once)."""
+    if approving is not None:
+        approving.cancel()
+        await asyncio.gather(approving, return_exceptions=True)
+
+
 async def _take_over(second: Runtime, run_id: str, owner: str) -> None:
     """What the second runtime's reconciler does once the first host's lease has run out."""
     host = second.handle("ops").host  # type: ignore[attr-defined]
@@ -69,6 +77,7 @@ async def test_a_tool_that_finishes_after_a_takeover_keeps_its_result(tmp_path: 
     ledger, gate, db = CallLog(tmp_path / "ledger.jsonl"), asyncio.Event(), tmp_path / "t.db"
     first = Runtime([paying_agent(ledger, gate)], storage=SqliteStore(db), executor="local")
     second = Runtime([paying_agent(ledger, None)], storage=SqliteStore(db), executor="local")
+    approving = None
     try:
         agent_b = second.get_agent("ops")
         paused, owner, approving = await _approved_and_running(first, gate)
@@ -97,6 +106,7 @@ async def test_a_tool_that_finishes_after_a_takeover_keeps_its_result(tmp_path: 
         finished = await _finished(second, paused.run_id)
     finally:
         gate.set()
+        await _given_up(approving)
         await first.shutdown()
         await second.shutdown()
     assert ledger.count("pay") == 1, "the payment went out twice"
@@ -163,9 +173,7 @@ async def test_a_decision_after_the_deadline_on_a_call_whose_outcome_was_recorde
         assert ledger.count("pay") == 0, "the recorded payment was made again"
         assert finished == [{"paid": 10, "to": "vendor"}]
     finally:
-        if approving is not None:
-            approving.cancel()
-            await asyncio.gather(approving, return_exceptions=True)
+        await _given_up(approving)
         await first.shutdown()
         await second.shutdown()
 
