@@ -115,7 +115,7 @@ class ToolThreads:
                     call.stage = _DROPPED  # no thread will run it now
             if taken and late is not None:
                 if call.outcome is not None:  # it ended, and its outcome is here already
-                    late(*call.outcome)
+                    call.loop.call_soon(late, *call.outcome)  # as ``_arrived`` would: the cancel goes on
                 else:  # it runs on: its outcome goes to ``late`` when it comes (``_Call._arrived``)
                     call.late = late
             raise
