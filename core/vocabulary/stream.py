@@ -154,9 +154,7 @@ class AgentStream:
         Raises:
             RunFailedError: The run ended with an error (or the error's own class).
         """
-        if self._pump is not None:
-            await asyncio.shield(self._pump)
-        while not self._done:
+        while not self._done:  # (cancelling this wait leaves the pulling as it was: see ``_more``)
             await self._more()
         if self._error is not None:
             raise self._error
