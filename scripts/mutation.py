@@ -1415,6 +1415,13 @@ MUTANTS += [
         ("tests/test_sqlite_group_commit.py",),
     ),
     Mutant(
+        "checkpoint-due-by-changed-rows-alone",
+        "storage/sqlite.py",
+        "        return changes + self._body_pages\n",
+        "        return changes\n",
+        ("tests/test_sqlite_checkpoints.py",),
+    ),
+    Mutant(
         "inbox-scans-every-run",
         "api/inbox.py",
         "    found = await runtime.pending_page(caller=caller, page=page, per_page=per_page, **filters)\n",

@@ -7,7 +7,8 @@ connection, which waits for the lock there instead of stalling the loop. Compare
 ``UPDATE ... WHERE version = ?`` inside a transaction, which SQLite serialises across processes.
 
 WAL checkpoints (copying the log back into the database file, with an fsync of each) run on that thread
-too, as passive checkpoints that wait for no one: every ``CHECKPOINT_EVERY_CHANGES`` changed rows. Left to
+too, as passive checkpoints that wait for no one: once the log has gained about ``CHECKPOINT_EVERY_PAGES``
+pages since the last one (``_logged``). Left to
 itself SQLite runs one inside whichever commit fills the log to 1,000 pages: on the event loop, a stall
 of several milliseconds for every run of the process every few dozen approval cycles. SQLite's own
 checkpoint stays on as a backstop at ``BACKSTOP_PAGES``: while writes keep coming, a passive checkpoint
@@ -72,9 +73,14 @@ T = TypeVar("T")
 Synchronous = Literal["NORMAL", "FULL"]
 _SYNCHRONOUS: tuple[Synchronous, ...] = ("NORMAL", "FULL")
 
-# Rows changed between two checkpoints on the worker thread (see above). A run's write changes one to
-# three rows and dirties about seven pages, so the log gains a few hundred pages between two of them.
-CHECKPOINT_EVERY_CHANGES = 60
+# The pages the log gains between two checkpoints on the worker thread (see above), as ``_logged`` counts
+# them. Each checkpoint copies every page the log holds once, however often it was written meanwhile (a
+# listing's counters and change log, the tail of its indexes), and fsyncs the database file with FULL: at
+# 60 changed rows (a checkpoint every four W1 cycles) they took 0.32 ms of the worker's time per cycle, at
+# 250 pages (one every fifteen) 0.08 ms. Well short of the backstop, which a checkpoint comes before.
+CHECKPOINT_EVERY_PAGES = 250
+# SQLite's page (its default), to count the pages a run's JSON fills.
+PAGE_BYTES = 4096
 # The log's size, in pages, at which a commit checkpoints (SQLite's wal_autocheckpoint; its default is
 # 1,000): twice a few checkpoints' worth, so that it only comes in to let the log start again.
 BACKSTOP_PAGES = 2000
@@ -197,6 +203,8 @@ class SqliteStore:
         # The checkpoint queued or running on the worker thread, and the changes counted when it began.
         self._checkpointing: Future[None] | None = None
         self._checkpointed_at = 0
+        # The pages the runs' JSON filled in the writes made so far (see ``_logged``).
+        self._body_pages = 0
         self._batch: _Batch | None = None  # the writes waiting for the next commit
         self._led: asyncio.AbstractEventLoop | None = None  # its current turn has had its leader
         self.commits = 0
@@ -394,15 +402,24 @@ class SqliteStore:
             raise self._unavailable(exc) from exc
 
     def _checkpoint_if_due(self) -> None:
-        """Queue a checkpoint on the worker thread once enough rows changed since the last one began."""
+        """Queue a checkpoint on the worker thread once the log gained enough pages since the last one
+        began."""
         if self.path == ":memory:" or (self._checkpointing is not None and not self._checkpointing.done()):
             return
-        changes = sum(conn.total_changes for conn in (self._fast, self._slow) if conn is not None)
-        if changes - self._checkpointed_at < CHECKPOINT_EVERY_CHANGES:
+        logged = self._logged()
+        if logged - self._checkpointed_at < CHECKPOINT_EVERY_PAGES:
             return
-        self._checkpointed_at = changes
+        self._checkpointed_at = logged
         # A concurrent future, not the event loop's: the store outlives any one loop.
         self._checkpointing = self._worker().submit(self._checkpoint)
+
+    def _logged(self) -> int:
+        """The pages written to the log so far, as estimated from what the store knows without asking
+        SQLite: a page per changed row (the row, or an entry of an index, a counter or the change log;
+        the triggers' rows count too), plus the pages the runs' JSON filled. The rows alone would let a
+        run with a long conversation (tens of pages a write) fill the log to the backstop."""
+        changes = sum(conn.total_changes for conn in (self._fast, self._slow) if conn is not None)
+        return changes + self._body_pages
 
     def _checkpoint(self) -> None:
         """On the worker thread. A checkpoint that fails loses nothing (the log keeps every commit): it
@@ -462,6 +479,9 @@ class SqliteStore:
         run_id = record.run_id
         row = _row(record, version)
         entries = [(a.run_id, a.model_dump_json()) for a in audit]
+        # The row's pages beyond the first (see _logged); an update writes them twice over: the new row's
+        # pages, and the freelist's record of the old ones.
+        pages = len(record.json) // PAGE_BYTES * (1 if expected_version == 0 else 2)
 
         def update(conn: sqlite3.Connection) -> int:
             if expected_version == 0:
@@ -487,6 +507,7 @@ class SqliteStore:
                     "VALUES (?, ?, ?, ?, ?, ?)",
                     [_outbox_row(e) for e in outbox],
                 )
+            self._body_pages += pages
             return version
 
         return await self._write(update)
@@ -717,7 +738,7 @@ class SqliteStore:
             # Before the worker's connection closes: it is the one checkpointing.
             await asyncio.wrap_future(self._checkpointing)
             self._checkpointing = None
-        self._checkpointed_at = 0  # connections opened again count their changes from nothing
+        self._checkpointed_at = self._body_pages = 0  # connections opened again count from nothing
         if self._fast is not None:
             self._fast.close()
             self._fast = None

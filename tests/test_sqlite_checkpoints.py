@@ -61,7 +61,7 @@ def sizes(db: Path) -> tuple[int, int]:
 async def test_commits_on_the_event_loop_leave_checkpoints_to_the_worker_thread(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    monkeypatch.setattr(sqlite_store, "CHECKPOINT_EVERY_CHANGES", 10**9)  # none of the worker's yet
+    monkeypatch.setattr(sqlite_store, "CHECKPOINT_EVERY_PAGES", 10**9)  # none of the worker's yet
     db = tmp_path / "troupe.db"
     store = NotingStore(db)
     try:
@@ -76,7 +76,7 @@ async def test_commits_on_the_event_loop_leave_checkpoints_to_the_worker_thread(
         assert database == empty, (empty, database)
         assert store.checkpoints == []
 
-        monkeypatch.setattr(sqlite_store, "CHECKPOINT_EVERY_CHANGES", 60)
+        monkeypatch.setattr(sqlite_store, "CHECKPOINT_EVERY_PAGES", 60)
         await write_runs(store, 1, first=81)  # now one is due
         assert store._checkpointing is not None
         await asyncio.wrap_future(store._checkpointing)
@@ -112,6 +112,30 @@ async def test_the_log_stays_bounded_while_writes_never_pause(
         assert stored is not None and stored.version == 2
     finally:
         await again.close()
+
+
+async def test_a_long_conversation_is_checkpointed_long_before_the_backstop(tmp_path: Path):
+    # A run with a long conversation fills dozens of pages of the log at each write but changes one row:
+    # counted by changed rows alone, its writes would fill the log to the backstop (a checkpoint inside a
+    # commit, on the event loop) before the worker's turn came. Each checkpoint is let finish before the
+    # next write, as on a quiet machine, so the log's size is what the count lets it reach.
+    db = tmp_path / "troupe.db"
+    store = NotingStore(db)
+    long = [{"role": "user", "content": "x" * 200_000}]  # about 49 pages a write
+    largest = 0
+    try:
+        for i in range(40):
+            state = RunState(run_id=f"run-{i}", agent_id="a", messages=long)
+            await store.save_run(state, expected_version=await store.save_run(state, expected_version=0))
+            if store._checkpointing is not None:
+                await asyncio.wrap_future(store._checkpointing)
+            largest = max(largest, sizes(db)[1])
+        assert store.checkpoints and set(store.checkpoints) == {"troupe-sqlite_0"}, store.checkpoints
+        # About 40 x 150 pages went through the log: a checkpoint came every few writes, so it stayed far
+        # from the backstop, which the log would reach if only the changed rows counted.
+        assert largest < sqlite_store.BACKSTOP_PAGES // 4 * PAGE, largest / PAGE
+    finally:
+        await store.close()
 
 
 async def test_a_checkpoint_never_makes_the_event_loop_wait_for_the_database(tmp_path: Path):

@@ -31,7 +31,7 @@ RUNS = 6
 def _no_checkpoints(monkeypatch: pytest.MonkeyPatch) -> None:
     """No checkpoint during these tests: once a checkpoint has copied the whole log, the next commit
     writes the log from its beginning again, and the commits counted in it would start from nothing."""
-    monkeypatch.setattr(sqlite_store, "CHECKPOINT_EVERY_CHANGES", 10**9)
+    monkeypatch.setattr(sqlite_store, "CHECKPOINT_EVERY_PAGES", 10**9)
 
 
 def wal_commits(db: Path) -> int:

@@ -105,7 +105,7 @@ async def test_a_decision_past_the_hosts_cache_is_one_read_and_writes_what_it_wr
         parsed += 1
         return parse(cls, raw)  # type: ignore[no-any-return]
 
-    monkeypatch.setattr(sqlite_store, "CHECKPOINT_EVERY_CHANGES", 10**9)  # the log keeps every page
+    monkeypatch.setattr(sqlite_store, "CHECKPOINT_EVERY_PAGES", 10**9)  # the log keeps every page
     monkeypatch.setattr(sqlite_store, "BACKSTOP_PAGES", 10**6)
     found = {}
     for runs in (40, 400):
