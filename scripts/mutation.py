@@ -1422,6 +1422,20 @@ MUTANTS += [
         ("tests/test_sqlite_checkpoints.py",),
     ),
     Mutant(
+        "roles-kept-after-the-run-left-the-listings",
+        "storage/sqlite_listing.py",
+        '                _drop_roles("old"),\n',
+        "",
+        (CONFORMANCE,),
+    ),
+    Mutant(
+        "version-2-file-keeps-its-triggers",
+        "storage/sqlite_listing.py",
+        '    for name in _TRIGGERS:\n        conn.execute(f"DROP TRIGGER IF EXISTS {name}")\n',
+        "",
+        ("tests/test_sqlite_listings.py",),
+    ),
+    Mutant(
         "inbox-scans-every-run",
         "api/inbox.py",
         "    found = await runtime.pending_page(caller=caller, page=page, per_page=per_page, **filters)\n",

@@ -521,8 +521,7 @@ class SqliteStore:
                 return  # already gone, and with it whatever its deletion appended
             if expected_version is not None and found[0] != expected_version:
                 raise StaleSnapshotError(f"run {run_id} is not at version {expected_version}", run_id=run_id)
-            conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
-            conn.execute("DELETE FROM paused_roles WHERE run_id = ?", (run_id,))
+            conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))  # its roles with it (a trigger)
             conn.execute("INSERT OR IGNORE INTO finished_runs (run_id) VALUES (?)", (run_id,))
             _insert_thread(conn, thread)
 

@@ -10,6 +10,11 @@ the planner never falls back to another). Being partial, the indexes cost nothin
 running runs (a run's checkpoints between its pauses), which used to rewrite five full indexes each (and
 move the run's entries in them when it paused or resumed).
 
+**Roles.** A run's rows in ``paused_roles`` exist only while it is listed: its write adds them
+(``keep_roles``), and the triggers that see it leave the listings, or be listed again, take the old ones
+out. A write of a run that is not listed (its start, the checkpoint after its tools) has none to take
+out and runs no statement for them.
+
 **Counters.** ``paused_counts`` holds how many runs each index has, kept by triggers on ``runs`` and
 ``paused_roles`` in the same transaction as the write, so a listing's ``total`` is a lookup. A thread
 and a pause-time range have no counter: they are counted from their index range (a thread's runs, the
@@ -21,8 +26,9 @@ trigger again; ``AUTOINCREMENT``, so a position never comes back), and the log k
 writer at a time, so a reader sees the log grow in order.
 
 **Schema versions.** ``PRAGMA user_version`` says which schema a file has; an older file is brought up
-to this one once, in one transaction (``prepare``): the ``top`` column, the new indexes and counters
-(counted from the rows there), and the old full indexes dropped.
+to this one once, in one transaction (``prepare``). From version 1: the ``top`` column, the new indexes
+and counters (counted from the rows there), and the old full indexes dropped. From version 2: the
+triggers made again (they now take a run's roles out).
 """
 
 from __future__ import annotations
@@ -44,7 +50,7 @@ from troupe.core.vocabulary.listing import (
 from troupe.core.vocabulary.run_record import RunRecord
 from troupe.core.vocabulary.state import RunState
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 LISTED = "status = 'suspended' AND suspended_at IS NOT NULL"
 
 # The indexes of listed runs, by the filters they serve (agent, resource, thread): (name, columns, the
@@ -120,6 +126,10 @@ def _count_down(counters: list[tuple[str, str]], r: str, when: str = "1") -> lis
     ]
 
 
+def _drop_roles(r: str) -> str:
+    return f"DELETE FROM paused_roles WHERE run_id = {r}.run_id;"
+
+
 def _log(r: str, listed: str, when: str = "1") -> list[str]:
     """Log the row ``r`` as ``listed`` (when ``when`` holds), and drop the entry the log no longer keeps."""
     return [
@@ -164,13 +174,15 @@ def _statements() -> list[str]:
             "runs_listed_delete",
             "DELETE ON runs",
             old,
-            [*_count_down(_RUN_COUNTERS, "old"), *_log("old", "0")],
+            [_drop_roles("old"), *_count_down(_RUN_COUNTERS, "old"), *_log("old", "0")],
         ),
         _trigger(
             "runs_listed_update",
             "UPDATE ON runs",
             f"({old}) OR ({new})",
             [
+                # Listed before, or now: the write adds the roles it is listed under (keep_roles).
+                _drop_roles("old"),
                 *_count_down(_RUN_COUNTERS, "old", old),
                 *_count_up(_RUN_COUNTERS, "new", new),
                 # Listed now: as it is now; left the listings: as it was listed (what readers filter on).
@@ -184,6 +196,8 @@ def _statements() -> list[str]:
     return made
 
 
+# Made again from version 2 on: their bodies changed.
+_TRIGGERS = ("runs_listed_insert", "runs_listed_delete", "runs_listed_update")
 _OLD_INDEXES = ("runs_by_agent", "runs_by_thread", "runs_by_resource", "runs_by_expiry", "runs_by_pause")
 
 
@@ -194,8 +208,9 @@ def prepare(conn: sqlite3.Connection) -> None:
         return
     conn.execute("BEGIN IMMEDIATE")  # busy: the caller waits for the lock (SqliteStore's worker)
     try:
-        if conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
-            _migrate(conn)
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version < SCHEMA_VERSION:
+            _migrate(conn, version)
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
     except BaseException:
@@ -204,7 +219,13 @@ def prepare(conn: sqlite3.Connection) -> None:
         raise
 
 
-def _migrate(conn: sqlite3.Connection) -> None:
+def _migrate(conn: sqlite3.Connection, version: int) -> None:
+    for name in _TRIGGERS:
+        conn.execute(f"DROP TRIGGER IF EXISTS {name}")
+    if version >= 2:
+        for statement in _statements():
+            conn.execute(statement)
+        return
     columns = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
     for column, kind in (("expires_at", "REAL"), ("top", "INTEGER NOT NULL DEFAULT 1")):
         if column not in columns:
@@ -236,9 +257,8 @@ def _migrate(conn: sqlite3.Connection) -> None:
 
 
 def keep_roles(conn: sqlite3.Connection, record: RunRecord) -> None:
-    """The run's rows in ``paused_roles``: its roles while it is listed (``record.roles``, as
-    ``pause_roles`` gives them), none otherwise. In the run's write."""
-    conn.execute("DELETE FROM paused_roles WHERE run_id = ?", (record.run_id,))
+    """The run's rows in ``paused_roles`` while it is listed (``record.roles``, as ``pause_roles`` gives
+    them). In the run's write, after its row: the trigger that saw the row took the old ones out."""
     at = record.paused_at
     if record.roles and at is not None:
         conn.executemany(

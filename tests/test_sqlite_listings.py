@@ -89,6 +89,41 @@ async def test_a_file_from_before_paged_listings_is_brought_up_to_date_once(tmp_
         assert {"paused_by_resource", "running_by_agent", "expiring_by_agent"} <= names
 
 
+async def test_a_file_of_version_2_gets_the_triggers_that_take_a_runs_roles_out(tmp_path: Path):
+    # Version 2's triggers left a run's roles to its writes, each of which deleted them first; since
+    # version 3 the triggers take them out, and only a listed run's write adds any.
+    db = tmp_path / "v2.db"
+    governed = paused("r1", 1)
+    governed.calls[0].pauses[0].roles = ["ops"]
+    store = SqliteStore(db)
+    try:
+        await store.create_run(governed)
+    finally:
+        await store.close()
+    with closing(sqlite3.connect(db)) as raw:  # the file as version 2 left it
+        for name, sql in raw.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'").fetchall():
+            raw.execute(f"DROP TRIGGER {name}")
+            raw.execute(sql.replace("DELETE FROM paused_roles WHERE run_id = old.run_id;", ""))
+        raw.execute("PRAGMA user_version = 2")
+        raw.commit()
+
+    store = SqliteStore(db)
+    by_role = PausedQuery(agents=("a",), top_level=True, role="ops")
+    try:
+        assert (await store.list_paused(by_role)).total == 1
+        await store.save_run(governed.model_copy(update={"status": "running"}), expected_version=1)
+        assert (await store.list_paused(by_role)).total == 0
+        await store.save_run(governed, expected_version=2)  # paused again: listed under its role again
+        assert (await store.list_paused(by_role)).total == 1
+        await store.delete_run("r1")
+        assert (await store.list_paused(by_role)).total == 0
+    finally:
+        await store.close()
+    with closing(sqlite3.connect(db)) as after:
+        assert after.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert after.execute("SELECT COUNT(*) FROM paused_roles").fetchone()[0] == 0
+
+
 async def test_a_decision_past_the_hosts_cache_is_one_read_and_writes_what_it_writes_at_any_size(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
