@@ -1090,6 +1090,13 @@ MUTANTS += [
 LINKS = ("tests/test_decision_links.py",)
 MUTANTS += [
     Mutant(
+        "subagent-run-decided-around-the-top",
+        "core/deciding/decisions.py",
+        "    if state.parent is not None and not request.routed:\n        raise _decided_below(state)\n",
+        "",
+        ("tests/test_approver_policies.py",),
+    ),
+    Mutant(
         "link-key-may-be-a-webhook-secret",
         "core/notifying/outbox.py",
         "    if shared:\n        raise ValueError(",

@@ -287,6 +287,93 @@ async def test_a_subagents_call_is_governed_at_the_top_by_its_leaf_tool(tmp_path
     await rt.shutdown()
 
 
+def supervised(tmp_path: Path, calls: CallLog, *policies: ApproverPolicy) -> Runtime:
+    sup = Agent(
+        "sup",
+        model=echo_model(tool_call("agent-ops", {"prompt": "delete abc-123"}, id="d1")),
+        agents={"ops": ops(calls)},
+    )
+    return Runtime(
+        [sup], storage=SqliteStore(tmp_path / "p.db"), executor="local", approver_policies=policies
+    )
+
+
+async def child_run(rt: Runtime, run_id: str) -> str:
+    """The subagent's run that the top run's delegation call waits on."""
+    stored = await rt.store().load_run(run_id)
+    assert stored is not None and stored.state.calls[0].child is not None
+    return stored.state.calls[0].child.run_id
+
+
+async def test_a_subagents_run_is_decided_only_through_the_top(tmp_path: Path, calls: CallLog):
+    # The subagent's run is an agent's run like any other (its agent answers for it), but its pause is
+    # the top run's to decide: there the approver policy is checked, and the decision is handed down.
+    rt = supervised(tmp_path, calls, DBA_ONLY)
+    paused = await rt.get_agent("sup").generate("clean up", started_by="alice")
+    below = await child_run(rt, paused.run_id)
+    sub = rt.get_agent("ops")
+
+    for decide in (
+        sub.approve_tool_call_generate(run_id=below, tool_call_id="call-1", decided_by="eve"),
+        sub.approve_tool_call_generate(run_id=below, tool_call_id="call-1", decided_by="bob", roles={"dba"}),
+        sub.decline_tool_call_generate(run_id=below, tool_call_id="call-1", decided_by="eve"),
+    ):
+        with pytest.raises(DecisionRejectedError, match=f"delegated by run {paused.run_id} of agent 'sup'"):
+            await decide
+    assert calls.count() == 0
+    assert [r.run_id for r in (await rt.get_agent("sup").list_suspended_runs()).runs] == [paused.run_id]
+
+    with pytest.raises(ApprovalPolicyError):
+        await rt.get_agent("sup").approve_tool_call_generate(run_id=paused.run_id, decided_by="eve")
+    done = await rt.get_agent("sup").approve_tool_call_generate(
+        run_id=paused.run_id, decided_by="bob", roles={"dba"}
+    )
+    assert done.finish_reason == "stop" and calls.count() == 1
+    await rt.shutdown()
+
+
+def test_an_http_caller_cannot_decide_a_subagents_run_around_the_top(
+    http_server, tmp_path: Path, calls: CallLog
+):
+    server = http_server(lambda: supervised(tmp_path, calls, DBA_ONLY), keys=KEYS)
+    with httpx.Client(base_url=server.url + "/api/agents", timeout=30) as api:
+        started = api.post(
+            "/sup/generate", json={"messages": "go", "resourceId": "acme"}, headers=bearer("key-alice")
+        )
+        assert started.status_code == 200 and started.json()["finishReason"] == "suspended", started.text
+        top = started.json()["runId"]
+        # The subagent's run is in its agent's listing, so its id is no secret to the resource's callers.
+        listed = api.get("/ops/suspended-runs", headers=bearer("key-dev")).json()["runs"]
+        assert [r["agentId"] for r in listed] == ["ops"]
+        below = listed[0]["runId"]
+
+        for key in ("key-dev", "key-bob"):  # without the role, and with it: only through the top
+            for path in (
+                "/ops/approve-tool-call-generate",
+                "/ops/approve-tool-call",
+                "/ops/decline-tool-call",
+            ):
+                refused = api.post(path, json={"runId": below, "toolCallId": "call-1"}, headers=bearer(key))
+                assert refused.status_code == 422, (path, refused.text)
+                assert refused.json()["code"] == "AGENT_DECISION_REJECTED"
+                assert "decided on the top-level run" in refused.json()["error"]
+        assert calls.count() == 0
+
+        forbidden = api.post(
+            "/sup/approve-tool-call-generate",
+            json={"runId": top, "toolCallId": "d1"},
+            headers=bearer("key-dev"),
+        )
+        assert forbidden.status_code == 403 and calls.count() == 0
+        approved = api.post(
+            "/sup/approve-tool-call-generate",
+            json={"runId": top, "toolCallId": "d1"},
+            headers=bearer("key-bob"),
+        )
+        assert approved.status_code == 200 and approved.json()["finishReason"] == "stop", approved.text
+    assert calls.count() == 1
+
+
 async def test_resume_data_answering_an_approval_is_held_to_the_same_policy(tmp_path: Path, calls: CallLog):
     rt = runtime(tmp_path, calls, QUORUM_2, DBA_ONLY)  # the more specific (agent and tool) one governs
     agent = rt.get_agent("ops")

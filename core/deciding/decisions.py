@@ -119,6 +119,8 @@ def rule(
     deadline check)."""
     if state.cancel is not None:
         raise cancelled_error(state.run_id, state.cancel, "nothing in it can be decided any more")
+    if state.parent is not None and not request.routed:
+        raise _decided_below(state)
     target = find_target(state, request)
     check_kind(state.run_id, target, request)
     decision = as_decision(target.pause, target.call.tool_call_id, request.decision)
@@ -148,6 +150,21 @@ def rule(
         entry.approvals = [*(a.display for a in agreed), entry.decided_by or ""]
         entry.quorum = policy.quorum
     return Applied(target, entry, delegated, before)
+
+
+def _decided_below(state: RunState) -> DecisionRejectedError:
+    """A decision sent straight to a subagent's run: its pauses are decided at the top, where the
+    approver policies that govern them are checked, and from where the decision is handed down. Taken
+    here it would skip those checks and leave the runs above waiting on a pause that is gone."""
+    parent = state.parent
+    assert parent is not None
+    path = " > ".join([*parent.agent_path, state.agent_id])  # its agent_path ends with the parent
+    return DecisionRejectedError(
+        f"run {state.run_id} of agent {state.agent_id!r} is a subagent's run ({path}), delegated by run "
+        f"{parent.run_id} of agent {parent.agent_id!r}: its calls are decided on the top-level run above "
+        "it, where they wait as that run's pauses",
+        run_id=state.run_id,
+    )
 
 
 def _route_cancel(

@@ -63,6 +63,7 @@ async def handed_off(store: Store, state: RunState) -> DecideRequest | None:
         fingerprint=decision.inner_fingerprint,
         decider=_decider(decision),
         surface=decision.decider.surface if decision.decider is not None else "python",
+        routed=True,
     )
 
 

@@ -203,6 +203,7 @@ class Claims:
             fingerprint=pause.inner_fingerprint,
             decider=request.decider,
             surface=request.surface,
+            routed=True,
         )
         follow = Plan(calls=(call.tool_call_id,), reattach=frozenset({call.tool_call_id}))
         try:

@@ -72,6 +72,9 @@ class DecideRequest:
     decider: Principal | None = None
     surface: str = "python"
     trace: dict[str, str] | None = None
+    # Handed down by the parent run, which claimed it first and checked it there (``troupe.core.run.claim``
+    # routing it, or ``troupe.core.deciding.handoff``): only such a decision may decide a subagent's run.
+    routed: bool = False
 
     @property
     def decided_by(self) -> str | None:
