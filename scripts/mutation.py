@@ -957,6 +957,21 @@ A2A_SERVER = "tests/test_a2a_server.py"
 A2A_REMOTE = "tests/test_a2a_remote.py"
 MUTANTS += [
     Mutant(
+        "remote-call-in-doubt-shown-as-a-plain-approval",
+        "actors/a2a/questions.py",
+        "        interrupted=bool(view.interrupted),\n        in_doubt=doubt,\n",
+        "        interrupted=bool(view.interrupted),\n",
+        (f"{A2A_REMOTE}::test_a_remote_call_in_doubt_is_shown_so_and_not_decided_before_its_deadline",),
+    ),
+    Mutant(
+        "call-in-doubt-listed-over-a2a-without-its-deadline",
+        "actors/a2a/pending.py",
+        "        in_doubt=InDoubtView.model_validate(call.in_doubt)"
+        " if call.in_doubt is not None else None,\n",
+        "",
+        (f"{A2A_REMOTE}::test_a_call_in_doubt_is_listed_with_its_marks_and_a_plain_one_without_them",),
+    ),
+    Mutant(
         "a2a-answer-claim-overwrites",
         "actors/a2a/proxy_run.py",
         "        except StaleSnapshotError:\n            now = await self.store.load_run(state.run_id)\n",

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +28,10 @@ from conftest import TESTS
 from store_hooks import HookedStore
 from troupe.actors.a2a.errors import RemoteCardError
 from troupe.actors.a2a.handle import A2AHandle
+from troupe.actors.a2a.pending import PENDING_KIND, pending_data, read_pending
 from troupe.core.run.delegation import child_run_id
 from troupe.core.vocabulary.requests import DecideRequest, Resume
+from troupe.core.vocabulary.suspended import PendingToolCall
 
 from troupe import A2AAgent, ApproverPolicy, Runtime, SqliteStore
 from troupe.errors import ApprovalPolicyError, DecisionConflictError
@@ -247,6 +250,60 @@ async def test_an_sdk_agents_question_bubbles_up_and_the_answer_reaches_it(top, 
     assert done.status_code == 200, done.text
     assert done.json()["text"] == "d1=Sunny in Lyon"
     assert [e["answer"] for e in log.entries("answered")] == ["Lyon"]
+
+
+def in_doubt_listing(deadline: datetime) -> dict[str, Any]:
+    """What a Troupe remote lists for a gated call it took over from a host that may still run it."""
+    doubt = {"owner": "host-7", "lastSeen": "2026-01-01T00:00:00Z", "deadline": deadline.isoformat()}
+    call = {
+        "toolCallId": "c-leaf",
+        "kind": "approval",
+        "toolName": "delete_record",
+        "args": {"id": "abc-123"},
+    }
+    call |= {"agentPath": ["leaf"], "fingerprint": "f" * 32, "interrupted": True, "inDoubt": doubt}
+    return {"kind": PENDING_KIND, "runId": "their-run", "pendingToolCalls": [call]}
+
+
+async def test_a_remote_call_in_doubt_is_shown_so_and_not_decided_before_its_deadline(
+    top, sdk_servers, tmp_path
+):
+    # The remote's call may still be running on one of its hosts: the people at the top are told so,
+    # and a decision before its deadline is refused here, without being sent (the remote would refuse it).
+    deadline = datetime.now(UTC) + timedelta(hours=1)
+    log = CallLog(tmp_path / "sdk.jsonl")
+    server = sdk_servers(AskingAgent(log, question=[new_data_part(in_doubt_listing(deadline))]))
+    http = await top(A2AAgent("vendor", card_url=server.url))
+    paused = await paused_at_the_top(http)
+    call = paused["call"]
+    assert call["toolName"] == "delete_record" and call["interrupted"] is True
+    assert call["inDoubt"]["owner"].startswith("host-7 at A2A agent 'vendor' (http://127.0.0.1:")
+    assert datetime.fromisoformat(call["inDoubt"]["deadline"]) == deadline
+
+    body = {"runId": paused["result"]["runId"], "toolCallId": "d1"}
+    for route in ("approve-tool-call-generate", "decline-tool-call-generate"):
+        refused = await http.post(f"/api/agents/desk/{route}", json=body)
+        assert refused.status_code == 409, refused.text
+        assert refused.json()["code"] == "AGENT_TOOL_CALL_IN_DOUBT"
+    assert log.count("answered") == 0
+
+
+def test_a_call_in_doubt_is_listed_with_its_marks_and_a_plain_one_without_them():
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    doubt = {"owner": "host-7", "last_seen": at, "deadline": at + timedelta(minutes=5)}
+    shown = {"tool_name": "t", "args": {}, "requires_approval": True, "suspend_payload": None}
+    shown |= {"agent_path": ["a"], "fingerprint": "f" * 32, "resume_schema": None, "paused_at": at}
+    doubted = PendingToolCall(tool_call_id="c1", interrupted=True, in_doubt=doubt, **shown)
+    plain = PendingToolCall(tool_call_id="c2", **shown)
+    listed = pending_data("r1", [doubted, plain])["pendingToolCalls"]
+    assert listed[0]["interrupted"] is True
+    assert listed[0]["inDoubt"] == {
+        "owner": "host-7",
+        "lastSeen": "2026-01-01T00:00:00Z",
+        "deadline": "2026-01-01T00:05:00Z",
+    }
+    assert "interrupted" not in listed[1] and "inDoubt" not in listed[1], "a reader from before them reads it"
+    assert read_pending(in_doubt_listing(at)).pending_tool_calls[0].in_doubt is not None
 
 
 async def test_an_answer_that_cannot_be_delivered_leaves_the_call_paused(top, sdk_servers, tmp_path):

@@ -96,6 +96,15 @@ def answer_data(decisions: list[DecisionItem]) -> dict[str, Any]:
     return Answer(decisions=decisions).model_dump(mode="json", by_alias=True, exclude_unset=True)
 
 
+class InDoubtView(_Shape):
+    """A call in doubt after a takeover (``troupe.core.run.in_doubt``): its first host may still be running
+    it, so it is neither run again nor declined before ``deadline``."""
+
+    owner: StrictStr | None = Field(default=None, max_length=MAX_ID_CHARS)
+    last_seen: datetime | None = None
+    deadline: datetime
+
+
 class PendingView(_Shape):
     """A paused call as the data part lists it."""
 
@@ -110,6 +119,10 @@ class PendingView(_Shape):
     origin: dict[str, Any] | None = None
     expires_at: datetime | None = None
     approvals: list[StrictStr] = Field(default_factory=list, max_length=1000)
+    # Set only when true (so a reader from before them can still read every other call): the call was
+    # interrupted by a crash and is asked about again, and may still be running (``inDoubt``).
+    interrupted: StrictBool | None = None
+    in_doubt: InDoubtView | None = None
 
     @model_validator(mode="after")
     def _bounded(self) -> PendingView:
@@ -173,6 +186,8 @@ def pending_view(call: PendingToolCall) -> PendingView:
         origin=call.tool_origin,
         expires_at=call.expires_at,
         approvals=call.approvals,
+        interrupted=call.interrupted or None,
+        in_doubt=InDoubtView.model_validate(call.in_doubt) if call.in_doubt is not None else None,
     )
 
 
@@ -201,6 +216,7 @@ __all__ = [
     "Answer",
     "AnswerError",
     "DecisionItem",
+    "InDoubtView",
     "Pending",
     "PendingView",
     "answer_data",

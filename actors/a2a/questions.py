@@ -27,7 +27,7 @@ from troupe.core.deciding.decisions import DEFAULT_DECLINE_REASON, Target
 from troupe.core.run.pauses import next_seq
 from troupe.core.vocabulary.json_schemas import schema_problem
 from troupe.core.vocabulary.requests import Approve, DecisionInput, Decline, Resume
-from troupe.core.vocabulary.state import CallStatus, Pause, RunState, ToolCallState, fingerprint
+from troupe.core.vocabulary.state import CallStatus, InDoubt, Pause, RunState, ToolCallState, fingerprint
 
 _PROMPT_NS = uuid.UUID("5b2f0d4e-8f1a-4c7e-b3a9-2e6d1c0f9a71")
 
@@ -61,6 +61,7 @@ def _remote_call(state: RunState, view: PendingView, remote: Any) -> ToolCallSta
     if problem is not None:
         raise RemoteAgentError(f"{remote.name} asks with a resume schema that cannot be used: {problem}")
     approval = view.kind == "approval"
+    doubt = _in_doubt(view, remote)
     pause = Pause(
         kind="approval" if approval else "suspend",
         tool_name=view.tool_name,
@@ -74,6 +75,8 @@ def _remote_call(state: RunState, view: PendingView, remote: Any) -> ToolCallSta
         seq=next_seq(state),
         expires_at=view.expires_at,
         tool_origin=origin_of(state, remote, view.origin),
+        interrupted=bool(view.interrupted),
+        in_doubt=doubt,
     )
     return ToolCallState(
         tool_call_id=view.tool_call_id,
@@ -82,7 +85,19 @@ def _remote_call(state: RunState, view: PendingView, remote: Any) -> ToolCallSta
         requires_approval=approval,
         status=CallStatus.AWAITING_APPROVAL if approval else CallStatus.SUSPENDED,
         pauses=[pause],
+        in_doubt=doubt,
     )
+
+
+def _in_doubt(view: PendingView, remote: Any) -> InDoubt | None:
+    """A remote call in doubt, as the pauses above show it: the people deciding at the top see that it
+    may have taken effect, and their decision is refused before its deadline without being sent (the
+    remote would refuse it too). The owner is named with the remote agent: it is a host of theirs."""
+    doubt = view.in_doubt
+    if doubt is None:
+        return None
+    owner = f"{doubt.owner} at {remote.name}" if doubt.owner else remote.name
+    return InDoubt(owner=owner, last_seen=doubt.last_seen, deadline=doubt.deadline)
 
 
 def prompt_of(state: RunState) -> str:
