@@ -1453,8 +1453,8 @@ MUTANTS += [
     Mutant(
         "version-2-file-keeps-its-triggers",
         "storage/sqlite_listing.py",
-        '    for name in _TRIGGERS:\n        conn.execute(f"DROP TRIGGER IF EXISTS {name}")\n',
-        "",
+        '        conn.execute(f"DROP TRIGGER IF EXISTS {name}")\n',
+        "        pass\n",
         ("tests/test_sqlite_listings.py",),
     ),
     Mutant(

@@ -8,9 +8,9 @@ connection, which waits for the lock there instead of stalling the loop. Compare
 
 WAL checkpoints (copying the log back into the database file, with an fsync of each) run on that thread
 too, as passive checkpoints that wait for no one: once the log has gained about ``CHECKPOINT_EVERY_PAGES``
-pages since the last one (``_logged``). Left to
-itself SQLite runs one inside whichever commit fills the log to 1,000 pages: on the event loop, a stall
-of several milliseconds for every run of the process every few dozen approval cycles. SQLite's own
+pages since the last one (``_logged``). Left to itself SQLite runs one inside whichever commit fills the
+log to 1,000 pages: on the event loop, a stall of several milliseconds for every run of the process every
+few dozen approval cycles. SQLite's own
 checkpoint stays on as a backstop at ``BACKSTOP_PAGES``: while writes keep coming, a passive checkpoint
 from another connection never gets to the end of the log, so the log starts again from its beginning
 only after a checkpoint inside a commit, which by then has only the last few pages left to copy.

@@ -220,12 +220,18 @@ def prepare(conn: sqlite3.Connection) -> None:
 
 
 def _migrate(conn: sqlite3.Connection, version: int) -> None:
-    for name in _TRIGGERS:
+    for name in _TRIGGERS:  # made again below, with this version's bodies
         conn.execute(f"DROP TRIGGER IF EXISTS {name}")
-    if version >= 2:
-        for statement in _statements():
-            conn.execute(statement)
-        return
+    if version < 2:
+        _columns_and_old_indexes(conn)
+    for statement in _statements():
+        conn.execute(statement)
+    if version < 2:
+        _count_listed(conn)
+
+
+def _columns_and_old_indexes(conn: sqlite3.Connection) -> None:
+    """A file from before paged listings: the columns they read, and the full indexes they replace."""
     columns = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
     for column, kind in (("expires_at", "REAL"), ("top", "INTEGER NOT NULL DEFAULT 1")):
         if column not in columns:
@@ -236,9 +242,10 @@ def _migrate(conn: sqlite3.Connection, version: int) -> None:
     listed = conn.execute(f"SELECT run_id, body FROM runs WHERE {LISTED}").fetchall()
     children = [(run_id,) for run_id, body in listed if RunState.from_json(body).parent is not None]
     conn.executemany("UPDATE runs SET top = 0 WHERE run_id = ?", children)
-    for statement in _statements():
-        conn.execute(statement)
-    # Counted from the rows there (triggers count from now on).
+
+
+def _count_listed(conn: sqlite3.Connection) -> None:
+    """The counters, counted from the rows there (the triggers count from now on)."""
     conn.execute("DELETE FROM paused_counts")
     for key, cond in _RUN_COUNTERS:
         conn.execute(
