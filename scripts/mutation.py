@@ -957,6 +957,13 @@ A2A_SERVER = "tests/test_a2a_server.py"
 A2A_REMOTE = "tests/test_a2a_remote.py"
 MUTANTS += [
     Mutant(
+        "second-follower-of-a-remote-task-fails-its-run",
+        "actors/a2a/proxy_run.py",
+        '            if stored is None or stored.state.status == "running":\n                raise\n',
+        "            raise\n",
+        (f"{A2A_REMOTE}::test_two_processes_following_one_task_both_tell_the_end_the_first_recorded",),
+    ),
+    Mutant(
         "remote-call-in-doubt-shown-as-a-plain-approval",
         "actors/a2a/questions.py",
         "        interrupted=bool(view.interrupted),\n        in_doubt=doubt,\n",

@@ -432,6 +432,46 @@ async def test_two_processes_deciding_at_once_send_one_answer(sdk_servers, tmp_p
         await runtime.shutdown()
 
 
+async def test_two_processes_following_one_task_both_tell_the_end_the_first_recorded(sdk_servers, tmp_path):
+    # A run taken over while its first host still follows the remote task (its lease lapsed, not its
+    # process): both follow the task, both see it end, and both go to record the end at once. The one
+    # that loses the compare-and-set tells the end the other recorded, never a failed write.
+    log = CallLog(tmp_path / "sdk.jsonl")
+    server = sdk_servers(AskingAgent(log, answer_delay_s=1.0))
+    remote = A2AAgent("vendor", card_url=server.url)
+    store = SqliteStore(tmp_path / "top.db")
+    runtime = Runtime([desk(remote)], storage=store, executor="local")
+    try:
+        paused = await runtime.get_agent("desk").generate("go", resource_id="r1")
+        child = child_run_id(paused.run_id, "d1")
+        stored = await store.load_run(child)
+        assert stored is not None
+        (call,) = stored.state.calls
+        request = DecideRequest(
+            child, Resume("Lyon"), call.tool_call_id, call.pauses[0].fingerprint, routed=True
+        )
+        answered = await A2AHandle(remote, store).decide(request)  # sent; the remote works on it
+        await answered.aclose()  # type: ignore[attr-defined]
+        assert (await store.load_run(child)).state.status == "running"  # type: ignore[union-attr]
+
+        meet = asyncio.Barrier(2)
+        hooked = [HookedStore(store, f"process-{i}") for i in range(2)]
+        for one in hooked:
+            one.meet_before_save(child, meet)
+
+        async def follow(one: HookedStore) -> list[Any]:
+            batches = await A2AHandle(remote, one).attach(child)
+            assert batches is not None
+            return [c for batch in [b async for b in batches] for c in batch]
+
+        told = await asyncio.gather(*(follow(one) for one in hooked))
+        for chunks in told:
+            assert chunks[-1].type == "finish" and chunks[-1].payload["finish_reason"] == "stop", chunks[-1]
+        assert [e["answer"] for e in log.entries("answered")] == ["Lyon"]
+    finally:
+        await runtime.shutdown()
+
+
 # ---- the supervisor's process dies while the remote pause waits ---------------------------------------
 
 

@@ -85,8 +85,9 @@ class ProxyRun:
             raise
 
     async def watched(self, chunks: AsyncIterator[Chunk]) -> AsyncIterator[Chunk]:
-        """``chunks``, ending the way the run ended if it is cancelled while they are read: the parent
-        following it is told the cancel (its finish), never a write that failed. A cancel recorded
+        """``chunks``, ending the way the run ended if it is cancelled while they are read, or settled by
+        another process following the same task: the parent following it is told the cancel (its
+        finish), or what that process recorded, never a write that failed. A cancel recorded
         elsewhere (another process, or a remote agent that goes on working regardless) is seen at the
         run's next write, or within ``_LOOK_S`` while the remote agent is silent: what was being read
         is given up then (the remote stream closed)."""
@@ -101,6 +102,15 @@ class ProxyRun:
         except Stopped as stopped:
             await source.aclose()  # type: ignore[attr-defined]
             for chunk in replay(self.agent_id, stopped.state)[1:]:
+                yield chunk
+        except StaleSnapshotError:
+            # Another process following the same task recorded where it went first (a run taken over
+            # while its first host still followed it): what it recorded is what this one tells.
+            stored = await self.store.load_run(self.state.run_id)
+            if stored is None or stored.state.status == "running":
+                raise
+            await source.aclose()  # type: ignore[attr-defined]
+            for chunk in replay(self.agent_id, stored.state)[1:]:
                 yield chunk
 
     async def _next(self, source: AsyncIterator[Chunk]) -> Chunk:
