@@ -957,6 +957,13 @@ A2A_SERVER = "tests/test_a2a_server.py"
 A2A_REMOTE = "tests/test_a2a_remote.py"
 MUTANTS += [
     Mutant(
+        "start-not-named-yet-reported-lost-at-once",
+        "actors/a2a/proxy_run.py",
+        "            stored = await self._named_meanwhile()\n",
+        "            stored = None\n",
+        (f"{A2A_REMOTE}::test_a_start_whose_task_is_not_named_yet_is_waited_for_not_reported_lost",),
+    ),
+    Mutant(
         "second-follower-of-a-remote-task-fails-its-run",
         "actors/a2a/proxy_run.py",
         '            if stored is None or stored.state.status == "running":\n                raise\n',

@@ -26,6 +26,7 @@ from a2a_agents import AskingAgent, SdkServer
 from a2a_trees import desk
 from conftest import TESTS
 from store_hooks import HookedStore
+from troupe.actors.a2a import proxy_run
 from troupe.actors.a2a.errors import RemoteCardError
 from troupe.actors.a2a.handle import A2AHandle
 from troupe.actors.a2a.pending import PENDING_KIND, pending_data, read_pending
@@ -469,6 +470,89 @@ async def test_two_processes_following_one_task_both_tell_the_end_the_first_reco
             assert chunks[-1].type == "finish" and chunks[-1].payload["finish_reason"] == "stop", chunks[-1]
         assert [e["answer"] for e in log.entries("answered")] == ["Lyon"]
     finally:
+        await runtime.shutdown()
+
+
+class NotingLoads:
+    """A store whose ``waiting`` is set once ``load_run`` has been called twice: a follower that found
+    no task id at its attach has looked again, so it waits rather than giving up."""
+
+    def __init__(self, inner: SqliteStore) -> None:
+        self.inner = inner
+        self.loads = 0
+        self.waiting = asyncio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def load_run(self, run_id: str) -> Any:
+        self.loads += 1
+        if self.loads >= 2:
+            self.waiting.set()
+        return await self.inner.load_run(run_id)
+
+
+async def a_start_being_sent(tmp_path: Path, remote: A2AAgent) -> tuple[Runtime, str, asyncio.Event, Any]:
+    """A supervisor's delegation whose first host holds the remote task's id, not yet recorded (its
+    write waits): the runtime, the proxy run's id, the write's release and the supervisor's call."""
+    hooked = HookedStore(SqliteStore(tmp_path / "top.db"))
+    runtime = Runtime([desk(remote)], storage=hooked, executor="local")
+    child = child_run_id("top-run", "d1")
+    reached, release = hooked.hold_next_save(child)
+    first = asyncio.ensure_future(
+        runtime.get_agent("desk").generate("go", resource_id="r1", run_id="top-run")
+    )
+    await reached.wait()
+    return runtime, child, release, first
+
+
+async def followed(batches: Any) -> list[Any]:
+    return [c for batch in [b async for b in batches] for c in batch]
+
+
+async def test_a_start_whose_task_is_not_named_yet_is_waited_for_not_reported_lost(sdk_servers, tmp_path):
+    # The host sending the prompt lost the parent (its lease) but not its process: another host that
+    # follows the delegation finds no task id yet. It waits for it, and follows the task once named,
+    # instead of telling the parent's model that the task was lost (who might delegate it again).
+    log = CallLog(tmp_path / "sdk.jsonl")
+    remote = A2AAgent("vendor", card_url=sdk_servers(AskingAgent(log)).url)
+    runtime, child, release, first = await a_start_being_sent(tmp_path, remote)
+    try:
+        other = NotingLoads(SqliteStore(tmp_path / "top.db"))
+        batches = await A2AHandle(remote, other).attach(child)
+        assert batches is not None
+        following = asyncio.ensure_future(followed(batches))
+        looked_again = asyncio.ensure_future(other.waiting.wait())
+        await asyncio.wait({following, looked_again}, return_when=asyncio.FIRST_COMPLETED)
+        looked_again.cancel()
+        release.set()  # the first host records the task's id
+        chunks = await following
+        assert [c.type for c in chunks][-1] == "tool-call-suspended", [c.type for c in chunks]
+        assert chunks[-1].payload["suspend_payload"] == {"message": "Which city?"}
+        assert (await first).finish_reason == "suspended"
+        assert log.count("asked") == 1
+    finally:
+        release.set()
+        await runtime.shutdown()
+
+
+async def test_a_start_whose_task_is_never_named_is_reported_lost_after_its_timeout(
+    sdk_servers, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(proxy_run, "_SENDING_MARGIN_S", 0.0)
+    log = CallLog(tmp_path / "sdk.jsonl")
+    remote = A2AAgent("vendor", card_url=sdk_servers(AskingAgent(log)).url, timeout_s=0.5)
+    runtime, child, release, first = await a_start_being_sent(tmp_path, remote)
+    try:
+        batches = await A2AHandle(remote, SqliteStore(tmp_path / "top.db")).attach(child)
+        assert batches is not None
+        chunks = await followed(batches)
+        assert [c.type for c in chunks] == ["start", "error", "finish"]
+        assert chunks[-1].payload["finish_reason"] == "error"
+        assert "lost while it was being started" in str(chunks[1].payload), chunks[1].payload
+    finally:
+        release.set()
+        await first
         await runtime.shutdown()
 
 

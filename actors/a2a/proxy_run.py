@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
+from datetime import timedelta
 from typing import Any
 
 from troupe.actors.a2a.connection import RemoteAgent, RemoteLost, RemoteRefused, RemoteUnreachable
@@ -44,8 +45,8 @@ from troupe.core.vocabulary.errors import (
 )
 from troupe.core.vocabulary.json_schemas import instance_errors
 from troupe.core.vocabulary.requests import Cancel, DecideRequest, Resume
-from troupe.core.vocabulary.state import Cancellation, RunState, ToolCallState
-from troupe.core.vocabulary.store import StaleSnapshotError, Store
+from troupe.core.vocabulary.state import Cancellation, RunState, ToolCallState, utcnow
+from troupe.core.vocabulary.store import StaleSnapshotError, Store, StoredRun
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,8 @@ _POLL_MAX_S = 2.0
 _POLL_FAILURES = 5
 # How long a task is watched for a sign that an answer whose reply was lost arrived.
 _UNSURE_GRACE_S = 30.0
+# Beyond the remote agent's ``timeout_s``, how long a start whose task was not named yet is waited for.
+_SENDING_MARGIN_S = 5.0
 # How long a cancel waits for the remote agent to take its task's cancel (the run is cancelled already).
 _TELL_CANCEL_S = 10.0
 # How often a proxy run followed while its remote agent is silent is looked at for a cancel recorded
@@ -406,23 +409,53 @@ class ProxyRun:
     async def resumed(self) -> AsyncIterator[Chunk]:
         """Follow a run in flight that nothing here drives (its parent recovered): its task where it
         stands, an answer whose fate is unknown, or a start the remote agent never named a task for."""
-        remote = self.state.remote
         yield self._chunk("start", id=self.agent_id, agent_id=self.agent_id, recovered=True)
-        if remote is None or remote.task_id is None:
-            why = (
-                f"the task for {self.remote.name} was lost while it was being started (the process "
-                "stopped before the remote agent named it); the remote agent may have begun it, and it "
-                "is not started a second time"
-            )
-            async for chunk in self._fail(RemoteAgentError(why)):
-                yield chunk
-            return
+        if self.state.remote is None or self.state.remote.task_id is None:
+            stored = await self._named_meanwhile()
+            if stored is None:
+                why = (
+                    f"the task for {self.remote.name} was lost while it was being started (the process "
+                    "stopped before the remote agent named it); the remote agent may have begun it, and "
+                    "it is not started a second time"
+                )
+                async for chunk in self._fail(RemoteAgentError(why)):
+                    yield chunk
+                return
+            if stored.state.status != "running":  # it went on without this process: tell where
+                for chunk in replay(self.agent_id, stored.state)[1:]:
+                    yield chunk
+                return
+            self.state, self.version = stored.state, stored.version
+        remote = self.state.remote
+        assert remote is not None and remote.task_id is not None
         if remote.answer_id is not None:
             steps = self._unsure(RemoteLost(f"the process sending the answer to {self.remote.name} stopped"))
         else:
             steps = self._follow_by_asking(remote.task_id)
         async for chunk in steps:
             yield chunk
+
+    async def _named_meanwhile(self) -> StoredRun | None:
+        """The run once the process sending its prompt has recorded the task's id, or has gone on past
+        it; None if that has not happened by the time the prompt's request could have come back (its
+        ``timeout_s`` from the run's start, plus a margin). That process may be alive though it lost
+        the parent (its lease lapsed): reported lost at once, the task may be delegated again while
+        the remote agent works on it."""
+        spec = self.remote.spec
+        deadline = self.state.created_at + timedelta(seconds=spec.timeout_s + _SENDING_MARGIN_S)
+        wait = _POLL_FIRST_S
+        while True:
+            stored = await self.store.load_run(self.state.run_id)
+            if stored is None:
+                return None
+            remote = stored.state.remote
+            if stored.state.status != "running" or (remote is not None and remote.task_id is not None):
+                return stored
+            left = (deadline - utcnow()).total_seconds()
+            if left <= 0:
+                return None
+            await asyncio.sleep(min(wait, left))
+            wait = min(wait * 2, _POLL_MAX_S)
 
     async def _follow_by_asking(self, task_id: str) -> AsyncIterator[Chunk]:
         task = RemoteTask(self.remote.name, task_id)
