@@ -403,30 +403,49 @@ async def test_a_remote_agent_that_makes_no_sense_is_a_tool_error(
 # ---- a decision goes to the remote task once ---------------------------------------------------------------
 
 
-async def test_two_processes_deciding_at_once_send_one_answer(sdk_servers, tmp_path):
+async def paused_on_a_question(
+    sdk_servers: Any, tmp_path: Path, **asking: Any
+) -> tuple[CallLog, A2AAgent, SqliteStore, Runtime, DecideRequest]:
+    """``desk`` paused on an a2a-sdk agent's question (its log, the remote, the store, the runtime), and
+    the answer "Lyon" as the parent hands it down to the proxy run."""
     log = CallLog(tmp_path / "sdk.jsonl")
-    server = sdk_servers(AskingAgent(log))
-    remote = A2AAgent("vendor", card_url=server.url)
+    remote = A2AAgent("vendor", card_url=sdk_servers(AskingAgent(log, **asking)).url)
     store = SqliteStore(tmp_path / "top.db")
     runtime = Runtime([desk(remote)], storage=store, executor="local")
+    paused = await runtime.get_agent("desk").generate("go", resource_id="r1")
+    child = child_run_id(paused.run_id, "d1")
+    stored = await store.load_run(child)
+    assert stored is not None and stored.state.status == "suspended"
+    (call,) = stored.state.calls
+    answer = DecideRequest(child, Resume("Lyon"), call.tool_call_id, call.pauses[0].fingerprint, routed=True)
+    return log, remote, store, runtime, answer
+
+
+def meeting_before_their_writes(store: SqliteStore, run_id: str) -> list[HookedStore]:
+    """Two processes' stores over ``store`` whose next writes of ``run_id`` wait for each other: both
+    have read the run and decided to write before either writes."""
+    meet = asyncio.Barrier(2)
+    hooked = [HookedStore(store, f"process-{i}") for i in range(2)]
+    for one in hooked:
+        one.meet_before_save(run_id, meet)
+    return hooked
+
+
+async def followed(batches: Any) -> list[Any]:
+    return [c for batch in [b async for b in batches] for c in batch]
+
+
+async def test_two_processes_deciding_at_once_send_one_answer(sdk_servers, tmp_path):
+    log, remote, store, runtime, answer = await paused_on_a_question(sdk_servers, tmp_path)
     try:
-        paused = await runtime.get_agent("desk").generate("go", resource_id="r1")
-        child = child_run_id(paused.run_id, "d1")
-        stored = await store.load_run(child)
-        assert stored is not None and stored.state.status == "suspended"
-        (call,) = stored.state.calls
-        request = DecideRequest(child, Resume("Lyon"), call.tool_call_id, call.pauses[0].fingerprint)
-        meet = asyncio.Barrier(2)
-        hooked = [HookedStore(store, f"process-{i}") for i in range(2)]
-        for one in hooked:
-            one.meet_before_save(child, meet)
+        hooked = meeting_before_their_writes(store, answer.run_id)
         outcomes = await asyncio.gather(
-            *(A2AHandle(remote, one).decide(request) for one in hooked), return_exceptions=True
+            *(A2AHandle(remote, one).decide(answer) for one in hooked), return_exceptions=True
         )
         conflicts = [o for o in outcomes if isinstance(o, DecisionConflictError)]
         streams = [o for o in outcomes if not isinstance(o, BaseException)]
         assert len(conflicts) == 1 and len(streams) == 1, outcomes
-        chunks = [c for batch in [b async for b in streams[0]] for c in batch]
+        chunks = await followed(streams[0])
         assert chunks[-1].type == "finish"
         assert [e["answer"] for e in log.entries("answered")] == ["Lyon"]
     finally:
@@ -437,35 +456,21 @@ async def test_two_processes_following_one_task_both_tell_the_end_the_first_reco
     # A run taken over while its first host still follows the remote task (its lease lapsed, not its
     # process): both follow the task, both see it end, and both go to record the end at once. The one
     # that loses the compare-and-set tells the end the other recorded, never a failed write.
-    log = CallLog(tmp_path / "sdk.jsonl")
-    server = sdk_servers(AskingAgent(log, answer_delay_s=1.0))
-    remote = A2AAgent("vendor", card_url=server.url)
-    store = SqliteStore(tmp_path / "top.db")
-    runtime = Runtime([desk(remote)], storage=store, executor="local")
+    log, remote, store, runtime, answer = await paused_on_a_question(
+        sdk_servers, tmp_path, answer_delay_s=1.0
+    )
     try:
-        paused = await runtime.get_agent("desk").generate("go", resource_id="r1")
-        child = child_run_id(paused.run_id, "d1")
-        stored = await store.load_run(child)
-        assert stored is not None
-        (call,) = stored.state.calls
-        request = DecideRequest(
-            child, Resume("Lyon"), call.tool_call_id, call.pauses[0].fingerprint, routed=True
-        )
-        answered = await A2AHandle(remote, store).decide(request)  # sent; the remote works on it
+        child = answer.run_id
+        answered = await A2AHandle(remote, store).decide(answer)  # sent; the remote works on it
         await answered.aclose()  # type: ignore[attr-defined]
         assert (await store.load_run(child)).state.status == "running"  # type: ignore[union-attr]
-
-        meet = asyncio.Barrier(2)
-        hooked = [HookedStore(store, f"process-{i}") for i in range(2)]
-        for one in hooked:
-            one.meet_before_save(child, meet)
 
         async def follow(one: HookedStore) -> list[Any]:
             batches = await A2AHandle(remote, one).attach(child)
             assert batches is not None
-            return [c for batch in [b async for b in batches] for c in batch]
+            return await followed(batches)
 
-        told = await asyncio.gather(*(follow(one) for one in hooked))
+        told = await asyncio.gather(*(follow(one) for one in meeting_before_their_writes(store, child)))
         for chunks in told:
             assert chunks[-1].type == "finish" and chunks[-1].payload["finish_reason"] == "stop", chunks[-1]
         assert [e["answer"] for e in log.entries("answered")] == ["Lyon"]
@@ -504,10 +509,6 @@ async def a_start_being_sent(tmp_path: Path, remote: A2AAgent) -> tuple[Runtime,
     )
     await reached.wait()
     return runtime, child, release, first
-
-
-async def followed(batches: Any) -> list[Any]:
-    return [c for batch in [b async for b in batches] for c in batch]
 
 
 async def test_a_start_whose_task_is_not_named_yet_is_waited_for_not_reported_lost(sdk_servers, tmp_path):
