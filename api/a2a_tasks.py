@@ -24,7 +24,7 @@ from a2a.helpers.proto_helpers import new_data_part, new_text_part
 from a2a.types.a2a_pb2 import Artifact, Message, Part, Role, Task, TaskState, TaskStatus
 from troupe.actors.a2a.pending import pending_data
 from troupe.core.deciding.cancelling import DEFAULT_REASON
-from troupe.core.vocabulary.errors import TroupeError
+from troupe.core.vocabulary.errors import DecisionInterruptedError, TroupeError
 from troupe.core.vocabulary.pause_shapes import suspended_run
 from troupe.core.vocabulary.results import RunResult
 from troupe.core.vocabulary.state import RunState
@@ -74,7 +74,9 @@ def paused_task(state: RunState, *, note: TroupeError | None = None, inbox: str 
 
 def _summary(agent_id: str, pending: list[PendingToolCall], note: TroupeError | None) -> str:
     lines = []
-    if note is not None:
+    if isinstance(note, DecisionInterruptedError):  # it went out, and may have taken effect below
+        lines.append(f"Your answer may have taken effect before it failed ({note.code}): {note.message}")
+    elif note is not None:
         lines.append(f"Your answer was not taken ({note.code}): {note.message}")
     lines.append(f"Agent {agent_id!r} waits for a decision on {len(pending)} tool call(s):")
     for call in pending:

@@ -971,6 +971,39 @@ MUTANTS += [
         (f"{A2A_REMOTE}::test_two_processes_following_one_task_both_tell_the_end_the_first_recorded",),
     ),
     Mutant(
+        "remote-failure-on-an-answer-read-as-not-taken",
+        "actors/a2a/proxy_run.py",
+        "        except RemoteFailed as exc:\n"
+        "            return await self._answered_with(exc, before, pause)\n",
+        "        except RemoteFailed as exc:\n            await self._put_back(before)\n"
+        '            raise DecisionNotDeliveredError(f"{exc.message}; the answer was not taken") from None\n',
+        (
+            f"{A2A_REMOTE}::test_an_answer_the_remote_agent_failed_on_is_followed_to_its_task_not_reported_not_taken",
+            f"{A2A_REMOTE}::test_an_answer_the_remote_agent_may_have_acted_on_waits_again_marked_interrupted",
+        ),
+    ),
+    Mutant(
+        "refused-answer-put-back-though-the-task-moved-on",
+        "actors/a2a/proxy_run.py",
+        "        if not asks:\n            return self._unsure(error)\n",
+        "",
+        (f"{A2A_REMOTE}::test_an_answer_the_remote_agent_failed_on_is_followed_to_its_task_not_reported_not_taken",),
+    ),
+    Mutant(
+        "remote-call-put-back-unmarked-after-a-failure",
+        "actors/a2a/proxy_run.py",
+        "        await self._put_back(before, interrupted=pause)\n",
+        "        await self._put_back(before)\n",
+        (f"{A2A_REMOTE}::test_an_answer_the_remote_agent_may_have_acted_on_waits_again_marked_interrupted",),
+    ),
+    Mutant(
+        "interrupted-below-put-back-plain-above",
+        "core/run/claim.py",
+        "interrupted=isinstance(exc, DecisionInterruptedError)",
+        "interrupted=False",
+        (f"{A2A_REMOTE}::test_an_answer_the_remote_agent_may_have_acted_on_waits_again_marked_interrupted",),
+    ),
+    Mutant(
         "remote-call-in-doubt-shown-as-a-plain-approval",
         "actors/a2a/questions.py",
         "        interrupted=bool(view.interrupted),\n        in_doubt=doubt,\n",

@@ -4,15 +4,15 @@ and what the Python SDK's client needs to talk to a server.
 ``AskingAgent`` asks which city (``input-required``), then answers with the weather there, recording
 every answer it gets in a ``CallLog`` (a file: visible across processes); ``WorkingAgent`` works until
 its task is cancelled (``StubbornAgent`` refuses to be). Each records a cancel of its task.
-``serve_sdk_agent`` serves an executor with the SDK's ``DefaultRequestHandler`` and an in-memory task
-store, on uvicorn in a thread.
+``SdkServer`` serves an executor with the SDK's ``DefaultRequestHandler`` (or ``FailsAfterActing``, a
+server that fails after acting on an answer) and an in-memory task store, on uvicorn in a thread.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
@@ -41,7 +41,7 @@ from a2a.types.a2a_pb2 import (
     StreamResponse,
     TaskState,
 )
-from a2a.utils.errors import TaskNotCancelableError
+from a2a.utils.errors import InternalError, TaskNotCancelableError
 from google.protobuf.json_format import MessageToDict
 from starlette.applications import Starlette
 
@@ -126,6 +126,24 @@ class StubbornAgent(WorkingAgent):
         raise TaskNotCancelableError(message="this agent cannot stop its work")
 
 
+class FailsAfterActing(DefaultRequestHandler):
+    """The a2a-sdk's request handler for a server that acts on the first answer before its agent runs
+    (it records "acted" in ``log``, as if it booked what was asked), then fails with an internal error
+    (its own store broke, say), leaving the task as it was: still asking the same question. The answers
+    after that reach its agent."""
+
+    def __init__(self, log: CallLog, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.log = log
+
+    async def on_message_send_stream(self, params: Any, context: Any) -> Any:
+        if params.message.task_id and not self.log.count("acted"):  # the first answer on its task
+            self.log.record("acted", task_id=params.message.task_id)
+            raise InternalError(message="the booking went through, then our ledger failed")
+        async for event in super().on_message_send_stream(params, context):
+            yield event
+
+
 def sdk_card(url: str, name: str = "Weather desk", streaming: bool = True) -> AgentCard:
     return AgentCard(
         name=name,
@@ -142,9 +160,15 @@ def sdk_card(url: str, name: str = "Weather desk", streaming: bool = True) -> Ag
 class SdkServer:
     """An A2A agent of the SDK's own on uvicorn (127.0.0.1, a free port), in a thread of its own."""
 
-    def __init__(self, executor: AgentExecutor, streaming: bool = True) -> None:
+    def __init__(
+        self,
+        executor: AgentExecutor,
+        streaming: bool = True,
+        handler: Callable[..., Any] = DefaultRequestHandler,
+    ) -> None:
         self.executor = executor
         self.streaming = streaming
+        self.handler = handler  # the request handler's class (or a function that makes one)
         self.port = 0
         self.server: uvicorn.Server | None = None
         self._ready = threading.Event()
@@ -177,7 +201,7 @@ class SdkServer:
             await asyncio.sleep(0.01)
         self.port = self.server.servers[0].sockets[0].getsockname()[1]
         holder["card"] = sdk_card(f"{self.url}/rpc", streaming=self.streaming)
-        handler = DefaultRequestHandler(self.executor, InMemoryTaskStore(), holder["card"])
+        handler = self.handler(self.executor, InMemoryTaskStore(), holder["card"])
         for route in create_agent_card_routes(holder["card"]) + create_jsonrpc_routes(handler, "/rpc"):
             app.router.routes.append(route)
         self._ready.set()
@@ -235,6 +259,7 @@ def artifact_text(task: dict[str, Any]) -> str:
 
 __all__ = [
     "AskingAgent",
+    "FailsAfterActing",
     "Part",
     "SdkServer",
     "StubbornAgent",

@@ -8,6 +8,7 @@ remote agent; an answer that cannot be delivered leaves the call paused."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import signal
 import socket
@@ -21,8 +22,9 @@ from typing import Any
 import httpx
 import pytest
 from a2a.helpers.proto_helpers import new_data_part, new_text_part
+from a2a.server.tasks import TaskUpdater
 from a2a.types.a2a_pb2 import TaskState
-from a2a_agents import AskingAgent, SdkServer
+from a2a_agents import AskingAgent, FailsAfterActing, SdkServer
 from a2a_trees import desk
 from conftest import TESTS
 from store_hooks import HookedStore
@@ -323,6 +325,81 @@ async def test_an_answer_that_cannot_be_delivered_leaves_the_call_paused(top, sd
     proxy = await SqliteStore(tmp_path / "top.db").load_run(child_run_id(body["runId"], "d1"))
     assert proxy is not None and proxy.state.status == "suspended", "the remote's question still waits too"
     assert proxy.state.calls[0].decision is None
+
+
+class ActsThenBreaks(AskingAgent):
+    """Acts on the answer (records it), then raises: the a2a-sdk's server answers the request with an
+    internal error and fails the task."""
+
+    async def execute(self, context: Any, event_queue: Any) -> None:
+        if context.current_task is None:
+            return await super().execute(context, event_queue)
+        self.log.record("answered", task_id=context.task_id)
+        raise RuntimeError("the booking went through, then the agent broke")
+
+
+class ActsThenMisreports(AskingAgent):
+    """Acts on the answer, then reports on another task: the a2a-sdk's server answers the request with
+    "invalid params" (a code that reads as a refusal) and fails the task."""
+
+    async def execute(self, context: Any, event_queue: Any) -> None:
+        if context.current_task is None:
+            return await super().execute(context, event_queue)
+        self.log.record("answered", task_id=context.task_id)
+        await TaskUpdater(event_queue, "another-task", context.context_id or "").start_work()
+
+
+@pytest.mark.parametrize("agent", [ActsThenBreaks, ActsThenMisreports])
+async def test_an_answer_the_remote_agent_failed_on_is_followed_to_its_task_not_reported_not_taken(
+    make_runtime, sdk_servers, tmp_path, agent
+):
+    """The request that carried the answer got an error, whatever its code, but the task moved on (the
+    SDK's server failed it): the answer was taken, so the run goes on with the task's failure, a tool
+    error the model sees. It is not put back as "not taken" for a second answer."""
+    log = CallLog(tmp_path / "sdk.jsonl")
+    server = sdk_servers(agent(log))
+    runtime = make_runtime([desk(A2AAgent("vendor", card_url=server.url))])
+    agent = runtime.get_agent("desk")
+    paused = await agent.generate("go", resource_id="r1")
+    done = await agent.resume_generate("Lyon", run_id=paused.run_id, tool_call_id="d1")
+    assert done.finish_reason == "stop" and done.text.startswith("d1=")
+    assert "A2A agent 'vendor'" in done.text and "failed" in done.text
+    with pytest.raises(DecisionConflictError):
+        await agent.resume_generate("Paris", run_id=paused.run_id, tool_call_id="d1")
+    assert log.count("answered") == 1
+
+
+async def test_an_answer_the_remote_agent_may_have_acted_on_waits_again_marked_interrupted(top, tmp_path):
+    """The remote agent acted on the answer, then failed with an internal error, and its task still asks:
+    the answer is not sent again, nor called not taken. The call waits again at the top, marked
+    interrupted, and the decider hears why (502); deciding again is theirs to choose."""
+    log = CallLog(tmp_path / "sdk.jsonl")
+    server = SdkServer(AskingAgent(log), handler=functools.partial(FailsAfterActing, log)).start()
+    try:
+        http = await top(A2AAgent("vendor", card_url=server.url))
+        paused = await paused_at_the_top(http)
+        assert paused["call"]["interrupted"] is False
+        body = {"runId": paused["result"]["runId"], "toolCallId": "d1", "resumeData": "Lyon"}
+        failed = await http.post("/api/agents/desk/resume-generate", json=body)
+        assert failed.status_code == 502, failed.text
+        assert failed.json()["code"] == "AGENT_DECISION_INTERRUPTED"
+        assert "may have acted" in failed.json()["error"] and "vendor" in failed.json()["error"]
+        assert log.count("acted") == 1 and log.count("answered") == 0, "sent once, and not again by itself"
+        inbox = (await http.get("/api/inbox")).json()["runs"]
+        listed = (await http.get("/api/agents/desk/suspended-runs")).json()["runs"]
+        for runs in (inbox, listed):
+            (call,) = runs[0]["toolCalls"]
+            assert call["toolCallId"] == "d1" and call["interrupted"] is True
+        proxy = await SqliteStore(tmp_path / "top.db").load_run(child_run_id(body["runId"], "d1"))
+        assert proxy is not None and proxy.state.status == "suspended"
+        assert proxy.state.calls[0].decision is None and proxy.state.calls[0].pauses[-1].interrupted
+        # Deciding again is the decider's informed choice, and it goes through.
+        done = await http.post("/api/agents/desk/resume-generate", json=body)
+        assert done.status_code == 200, done.text
+        assert done.json()["text"] == "d1=Sunny in Lyon"
+        assert log.count("acted") == 1 and log.count("answered") == 1
+    finally:
+        server.stop()
 
 
 async def test_an_answer_whose_reply_is_lost_is_looked_up_never_sent_again(

@@ -29,7 +29,10 @@ from fastapi import FastAPI, Request
 from google.protobuf.json_format import MessageToDict
 from helpers import delete_tool, echo_model
 from http_server import KEYS, ops_agents
+from troupe.api.a2a_tasks import paused_task
 from troupe.api.app import troupe_router
+from troupe.core.vocabulary.errors import DecisionInterruptedError, DecisionRejectedError
+from troupe.core.vocabulary.state import CallStatus, Pause, RunState, ToolCallState
 
 from troupe import Agent, ApproverPolicy, Principal, Runtime, SqliteStore
 from troupe.testing import tool_call
@@ -301,3 +304,18 @@ async def test_troupe_router_in_a_host_app_serves_a2a_as_the_hosts_principal(
     async with httpx.AsyncClient() as http:
         nobody = await http.get(f"{server.url}/troupe/a2a/ops/.well-known/agent-card.json")
     assert nobody.status_code == 401
+
+
+def test_an_answer_that_may_have_taken_effect_below_is_not_called_not_taken():
+    """The task's text tells a refused answer (not taken) from one that failed below after it went out."""
+    pause = Pause(kind="approval", tool_name="book", args={}, agent_path=["ops"], fingerprint="f" * 32)
+    call = ToolCallState(
+        tool_call_id="c1", tool_name="book", args={}, status=CallStatus.AWAITING_APPROVAL, pauses=[pause]
+    )
+    state = RunState(run_id="r1", agent_id="ops", status="suspended", calls=[call])
+    refused = status_text(MessageToDict(paused_task(state, note=DecisionRejectedError("no"))))
+    failed = status_text(MessageToDict(paused_task(state, note=DecisionInterruptedError("it broke"))))
+    assert refused.startswith("Your answer was not taken (AGENT_DECISION_REJECTED): no")
+    code = "AGENT_DECISION_INTERRUPTED"
+    assert failed.startswith(f"Your answer may have taken effect before it failed ({code}): it broke")
+    assert "not taken" not in failed

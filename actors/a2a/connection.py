@@ -9,6 +9,8 @@ sorted by what it says about a message that was being sent:
 - ``RemoteUnreachable``: the connection was never made; nothing was sent;
 - ``RemoteRefused``: the remote agent answered with an error (a JSON-RPC error, an HTTP 4xx): it took
   nothing (``gone``: the task is unknown there or has ended);
+- ``RemoteFailed``: the remote agent answered with a failure of its own (an internal error, or its agent
+  answered what its server could not use): it may have acted on the request before it failed;
 - ``RemoteLost``: anything else (a read that failed, a timeout, a 5xx, a response too large): the
   message may or may not have been taken, so it is never sent again.
 """
@@ -45,6 +47,13 @@ class RemoteRefused(RemoteAgentError):
     @property
     def gone(self) -> bool:
         return bool(self.details.get("gone"))
+
+
+class RemoteFailed(RemoteAgentError):
+    """The remote agent answered with a failure of its own (A2A's internal error, or an invalid response
+    of its agent): it took the request, and may have acted on it before it failed."""
+
+    code = "A2A_REMOTE_FAILED"
 
 
 class RemoteLost(RemoteAgentError):
@@ -213,7 +222,13 @@ class RemoteAgent:
     def classified(self, exc: BaseException) -> RemoteAgentError:
         """``exc`` from the SDK as what it says about a request that was being sent."""
         from a2a.client.errors import A2AClientError
-        from a2a.utils.errors import A2AError, TaskNotFoundError, UnsupportedOperationError
+        from a2a.utils.errors import (
+            A2AError,
+            InternalError,
+            InvalidAgentResponseError,
+            TaskNotFoundError,
+            UnsupportedOperationError,
+        )
 
         if isinstance(exc, RemoteAgentError):
             return exc
@@ -223,6 +238,9 @@ class RemoteAgent:
         if isinstance(cause, httpx.HTTPStatusError) and cause.response.status_code < 500:
             status = cause.response.status_code
             return RemoteRefused(f"{self.name} refused the request: HTTP {status}", agent_id=self.spec.id)
+        if isinstance(exc, InternalError | InvalidAgentResponseError):
+            why = f"{self.name} failed handling the request: {exc.message}"
+            return RemoteFailed(why, agent_id=self.spec.id)
         if isinstance(exc, A2AError) and not isinstance(exc, A2AClientError):
             gone = isinstance(exc, TaskNotFoundError | UnsupportedOperationError)
             return RemoteRefused(
@@ -241,6 +259,7 @@ class RemoteAgent:
 __all__ = [
     "MAX_RESPONSE_BYTES",
     "RemoteAgent",
+    "RemoteFailed",
     "RemoteLost",
     "RemoteRefused",
     "RemoteUnreachable",

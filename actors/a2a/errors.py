@@ -7,6 +7,8 @@ TroupeError
  │    ├── RemoteCardError         A2A_CARD_INVALID          its card cannot be fetched or read
  │    ├── RemoteUnreachable       A2A_REMOTE_UNREACHABLE    a request never left (connection.py)
  │    ├── RemoteRefused           A2A_REMOTE_REFUSED        it answered a request with an error
+ │    ├── RemoteFailed            A2A_REMOTE_FAILED         it failed handling a request (it may have
+ │    │                                                     acted on it)
  │    └── RemoteLost              A2A_REMOTE_LOST           a request may or may not have been taken
  └── DecisionRejectedError
       └── DecisionNotDeliveredError  A2A_DECISION_NOT_DELIVERED  an answer that never reached it

@@ -11,9 +11,12 @@ subagent's run, and any process can follow the task or carry a decision to it. I
       -> finished (the task's answer, or why it failed: a tool error naming the remote agent)
 
 A decision is claimed with a compare-and-set on the record before it is sent, and never sent again: a
-send that certainly never left (the connection was refused, the remote agent refused it) puts the call
-back, paused, and the decider hears why; a send whose fate is unknown is looked up on the task (``get``)
-and, if the task still asks the same question, reported as such rather than sent a second time.
+send that certainly never left (the connection was refused) puts the call back, paused, and the decider
+hears why. Any other outcome is looked up on the task (``get``), since an error code alone does not say
+whether the answer was taken: a task that moved on is followed; one that still asks the same question
+after a refusal gets the call put back, and after the remote's own failure the call put back marked
+interrupted (it may have acted); a send whose reply was lost is followed a while for a sign it arrived,
+and if the task still asks, reported as such rather than sent a second time.
 """
 
 from __future__ import annotations
@@ -25,7 +28,13 @@ from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from typing import Any
 
-from troupe.actors.a2a.connection import RemoteAgent, RemoteLost, RemoteRefused, RemoteUnreachable
+from troupe.actors.a2a.connection import (
+    RemoteAgent,
+    RemoteFailed,
+    RemoteLost,
+    RemoteRefused,
+    RemoteUnreachable,
+)
 from troupe.actors.a2a.errors import DecisionNotDeliveredError, RemoteAgentError, RemoteCardError
 from troupe.actors.a2a.pending import is_pending
 from troupe.actors.a2a.questions import answer_message, calls_of, prompt_of, refusal_of
@@ -39,6 +48,7 @@ from troupe.core.run.recovery import replay
 from troupe.core.vocabulary.chunks import Chunk
 from troupe.core.vocabulary.errors import (
     DecisionConflictError,
+    DecisionInterruptedError,
     DecisionRejectedError,
     ResumeDataValidationError,
     ToolCallNotSuspendedError,
@@ -324,12 +334,13 @@ class ProxyRun:
                 tool_call_id=target.call.tool_call_id,
             ) from None
         try:
-            return await self._sent(message, before)
+            return await self._sent(message, before, target.pause.fingerprint)
         except Stopped as stopped:  # cancelled after the claim; the answer did not get through
             raise cancelled_error(state.run_id, stopped.cancellation, "its answer was not taken") from None
 
-    async def _sent(self, message: Any, before: list[ToolCallState]) -> AsyncIterator[Chunk]:
-        """Send the answer ``message``; the remote agent's first event says whether it took it."""
+    async def _sent(self, message: Any, before: list[ToolCallState], pause: str) -> AsyncIterator[Chunk]:
+        """Send the answer ``message`` (for the pause whose fingerprint is ``pause``); the remote agent's
+        first event says whether it took it."""
         events = self.remote.send(message)
         try:
             first = await anext(events)
@@ -341,8 +352,9 @@ class ProxyRun:
         except RemoteRefused as exc:
             if exc.gone:
                 return self._fail(exc)
-            await self._put_back(before)
-            raise DecisionNotDeliveredError(f"{exc.message}; the answer was not taken") from None
+            return await self._answered_with(exc, before, pause)
+        except RemoteFailed as exc:
+            return await self._answered_with(exc, before, pause)
         except RemoteLost as exc:
             return self._unsure(exc)
         refused = refusal_of(first)
@@ -352,8 +364,43 @@ class ProxyRun:
             raise DecisionRejectedError(f"{self.remote.name} did not take the answer: {refused}")
         return self._follow(events, first)
 
-    async def _put_back(self, before: list[ToolCallState]) -> None:
-        """Undo a claim whose answer never reached the remote agent: the calls wait as they did."""
+    async def _answered_with(
+        self, error: RemoteRefused | RemoteFailed, before: list[ToolCallState], pause: str
+    ) -> AsyncIterator[Chunk]:
+        """The remote agent answered the answer with an error. Its task says what came of it: moved on
+        (failed, say, as the a2a-sdk's server fails a task whose agent broke, whatever error code the
+        request got), it took the answer, and is followed from there. Still asking the same question: a
+        refusal took nothing, and the call waits as it did; a failure of its own (``RemoteFailed``) may
+        have come after it acted, so the call waits again marked interrupted (here and at every level
+        above), and the decider hears that the answer may have taken effect. Either way the answer is
+        never sent a second time by itself: a second answer could make the remote agent act twice."""
+        state = self.state
+        assert state.remote is not None and state.remote.task_id is not None
+        task = RemoteTask(self.remote.name, state.remote.task_id)
+        try:
+            task.feed_task(_as_dict(await self.remote.get(state.remote.task_id)))
+            asks = task.settled and self._still_asks(task.outcome())
+        except RemoteAgentError:  # how the task stands is not known: only a refusal says it took nothing
+            asks = isinstance(error, RemoteRefused)
+        if not asks:
+            return self._unsure(error)
+        if isinstance(error, RemoteRefused):
+            await self._put_back(before)
+            raise DecisionNotDeliveredError(f"{error.message}; the answer was not taken") from None
+        await self._put_back(before, interrupted=pause)
+        raise DecisionInterruptedError(
+            f"{error.message}; its task still asks, and it may have acted on the answer before it failed. "
+            "The answer is not sent again: the call waits, marked interrupted, to be decided again",
+            run_id=state.run_id,
+            task_id=state.remote.task_id,
+        )
+
+    async def _put_back(self, before: list[ToolCallState], *, interrupted: str | None = None) -> None:
+        """Undo a claim whose answer never reached the remote agent: the calls wait as they did. With
+        ``interrupted`` (a pause's fingerprint), one that may have reached it: that pause is marked."""
+        for call in before:
+            for pause in call.pauses:
+                pause.interrupted = pause.interrupted or pause.fingerprint == interrupted
         self.state.calls, self.state.status = before, "suspended"
         self._delivered()
         await self.save()

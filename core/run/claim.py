@@ -26,6 +26,7 @@ from troupe.core.run.outcomes import decline_chunk
 from troupe.core.tracing import record_wait
 from troupe.core.vocabulary.errors import (
     DecisionConflictError,
+    DecisionInterruptedError,
     DecisionRejectedError,
     SnapshotNotFoundError,
     ToolCallInDoubtError,
@@ -208,9 +209,10 @@ class Claims:
         follow = Plan(calls=(call.tool_call_id,), reattach=frozenset({call.tool_call_id}))
         try:
             stream = await self.loop.delegations[call.tool_name].port.decide(inner)
-        except (DecisionRejectedError, SnapshotNotFoundError):
-            # Refused below before anything was written there: put this level back as it was.
-            await self._put_back(run, applied)
+        except (DecisionRejectedError, SnapshotNotFoundError) as exc:
+            # Refused below before anything was written there: put this level back as it was. A decision
+            # that may have taken effect below goes back marked interrupted, as it is there.
+            await self._put_back(run, applied, interrupted=isinstance(exc, DecisionInterruptedError))
             raise
         except (DecisionConflictError, ToolCallNotSuspendedError) as exc:
             # The subagent moved on already (a decision whose answer was lost to a crash): this level
@@ -236,10 +238,15 @@ class Claims:
         )
         return follow
 
-    async def _put_back(self, run: ActiveRun, applied: Applied) -> None:
-        assert applied.before is not None
+    async def _put_back(self, run: ActiveRun, applied: Applied, *, interrupted: bool = False) -> None:
+        before = applied.before
+        assert before is not None
+        if interrupted:
+            marked = applied.target.pause.fingerprint
+            for pause in before.pauses:
+                pause.interrupted = pause.interrupted or pause.fingerprint == marked
         calls = run.state.calls
-        calls[calls.index(applied.target.call)] = applied.before
+        calls[calls.index(applied.target.call)] = before
         run.state.status = "suspended"
         run.state.updated_at = utcnow()  # it waits again from now (see RunState.stop_waiting)
         run.version = await self.store.save_run(run.state, expected_version=run.version)

@@ -9,7 +9,8 @@
      │    └── RunCancelledError           AGENT_RUN_CANCELLED            (409: the run was cancelled)
      ├── DecisionRejectedError        AGENT_DECISION_REJECTED
      │    ├── ResumeDataValidationError   AGENT_RESUME_DATA_INVALID
-     │    └── ToolCallInDoubtError        AGENT_TOOL_CALL_IN_DOUBT       (409: its owner may still run it)
+     │    ├── ToolCallInDoubtError        AGENT_TOOL_CALL_IN_DOUBT       (409: its owner may still run it)
+     │    └── DecisionInterruptedError    AGENT_DECISION_INTERRUPTED     (502: it may have taken effect)
      ├── RunNotCancellableError       AGENT_RUN_NOT_CANCELLABLE      (409: the run has already finished)
      ├── CancelForbiddenError         AGENT_CANCEL_FORBIDDEN         (403: not the caller's run to cancel)
      ├── AmbiguousSuspendedRunsError  AGENT_SUSPENDED_RUNS_AMBIGUOUS
@@ -348,6 +349,19 @@ class ToolCallInDoubtError(DecisionRejectedError):
     http_status = 409
 
 
+class DecisionInterruptedError(DecisionRejectedError):
+    """The agent the decision was handed to failed while it acted on it, and cannot say how far it got.
+
+    A remote A2A agent answered the decision with an internal error of its own, and its task still asks
+    the same question: it may have acted on the answer before it failed. Nothing sends the decision a
+    second time. The call waits again, marked interrupted at every level, to be decided again knowing
+    that. Raised by the decision methods. Code ``AGENT_DECISION_INTERRUPTED``, HTTP 502.
+    """
+
+    code = "AGENT_DECISION_INTERRUPTED"
+    http_status = 502
+
+
 class DecisionPendingError(AgentUnavailableError):
     """The decision is durable, but the subagent it is for cannot be reached yet.
 
@@ -474,6 +488,7 @@ __all__ = [
     "ApprovalPolicyError",
     "CancelForbiddenError",
     "DecisionConflictError",
+    "DecisionInterruptedError",
     "DecisionLinkError",
     "DecisionRejectedError",
     "DeliveryNotFoundError",
