@@ -992,9 +992,19 @@ MUTANTS += [
     Mutant(
         "remote-call-put-back-unmarked-after-a-failure",
         "actors/a2a/proxy_run.py",
-        "        await self._put_back(before, interrupted=pause)\n",
-        "        await self._put_back(before)\n",
+        "        await self._put_back(before, interrupted=pause)\n        raise DecisionInterruptedError(\n",
+        "        await self._put_back(before)\n        raise DecisionInterruptedError(\n",
         (f"{A2A_REMOTE}::test_an_answer_the_remote_agent_may_have_acted_on_waits_again_marked_interrupted",),
+    ),
+    Mutant(
+        "interrupted-two-hops-down-read-as-a-refusal",
+        "actors/a2a/proxy_run.py",
+        "        if code == DecisionInterruptedError.code:",
+        "        if code == DecisionInterruptedError.code and False:",
+        (
+            f"{A2A_REMOTE}::"
+            "test_an_answer_that_may_have_acted_two_hops_down_waits_marked_interrupted_at_the_top",
+        ),
     ),
     Mutant(
         "interrupted-below-put-back-plain-above",

@@ -402,6 +402,39 @@ async def test_an_answer_the_remote_agent_may_have_acted_on_waits_again_marked_i
         server.stop()
 
 
+async def test_an_answer_that_may_have_acted_two_hops_down_waits_marked_interrupted_at_the_top(
+    top, http_server, tmp_path
+):
+    """Top -> a Troupe agent served over A2A -> an a2a-sdk agent that acts on the answer, then fails
+    with an internal error. The Troupe agent in the middle says so on its task; the top reads it as
+    such, not as a refusal: its call waits again marked interrupted, and the decider hears why."""
+    log = CallLog(tmp_path / "sdk.jsonl")
+    sdk = SdkServer(AskingAgent(log), handler=functools.partial(FailsAfterActing, log)).start()
+    try:
+        vendor = A2AAgent("vendor", card_url=sdk.url)
+        keys = {"key-sup": {"name": "supervisor", "resources": ["r1"]}}
+        middle = http_server(
+            lambda: Runtime([desk(vendor)], storage=SqliteStore(tmp_path / "mid.db"), executor="local"),
+            keys=keys,
+        )
+        http = await top(A2AAgent("middle", card_url=f"{middle.url}/a2a/desk", bearer_token="key-sup"))
+        paused = await paused_at_the_top(http)
+        body = {"runId": paused["result"]["runId"], "toolCallId": "d1", "resumeData": "Lyon"}
+        failed = await http.post("/api/agents/desk/resume-generate", json=body)
+        assert failed.status_code == 502, failed.text
+        assert failed.json()["code"] == "AGENT_DECISION_INTERRUPTED"
+        assert "'middle'" in failed.json()["error"] and "may have acted" in failed.json()["error"]
+        assert log.count("acted") == 1 and log.count("answered") == 0
+        (run,) = (await http.get("/api/agents/desk/suspended-runs")).json()["runs"]
+        (call,) = run["toolCalls"]
+        assert call["toolCallId"] == "d1" and call["interrupted"] is True
+        done = await http.post("/api/agents/desk/resume-generate", json=body)
+        assert done.status_code == 200, done.text
+        assert done.json()["text"] == "d1=d1=Sunny in Lyon"
+    finally:
+        sdk.stop()
+
+
 async def test_an_answer_whose_reply_is_lost_is_looked_up_never_sent_again(
     make_runtime, sdk_servers, tmp_path
 ):

@@ -358,11 +358,15 @@ class ProxyRun:
         except RemoteLost as exc:
             return self._unsure(exc)
         refused = refusal_of(first)
-        if refused is not None:
-            await events.aclose()  # type: ignore[attr-defined]
-            await self._put_back(before)
-            raise DecisionRejectedError(f"{self.remote.name} did not take the answer: {refused}")
-        return self._follow(events, first)
+        if refused is None:
+            return self._follow(events, first)
+        await events.aclose()  # type: ignore[attr-defined]
+        code, why = refused
+        if code == DecisionInterruptedError.code:  # it went further down, and may have taken effect there
+            await self._put_back(before, interrupted=pause)
+            raise DecisionInterruptedError(f"{self.remote.name} passed the answer on, and {why}")
+        await self._put_back(before)
+        raise DecisionRejectedError(f"{self.remote.name} did not take the answer: {code}: {why}")
 
     async def _answered_with(
         self, error: RemoteRefused | RemoteFailed, before: list[ToolCallState], pause: str

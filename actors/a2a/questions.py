@@ -175,9 +175,10 @@ def _decision_item(tool_call_id: str, remote_fp: str | None, decision: DecisionI
     return DecisionItem(**{k: v for k, v in fields.items() if v is not None or k == "resume_data"})
 
 
-def refusal_of(event: Any) -> str | None:
-    """What a remote Troupe agent said was wrong with an answer, if its first event says it refused it
-    (an ``input-required`` task whose list of pending calls carries an error)."""
+def refusal_of(event: Any) -> tuple[str, str] | None:
+    """What a remote Troupe agent said was wrong with an answer (its error's code and message), if its
+    first event says it did not carry it through (an ``input-required`` task whose list of pending calls
+    carries an error)."""
     from google.protobuf.json_format import MessageToDict
 
     if event.WhichOneof("payload") != "task":
@@ -190,7 +191,7 @@ def refusal_of(event: Any) -> str | None:
         data = part.get("data") if isinstance(part, dict) else None
         if isinstance(data, dict) and is_pending(data) and isinstance(data.get("error"), dict):
             error = data["error"]
-            return f"{error.get('code', 'REFUSED')}: {error.get('message', '')}"
+            return str(error.get("code") or "REFUSED"), str(error.get("message") or "")
     return None
 
 
