@@ -1007,6 +1007,26 @@ MUTANTS += [
         ),
     ),
     Mutant(
+        "lost-answer-whose-task-still-asks-fails-the-delegation",
+        "actors/a2a/proxy_run.py",
+        "            async for chunk in self._settle(outcome, interrupted=True):\n",
+        "            async for chunk in self._fail(RemoteAgentError(lost.message)):\n",
+        (
+            f"{A2A_REMOTE}::"
+            "test_an_answer_whose_reply_is_lost_and_whose_task_still_asks_is_asked_again_marked_interrupted",
+        ),
+    ),
+    Mutant(
+        "lost-answer-whose-task-still-asks-asked-again-unmarked",
+        "actors/a2a/proxy_run.py",
+        "self._settle(outcome, interrupted=True)",
+        "self._settle(outcome, interrupted=False)",
+        (
+            f"{A2A_REMOTE}::"
+            "test_an_answer_whose_reply_is_lost_and_whose_task_still_asks_is_asked_again_marked_interrupted",
+        ),
+    ),
+    Mutant(
         "interrupted-below-put-back-plain-above",
         "core/run/claim.py",
         "interrupted=isinstance(exc, DecisionInterruptedError)",

@@ -144,6 +144,25 @@ class FailsAfterActing(DefaultRequestHandler):
             yield event
 
 
+class DropsFirstAnswer(DefaultRequestHandler):
+    """The a2a-sdk's request handler for a server that holds the first answer for ``hold_s`` without
+    taking it (records "dropped" in ``log``), then answers with an error: a client that gives up sooner
+    cannot tell whether it arrived, and the task still asks. The answers after that reach its agent."""
+
+    def __init__(self, log: CallLog, hold_s: float, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.log = log
+        self.hold_s = hold_s
+
+    async def on_message_send_stream(self, params: Any, context: Any) -> Any:
+        if params.message.task_id and not self.log.count("dropped"):
+            self.log.record("dropped", task_id=params.message.task_id)
+            await asyncio.sleep(self.hold_s)
+            raise InternalError(message="the answer was dropped")
+        async for event in super().on_message_send_stream(params, context):
+            yield event
+
+
 def sdk_card(url: str, name: str = "Weather desk", streaming: bool = True) -> AgentCard:
     return AgentCard(
         name=name,
@@ -259,6 +278,7 @@ def artifact_text(task: dict[str, Any]) -> str:
 
 __all__ = [
     "AskingAgent",
+    "DropsFirstAnswer",
     "FailsAfterActing",
     "Part",
     "SdkServer",

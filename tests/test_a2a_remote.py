@@ -24,7 +24,7 @@ import pytest
 from a2a.helpers.proto_helpers import new_data_part, new_text_part
 from a2a.server.tasks import TaskUpdater
 from a2a.types.a2a_pb2 import TaskState
-from a2a_agents import AskingAgent, FailsAfterActing, SdkServer
+from a2a_agents import AskingAgent, DropsFirstAnswer, FailsAfterActing, SdkServer
 from a2a_trees import desk
 from conftest import TESTS
 from store_hooks import HookedStore
@@ -448,6 +448,34 @@ async def test_an_answer_whose_reply_is_lost_is_looked_up_never_sent_again(
     done = await agent.resume_generate("Lyon", run_id=paused.run_id, tool_call_id="d1")
     assert done.text == "d1=Sunny in Lyon"
     assert [e["answer"] for e in log.entries("answered")] == ["Lyon"]
+
+
+async def test_an_answer_whose_reply_is_lost_and_whose_task_still_asks_is_asked_again_marked_interrupted(
+    tmp_path, monkeypatch
+):
+    """The request carrying the answer broke off (the client's timeout), and the task still asks after
+    the grace, with no sign the answer arrived: the question is asked again, marked interrupted, rather
+    than the delegation failed or the answer sent a second time. The next answer goes through."""
+    monkeypatch.setattr(proxy_run, "_UNSURE_GRACE_S", 0.3)
+    log = CallLog(tmp_path / "sdk.jsonl")
+    server = SdkServer(AskingAgent(log), handler=functools.partial(DropsFirstAnswer, log, 3.0)).start()
+    vendor = A2AAgent("vendor", card_url=server.url, timeout_s=1.0)
+    runtime = Runtime([desk(vendor)], storage=SqliteStore(tmp_path / "top.db"), executor="local")
+    try:
+        agent = runtime.get_agent("desk")
+        paused = await agent.generate("go", resource_id="r1")
+        again = await agent.resume_generate("Lyon", run_id=paused.run_id, tool_call_id="d1")
+        assert again.finish_reason == "suspended", again.text
+        assert log.count("dropped") == 1 and log.count("answered") == 0, "sent once"
+        (run,) = (await agent.list_suspended_runs()).runs
+        (call,) = run.pending
+        assert call.tool_call_id == "d1" and call.interrupted
+        done = await agent.resume_generate("Lyon", run_id=paused.run_id, tool_call_id="d1")
+        assert done.text == "d1=Sunny in Lyon"
+        assert log.count("dropped") == 1 and log.count("answered") == 1
+    finally:
+        await runtime.shutdown()
+        server.stop()
 
 
 # ---- failures are tool errors naming the remote agent ------------------------------------------------------

@@ -199,12 +199,17 @@ class ProxyRun:
 
     # ---- settling -----------------------------------------------------------------------------------
 
-    async def _settle(self, outcome: Outcome) -> AsyncIterator[Chunk]:
+    async def _settle(self, outcome: Outcome, *, interrupted: bool = False) -> AsyncIterator[Chunk]:
+        """Record how the task stands and tell it: its answer, its failure, or its question (with
+        ``interrupted``: asked again after an answer that may have arrived, marked so)."""
         if isinstance(outcome, Question):
             try:
                 calls = calls_of(self.state, outcome, self.remote)
             except RemoteAgentError as exc:
                 outcome = Broke(exc.message, exc)
+            else:
+                for pause in (p for call in calls for p in call.pauses):
+                    pause.interrupted = pause.interrupted or interrupted
         match outcome:
             case Ended(text=text):
                 await self._end({"finish_reason": "stop", "text": text})
@@ -412,8 +417,9 @@ class ProxyRun:
     async def _unsure(self, lost: RemoteAgentError) -> AsyncIterator[Chunk]:
         """An answer went out but the exchange broke off: follow the task by asking for it. Once it has
         moved past the question the answer answered, follow it on. If it still asks that question after
-        ``_UNSURE_GRACE_S`` (and its history does not show the answer arrived), say so: the answer is
-        never sent a second time."""
+        ``_UNSURE_GRACE_S`` (and its history does not show the answer arrived), the question is asked
+        again, marked interrupted: the answer may have arrived all the same, and it is never sent a
+        second time by itself. If the task cannot be asked for, the delegation fails, saying so."""
         state = self.state
         assert state.remote is not None and state.remote.task_id is not None
         answer_id, task = state.remote.answer_id, RemoteTask(self.remote.name, state.remote.task_id)
@@ -433,10 +439,22 @@ class ProxyRun:
             outcome = task.outcome()
         except RemoteAgentError as exc:
             lost = exc
-        if outcome is None or self._still_asks(outcome):
+        if outcome is not None and self._still_asks(outcome):
+            log.warning(
+                "the answer sent to %s (task %s) may not have arrived (%s), and the task still asks: "
+                "asked again, marked interrupted",
+                self.remote.name,
+                state.remote.task_id,
+                lost.message,
+            )
+            async for chunk in self._settle(outcome, interrupted=True):
+                yield chunk
+            return
+        if outcome is None:
             why = (
                 f"the answer sent to {self.remote.name} (task {state.remote.task_id}) may not have "
-                f"arrived ({lost.message}), and the task still asks; it is not sent a second time"
+                f"arrived, and the task could not be asked for ({lost.message}); it is not sent a second "
+                "time"
             )
             async for chunk in self._fail(RemoteAgentError(why, task_id=state.remote.task_id)):
                 yield chunk
