@@ -1027,6 +1027,13 @@ MUTANTS += [
         ),
     ),
     Mutant(
+        "broken-off-stream-of-a-named-task-fails-the-delegation",
+        "actors/a2a/proxy_run.py",
+        "                if task.task_id is None:\n                    raise\n",
+        "                raise\n",
+        (f"{A2A_REMOTE}::test_a_stream_that_breaks_off_once_the_task_is_named_is_followed_by_asking",),
+    ),
+    Mutant(
         "interrupted-below-put-back-plain-above",
         "core/run/claim.py",
         "interrupted=isinstance(exc, DecisionInterruptedError)",

@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 import pytest
-from a2a.helpers.proto_helpers import new_data_part, new_text_part
+from a2a.helpers.proto_helpers import new_data_part, new_task_from_user_message, new_text_part
 from a2a.server.tasks import TaskUpdater
 from a2a.types.a2a_pb2 import TaskState
 from a2a_agents import AskingAgent, DropsFirstAnswer, FailsAfterActing, SdkServer
@@ -476,6 +476,39 @@ async def test_an_answer_whose_reply_is_lost_and_whose_task_still_asks_is_asked_
     finally:
         await runtime.shutdown()
         server.stop()
+
+
+class QuietWorker(AskingAgent):
+    """Names its task and says it works, then works silently for ``quiet_s`` before answering."""
+
+    def __init__(self, log: CallLog, quiet_s: float) -> None:
+        super().__init__(log)
+        self.quiet_s = quiet_s
+
+    async def execute(self, context: Any, event_queue: Any) -> None:
+        updater = TaskUpdater(event_queue, context.task_id or "", context.context_id or "")
+        task = new_task_from_user_message(context.message)
+        task.id, task.context_id = updater.task_id, updater.context_id
+        await event_queue.enqueue_event(task)
+        await updater.start_work()
+        self.log.record("working", task_id=context.task_id)
+        await asyncio.sleep(self.quiet_s)
+        await updater.add_artifact([new_text_part("Done after a quiet while")], name="result")
+        await updater.complete()
+
+
+async def test_a_stream_that_breaks_off_once_the_task_is_named_is_followed_by_asking(
+    make_runtime, sdk_servers, tmp_path
+):
+    """The remote agent works silently for longer than a read may wait (``timeout_s``): its stream
+    breaks off, but the task goes on over there, so it is asked for until it ends. It used to fail the
+    delegation with the read's timeout."""
+    log = CallLog(tmp_path / "sdk.jsonl")
+    server = sdk_servers(QuietWorker(log, quiet_s=2.5))
+    runtime = make_runtime([desk(A2AAgent("vendor", card_url=server.url, timeout_s=0.5))])
+    done = await runtime.get_agent("desk").generate("go", resource_id="r1")
+    assert done.text == "d1=Done after a quiet while", done.text
+    assert log.count("working") == 1, "the task was sent once"
 
 
 # ---- failures are tool errors naming the remote agent ------------------------------------------------------

@@ -155,16 +155,24 @@ class ProxyRun:
             yield chunk
 
     async def _follow(self, events: AsyncIterator[Any], first: Any = None) -> AsyncIterator[Chunk]:
-        """Fold the task's events (``first`` already read) until it settles, then settle the run. What
+        """Fold the task's events (``first`` already read) until it settles, then settle the run. A
+        stream that ends early, or breaks off once the task is named (a connection cut, a read that
+        timed out), leaves the task going on over there: it is followed by asking for it. What else
         goes wrong with the remote agent on the way ends the run with a tool error naming it."""
         task = RemoteTask(self.remote.name, self.state.remote.task_id if self.state.remote else None)
         try:
-            async with contextlib.aclosing(events):  # type: ignore[type-var]
-                async for event in _chained([first] if first is not None else [], events):
-                    task.feed(event)
-                    await self._note_task(task)
-                    if task.settled:
-                        break
+            try:
+                async with contextlib.aclosing(events):  # type: ignore[type-var]
+                    async for event in _chained([first] if first is not None else [], events):
+                        task.feed(event)
+                        await self._note_task(task)
+                        if task.settled:
+                            break
+            except RemoteLost as lost:
+                if task.task_id is None:
+                    raise
+                why = lost.message
+                log.info("the stream of %s broke off (%s): asking for its task", self.remote.name, why)
             if not task.settled:
                 await self._poll(task)
             outcome = task.outcome()
