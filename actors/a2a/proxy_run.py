@@ -16,7 +16,8 @@ hears why. Any other outcome is looked up on the task (``get``), since an error 
 whether the answer was taken: a task that moved on is followed; one that still asks the same question
 after a refusal gets the call put back, and after the remote's own failure the call put back marked
 interrupted (it may have acted); a send whose reply was lost is followed a while for a sign it arrived,
-and if the task still asks, reported as such rather than sent a second time.
+and if the task still asks, its question is asked again, marked interrupted, rather than sent a second
+time.
 """
 
 from __future__ import annotations
@@ -216,8 +217,9 @@ class ProxyRun:
             except RemoteAgentError as exc:
                 outcome = Broke(exc.message, exc)
             else:
-                for pause in (p for call in calls for p in call.pauses):
-                    pause.interrupted = pause.interrupted or interrupted
+                if interrupted:
+                    for call in calls:
+                        call.mark_interrupted()
         match outcome:
             case Ended(text=text):
                 await self._end({"finish_reason": "stop", "text": text})
@@ -415,9 +417,9 @@ class ProxyRun:
     async def _put_back(self, before: list[ToolCallState], *, interrupted: str | None = None) -> None:
         """Undo a claim whose answer never reached the remote agent: the calls wait as they did. With
         ``interrupted`` (a pause's fingerprint), one that may have reached it: that pause is marked."""
-        for call in before:
-            for pause in call.pauses:
-                pause.interrupted = pause.interrupted or pause.fingerprint == interrupted
+        if interrupted is not None:
+            for call in before:
+                call.mark_interrupted(interrupted)
         self.state.calls, self.state.status = before, "suspended"
         self._delivered()
         await self.save()

@@ -242,9 +242,7 @@ class Claims:
         before = applied.before
         assert before is not None
         if interrupted:
-            marked = applied.target.pause.fingerprint
-            for pause in before.pauses:
-                pause.interrupted = pause.interrupted or pause.fingerprint == marked
+            before.mark_interrupted(applied.target.pause.fingerprint)
         calls = run.state.calls
         calls[calls.index(applied.target.call)] = before
         run.state.status = "suspended"

@@ -185,6 +185,13 @@ class ToolCallState(_Model):
     def latest_pause(self) -> Pause | None:
         return max(self.pauses, key=lambda p: p.seq) if self.pauses else None
 
+    def mark_interrupted(self, fingerprint: str | None = None) -> None:
+        """Mark the pause whose fingerprint is ``fingerprint`` (every pause: None) as asked about again
+        after a decision that may have taken effect, as a call interrupted by a crash is."""
+        for pause in self.pauses:
+            if fingerprint is None or pause.fingerprint == fingerprint:
+                pause.interrupted = True
+
 
 class ParentLink(_Model):
     """Where a subagent's run was delegated from."""
