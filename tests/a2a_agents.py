@@ -126,41 +126,43 @@ class StubbornAgent(WorkingAgent):
         raise TaskNotCancelableError(message="this agent cannot stop its work")
 
 
-class FailsAfterActing(DefaultRequestHandler):
-    """The a2a-sdk's request handler for a server that acts on the first answer before its agent runs
-    (it records "acted" in ``log``, as if it booked what was asked), then fails with an internal error
-    (its own store broke, say), leaving the task as it was: still asking the same question. The answers
-    after that reach its agent."""
+class FirstAnswerFails(DefaultRequestHandler):
+    """The a2a-sdk's request handler for a server that mishandles the first answer on a task: it records
+    ``mark`` in ``log``, waits ``hold_s``, then fails with an internal error, leaving the task as it was
+    (still asking the same question). The answers after that reach its agent."""
+
+    mark = "mishandled"
+    hold_s = 0.0
+    why = "the answer was mishandled"
 
     def __init__(self, log: CallLog, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.log = log
 
     async def on_message_send_stream(self, params: Any, context: Any) -> Any:
-        if params.message.task_id and not self.log.count("acted"):  # the first answer on its task
-            self.log.record("acted", task_id=params.message.task_id)
-            raise InternalError(message="the booking went through, then our ledger failed")
-        async for event in super().on_message_send_stream(params, context):
-            yield event
-
-
-class DropsFirstAnswer(DefaultRequestHandler):
-    """The a2a-sdk's request handler for a server that holds the first answer for ``hold_s`` without
-    taking it (records "dropped" in ``log``), then answers with an error: a client that gives up sooner
-    cannot tell whether it arrived, and the task still asks. The answers after that reach its agent."""
-
-    def __init__(self, log: CallLog, hold_s: float, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.log = log
-        self.hold_s = hold_s
-
-    async def on_message_send_stream(self, params: Any, context: Any) -> Any:
-        if params.message.task_id and not self.log.count("dropped"):
-            self.log.record("dropped", task_id=params.message.task_id)
+        if params.message.task_id and not self.log.count(self.mark):  # the first answer on its task
+            self.log.record(self.mark, task_id=params.message.task_id)
             await asyncio.sleep(self.hold_s)
-            raise InternalError(message="the answer was dropped")
+            raise InternalError(message=self.why)
         async for event in super().on_message_send_stream(params, context):
             yield event
+
+
+class FailsAfterActing(FirstAnswerFails):
+    """Acts on the first answer before its agent runs (records "acted", as if it booked what was
+    asked), then fails at once (its own store broke, say)."""
+
+    mark = "acted"
+    why = "the booking went through, then our ledger failed"
+
+
+class DropsFirstAnswer(FirstAnswerFails):
+    """Holds the first answer for 3 s without taking it (records "dropped"), then fails: a client that
+    gives up sooner cannot tell whether it arrived."""
+
+    mark = "dropped"
+    hold_s = 3.0
+    why = "the answer was dropped"
 
 
 def sdk_card(url: str, name: str = "Weather desk", streaming: bool = True) -> AgentCard:

@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 import pytest
 from a2a.helpers.proto_helpers import new_data_part, new_task_from_user_message, new_text_part
+from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.tasks import TaskUpdater
 from a2a.types.a2a_pb2 import TaskState
 from a2a_agents import AskingAgent, DropsFirstAnswer, FailsAfterActing, SdkServer
@@ -94,8 +95,10 @@ def troupe_remote(tmp_path):
 def sdk_servers():
     started: list[SdkServer] = []
 
-    def start(executor: Any) -> SdkServer:
-        server = SdkServer(executor).start()
+    def start(executor: Any, handler: Any = None) -> SdkServer:
+        """Serve ``executor``; ``handler``: a request handler of ``a2a_agents`` taking the agent's log."""
+        made = functools.partial(handler, executor.log) if handler is not None else DefaultRequestHandler
+        server = SdkServer(executor, handler=made).start()
         started.append(server)
         return server
 
@@ -369,70 +372,66 @@ async def test_an_answer_the_remote_agent_failed_on_is_followed_to_its_task_not_
     assert log.count("answered") == 1
 
 
-async def test_an_answer_the_remote_agent_may_have_acted_on_waits_again_marked_interrupted(top, tmp_path):
+async def test_an_answer_the_remote_agent_may_have_acted_on_waits_again_marked_interrupted(
+    top, sdk_servers, tmp_path
+):
     """The remote agent acted on the answer, then failed with an internal error, and its task still asks:
     the answer is not sent again, nor called not taken. The call waits again at the top, marked
     interrupted, and the decider hears why (502); deciding again is theirs to choose."""
     log = CallLog(tmp_path / "sdk.jsonl")
-    server = SdkServer(AskingAgent(log), handler=functools.partial(FailsAfterActing, log)).start()
-    try:
-        http = await top(A2AAgent("vendor", card_url=server.url))
-        paused = await paused_at_the_top(http)
-        assert paused["call"]["interrupted"] is False
-        body = {"runId": paused["result"]["runId"], "toolCallId": "d1", "resumeData": "Lyon"}
-        failed = await http.post("/api/agents/desk/resume-generate", json=body)
-        assert failed.status_code == 502, failed.text
-        assert failed.json()["code"] == "AGENT_DECISION_INTERRUPTED"
-        assert "may have acted" in failed.json()["error"] and "vendor" in failed.json()["error"]
-        assert log.count("acted") == 1 and log.count("answered") == 0, "sent once, and not again by itself"
-        inbox = (await http.get("/api/inbox")).json()["runs"]
-        listed = (await http.get("/api/agents/desk/suspended-runs")).json()["runs"]
-        for runs in (inbox, listed):
-            (call,) = runs[0]["toolCalls"]
-            assert call["toolCallId"] == "d1" and call["interrupted"] is True
-        proxy = await SqliteStore(tmp_path / "top.db").load_run(child_run_id(body["runId"], "d1"))
-        assert proxy is not None and proxy.state.status == "suspended"
-        assert proxy.state.calls[0].decision is None and proxy.state.calls[0].pauses[-1].interrupted
-        # Deciding again is the decider's informed choice, and it goes through.
-        done = await http.post("/api/agents/desk/resume-generate", json=body)
-        assert done.status_code == 200, done.text
-        assert done.json()["text"] == "d1=Sunny in Lyon"
-        assert log.count("acted") == 1 and log.count("answered") == 1
-    finally:
-        server.stop()
+    server = sdk_servers(AskingAgent(log), FailsAfterActing)
+    http = await top(A2AAgent("vendor", card_url=server.url))
+    paused = await paused_at_the_top(http)
+    assert paused["call"]["interrupted"] is False
+    body = {"runId": paused["result"]["runId"], "toolCallId": "d1", "resumeData": "Lyon"}
+    failed = await http.post("/api/agents/desk/resume-generate", json=body)
+    assert failed.status_code == 502, failed.text
+    assert failed.json()["code"] == "AGENT_DECISION_INTERRUPTED"
+    assert "may have acted" in failed.json()["error"] and "vendor" in failed.json()["error"]
+    assert log.count("acted") == 1 and log.count("answered") == 0, "sent once, and not again by itself"
+    inbox = (await http.get("/api/inbox")).json()["runs"]
+    listed = (await http.get("/api/agents/desk/suspended-runs")).json()["runs"]
+    for runs in (inbox, listed):
+        (call,) = runs[0]["toolCalls"]
+        assert call["toolCallId"] == "d1" and call["interrupted"] is True
+    proxy = await SqliteStore(tmp_path / "top.db").load_run(child_run_id(body["runId"], "d1"))
+    assert proxy is not None and proxy.state.status == "suspended"
+    assert proxy.state.calls[0].decision is None and proxy.state.calls[0].pauses[-1].interrupted
+    # Deciding again is the decider's informed choice, and it goes through.
+    done = await http.post("/api/agents/desk/resume-generate", json=body)
+    assert done.status_code == 200, done.text
+    assert done.json()["text"] == "d1=Sunny in Lyon"
+    assert log.count("acted") == 1 and log.count("answered") == 1
 
 
 async def test_an_answer_that_may_have_acted_two_hops_down_waits_marked_interrupted_at_the_top(
-    top, http_server, tmp_path
+    top, http_server, sdk_servers, tmp_path
 ):
     """Top -> a Troupe agent served over A2A -> an a2a-sdk agent that acts on the answer, then fails
     with an internal error. The Troupe agent in the middle says so on its task; the top reads it as
     such, not as a refusal: its call waits again marked interrupted, and the decider hears why."""
     log = CallLog(tmp_path / "sdk.jsonl")
-    sdk = SdkServer(AskingAgent(log), handler=functools.partial(FailsAfterActing, log)).start()
-    try:
-        vendor = A2AAgent("vendor", card_url=sdk.url)
-        keys = {"key-sup": {"name": "supervisor", "resources": ["r1"]}}
-        middle = http_server(
-            lambda: Runtime([desk(vendor)], storage=SqliteStore(tmp_path / "mid.db"), executor="local"),
-            keys=keys,
-        )
-        http = await top(A2AAgent("middle", card_url=f"{middle.url}/a2a/desk", bearer_token="key-sup"))
-        paused = await paused_at_the_top(http)
-        body = {"runId": paused["result"]["runId"], "toolCallId": "d1", "resumeData": "Lyon"}
-        failed = await http.post("/api/agents/desk/resume-generate", json=body)
-        assert failed.status_code == 502, failed.text
-        assert failed.json()["code"] == "AGENT_DECISION_INTERRUPTED"
-        assert "'middle'" in failed.json()["error"] and "may have acted" in failed.json()["error"]
-        assert log.count("acted") == 1 and log.count("answered") == 0
-        (run,) = (await http.get("/api/agents/desk/suspended-runs")).json()["runs"]
-        (call,) = run["toolCalls"]
-        assert call["toolCallId"] == "d1" and call["interrupted"] is True
-        done = await http.post("/api/agents/desk/resume-generate", json=body)
-        assert done.status_code == 200, done.text
-        assert done.json()["text"] == "d1=d1=Sunny in Lyon"
-    finally:
-        sdk.stop()
+    sdk = sdk_servers(AskingAgent(log), FailsAfterActing)
+    vendor = A2AAgent("vendor", card_url=sdk.url)
+    keys = {"key-sup": {"name": "supervisor", "resources": ["r1"]}}
+    middle = http_server(
+        lambda: Runtime([desk(vendor)], storage=SqliteStore(tmp_path / "mid.db"), executor="local"),
+        keys=keys,
+    )
+    http = await top(A2AAgent("middle", card_url=f"{middle.url}/a2a/desk", bearer_token="key-sup"))
+    paused = await paused_at_the_top(http)
+    body = {"runId": paused["result"]["runId"], "toolCallId": "d1", "resumeData": "Lyon"}
+    failed = await http.post("/api/agents/desk/resume-generate", json=body)
+    assert failed.status_code == 502, failed.text
+    assert failed.json()["code"] == "AGENT_DECISION_INTERRUPTED"
+    assert "'middle'" in failed.json()["error"] and "may have acted" in failed.json()["error"]
+    assert log.count("acted") == 1 and log.count("answered") == 0
+    (run,) = (await http.get("/api/agents/desk/suspended-runs")).json()["runs"]
+    (call,) = run["toolCalls"]
+    assert call["toolCallId"] == "d1" and call["interrupted"] is True
+    done = await http.post("/api/agents/desk/resume-generate", json=body)
+    assert done.status_code == 200, done.text
+    assert done.json()["text"] == "d1=d1=Sunny in Lyon"
 
 
 async def test_an_answer_whose_reply_is_lost_is_looked_up_never_sent_again(
@@ -451,14 +450,14 @@ async def test_an_answer_whose_reply_is_lost_is_looked_up_never_sent_again(
 
 
 async def test_an_answer_whose_reply_is_lost_and_whose_task_still_asks_is_asked_again_marked_interrupted(
-    tmp_path, monkeypatch
+    sdk_servers, tmp_path, monkeypatch
 ):
     """The request carrying the answer broke off (the client's timeout), and the task still asks after
     the grace, with no sign the answer arrived: the question is asked again, marked interrupted, rather
     than the delegation failed or the answer sent a second time. The next answer goes through."""
     monkeypatch.setattr(proxy_run, "_UNSURE_GRACE_S", 0.3)
     log = CallLog(tmp_path / "sdk.jsonl")
-    server = SdkServer(AskingAgent(log), handler=functools.partial(DropsFirstAnswer, log, 3.0)).start()
+    server = sdk_servers(AskingAgent(log), DropsFirstAnswer)
     vendor = A2AAgent("vendor", card_url=server.url, timeout_s=1.0)
     runtime = Runtime([desk(vendor)], storage=SqliteStore(tmp_path / "top.db"), executor="local")
     try:
@@ -475,7 +474,6 @@ async def test_an_answer_whose_reply_is_lost_and_whose_task_still_asks_is_asked_
         assert log.count("dropped") == 1 and log.count("answered") == 1
     finally:
         await runtime.shutdown()
-        server.stop()
 
 
 class QuietWorker(AskingAgent):
