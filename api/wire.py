@@ -6,8 +6,9 @@ keeps its own keys (see ``troupe.core.vocabulary.chunks.camelize``). A ``generat
 JSON string, ``totalUsage``, ``messages`` (the run's conversation, OpenAI chat format) and ``response``
 (``{messages}``: what the run added after the last user message). A listed suspended run has Mastra's fields
 (``runId``, ``status``, ``threadId``, ``resourceId``, ``suspendedAt``, ``toolCalls[]`` with ``toolCallId``,
-``toolName``, ``args``, ``requiresApproval``, ``suspendPayload``) and Troupe's (``agentId``, and per call
-``agentPath``, ``fingerprint``, ``resumeSchema``, ``pausedAt``, ``expiresAt``, ``interrupted``).
+``toolName``, ``args``, ``requiresApproval``, ``suspendPayload``) and Troupe's (``agentId``, ``delegatedBy``
+for a subagent's run, and per call ``agentPath``, ``fingerprint``, ``resumeSchema``, ``pausedAt``,
+``expiresAt``, ``interrupted``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 from troupe.core.run.model_output import args_problem
 from troupe.core.vocabulary.chunks import Chunk, camelize, payload_from_wire, snakify, wire_payload
 from troupe.core.vocabulary.results import RunResult, StepResult
-from troupe.core.vocabulary.suspended import PendingToolCall, SuspendedRun, SuspendedRunList
+from troupe.core.vocabulary.suspended import DelegatedBy, PendingToolCall, SuspendedRun, SuspendedRunList
 
 # The run a stream belongs to, known before its first chunk (percent-encoded: run ids are any text).
 RUN_ID_HEADER = "X-Troupe-Run-Id"
@@ -147,7 +148,21 @@ def _run_json(run: SuspendedRun) -> dict[str, Any]:
             }
             for p in run.pending
         ],
+        "delegatedBy": _delegated_by(run.delegated_by),
     }
+
+
+def _delegated_by(above: DelegatedBy | None) -> dict[str, Any] | None:
+    """A subagent's run: the run that delegated it, where its calls are decided (null at the top)."""
+    if above is None:
+        return None
+    return {"runId": above.run_id, "agentId": above.agent_id, "toolCallId": above.tool_call_id}
+
+
+def _from_wire_delegated_by(above: Any) -> DelegatedBy | None:
+    if not isinstance(above, dict):
+        return None
+    return DelegatedBy(above.get("runId", ""), above.get("agentId", ""), above.get("toolCallId", ""))
 
 
 def _from_wire_doubt(doubt: Any) -> dict[str, Any] | None:
@@ -197,6 +212,7 @@ def suspended_runs_from_json(data: dict[str, Any]) -> SuspendedRunList:
                 )
                 for p in r.get("toolCalls") or []
             ],
+            delegated_by=_from_wire_delegated_by(r.get("delegatedBy")),
         )
         for r in data.get("runs") or []
     ]

@@ -1778,6 +1778,31 @@ MUTANTS += [
     ),
 ]
 
+# A subagent's run, listed under its own agent, says where it is decided
+MUTANTS += [
+    Mutant(
+        "subagent-run-listed-without-where-it-is-decided",
+        "core/vocabulary/pause_shapes.py",
+        "    above = None if parent is None else DelegatedBy(",
+        "    above = None if True else DelegatedBy(",
+        ("tests/test_approver_policies.py::test_a_subagents_run_is_decided_only_through_the_top",),
+    ),
+    Mutant(
+        "subagent-run-listed-over-http-without-where-it-is-decided",
+        "api/wire.py",
+        '        "delegatedBy": _delegated_by(run.delegated_by),\n',
+        "",
+        ("tests/test_approver_policies.py::test_an_http_caller_cannot_decide_a_subagents_run_around_the_top",),
+    ),
+    Mutant(
+        "notebook-offers-buttons-on-a-subagents-run",
+        "troupe/ops/notebook.py",
+        "        if run.delegated_by is not None:\n            # A subagent's run",
+        "        if False:\n            # A subagent's run",
+        ("tests/test_notebook.py::test_a_subagents_run_gets_no_buttons_only_where_it_is_decided",),
+    ),
+]
+
 
 def run_tests(tests: tuple[str, ...]) -> tuple[bool, str]:
     """True if the tests all passed (the mutant survived); the last lines of pytest's output."""

@@ -14,7 +14,8 @@ from http_server import sse_frames
 from troupe.core.deciding.approvers import ApproverPolicy
 from troupe.core.vocabulary.identity import Principal
 
-from troupe import Agent, RedisStore, Runtime, SqliteStore
+from troupe import Agent, DelegatedBy, RedisStore, Runtime, SqliteStore
+from troupe.client import TroupeClient
 from troupe.errors import (
     ApprovalPolicyError,
     DecisionConflictError,
@@ -312,6 +313,12 @@ async def test_a_subagents_run_is_decided_only_through_the_top(tmp_path: Path, c
     paused = await rt.get_agent("sup").generate("clean up", started_by="alice")
     below = await child_run(rt, paused.run_id)
     sub = rt.get_agent("ops")
+    # Listed under its own agent, it says where it is decided; the top run says it is the top.
+    [listed] = (await sub.list_suspended_runs()).runs
+    assert listed.run_id == below and listed.delegated_by == DelegatedBy(paused.run_id, "sup", "d1")
+    assert "decided above: delegated by run " + paused.run_id in listed._repr_html_()
+    [top] = (await rt.get_agent("sup").list_suspended_runs()).runs
+    assert top.delegated_by is None and "decided above" not in top._repr_html_()
 
     for decide in (
         sub.approve_tool_call_generate(run_id=below, tool_call_id="call-1", decided_by="eve"),
@@ -346,6 +353,12 @@ def test_an_http_caller_cannot_decide_a_subagents_run_around_the_top(
         listed = api.get("/ops/suspended-runs", headers=bearer("key-dev")).json()["runs"]
         assert [r["agentId"] for r in listed] == ["ops"]
         below = listed[0]["runId"]
+        assert listed[0]["delegatedBy"] == {"runId": top, "agentId": "sup", "toolCallId": "d1"}
+        on_top = api.get("/sup/suspended-runs", headers=bearer("key-dev")).json()["runs"]
+        assert [r["delegatedBy"] for r in on_top] == [None]
+        with TroupeClient(server.url, api_key="key-dev") as client:  # the Python client reads it back
+            [read] = client.get_agent("ops").list_suspended_runs().runs
+            assert read.delegated_by == DelegatedBy(top, "sup", "d1")
 
         for key in ("key-dev", "key-bob"):  # without the role, and with it: only through the top
             for path in (

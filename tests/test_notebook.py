@@ -198,3 +198,24 @@ def test_without_a_running_loop_a_click_says_so_instead_of_hanging():
     row.approve.click()
     assert "no running event loop" in row.status.value
     assert row.task is None and not row.approve.disabled
+
+
+def test_a_subagents_run_gets_no_buttons_only_where_it_is_decided():
+    # A subagent's listing shows its own runs, whose calls are decided on the run above: buttons there
+    # would only be refused, so the row says where to go instead.
+    from datetime import UTC, datetime
+
+    from troupe import DelegatedBy, PendingToolCall, SuspendedRun, SuspendedRunList
+
+    call = PendingToolCall("c1", "delete", {}, True, None, ["sup", "ops"], "f", None, datetime.now(UTC))
+    above = DelegatedBy("run-top", "sup", "d1")
+    runs = [
+        SuspendedRun("r1", "ops", None, None, None, [call], above),
+        SuspendedRun("r2", "ops", None, None, None, [call]),
+    ]
+    panel = approval_buttons(object(), SuspendedRunList(runs, 2))  # type: ignore[arg-type]
+    below, top = panel.rows
+    for control in (below.approve, below.decline, below.text):
+        assert control.layout.display == "none"
+    assert "delegated by run <code>run-top</code> of agent <code>sup</code>" in below.status.value
+    assert top.approve.layout.display != "none" and top.status.value == ""

@@ -39,7 +39,7 @@ if _typing.TYPE_CHECKING:
     from troupe.core.vocabulary.model import Model
     from troupe.core.vocabulary.results import RunResult, StepResult
     from troupe.core.vocabulary.stream import AgentStream
-    from troupe.core.vocabulary.suspended import PendingToolCall, SuspendedRun, SuspendedRunList
+    from troupe.core.vocabulary.suspended import DelegatedBy, PendingToolCall, SuspendedRun, SuspendedRunList
     from troupe.core.vocabulary.tools import Tool, ToolContext, create_tool
     from troupe.storage import MemoryStore, RedisStore, SqliteStore
     from troupe.supervisor import Agent, Runtime
@@ -51,6 +51,7 @@ _EXPORTS: dict[str, str] = {
     "AgentStream": "troupe.core.vocabulary.stream",
     "ApproverPolicy": "troupe.core.deciding.approvers",
     "Chunk": "troupe.core.vocabulary.chunks",
+    "DelegatedBy": "troupe.core.vocabulary.suspended",
     "Hooks": "troupe.core.vocabulary.hooks",
     "LinkSigner": "troupe.core.notifying.links",
     "MCPHttp": "troupe.core.vocabulary.mcp_servers",
@@ -84,6 +85,7 @@ __all__ = [  # the names of _EXPORTS and _SUBMODULES, spelled out for type check
     "AgentStream",
     "ApproverPolicy",
     "Chunk",
+    "DelegatedBy",
     "Hooks",
     "LinkSigner",
     "MCPHttp",

@@ -16,7 +16,7 @@ from troupe.core.vocabulary.chunks import PauseEvent, camelize
 from troupe.core.vocabulary.listing import PausedPage
 from troupe.core.vocabulary.state import Pause, RunState, ToolCallState
 from troupe.core.vocabulary.store import AuditEntry
-from troupe.core.vocabulary.suspended import PendingToolCall, SuspendedRun, SuspendedRunList
+from troupe.core.vocabulary.suspended import DelegatedBy, PendingToolCall, SuspendedRun, SuspendedRunList
 
 # The pause fields every shape may take (``approvals`` by name: the pause's own list keeps counting).
 _PAUSE_FIELDS = tuple(name for name in Pause.model_fields if name not in ("seq", "approvals"))
@@ -53,8 +53,10 @@ def pending_call(call: ToolCallState, pause: Pause) -> PendingToolCall:
 def suspended_run(state: RunState) -> SuspendedRun:
     """A paused run as ``list_suspended_runs`` lists it: every open pause, oldest first."""
     pending = [pending_call(call, pause) for call, pause in state.open_pauses()]
+    parent = state.parent
+    above = None if parent is None else DelegatedBy(parent.run_id, parent.agent_id, parent.tool_call_id)
     return SuspendedRun(
-        state.run_id, state.agent_id, state.thread_id, state.resource_id, state.suspended_at, pending
+        state.run_id, state.agent_id, state.thread_id, state.resource_id, state.suspended_at, pending, above
     )
 
 

@@ -62,6 +62,25 @@ class PendingToolCall:
 
 
 @dataclass(frozen=True)
+class DelegatedBy:
+    """The run that delegated a subagent's run, and its call that waits on it.
+
+    A subagent's pauses are decided on the top-level run above it (where its approver policies are
+    checked), never on the subagent's own run: this is the way up to it.
+
+    Attributes:
+        run_id: The delegating run (the top-level run, or a subagent's run that has a ``DelegatedBy``
+            of its own).
+        agent_id: Its agent.
+        tool_call_id: Its call that delegated (the one that waits there).
+    """
+
+    run_id: str
+    agent_id: str
+    tool_call_id: str
+
+
+@dataclass(frozen=True)
 class SuspendedRun:
     """A run that waits for a person, as ``list_suspended_runs`` lists it.
 
@@ -72,6 +91,9 @@ class SuspendedRun:
         resource_id: Its resource, if any.
         suspended_at: When its first waiting call paused.
         pending: Its waiting calls (``PendingToolCall``), oldest first; also ``tool_calls``.
+        delegated_by: For a subagent's run, the run that delegated it (``DelegatedBy``): its calls are
+            decided there, on the top-level run above, and a decision sent to this run is refused.
+            ``None`` for a top-level run.
     """
 
     run_id: str
@@ -80,6 +102,7 @@ class SuspendedRun:
     resource_id: str | None
     suspended_at: datetime | None
     pending: list[PendingToolCall] = field(default_factory=list)
+    delegated_by: DelegatedBy | None = None
 
     @property
     def tool_calls(self) -> list[PendingToolCall]:
@@ -175,6 +198,8 @@ def _rows(runs: Iterable[SuspendedRun]) -> list[tuple[list[str], PendingToolCall
     for run in runs:
         for call in run.pending:
             waits = "approval" if call.requires_approval else "input: " + compact_json(call.suspend_payload)
+            if run.delegated_by is not None:
+                waits += f" (decided above: delegated by run {run.delegated_by.run_id})"
             rows.append(
                 (
                     [
@@ -236,4 +261,4 @@ def _text_table(runs: Sequence[SuspendedRun], caption: str) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["COLUMNS", "PendingToolCall", "SuspendedRun", "SuspendedRunList", "compact_json"]
+__all__ = ["COLUMNS", "DelegatedBy", "PendingToolCall", "SuspendedRun", "SuspendedRunList", "compact_json"]

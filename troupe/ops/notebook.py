@@ -34,7 +34,7 @@ except ImportError as exc:  # pragma: no cover - exercised only where ipywidgets
 
 from troupe.core.vocabulary.agent_api import AsyncAgentAPI
 from troupe.core.vocabulary.results import RunResult
-from troupe.core.vocabulary.suspended import PendingToolCall, SuspendedRunList, compact_json
+from troupe.core.vocabulary.suspended import PendingToolCall, SuspendedRun, SuspendedRunList, compact_json
 
 # What the panel calls (the decision methods of any agent, in-process or over HTTP): ``troupe.Agent`` and
 # ``AsyncAgentClient`` are both ``AsyncAgentAPI``s. The name stays, as ``troupe.notebook`` exports it.
@@ -76,16 +76,15 @@ class ApprovalPanel:
     ) -> None:
         self.agent = agent
         self.on_decided = on_decided
-        self.rows: list[ApprovalRow] = [
-            self._row(run.run_id, call) for run in runs.runs for call in run.pending
-        ]
+        self.rows: list[ApprovalRow] = [self._row(run, call) for run in runs.runs for call in run.pending]
         header = widgets.HTML(f"<b>{html.escape(_caption(runs))}</b>")
         self.widget = widgets.VBox([header, *(row.box for row in self.rows)])
 
     # ---- building -----------------------------------------------------------------------------------
 
-    def _row(self, run_id: str, call: PendingToolCall) -> ApprovalRow:
+    def _row(self, run: SuspendedRun, call: PendingToolCall) -> ApprovalRow:
         esc = html.escape
+        run_id = run.run_id
         path = " \u203a ".join(call.agent_path)
         label = widgets.HTML(
             f"<code>{esc(call.tool_name)}</code> <code>{esc(compact_json(call.args))}</code>"
@@ -104,6 +103,16 @@ class ApprovalPanel:
             approve = widgets.Button(description="Send answer", button_style="info", icon="reply")
             decline = widgets.Button(description="Decline", layout=widgets.Layout(display="none"))
             text = widgets.Text(placeholder='answer as JSON, e.g. {"city": "Rome"}')
+        if run.delegated_by is not None:
+            # A subagent's run (listed under its own agent): its calls are decided above, so no button
+            # here would be taken; the row says where to decide instead.
+            above = run.delegated_by
+            for control in (approve, decline, text):
+                control.layout.display = "none"
+            status.value = (
+                f"<small>decided above: delegated by run <code>{esc(above.run_id)}</code> of agent "
+                f"<code>{esc(above.agent_id)}</code></small>"
+            )
         box = widgets.HBox([label, approve, decline, text, status])
         row = ApprovalRow(
             run_id, call, label, approve, decline, text, status, box, buttons=[approve, decline]
