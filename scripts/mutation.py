@@ -1803,6 +1803,17 @@ MUTANTS += [
     ),
 ]
 
+# Audit fixes: the Redis listing and the HTTP front door
+MUTANTS += [
+    Mutant(
+        "redis-cursor-rounds-its-place",
+        "storage/redis_listing.py",
+        "  reply[#reply + 1] = found[i][3]\n",
+        "  reply[#reply + 1] = tostring(found[i][2])\n",
+        ("tests/test_store_conformance.py::test_a_cursor_keeps_pause_times_to_the_microsecond",),
+    ),
+]
+
 
 def run_tests(tests: tuple[str, ...]) -> tuple[bool, str]:
     """True if the tests all passed (the mutant survived); the last lines of pytest's output."""

@@ -87,12 +87,19 @@ PAGE = (
 local order, low, high, cursor = ARGV[1], ARGV[2], ARGV[3], ARGV[4] == '1'
 local cscore, cid, wanted = ARGV[5], ARGV[6], tonumber(ARGV[7])
 
+-- Each run of a WITHSCORES reply as {id, score as a number (to sort), score as Redis wrote it}: the text
+-- goes back in the cursor, since Lua's tostring keeps 14 digits, 100 µs of an epoch time, and a cursor
+-- placed beside its run would show runs again on the next page.
+local function take(pairs_, out)
+  for i = 1, #pairs_, 2 do out[#out + 1] = {pairs_[i], tonumber(pairs_[i + 1]), pairs_[i + 1]} end
+end
+
 local function newest(key, out)
   local first, last = below(key, low), redis.call('ZCOUNT', key, '-inf', high)
   if cursor then first = math.max(first, through(key, cscore, cid)) end
   if first >= last then return end
   local found = redis.call('ZRANGE', key, first, math.min(first + wanted, last) - 1, 'WITHSCORES')
-  for i = 1, #found, 2 do out[#out + 1] = {found[i], tonumber(found[i + 1])} end
+  take(found, out)
 end
 
 local function oldest(key, out)
@@ -105,7 +112,7 @@ local function oldest(key, out)
       local from = through(key, cscore, cid)
       if from < ends then
         local rest = redis.call('ZRANGE', key, from, math.min(ends, from + wanted) - 1, 'WITHSCORES')
-        for i = 1, #rest, 2 do out[#out + 1] = {rest[i], tonumber(rest[i + 1])} end
+        take(rest, out)
         taken = #rest / 2
       end
     end
@@ -123,7 +130,7 @@ local function oldest(key, out)
       end
     end
     -- Whole pause times only (the sort below puts them in order): never the first ids of one cut off.
-    for k = 1, #batch, 2 do out[#out + 1] = {batch[k], tonumber(batch[k + 1])} end
+    take(batch, out)
     taken = taken + #batch / 2
     top = from
   end
@@ -149,7 +156,7 @@ local reply = {total}
 for i = 1, math.min(#found, wanted) do
   local id = found[i][1]
   reply[#reply + 1] = id
-  reply[#reply + 1] = tostring(found[i][2])
+  reply[#reply + 1] = found[i][3]
   reply[#reply + 1] = ARGV[9] == '1' and i > tonumber(ARGV[10]) and redis.call('HGET', ARGV[8] .. id, 'state')
 end
 return reply

@@ -664,11 +664,12 @@ async def every_page(store: Store, **query: Any) -> list[str]:
     """The listing read a page at a time, each page from the cursor of the one before."""
     found: list[str] = []
     cursor = query.pop("cursor", None)
-    while True:
+    for _ in range(100):  # a cursor that stops moving would go on for ever
         ids, _, cursor = await page_ids(store, **query, cursor=cursor)
         found += ids
         if cursor is None:
             return found
+    raise AssertionError(f"100 pages and the cursor goes on; shown so far: {found[:20]}")
 
 
 async def test_a_listing_is_read_a_page_at_a_time_in_a_stable_order(store: Store):
@@ -689,6 +690,20 @@ async def test_a_listing_is_read_a_page_at_a_time_in_a_stable_order(store: Store
         assert (await page_ids(store, order=order, limit=2, offset=3))[0] == expected[3:5]
     follow = await page_ids(store, order="newest", limit=2, offset=3)
     assert (await page_ids(store, order="newest", limit=3, cursor=follow[2]))[0] == newest[5:]
+
+
+async def test_a_cursor_keeps_pause_times_to_the_microsecond(store: Store):
+    # Real pause times carry microseconds: a cursor that rounded its place (Redis's Lua formats a number
+    # with 14 digits, 100 µs at today's epoch) would seek to a place beside its run, and the next page
+    # would show runs again, or never move past a run with one per page.
+    base = datetime(2026, 12, 7, 18, 42, 13, 531853, tzinfo=UTC)
+    at = {f"r{i}": base + timedelta(microseconds=37 * i) for i in range(6)}
+    for run_id, paused_at in at.items():
+        await store.create_run(suspended(run_id, paused_at))
+    oldest = sorted(at, key=at.__getitem__)
+    for order, expected in (("oldest", oldest), ("newest", oldest[::-1])):
+        for size in (1, 2, 4):
+            assert await every_page(store, order=order, limit=size) == expected, (order, size)
 
 
 async def test_a_cursor_keeps_its_place_while_runs_come_and_go(store: Store):
