@@ -29,6 +29,7 @@ from starlette.routing import Route
 from troupe.api import agui, catalog, decision_links, deliveries, inbox, runs, suspended
 from troupe.api.a2a_http import a2a_router
 from troupe.api.auth import Gate, KeyRing, keyring
+from troupe.api.cross_site import refuse_simple_cross_site
 from troupe.api.guards import DEFAULT_MAX_BODY_BYTES, BodyLimit, HostCheck, allowed_hosts
 from troupe.api.identity import HostIdentity, binder
 from troupe.api.mcp_http import MCPEndpoint, MCPLimits, mcp_endpoint
@@ -67,14 +68,17 @@ def troupe_router(
     gate = Gate(keyring(keys), open_mode, tokens)
     service = Service(runtime, gate, min_event_interval_s=min_event_interval_s)
     router = APIRouter(dependencies=[Depends(binder(service, identity))])
+    # The JSON routes refuse a simple request another site could have sent with a visitor's cookies
+    # (troupe.api.cross_site); a decision link's form checks its own POST, with the links' origins.
+    json_only = [Depends(refuse_simple_cross_site)]
     for module in (catalog, runs, suspended, inbox, deliveries, agui):
-        router.include_router(module.router, prefix="/api")
-    router.include_router(runs.inbox_router, prefix="/api")  # the inbox page's decisions
+        router.include_router(module.router, prefix="/api", dependencies=json_only)
+    router.include_router(runs.inbox_router, prefix="/api", dependencies=json_only)  # the inbox's decisions
     router.include_router(inbox.page_router)  # GET /inbox: the approval inbox page
     router.include_router(decision_links.router)  # GET/POST /decide/{token}: decision links
     a2a = a2a_router()  # /a2a/{agentId}: the agents over A2A (with a2a-sdk installed)
     if a2a is not None:
-        router.include_router(a2a)
+        router.include_router(a2a, dependencies=json_only)
     router.troupe_service = service  # type: ignore[attr-defined]
     access = logging.getLogger("uvicorn.access")
     if not any(isinstance(f, decision_links.RedactLinks) for f in access.filters):

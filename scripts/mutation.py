@@ -1812,6 +1812,17 @@ MUTANTS += [
         "  reply[#reply + 1] = tostring(found[i][2])\n",
         ("tests/test_store_conformance.py::test_a_cursor_keeps_pause_times_to_the_microsecond",),
     ),
+    Mutant(
+        "json-routes-take-simple-requests-from-another-site",
+        "api/app.py",
+        "    json_only = [Depends(refuse_simple_cross_site)]\n",
+        "    json_only: list[Any] = []\n",
+        (
+            "tests/test_identity_host_app.py::"
+            "test_a_json_route_refuses_what_another_site_could_send_under_the_apps_session",
+            "tests/test_decision_link_browser.py::test_a_page_on_another_site_cannot_approve_through_the_json_routes",
+        ),
+    ),
 ]
 
 

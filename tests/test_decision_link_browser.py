@@ -6,9 +6,11 @@ browser sends (``Sec-Fetch-Site``, ``Origin``) is the browser's, not a test's gu
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
@@ -74,6 +76,61 @@ def test_a_form_on_another_site_posting_the_link_decides_nothing(
     response = posted.value
     assert response.status == 403 and "another site" in response.text()
     assert response.request.headers.get("cookie") == "session=s-bob", "the attack carried bob's session"
+    with httpx.Client(base_url=server.url, cookies={"session": "s-bob"}, timeout=30) as api:
+        listed = api.get("/troupe/api/agents/ops/suspended-runs").json()
+    assert [r["runId"] for r in listed["runs"]] == [run_id], "the call still waits"
+    assert calls.count() == 0
+
+
+@contextlib.contextmanager
+def served_page(html: str) -> Iterator[str]:
+    """``html`` served at a URL of its own by a real server on another port (a page answered by the
+    browser's own routing would count as a public address, whose fetches to loopback Chromium blocks)."""
+
+    class Page(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = html.encode()
+            self.send_response(200)
+            self.send_header("content-type", "text/html")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    site = ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    thread = threading.Thread(target=site.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{site.server_address[1]}/"
+    finally:
+        site.shutdown()
+        site.server_close()
+
+
+def test_a_page_on_another_site_cannot_approve_through_the_json_routes(
+    server, bob, tmp_path, calls: CallLog  # noqa: F811
+):
+    # What a page can send without asking the server first: a no-cors fetch of a Blob (no content type),
+    # with the visitor's cookies. The host app here parses such a body as JSON, as FastAPI before 0.132 did.
+    run_id, _ = paused_link(server, tmp_path)
+    target = f"{server.url}/troupe/api/agents/ops/approve-tool-call-generate"
+    body = f'{{"runId": "{run_id}", "toolCallId": "call-1"}}'
+    attack = (
+        "<!doctype html><script>"
+        f"fetch({target!r}, {{method: 'POST', mode: 'no-cors', credentials: 'include', "
+        f"body: new Blob([{body!r}])}})"
+        "</script>"
+    )
+    page = bob.new_page()
+    with served_page(attack) as elsewhere, page.expect_response(lambda r: r.url == target) as posted:
+        page.goto(elsewhere)
+    response = posted.value
+    assert "content-type" not in response.request.all_headers(), "a simple request: no preflight"
+    # Not the host app's 401 ("sign in first"): bob's session went along and was taken, and Troupe's
+    # check refused what it asked (bob holds the role the policy asks, and did not start the run).
+    assert response.status == 403
     with httpx.Client(base_url=server.url, cookies={"session": "s-bob"}, timeout=30) as api:
         listed = api.get("/troupe/api/agents/ops/suspended-runs").json()
     assert [r["runId"] for r in listed["runs"]] == [run_id], "the call still waits"

@@ -5,6 +5,7 @@ sees and decides nothing. Real uvicorn, real httpx."""
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,7 +56,9 @@ async def troupe_principal(user: Annotated[User, Depends(current_user)]) -> Prin
 
 
 def host_app(runtime: Runtime) -> FastAPI:
-    app = FastAPI()
+    # Lenient about content types, as FastAPI was before 0.132 (and any app may be): Troupe's routes must
+    # not count on the framework to refuse a JSON body sent as text.
+    app = FastAPI(strict_content_type=False)
 
     @app.get("/me")
     def me(user: Annotated[User, Depends(current_user)]) -> dict[str, str]:
@@ -178,6 +181,35 @@ def test_a_link_posted_from_another_site_under_the_apps_session_decides_nothing(
         while calls.count() < 1:
             assert time.monotonic() < deadline
             bob.get("/me")
+    assert calls.count() == 1
+
+
+def test_a_json_route_refuses_what_another_site_could_send_under_the_apps_session(server, calls: CallLog):
+    """A page elsewhere can make bob's browser POST a JSON text with no content type (a no-cors fetch of
+    a Blob), his session cookie included, and no preflight: the framework here parses it as JSON, so only
+    Troupe's own check stands between it and the decision. What needs a preflight passes."""
+    api = "/troupe/api/agents/ops"
+    with session(server, "s-alice") as alice, session(server, "s-bob") as bob:
+        run_id = alice.post(f"{api}/generate", json={"messages": "go", "resourceId": "acme"}).json()["runId"]
+        body = json.dumps({"runId": run_id, "toolCallId": "call-1"}).encode()
+        for headers in (
+            {"sec-fetch-site": "cross-site", "origin": "https://evil.example"},
+            {"sec-fetch-site": "cross-site", "origin": "https://evil.example", "content-type": "text/plain"},
+            {"origin": "https://evil.example"},  # an older browser: no Sec-Fetch-Site
+        ):
+            for route in ("approve-tool-call-generate", "decline-tool-call", "cancel-run"):
+                refused = bob.post(f"{api}/{route}", content=body, headers=headers)
+                assert refused.status_code == 403, (route, headers, refused.text)
+                assert "another site" in refused.json()["error"]
+        assert calls.count() == 0
+        assert bob.get(f"{api}/suspended-runs").json()["runs"][0]["runId"] == run_id, "still paused"
+        # The same bytes as application/json (which another site can only send after a preflight) pass.
+        done = bob.post(
+            f"{api}/approve-tool-call-generate",
+            content=body,
+            headers={"content-type": "application/json", "sec-fetch-site": "same-origin"},
+        )
+        assert done.status_code == 200 and done.json()["finishReason"] == "stop", done.text
     assert calls.count() == 1
 
 
