@@ -25,6 +25,7 @@ from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 from starlette.routing import Route
 from troupe.api import agui, catalog, decision_links, deliveries, inbox, runs, suspended
 from troupe.api.a2a_http import a2a_router
@@ -156,14 +157,22 @@ async def _on_http_error(request: Request, exc: Exception) -> Response:
 
 
 async def _on_unexpected(request: Request, exc: Exception) -> Response:
-    log.exception("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
+    path = decision_links.redact_links(request.url.path)  # a link's path holds its token, a credential
+    log.exception("unexpected error on %s %s", request.method, path, exc_info=exc)
     return error_response(TroupeError("internal server error", type=type(exc).__name__), 500)
+
+
+async def _on_disconnect(request: Request, exc: Exception) -> Response:
+    """The client went away before its body arrived: nobody to answer, and nothing went wrong here."""
+    log.info("client went away during %s %s", request.method, decision_links.redact_links(request.url.path))
+    return Response(status_code=400)
 
 
 _HANDLERS: tuple[tuple[type[Exception], Any], ...] = (
     (TroupeError, _on_troupe_error),
     (RequestValidationError, _on_invalid_request),
     (StarletteHTTPException, _on_http_error),
+    (ClientDisconnect, _on_disconnect),
     (Exception, _on_unexpected),
 )
 

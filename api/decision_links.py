@@ -25,6 +25,7 @@ from urllib.parse import parse_qs
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
+from starlette.requests import ClientDisconnect
 from troupe.api.auth import Principal
 from troupe.api.bodies import MAX_TEXT_CHARS
 from troupe.api.cross_site import refuse_cross_site
@@ -46,6 +47,7 @@ from troupe.core.vocabulary.state import Pause, RunState
 from troupe.core.vocabulary.store import LinkRecord
 
 router = APIRouter(include_in_schema=False, route_class=TroupeRoute)
+log = logging.getLogger(__name__)
 
 LINK_PRINCIPAL = "decision-link"
 # Whoever holds a link and says nothing more: one anonymous principal, so it counts once and never meets
@@ -114,8 +116,9 @@ async def decide(token: str, request: Request, service: ServiceDep) -> Response:
     """Decide the call the link is for, once."""
     try:
         refuse_cross_site(request, trusted=[_signer(service).public_url])
-        form = parse_qs((await request.body()).decode("utf-8", "replace"))
+        # The token first: parsing a form costs CPU on the event loop, spent only for a genuine link.
         claim = await _open(service, token)
+        form = _form(await request.body())
         reason = _reason(form) if claim.action == "decline" else None
         decider = await _decider(service, claim, request, (form.get("key") or [""])[0].strip())
         stream = await _decide_once(service, claim, decider, reason)
@@ -126,6 +129,13 @@ async def decide(token: str, request: Request, service: ServiceDep) -> Response:
         return _page("Not decided", f"This link was not used: {error}; the call still waits", 422)
     except TroupeError as error:
         return _page("This link cannot be used", str(error), error.http_status)
+    except ClientDisconnect:
+        raise
+    except Exception as error:  # the store failed, say: the page says so, the token stays out of logs
+        log.exception("unexpected error on POST %s", redact_links(request.url.path), exc_info=error)
+        return _page(
+            "Not decided", _FAILED, 500
+        )
     service.spawn(stream.result())  # the run carries on without this page
     done = "Approved" if claim.action == "approve" else "Declined"
     return _page(done, f"{done} by {decider.display}; the run carries on.", 200)
@@ -151,9 +161,31 @@ async def _decide_once(service: Service, claim: LinkRecord, decider: Principal, 
         if claim.action == "approve":
             return await agent.approve_tool_call(**options)
         return await agent.decline_tool_call(**options, reason=reason)
-    except TroupeError:
+    except Exception:
+        # Whatever stopped it (a refusal, a store that failed), the person may use the link again: the
+        # run's own claim keeps a decision that did land from landing twice.
         await store.release_link(claim.id, decider.id)
         raise
+
+
+_FAILED = (
+    "Something went wrong on the server before the decision was confirmed. The link still works: use it "
+    "again (a decision that did land is never taken twice)."
+)
+# The longest form a link's page sends: a reason (MAX_TEXT_CHARS characters, each at most 4 UTF-8 bytes
+# written as %XX) and an API key or token; a few fields at most.
+MAX_FORM_BYTES = MAX_TEXT_CHARS * 12 + 16_384
+MAX_FORM_FIELDS = 8
+
+
+def _form(body: bytes) -> dict[str, list[str]]:
+    """The page's form, bounded so that a large or many-field body costs little before it is refused."""
+    if len(body) > MAX_FORM_BYTES:
+        raise DecisionRejectedError(f"the form is longer than {MAX_FORM_BYTES:,} bytes")
+    try:
+        return parse_qs(body.decode("utf-8", "replace"), max_num_fields=MAX_FORM_FIELDS)
+    except ValueError as exc:  # more fields than that
+        raise DecisionRejectedError(f"the form has more than {MAX_FORM_FIELDS} fields") from exc
 
 
 def _reason(form: dict[str, list[str]]) -> str | None:
@@ -246,13 +278,22 @@ class RedactLinks(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         if isinstance(record.args, tuple):
-            record.args = tuple(_redact(a) if isinstance(a, str) else a for a in record.args)
+            record.args = tuple(redact_links(a) if isinstance(a, str) else a for a in record.args)
         return True
 
 
-def _redact(text: str) -> str:
+def redact_links(text: str) -> str:
+    """``text`` (a path, a log line's argument) with a decision link's token cut out."""
     head, found, _ = text.partition("/decide/")
     return f"{head}/decide/<token>" if found else text
 
 
-__all__ = ["LINK_HOLDER", "LINK_PRINCIPAL", "RedactLinks", "router"]
+__all__ = [
+    "LINK_HOLDER",
+    "LINK_PRINCIPAL",
+    "MAX_FORM_BYTES",
+    "MAX_FORM_FIELDS",
+    "RedactLinks",
+    "redact_links",
+    "router",
+]

@@ -1804,6 +1804,10 @@ MUTANTS += [
 ]
 
 # Audit fixes: the Redis listing and the HTTP front door
+LINK_FAILURE = (
+    "tests/test_decision_links.py::"
+    "test_a_failure_while_deciding_gives_the_link_back_and_keeps_its_token_out_of_logs"
+)
 MUTANTS += [
     Mutant(
         "redis-cursor-rounds-its-place",
@@ -1822,6 +1826,34 @@ MUTANTS += [
             "test_a_json_route_refuses_what_another_site_could_send_under_the_apps_session",
             "tests/test_decision_link_browser.py::test_a_page_on_another_site_cannot_approve_through_the_json_routes",
         ),
+    ),
+    Mutant(
+        "link-given-back-only-after-troupes-own-errors",
+        "api/decision_links.py",
+        "    except Exception:\n        # Whatever stopped it",
+        "    except TroupeError:\n        # Whatever stopped it",
+        (LINK_FAILURE,),
+    ),
+    Mutant(
+        "link-failure-logs-its-token",
+        "api/decision_links.py",
+        "redact_links(request.url.path), exc_info=error)",
+        "request.url.path, exc_info=error)",
+        (LINK_FAILURE,),
+    ),
+    Mutant(
+        "unexpected-error-logs-a-links-token",
+        "api/app.py",
+        "    path = decision_links.redact_links(request.url.path)",
+        "    path = request.url.path",
+        (LINK_FAILURE,),
+    ),
+    Mutant(
+        "link-form-parsed-before-its-token-is-checked",
+        "api/decision_links.py",
+        "        claim = await _open(service, token)\n        form = _form(await request.body())\n",
+        "        form = _form(await request.body())\n        claim = await _open(service, token)\n",
+        ("tests/test_decision_links.py::test_a_links_form_is_read_only_for_a_genuine_token_and_bounded",),
     ),
 ]
 

@@ -8,9 +8,10 @@ import asyncio
 import base64
 import logging
 import re
+import threading
 import time
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
@@ -53,6 +54,7 @@ def serve(
     *policies: ApproverPolicy,
     record_id: str = "abc-123",
     keys: object = KEYS,
+    store: type[SqliteStore] = SqliteStore,
 ):
     def build() -> Runtime:
         agent = Agent(
@@ -63,7 +65,7 @@ def serve(
         target = NotificationTarget(receiver.url, SECRET, name="chat")
         return Runtime(
             [agent],
-            storage=SqliteStore(tmp_path / "l.db"),
+            storage=store(tmp_path / "l.db"),
             executor="local",
             notifications=Notifications((target,), retry=FAST, links=SIGNER),
             approver_policies=policies,
@@ -445,4 +447,83 @@ async def test_the_page_marks_hidden_characters_and_bounds_a_reason(http_server,
         assert "the call still waits" in too_long.text
         fine = await client.post(links["decline"], data={"reason": "not this one"})
         assert fine.status_code == 200
+    assert calls.count() == 0
+
+
+class FailsOnce(SqliteStore):
+    """A real SQLite store whose next run write fails once, when ``fail`` is set: what a disk or a driver
+    that breaks with an error of its own (not Troupe's) does in the middle of a decision."""
+
+    fail = threading.Event()
+    fail_link_read = threading.Event()
+
+    async def save_run(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if FailsOnce.fail.is_set():
+            FailsOnce.fail.clear()
+            raise RuntimeError("the disk went away")
+        return await super().save_run(*args, **kwargs)
+
+    async def load_link(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if FailsOnce.fail_link_read.is_set():
+            FailsOnce.fail_link_read.clear()
+            raise RuntimeError("the disk went away")
+        return await super().load_link(*args, **kwargs)
+
+
+async def test_a_failure_while_deciding_gives_the_link_back_and_keeps_its_token_out_of_logs(
+    http_server, tmp_path, calls, receiver, caplog: pytest.LogCaptureFixture
+):
+    server = serve(http_server, tmp_path, calls, receiver, store=FailsOnce)
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+        run_id, links = await paused_with_links(client, receiver)
+        token = links["approve"].rsplit("/", 1)[1]
+        FailsOnce.fail.set()
+        with caplog.at_level(logging.ERROR):
+            failed = await client.post(links["approve"])
+        assert failed.status_code == 500 and "The link still works" in failed.text
+        assert failed.headers["content-type"].startswith("text/html"), "the link's own page, not JSON"
+        assert "unexpected error on POST /decide/<token>" in caplog.text
+        assert token not in caplog.text, "a token in a log line is a credential in the log"
+        listed = (await client.get("/api/agents/ops/suspended-runs", headers=ADMIN)).json()
+        assert [r["runId"] for r in listed["runs"]] == [run_id] and calls.count() == 0
+
+        done = await client.post(links["approve"])
+        assert done.status_code == 200 and "Approved by decision-link" in done.text, "not used up"
+        await until_calls(calls, 1)
+
+        FailsOnce.fail_link_read.set()  # showing a link's page fails: the app's own handler logs it
+        with caplog.at_level(logging.ERROR):
+            shown = await client.get(links["approve"])
+        assert shown.status_code == 500 and "unexpected error on GET /decide/<token>" in caplog.text
+        assert token not in caplog.text
+
+
+async def test_a_links_form_is_read_only_for_a_genuine_token_and_bounded(
+    http_server, tmp_path, calls, receiver, monkeypatch: pytest.MonkeyPatch
+):
+    """Parsing a form costs the event loop CPU (seconds for a 4 MiB one of many fields): a forged token
+    is refused before its body is parsed, and a genuine link's form is held to a few fields."""
+    from troupe.api import decision_links
+
+    parsed: list[int] = []
+
+    def counted(text: str, **options):  # type: ignore[no-untyped-def]
+        parsed.append(len(text))
+        return parse_qs(text, **options)
+
+    monkeypatch.setattr(decision_links, "parse_qs", counted)
+    server = serve(http_server, tmp_path, calls, receiver)
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+        _, links = await paused_with_links(client, receiver)
+        token = links["decline"].rsplit("/", 1)[1]
+        forged = token[:-4] + ("AAAA" if not token.endswith("AAAA") else "BBBB")
+        flood = "&".join(f"a{i}=%41" for i in range(50_000))
+        form = {"content-type": "application/x-www-form-urlencoded"}
+        refused = await client.post(f"/decide/{forged}", content=flood, headers=form)
+        assert refused.status_code == 403 and parsed == [], "a forged token's body is never parsed"
+
+        many = await client.post(links["decline"], content=flood, headers=form)
+        assert many.status_code == 422 and "more than 8 fields" in many.text
+        fine = await client.post(links["decline"], data={"reason": "not this one"})
+        assert fine.status_code == 200 and "Declined" in fine.text, "the link still works"
     assert calls.count() == 0
