@@ -1803,6 +1803,34 @@ MUTANTS += [
     ),
 ]
 
+# Audit fixes: decisions and the memory store
+MUTANTS += [
+    Mutant(
+        "memory-store-counts-a-backwards-range-below-zero",
+        "storage/memory.py",
+        "            total += max(within, 0)\n",
+        "            total += within\n",
+        ("tests/test_store_conformance.py::test_listings_filter_by_agent_resource_thread_top_level_role_and_age",),
+    ),
+    Mutant(
+        "memory-store-gives-a-thread-the-resource-of-an-empty-append",
+        "storage/memory.py",
+        "        if thread is not None and thread.messages:\n",
+        "        if thread is not None:\n",
+        ("tests/test_store_conformance.py::test_an_append_of_no_messages_starts_no_thread",),
+    ),
+    Mutant(
+        "memory-store-takes-a-position-past-its-log-for-a-complete-read",
+        "storage/memory.py",
+        "        if seen > self._change_seq or seen < oldest - 1:\n",
+        "        if seen < oldest - 1:\n",
+        (
+            "tests/test_store_conformance.py::"
+            "test_a_position_past_the_end_of_the_change_log_is_not_taken_for_a_complete_read",
+        ),
+    ),
+]
+
 
 def run_tests(tests: tuple[str, ...]) -> tuple[bool, str]:
     """True if the tests all passed (the mutant survived); the last lines of pytest's output."""
