@@ -1829,6 +1829,13 @@ MUTANTS += [
             "test_a_position_past_the_end_of_the_change_log_is_not_taken_for_a_complete_read",
         ),
     ),
+    Mutant(
+        "decision-claimed-while-the-step-runs-on-another-host",
+        "core/deciding/decisions.py",
+        "    refuse_in_flight(state, call)\n",
+        "",
+        ("tests/test_guarantees.py::test_a_call_is_not_decided_on_another_host_while_its_step_still_runs",),
+    ),
 ]
 
 

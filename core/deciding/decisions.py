@@ -32,6 +32,7 @@ from troupe.core.vocabulary.errors import (
     PauseExpiredError,
     ResumeDataValidationError,
     RunCancelledError,
+    RunInFlightError,
     ToolCallInDoubtError,
     ToolCallNotSuspendedError,
 )
@@ -128,6 +129,7 @@ def rule(
     delegated = call.tool_name in delegations and call.child is not None
     if isinstance(decision, Cancel):
         return _route_cancel(state, target, request, policies, delegated)
+    refuse_in_flight(state, call)
     refuse_in_doubt(state.run_id, call, target.pause, now)
     policy = None
     if not expiring and state.parent is None:  # a subagent's pause is decided, and checked, at the top
@@ -230,6 +232,25 @@ def refuse_late(state: RunState, target: Target, now: datetime) -> None:
             run_id=state.run_id,
             tool_call_id=target.call.tool_call_id,
         )
+
+
+def refuse_in_flight(state: RunState, call: ToolCallState) -> None:
+    """A decision on a run whose step is still in flight is refused (nothing is claimed). Its pauses
+    are announced once the step has ended, but a host of another process can read a call waiting
+    before then (with the run still running): claimed now, it would close the step without the
+    results of the calls still running there. Within a process the run's lock keeps a decision waiting
+    until the step has ended; across processes the decider retries."""
+    if state.status == "suspended":
+        return
+    raise RunInFlightError(
+        f"run {state.run_id}'s step is still in flight on host {state.owner}: its tool call "
+        f"{call.tool_call_id!r} ({call.tool_name!r}) waits for a decision, but nothing is decided while "
+        "the step's other calls run; decide once the run has paused (when they end, or once recovery "
+        "has taken the run over if that host is gone)",
+        run_id=state.run_id,
+        tool_call_id=call.tool_call_id,
+        owner=state.owner,
+    )
 
 
 def refuse_in_doubt(run_id: str, call: ToolCallState, pause: Pause, now: datetime) -> None:
