@@ -1836,6 +1836,41 @@ MUTANTS += [
         "",
         ("tests/test_guarantees.py::test_a_call_is_not_decided_on_another_host_while_its_step_still_runs",),
     ),
+    Mutant(
+        "resume-data-that-cannot-be-stored-is-claimed",
+        "core/deciding/decisions.py",
+        '    refuse_unstorable("resume data", call, data, ResumeDataValidationError)\n',
+        "",
+        ("tests/test_suspend.py::test_resume_data_that_cannot_be_stored_is_refused_before_anything_is_claimed",),
+    ),
+    Mutant(
+        "edited-args-that-cannot-be-stored-are-claimed",
+        "core/deciding/decisions.py",
+        '    refuse_unstorable("edited args", call, edited, DecisionRejectedError)\n    # A key the schema',
+        "    # A key the schema",
+        ("tests/test_approval.py::test_edited_args_naming_a_key_the_tool_does_not_have_are_refused",),
+    ),
+    Mutant(
+        "edited-args-with-an-unknown-key-are-accepted",
+        "core/deciding/decisions.py",
+        "    unknown = unknown_keys(tool.input_schema, edited)\n",
+        "    unknown: list[str] = []\n",
+        ("tests/test_approval.py::test_edited_args_naming_a_key_the_tool_does_not_have_are_refused",),
+    ),
+    Mutant(
+        "edit-merged-key-by-key-under-another-alias",
+        "core/deciding/decisions.py",
+        "    merged = edit_over(tool.input_schema, call.args, edited)\n",
+        "    merged = {**call.args, **edited}\n",
+        ("tests/test_approval.py::test_an_edit_may_name_a_field_by_its_alias_and_add_keys_a_schema_keeps",),
+    ),
+    Mutant(
+        "edit-keys-a-schema-keeps-called-unknown",
+        "core/deciding/decider_input.py",
+        '    if schema.model_config.get("extra") == "allow":\n',
+        "    if False:\n",
+        ("tests/test_approval.py::test_an_edit_may_name_a_field_by_its_alias_and_add_keys_a_schema_keeps",),
+    ),
 ]
 
 

@@ -217,7 +217,8 @@ class RunMethods:
             tool_call_id: The paused call (the ``tool_call_id`` of its approval chunk); default: the
                 run's most recently paused call.
             edited_args: Arguments to run the tool with instead, merged over the model's and validated
-                against the tool's input schema; only for a tool created with ``allow_edited_args=True``.
+                against the tool's input schema (a key it does not have is refused, not dropped); only
+                for a tool created with ``allow_edited_args=True``.
             fingerprint: The ``fingerprint`` of the approval chunk: the approval applies only if the
                 call still asks exactly that.
             decided_by: Who approves (a name, or a ``Principal``): recorded in the audit log, and
@@ -238,7 +239,8 @@ class RunMethods:
             DecisionConflictError: The call was decided already, or no longer matches ``fingerprint``
                 (``PauseExpiredError`` if it ran out of time, ``RunCancelledError`` if the run was
                 cancelled).
-            DecisionRejectedError: ``edited_args`` the tool does not accept or that are invalid, a
+            DecisionRejectedError: ``edited_args`` the tool does not accept, or that are invalid (a
+                key its input schema does not have, a value that cannot be stored), a
                 call in doubt (``ToolCallInDoubtError``), or a run whose step is still in flight on
                 another host (``RunInFlightError``: decide again once it has paused); the call stays
                 paused.
