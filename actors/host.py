@@ -33,6 +33,7 @@ from troupe.core.vocabulary.errors import (
     AgentUnavailableError,
     DecisionConflictError,
     PauseExpiredError,
+    RunInFlightError,
     ToolCallNotSuspendedError,
 )
 from troupe.core.vocabulary.requests import (
@@ -227,7 +228,7 @@ class AgentHost:
         log.info("run %s takes the decision its parent holds for it", request.run_id)
         try:
             return self._accept(await self.engine.begin_decision(request))
-        except (DecisionConflictError, ToolCallNotSuspendedError):
+        except (DecisionConflictError, ToolCallNotSuspendedError, RunInFlightError):
             return None
 
     async def generate_start(self, request: StartRequest) -> RunResult:

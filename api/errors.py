@@ -100,7 +100,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         (401, "No or unknown API key"),
         (403, "The key may not access that resource or run"),
         (404, "Unknown agent, or no such paused run"),
-        (409, "The call is not paused, or was already decided"),
+        (409, "The call is not paused or was already decided, or its run's step is still in flight (retry)"),
         (422, "The body, query or decision is invalid"),
     )
 }

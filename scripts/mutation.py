@@ -1857,6 +1857,76 @@ MUTANTS += [
     ),
 ]
 
+# Audit fixes: decisions and the memory store
+MUTANTS += [
+    Mutant(
+        "memory-store-counts-a-backwards-range-below-zero",
+        "storage/memory.py",
+        "            total += max(within, 0)\n",
+        "            total += within\n",
+        ("tests/test_store_conformance.py::test_listings_filter_by_agent_resource_thread_top_level_role_and_age",),
+    ),
+    Mutant(
+        "memory-store-gives-a-thread-the-resource-of-an-empty-append",
+        "storage/memory.py",
+        "        if thread is not None and thread.messages:\n",
+        "        if thread is not None:\n",
+        ("tests/test_store_conformance.py::test_an_append_of_no_messages_starts_no_thread",),
+    ),
+    Mutant(
+        "memory-store-takes-a-position-past-its-log-for-a-complete-read",
+        "storage/memory.py",
+        "        if seen > self._change_seq or seen < oldest - 1:\n",
+        "        if seen < oldest - 1:\n",
+        (
+            "tests/test_store_conformance.py::"
+            "test_a_position_past_the_end_of_the_change_log_is_not_taken_for_a_complete_read",
+        ),
+    ),
+    Mutant(
+        "decision-claimed-while-the-step-runs-on-another-host",
+        "core/deciding/decisions.py",
+        "    refuse_in_flight(state, call)\n",
+        "",
+        ("tests/test_guarantees.py::test_a_call_is_not_decided_on_another_host_while_its_step_still_runs",),
+    ),
+    Mutant(
+        "resume-data-that-cannot-be-stored-is-claimed",
+        "core/deciding/decisions.py",
+        '    refuse_unstorable("resume data", call, data, ResumeDataValidationError)\n',
+        "",
+        ("tests/test_suspend.py::test_resume_data_that_cannot_be_stored_is_refused_before_anything_is_claimed",),
+    ),
+    Mutant(
+        "edited-args-that-cannot-be-stored-are-claimed",
+        "core/deciding/decisions.py",
+        '    refuse_unstorable("edited args", call, edited, DecisionRejectedError)\n    # A key the schema',
+        "    # A key the schema",
+        ("tests/test_approval.py::test_edited_args_naming_a_key_the_tool_does_not_have_are_refused",),
+    ),
+    Mutant(
+        "edited-args-with-an-unknown-key-are-accepted",
+        "core/deciding/decisions.py",
+        "    unknown = unknown_keys(tool.input_schema, edited)\n",
+        "    unknown: list[str] = []\n",
+        ("tests/test_approval.py::test_edited_args_naming_a_key_the_tool_does_not_have_are_refused",),
+    ),
+    Mutant(
+        "edit-merged-key-by-key-under-another-alias",
+        "core/deciding/decisions.py",
+        "    merged = edit_over(tool.input_schema, call.args, edited)\n",
+        "    merged = {**call.args, **edited}\n",
+        ("tests/test_approval.py::test_an_edit_may_name_a_field_by_its_alias_and_add_keys_a_schema_keeps",),
+    ),
+    Mutant(
+        "edit-keys-a-schema-keeps-called-unknown",
+        "core/deciding/decider_input.py",
+        '    if schema.model_config.get("extra") == "allow":\n',
+        "    if False:\n",
+        ("tests/test_approval.py::test_an_edit_may_name_a_field_by_its_alias_and_add_keys_a_schema_keeps",),
+    ),
+]
+
 
 def run_tests(tests: tuple[str, ...]) -> tuple[bool, str]:
     """True if the tests all passed (the mutant survived); the last lines of pytest's output."""

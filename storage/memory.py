@@ -129,7 +129,9 @@ class MemoryStore:
         return version
 
     def _append(self, thread: ThreadAppend | None) -> None:
-        if thread is not None:
+        # An append of no messages leaves no trace: a thread belongs to the resource of its first
+        # message, as the other stores read it.
+        if thread is not None and thread.messages:
             self._thread_resources.setdefault(thread.thread_id, thread.resource_id or "")
             self._threads[thread.thread_id].extend(dict(m) for m in thread.messages)
 
@@ -195,7 +197,9 @@ class MemoryStore:
         rows: list[tuple[Place, str]] = []
         for key in query.index_keys():
             entries = self._listings.get(key, [])
-            total += bisect.bisect_right(entries, high, key=_at) - bisect.bisect_left(entries, low, key=_at)
+            # A range that ends before it starts holds nothing (the two bisections would cross).
+            within = bisect.bisect_right(entries, high, key=_at) - bisect.bisect_left(entries, low, key=_at)
+            total += max(within, 0)
             places = _following(entries, query.order, start, low, high, query.wanted())
             rows += [(place, place.run_id) for place in places]
         ids, cursor = page_of(rows, query)
@@ -207,7 +211,9 @@ class MemoryStore:
             return PausedChanges([], end)
         seen = _position(after)
         oldest = self._changes[0][0] if self._changes else self._change_seq + 1
-        if seen < oldest - 1:
+        # A position past the end is not this log's (a store started afresh): the reader reads the
+        # listing again from the end, or it would skip every change until this log caught up with it.
+        if seen > self._change_seq or seen < oldest - 1:
             return PausedChanges([], end, complete=False)
         found = [change for seq, change in self._changes if seq > seen][:limit]
         return PausedChanges(found, str(seen + len(found)))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from helpers import (
@@ -14,6 +15,8 @@ from helpers import (
     script_used_up,
     types_of,
 )
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
 
 from troupe import Agent, create_tool
 from troupe.errors import (
@@ -260,6 +263,71 @@ async def test_edited_args_are_merged_and_validated_when_the_tool_opts_in(make_r
     done = await agent.approve_tool_call_generate(run_id=paused.run_id, edited_args={"amount": 90})
     assert calls.entries("pay") == [{"name": "pay", "to": "bob", "amount": 90}]
     assert done.text == 'call-1={"paid": 90, "to": "bob"}'
+
+
+async def test_edited_args_naming_a_key_the_tool_does_not_have_are_refused(make_runtime, calls):
+    """A typo in an edit ("ammount") is not dropped by the schema while the audit records the edit as
+    made and the tool pays the model's amount: the approval is refused, naming the key, and the call
+    stays paused. So is an edit that cannot be stored with the run (nested too deep)."""
+    editable = pay_tool(calls, require_approval=True, allow_edited_args=True)
+    agent = Agent("ops", model=one_call("pay", {"to": "bob", "amount": 900}), tools=[editable])
+    runtime = make_runtime([agent])
+    paused = await agent.generate("pay bob")
+
+    with pytest.raises(DecisionRejectedError, match="'ammount', which its input schema does not have"):
+        await agent.approve_tool_call(run_id=paused.run_id, edited_args={"amount": 90, "ammount": 5})
+    deep: Any = 5
+    for _ in range(100):
+        deep = [deep]
+    with pytest.raises(DecisionRejectedError, match="cannot be stored with the run: nested deeper than 64"):
+        await agent.approve_tool_call(run_id=paused.run_id, edited_args={"amount": deep})
+
+    assert calls.count() == 0 and await runtime.store().list_audit(paused.run_id) == []
+    done = await agent.approve_tool_call_generate(run_id=paused.run_id, edited_args={"amount": 5})
+    assert calls.entries("pay") == [{"name": "pay", "to": "bob", "amount": 5}]
+    assert done.text == 'call-1={"paid": 5, "to": "bob"}'
+
+
+class Transfer(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, validate_by_name=True)
+    to_account: str
+    amount: int = Field(validation_alias=AliasChoices("amount", "sum"))
+
+
+class Note(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    text: str
+
+
+@pytest.mark.parametrize(
+    ("schema", "edit", "received"),
+    [
+        (Transfer, {"toAccount": "carol", "sum": 7}, {"to_account": "carol", "amount": 7}),
+        (Transfer, {"to_account": "dave"}, {"to_account": "dave", "amount": 1}),
+        (Note, {"text": "hi", "colour": "red"}, {"text": "hi", "colour": "red"}),
+    ],
+    ids=["by-alias", "by-name", "extra-allowed"],
+)
+async def test_an_edit_may_name_a_field_by_its_alias_and_add_keys_a_schema_keeps(
+    make_runtime, calls, schema: type[BaseModel], edit: dict[str, Any], received: dict[str, Any]
+):
+    """Keys the schema reads are not unknown: a field's aliases, its name where the schema validates by
+    name, and any key of a schema with extra="allow" (the tool gets it)."""
+
+    def act(inp: BaseModel, ctx: Any) -> dict[str, Any]:
+        calls.record("act", got=inp.model_dump())
+        return {"ok": True}
+
+    tool = create_tool("act", "Act", schema, act, require_approval=True, allow_edited_args=True)
+    first = {"toAccount": "bob", "amount": 1} if schema is Transfer else {"text": "hello"}
+    agent = Agent("ops", model=one_call("act", first), tools=[tool])
+    make_runtime([agent])
+    paused = await agent.generate("act")
+
+    done = await agent.approve_tool_call_generate(run_id=paused.run_id, edited_args=edit)
+
+    assert done.finish_reason == "stop"
+    assert calls.entries("act") == [{"name": "act", "got": received}]
 
 
 async def test_edited_args_are_refused_where_the_tool_does_not_opt_in(make_runtime, calls):

@@ -6,6 +6,7 @@ made observable.
 - Exactly once across processes: two hosts that share only the store both read the paused run before
   either writes its claim (a barrier between load and save); the store's compare-and-set lets one win.
 - A decided call is never decided again, even while its run is still paused on another call.
+- A call waiting while its step still runs on another host is not decided there until the run pauses.
 """
 
 from __future__ import annotations
@@ -22,14 +23,15 @@ from pydantic import BaseModel
 from store_hooks import HookedStore
 from test_notifications import SECRET
 from trees import two_levels
+from troupe.api.errors import error_body, error_from_body
 from troupe.core.notifying.outbox import NotificationTarget
 from troupe.core.run.delegation import child_run_id
 from troupe.core.run.engine import RunEngine
 from troupe.core.vocabulary.errors import StorageUnavailableError
 from troupe.core.vocabulary.requests import StartRequest
 
-from troupe import Agent, Chunk, Runtime, SqliteStore, create_tool
-from troupe.errors import DecisionConflictError
+from troupe import Agent, Chunk, MemoryStore, Runtime, SqliteStore, create_tool
+from troupe.errors import DecisionConflictError, RunInFlightError
 from troupe.testing import CallLog, FunctionModel, text, tool_call
 
 PAUSES = ("tool-call-approval", "tool-call-suspended")
@@ -140,6 +142,71 @@ async def test_two_hosts_that_both_read_the_paused_run_claim_its_call_once(tmp_p
         assert [e.kind for e in await stores[0].list_audit(paused.run_id)] == ["approved"]
     finally:
         Path(gate).touch()
+        for runtime in runtimes:
+            await runtime.shutdown()
+
+
+class Slow(BaseModel):
+    n: int
+
+
+def gated_and_slow(calls: CallLog, running: asyncio.Event, finish: asyncio.Event) -> Agent:
+    """One step: a gated delete (c1) and an ungated call (c2) that runs until ``finish`` is set."""
+
+    async def slow(inp: Slow, ctx: Any) -> dict[str, Any]:
+        running.set()
+        await finish.wait()
+        calls.record("slow", n=inp.n)
+        return {"slow": inp.n}
+
+    model = echo_model(tool_call("delete_record", {"id": "a"}, id="c1"), tool_call("slow", {"n": 1}, id="c2"))
+    return Agent("ops", model=model, tools=[delete_tool(calls), create_tool("slow", "Slow", Slow, slow)])
+
+
+@pytest.mark.parametrize("shared", ["sqlite-file", "memory-store"])
+async def test_a_call_is_not_decided_on_another_host_while_its_step_still_runs(
+    tmp_path: Path, calls: CallLog, shared: str
+):
+    """Host A checkpoints the step (c1 waiting, c2 running, the run running) and runs c2; host B, a
+    second runtime on the same store, reads c1 waiting. B's decision is refused, claiming nothing, as
+    long as the step is in flight: claimed, it would close the step with no result for c2. Once c2 has
+    finished and the run has paused, the same decision goes through and the model hears both results."""
+    running, finish = asyncio.Event(), asyncio.Event()
+    if shared == "sqlite-file":
+        stores: tuple[Any, Any] = (SqliteStore(tmp_path / "t.db"), SqliteStore(tmp_path / "t.db"))
+    else:
+        stores = (MemoryStore(),) * 2
+    here, there = (gated_and_slow(calls, running, finish) for _ in stores)
+    runtimes = [Runtime([a], storage=s, executor="local") for a, s in zip((here, there), stores, strict=True)]
+    try:
+        stream = await here.stream("delete a, then the slow thing")
+        await asyncio.wait_for(running.wait(), 30)
+        stored = await stores[1].load_run(stream.run_id)
+        assert stored is not None and stored.state.status == "running"
+        assert [(c.tool_call_id, c.status.value) for c in stored.state.calls] == [
+            ("c1", "awaiting-approval"),
+            ("c2", "running"),
+        ]
+
+        for decide in (there.approve_tool_call_generate, there.decline_tool_call_generate):
+            with pytest.raises(RunInFlightError, match="still in flight") as refused:
+                await decide(run_id=stream.run_id)
+        assert refused.value.details["owner"] == runtimes[0].handle("ops").host.owner  # type: ignore[attr-defined]
+        assert "decide once the run has paused" in refused.value.message
+        # Over HTTP: a 409 whose code tells a client to try again later.
+        assert (refused.value.http_status, refused.value.code) == (409, "AGENT_RUN_IN_FLIGHT")
+        assert isinstance(error_from_body(409, error_body(refused.value)), RunInFlightError)
+        assert calls.entries("delete_record") == [], "the call was run on the other host"
+        assert await stores[1].list_audit(stream.run_id) == [], "a refused decision was claimed"
+
+        finish.set()
+        paused = await stream.result()
+        assert paused.finish_reason == "suspended" and paused.suspend_payload["tool_call_id"] == "c1"
+        done = await there.approve_tool_call_generate(run_id=stream.run_id)
+        assert done.text == 'c1={"deleted": "a"} | c2={"slow": 1}'
+        assert [e.kind for e in await stores[1].list_audit(stream.run_id)] == ["approved"]
+    finally:
+        finish.set()
         for runtime in runtimes:
             await runtime.shutdown()
 

@@ -39,16 +39,21 @@ REDIS_FORMS = {
 }
 
 
-def backend_of(request: pytest.FixtureRequest, tmp_path: Any) -> Store:
+def backend_of(request: pytest.FixtureRequest, tmp_path: Any, name: str = "s") -> Store:
+    """A store of the kind the test is parametrised with; another ``name``, another store of it."""
     if request.param == "memory":
         return MemoryStore()
     if request.param == "sqlite":
-        return SqliteStore(tmp_path / "s.db")
+        return SqliteStore(tmp_path / f"{name}.db")
     url = REDIS_FORMS[request.param](request)
-    return RedisStore(url, prefix=request.getfixturevalue("redis_prefix"))
+    prefix = request.getfixturevalue("redis_prefix")
+    return RedisStore(url, prefix=prefix if name == "s" else f"{prefix}{name}:")
 
 
-@pytest.fixture(params=["memory", "sqlite", *(pytest.param(p, marks=REDIS) for p in REDIS_FORMS)])
+EVERY_STORE = ["memory", "sqlite", *(pytest.param(p, marks=REDIS) for p in REDIS_FORMS)]
+
+
+@pytest.fixture(params=EVERY_STORE)
 async def store(request: pytest.FixtureRequest, tmp_path: Any) -> AsyncIterator[Store]:
     backend = backend_of(request, tmp_path)
     yield backend
@@ -388,6 +393,21 @@ async def test_a_thread_belongs_to_the_resource_it_was_started_with(store: Store
     assert await store.thread_resource("t1") == "u1"
     assert await store.thread_resource("t2") == ""
     assert [m["content"] for m in await store.load_messages("t1")] == ["a", "b"]
+
+
+async def test_an_append_of_no_messages_starts_no_thread(store: Store):
+    """A thread belongs to the resource of its first message: appending nothing, with a run's write or
+    on its own, claims it for no resource."""
+    await store.save_run(
+        running("r1", thread_id="t1"), expected_version=0, thread=ThreadAppend("t1", "u1", [])
+    )
+    await store.append_messages("t2", "u1", [])
+
+    assert await store.thread_resource("t1") is None
+    assert await store.thread_resource("t2") is None
+    await store.append_messages("t1", "u2", [{"role": "user", "content": "a"}])
+    assert await store.thread_resource("t1") == "u2"
+    assert await store.load_messages("t2") == []
 
 
 # ---- the notification outbox -----------------------------------------------------------------------------
@@ -773,6 +793,11 @@ async def test_listings_filter_by_agent_resource_thread_top_level_role_and_age(s
     assert await listed(agents=("a",), thread_id="t1", to_date=T0) == (["a1"], 1)
     assert await listed(agents=(), top_level=True) == ([], 0)
     assert await listed(agents=both, top_level=True, resources=()) == ([], 0), "a key with no resources"
+    # A range that ends before it starts lists nothing, and counts nothing.
+    assert await listed(from_date=T0 + 3 * minute, to_date=T0 + minute) == ([], 0)
+    assert await listed(agents=("a",), thread_id="t1", from_date=T0 + minute, to_date=T0) == ([], 0)
+    backwards = SuspendedRunQuery(agent_id="a", from_date=T0 + 2 * minute, to_date=T0)
+    assert await store.list_suspended_runs(backwards) == ([], 0)
     for wrong in (
         {"resources": ("u1",)},
         {"agents": both, "thread_id": "t1"},
@@ -902,4 +927,34 @@ async def test_a_reader_further_behind_than_the_change_log_keeps_is_told(one_sto
     # Reading on from the position it gives (the end, where the listing is read again) works.
     await store.create_run(waiting("next", 0))
     after = await store.paused_changes(behind.position, 10)
+    assert after.complete and [c.run_id for c in after.changes] == ["next"]
+
+
+@pytest.fixture(params=EVERY_STORE)
+async def two_stores(request: pytest.FixtureRequest, tmp_path: Any) -> AsyncIterator[tuple[Store, Store]]:
+    """Two stores of one kind, apart."""
+    stores = backend_of(request, tmp_path), backend_of(request, tmp_path, "other")
+    yield stores
+    for backend in stores:
+        await backend.close()
+
+
+async def test_a_position_past_the_end_of_the_change_log_is_not_taken_for_a_complete_read(
+    two_stores: tuple[Store, Store],
+):
+    """A reader holding a position this log never reached (it read a store that was replaced by a new
+    one) is told to read the listing again, and given the log's end to read on from: kept, its position
+    would skip every change until the log got that far."""
+    store, ahead = two_stores
+    for i in range(3):
+        await ahead.create_run(waiting(f"r{i}", i))
+    future = (await ahead.paused_changes(None, 10)).position
+    start = await store.paused_changes(None, 10)
+
+    told = await store.paused_changes(future, 10)
+
+    assert (told.changes, told.complete) == ([], False)
+    assert told.position == start.position, "the end of this store's own log"
+    await store.create_run(waiting("next", 0))
+    after = await store.paused_changes(told.position, 10)
     assert after.complete and [c.run_id for c in after.changes] == ["next"]

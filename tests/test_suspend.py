@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from helpers import AskCity, chunks_of, delete_tool, echo_model, one_call, types_of, weather_tool
 from pydantic import BaseModel
@@ -116,3 +118,49 @@ async def test_a_tool_may_suspend_again_on_resume(make_runtime, calls):
     assert again.suspend_payload["suspend_payload"] == {"message": "a positive number, please"}
     done = await agent.resume_generate({"value": 7}, run_id=paused.run_id)
     assert done.text == "call-1=7"
+
+
+def nested(levels: int) -> Any:
+    value: Any = "leaf"
+    for _ in range(levels):
+        value = {"a": value}
+    return value
+
+
+class Nothing(BaseModel):
+    pass
+
+
+@pytest.mark.parametrize(
+    ("data", "problem"),
+    [(nested(200), "nested deeper than 64 levels"), (object(), "holds a object, which is not JSON")],
+    ids=["nested-200-deep", "a-python-object"],
+)
+async def test_resume_data_that_cannot_be_stored_is_refused_before_anything_is_claimed(
+    make_runtime, calls, data: Any, problem: str
+):
+    """A tool without a resume_schema takes any answer, but the answer is stored with the run and in its
+    audit log: one nested deeper than a model's output may be (it would be written, then fail every read
+    of the run and its audit), or one that is not JSON, is refused as invalid resume data. Nothing is
+    claimed: the run stays paused and a good answer completes it."""
+
+    async def ask(inp: Nothing, ctx: Any) -> Any:
+        if ctx.agent.resume_data is None:
+            return await ctx.agent.suspend({"q": "what?"})
+        calls.record("ask", answer=ctx.agent.resume_data)
+        return {"got": ctx.agent.resume_data}
+
+    agent = Agent("planner", model=one_call("ask", {}), tools=[create_tool("ask", "Ask", Nothing, ask)])
+    runtime = make_runtime([agent])
+    paused = await agent.generate("ask me")
+
+    with pytest.raises(ResumeDataValidationError, match="cannot be stored") as refused:
+        await agent.resume_generate(data, run_id=paused.run_id)
+
+    assert problem in refused.value.message and "'ask'" in refused.value.message
+    assert await runtime.store().list_audit(paused.run_id) == [], "the refused answer was claimed"
+    assert [r.run_id for r in (await agent.list_suspended_runs()).runs] == [paused.run_id]
+    done = await agent.resume_generate({"ok": 1}, run_id=paused.run_id)
+    assert done.text == 'call-1={"got": {"ok": 1}}'
+    assert calls.entries("ask") == [{"name": "ask", "answer": {"ok": 1}}]
+    assert [e.kind for e in await runtime.store().list_audit(paused.run_id)] == ["resumed"]

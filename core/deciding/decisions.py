@@ -26,12 +26,14 @@ from troupe.core.deciding.approvers import (
 )
 from troupe.core.deciding.cancelling import DEFAULT_REASON as DEFAULT_CANCEL_REASON
 from troupe.core.deciding.cancelling import cancelled_error
+from troupe.core.deciding.decider_input import edit_over, refuse_unstorable, unknown_keys
 from troupe.core.vocabulary.errors import (
     DecisionConflictError,
     DecisionRejectedError,
     PauseExpiredError,
     ResumeDataValidationError,
     RunCancelledError,
+    RunInFlightError,
     ToolCallInDoubtError,
     ToolCallNotSuspendedError,
 )
@@ -128,6 +130,7 @@ def rule(
     delegated = call.tool_name in delegations and call.child is not None
     if isinstance(decision, Cancel):
         return _route_cancel(state, target, request, policies, delegated)
+    refuse_in_flight(state, call)
     refuse_in_doubt(state.run_id, call, target.pause, now)
     policy = None
     if not expiring and state.parent is None:  # a subagent's pause is decided, and checked, at the top
@@ -136,8 +139,8 @@ def rule(
     tool = None if delegated else tools.get(call.tool_name)
     if policy is not None:
         check_decider(policy, state, target.pause, decision, request)
-        if isinstance(decision, Approve) and decision.edited_args is not None and tool is not None:
-            merged_args(tool, call, decision.edited_args)  # an edit is refused before it is counted
+        if isinstance(decision, Approve) and decision.edited_args is not None:
+            checked_edit(tool, call, decision.edited_args)  # an edit is refused before it is counted
         if needs_more(policy, target.pause, decision):
             return _count(state, target, request, decision, policy.quorum)
     before = call.model_copy(deep=True) if delegated else None
@@ -230,6 +233,25 @@ def refuse_late(state: RunState, target: Target, now: datetime) -> None:
             run_id=state.run_id,
             tool_call_id=target.call.tool_call_id,
         )
+
+
+def refuse_in_flight(state: RunState, call: ToolCallState) -> None:
+    """A decision on a run whose step is still in flight is refused (nothing is claimed). Its pauses
+    are announced once the step has ended, but a host of another process can read a call waiting
+    before then (with the run still running): claimed now, it would close the step without the
+    results of the calls still running there. Within a process the run's lock keeps a decision waiting
+    until the step has ended; across processes the decider retries."""
+    if state.status == "suspended":
+        return
+    raise RunInFlightError(
+        f"run {state.run_id}'s step is still in flight on host {state.owner}: its tool call "
+        f"{call.tool_call_id!r} ({call.tool_name!r}) waits for a decision, but nothing is decided while "
+        "the step's other calls run; decide once the run has paused (when they end, or once recovery "
+        "has taken the run over if that host is gone)",
+        run_id=state.run_id,
+        tool_call_id=call.tool_call_id,
+        owner=state.owner,
+    )
 
 
 def refuse_in_doubt(run_id: str, call: ToolCallState, pause: Pause, now: datetime) -> None:
@@ -352,7 +374,17 @@ def merged_args(tool: Tool, call: ToolCallState, edited: dict[str, Any]) -> dict
         )
     if not isinstance(edited, dict):
         raise DecisionRejectedError("edited_args must be an object", tool_call_id=call.tool_call_id)
-    merged = {**call.args, **edited}
+    refuse_unstorable("edited args", call, edited, DecisionRejectedError)
+    # A key the schema does not read would be dropped by it, and the tool would run with the model's
+    # value while the audit records the edit as made.
+    unknown = unknown_keys(tool.input_schema, edited)
+    if unknown:
+        raise DecisionRejectedError(
+            f"edited args for tool {call.tool_name!r} name {', '.join(map(repr, unknown))}, which its "
+            f"input schema does not have (it has {', '.join(map(repr, tool.input_schema.model_fields))})",
+            tool_call_id=call.tool_call_id,
+        )
+    merged = edit_over(tool.input_schema, call.args, edited)
     try:
         tool.parse_input(merged)
     except ValidationError as exc:
@@ -363,22 +395,28 @@ def merged_args(tool: Tool, call: ToolCallState, edited: dict[str, Any]) -> dict
     return merged
 
 
-def validated_resume_data(tool: Tool, target: Target, data: Any) -> Any:
+def checked_edit(tool: Tool | None, call: ToolCallState, edited: Any) -> dict[str, Any] | None:
+    """``merged_args``; for a delegated call (``tool`` None: its tool is the subagent's, which checks
+    the edit once the decision reaches it) only whether the edit can be stored here first."""
+    if tool is not None:
+        return merged_args(tool, call, edited)
+    refuse_unstorable("edited args", call, edited, DecisionRejectedError)
+    return None
+
+
+def validated_resume_data(tool: Tool | None, target: Target, data: Any) -> Any:
     """Resume data checked against the tool's schema as JSON, strictly (``true`` is not 1, ``"5"`` is
     not 5) unless the schema's own config sets ``strict=False``; for a tool without one, against the
-    JSON schema its ``suspend()`` gave for this pause, if any."""
+    JSON schema its ``suspend()`` gave for this pause, if any. Whatever the schema, it must be storable;
+    that is all this level checks of a delegated call's (``tool`` None: the subagent checks the rest)."""
     call = target.call
-    schema = tool.resume_schema
-    if schema is None and target.pause.resume_schema is None:
+    refuse_unstorable("resume data", call, data, ResumeDataValidationError)
+    schema = tool.resume_schema if tool is not None else None
+    if tool is None or (schema is None and target.pause.resume_schema is None):
         return data
-    try:
-        encoded = json.dumps(data, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise ResumeDataValidationError(
-            f"resume data for tool {call.tool_name!r} is not JSON: {exc}", tool_call_id=call.tool_call_id
-        ) from exc
     if schema is None:
         return _fits_pause_schema(target, data)
+    encoded = json.dumps(data, allow_nan=False)  # it is JSON: refuse_unstorable says so
     strict = schema.model_config.get("strict") is not False
     try:
         return schema.model_validate_json(encoded, strict=strict).model_dump(mode="json")
@@ -462,8 +500,8 @@ def _settle(target: Target, record: Decision, decision: DecisionInput, tool: Too
     call = target.call
     match decision:
         case Approve(edited_args=edited):
-            if edited is not None and tool is not None:
-                call.exec_args = merged_args(tool, call, edited)
+            if edited is not None:
+                call.exec_args = checked_edit(tool, call, edited)
             record.edited_args = edited
             call.status = CallStatus.RUNNING
         case Decline(reason=reason):
@@ -477,7 +515,7 @@ def _settle(target: Target, record: Decision, decision: DecisionInput, tool: Too
                 call.output = record.reason
         case Resume(resume_data=data):
             record.kind = "resumed"
-            record.resume_data = validated_resume_data(tool, target, data) if tool is not None else data
+            record.resume_data = validated_resume_data(tool, target, data)
             call.status = CallStatus.RUNNING
         case Cancel(run_id=below, reason=reason):  # routed down to the run it cancels (_route_cancel)
             record.kind = "cancelled"

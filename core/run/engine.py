@@ -230,9 +230,11 @@ class RunEngine:
         try:
             stored = await self.store.load_run(run_id)
             now = self.loop.clock()
+            # A run in flight (decided meanwhile elsewhere) is not declined under its host: the sweep
+            # finds it again if it pauses with the deadline still passed.
             due = (
                 []
-                if stored is None or stored.state.parent is not None
+                if stored is None or stored.state.parent is not None or stored.state.status != "suspended"
                 else [
                     (pause.expires_at, call, pause)
                     for call, pause in stored.state.open_pauses()

@@ -10,6 +10,7 @@
      ├── DecisionRejectedError        AGENT_DECISION_REJECTED
      │    ├── ResumeDataValidationError   AGENT_RESUME_DATA_INVALID
      │    ├── ToolCallInDoubtError        AGENT_TOOL_CALL_IN_DOUBT       (409: its owner may still run it)
+     │    ├── RunInFlightError            AGENT_RUN_IN_FLIGHT            (409: decide once the run pauses)
      │    └── DecisionInterruptedError    AGENT_DECISION_INTERRUPTED     (502: it may have taken effect)
      ├── RunNotCancellableError       AGENT_RUN_NOT_CANCELLABLE      (409: the run has already finished)
      ├── CancelForbiddenError         AGENT_CANCEL_FORBIDDEN         (403: not the caller's run to cancel)
@@ -349,6 +350,23 @@ class ToolCallInDoubtError(DecisionRejectedError):
     http_status = 409
 
 
+class RunInFlightError(DecisionRejectedError):
+    """The run's step is still in flight on another host: none of its calls can be decided until it
+    has paused.
+
+    A call can wait for a decision while other calls of its step still run (an ungated call, or one
+    approved a moment ago) on another host over the same store (another process, a replica). Deciding it
+    there and then would close the step without their results, so nothing was claimed and the call
+    stays paused. Try again later: the run pauses once the step's other calls have ended, or, if the
+    host driving it died, once recovery has taken it over (within seconds); its pauses are listed from
+    then on. Raised by the decision methods (``owner`` in the details: the host driving the step).
+    Code ``AGENT_RUN_IN_FLIGHT``, HTTP 409.
+    """
+
+    code = "AGENT_RUN_IN_FLIGHT"
+    http_status = 409
+
+
 class DecisionInterruptedError(DecisionRejectedError):
     """The agent the decision was handed to failed while it acted on it, and cannot say how far it got.
 
@@ -503,6 +521,7 @@ __all__ = [
     "ResumeDataValidationError",
     "RunCancelledError",
     "RunFailedError",
+    "RunInFlightError",
     "RunNotCancellableError",
     "RunTakenOverError",
     "SnapshotNotFoundError",

@@ -217,7 +217,8 @@ class RunMethods:
             tool_call_id: The paused call (the ``tool_call_id`` of its approval chunk); default: the
                 run's most recently paused call.
             edited_args: Arguments to run the tool with instead, merged over the model's and validated
-                against the tool's input schema; only for a tool created with ``allow_edited_args=True``.
+                against the tool's input schema (a key it does not have is refused, not dropped); only
+                for a tool created with ``allow_edited_args=True``.
             fingerprint: The ``fingerprint`` of the approval chunk: the approval applies only if the
                 call still asks exactly that.
             decided_by: Who approves (a name, or a ``Principal``): recorded in the audit log, and
@@ -238,8 +239,11 @@ class RunMethods:
             DecisionConflictError: The call was decided already, or no longer matches ``fingerprint``
                 (``PauseExpiredError`` if it ran out of time, ``RunCancelledError`` if the run was
                 cancelled).
-            DecisionRejectedError: ``edited_args`` the tool does not accept or that are invalid, or a
-                call in doubt (``ToolCallInDoubtError``); the call stays paused.
+            DecisionRejectedError: ``edited_args`` the tool does not accept, or that are invalid (a
+                key its input schema does not have, a value that cannot be stored), a
+                call in doubt (``ToolCallInDoubtError``), or a run whose step is still in flight on
+                another host (``RunInFlightError``: decide again once it has paused); the call stays
+                paused.
             ApprovalPolicyError: An approver policy does not let this decider approve this call.
             TypeError: ``decided_by``, ``roles`` or ``surface`` given over HTTP.
 
@@ -280,6 +284,8 @@ class RunMethods:
             SnapshotNotFoundError: No such run of this agent, or it has finished.
             ToolCallNotSuspendedError: The call is not paused.
             DecisionConflictError: The call was decided already, or no longer matches ``fingerprint``.
+            RunInFlightError: The run's step is still in flight on another host; decide again once it
+                has paused (the call stays paused).
             ApprovalPolicyError: An approver policy does not let this decider decide this call.
             TypeError: ``decided_by``, ``roles`` or ``surface`` given over HTTP.
 
@@ -402,6 +408,8 @@ class RunMethods:
             ResumeDataValidationError: The answer does not fit the tool's ``resume_schema``; the call
                 stays paused.
             DecisionConflictError: The call was answered already, or no longer matches ``fingerprint``.
+            RunInFlightError: The run's step is still in flight on another host; answer again once it
+                has paused (the call stays paused).
             TypeError: ``decided_by``, ``roles`` or ``surface`` given over HTTP.
 
         Example:
