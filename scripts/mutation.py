@@ -1855,6 +1855,13 @@ MUTANTS += [
         "        form = _form(await request.body())\n        claim = await _open(service, token)\n",
         ("tests/test_decision_links.py::test_a_links_form_is_read_only_for_a_genuine_token_and_bounded",),
     ),
+    Mutant(
+        "approval-whose-resume-data-declines-is-taken-as-a-decline",
+        "core/deciding/decisions.py",
+        "    if decision.approved is not None and decision.approved != answer.approved:",
+        "    if False:",
+        ("tests/test_strict_decisions.py::test_an_approval_whose_resume_data_declines_is_refused_as_contradictory",),
+    ),
 ]
 
 # Audit fixes: decisions and the memory store

@@ -4,6 +4,8 @@ that declines cannot carry resume data, and every decision route refuses a run t
 
 from __future__ import annotations
 
+import time
+
 import httpx
 import pytest
 from http_server import ADMIN, KEYS
@@ -53,6 +55,22 @@ def test_an_approval_that_declines_cannot_carry_resume_data(api, calls):
     assert code(refused) == (422, "INVALID_REQUEST") and "cannot come with approved: false" in refused.text
     assert waiting(api, run) == ["b1"]
     assert [e["phase"] for e in calls.entries("book_table")] == ["suspend"]
+
+
+def test_an_approval_whose_resume_data_declines_is_refused_as_contradictory(api, calls):
+    run = paused(api, "ops", "rec-1", thread="t-rec")
+    body = {"threadId": "t-rec", "approved": True, "resumeData": {"approved": False}}
+    refused = api.post("/agents/ops/send-tool-approval", json=body)
+    assert code(refused) == (422, "AGENT_RESUME_DATA_INVALID")
+    assert "the resume data says approved: false" in refused.json()["error"]
+    assert waiting(api, run) == ["call-1"] and calls.count("delete_record") == 0, "still paused"
+    agreed = {"threadId": "t-rec", "approved": True, "resumeData": {"approved": True}}
+    taken = api.post("/agents/ops/send-tool-approval", json=agreed)
+    assert taken.status_code == 200 and taken.json()["runId"] == run, "nothing was decided before"
+    deadline = time.monotonic() + 20
+    while calls.count("delete_record") == 0:
+        assert time.monotonic() < deadline, "the approved tool never ran"
+        api.get("/inbox")  # a round trip, not a sleep: the run goes on in the server meanwhile
 
 
 def test_a_decision_through_another_agents_route_is_refused_before_anything_is_claimed(api, calls):

@@ -458,6 +458,14 @@ def as_decision(pause: Pause, tool_call_id: str, decision: DecisionInput) -> Dec
             f"{{approved: boolean, reason?: string}}: {_errors(exc)}",
             tool_call_id=tool_call_id,
         ) from exc
+    if decision.approved is not None and decision.approved != answer.approved:
+        # send_tool_approval(approved=True, resume_data={"approved": False}): neither half can be trusted.
+        raise ResumeDataValidationError(
+            f"the resume data says approved: {str(answer.approved).lower()} for the approval of tool "
+            f"{pause.tool_name!r}, but the request says approved: {str(decision.approved).lower()}; "
+            "send one answer",
+            tool_call_id=tool_call_id,
+        )
     return Approve() if answer.approved else Decline(answer.reason)
 
 

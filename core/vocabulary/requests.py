@@ -46,6 +46,9 @@ class Decline:
 @dataclass(frozen=True)
 class Resume:
     resume_data: Any = None
+    # What ``send_tool_approval`` said beside the data (``approved=True``): resume data that answers an
+    # approval must say the same, or the request contradicts itself. None from the resume methods.
+    approved: bool | None = None
 
 
 @dataclass(frozen=True)

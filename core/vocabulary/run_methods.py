@@ -491,7 +491,8 @@ class RunMethods:
             NoSuspendedRunError: No run on the thread waits for a decision.
             AmbiguousSuspendedRunsError: Several runs on the thread wait, and ``tool_call_id`` was not
                 given to say which.
-            DecisionRejectedError: ``resume_data`` with ``approved=False``.
+            DecisionRejectedError: ``resume_data`` with ``approved=False``, or resume data answering an
+                approval with ``{"approved": false}`` (``ResumeDataValidationError``).
             DecisionConflictError: The call was decided already.
             TypeError: ``decided_by``, ``roles`` or ``surface`` given over HTTP.
 
@@ -505,7 +506,7 @@ class RunMethods:
             )
         what: Approve | Decline | Resume = Approve() if approved else Decline(reason)
         if resume_data is not None:
-            what = Resume(resume_data)
+            what = Resume(resume_data, approved=True)
         decision = Decision(what, tool_call_id, None, decided_by, roles, surface)
         return await self._decide_on_thread(thread_id, resource_id, decision)
 
