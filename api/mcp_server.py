@@ -23,7 +23,7 @@ import anyio
 from troupe.api.auth import Principal, own_resource
 from troupe.api.mcp_pauses import PausedCall, Questions, finished_result, paused_result, waiting_call
 from troupe.api.service import Service
-from troupe.core.vocabulary.errors import TroupeError
+from troupe.core.vocabulary.errors import DecisionRejectedError, TroupeError
 from troupe.core.vocabulary.results import RunResult
 from troupe.supervisor.agent import Agent
 
@@ -143,7 +143,7 @@ class AgentsOverMCP:
             try:
                 result = await call.decide(agent, caller, answer.action, answer.content)
             except TroupeError as exc:
-                note = f"The answer was not taken ({exc.code}): {exc.message}"
+                note = _not_taken(exc)
                 break
         return self._paused(ctx, call, note)
 
@@ -156,7 +156,10 @@ class AgentsOverMCP:
         if action == "cancel":
             return self._paused(ctx, call, None)
         async with _cancelled_with(agent, call.run_id, caller):
-            result = await call.decide(agent, caller, action, content)
+            try:
+                result = await call.decide(agent, caller, action, content)
+            except DecisionRejectedError as exc:  # e.g. an answer that does not fit: still paused
+                return self._paused(ctx, call, _not_taken(exc))
             return await self._ask_about_pauses(ctx, caller, agent, result)
 
     def _paused(self, ctx: Any, call: PausedCall, note: str | None) -> dict[str, Any]:
@@ -189,6 +192,10 @@ def _options(caller: Principal, arguments: dict[str, Any]) -> dict[str, Any]:
 def _text(arguments: dict[str, Any], key: str) -> str | None:
     value = arguments.get(key)
     return value if isinstance(value, str) and value else None
+
+
+def _not_taken(exc: TroupeError) -> str:
+    return f"The answer was not taken ({exc.code}): {exc.message}"
 
 
 def _base_url(ctx: Any, configured: str | None) -> str | None:

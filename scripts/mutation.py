@@ -1804,6 +1804,31 @@ MUTANTS += [
 ]
 
 
+# Audit fixes: MCP, A2A and AG-UI
+MCP_UNFIT = (
+    "tests/test_mcp_server.py::test_an_accepted_answer_that_does_not_fit_the_question_decides_nothing",
+    "tests/test_mcp_server_js.py::test_typescript_client_accepting_with_content_that_does_not_fit_decides_nothing",
+)
+MUTANTS += [
+    Mutant(
+        "mcp-accept-that-does-not-fit-is-a-decline",
+        "api/mcp_pauses.py",
+        "        return await agent.resume_generate(content, **options)\n",
+        "        if self.is_approval and content != {'approved': True}:\n"
+        "            return await agent.decline_tool_call_generate(**options)\n"
+        "        return await agent.resume_generate(content, **options)\n",
+        MCP_UNFIT,
+    ),
+    Mutant(
+        "mcp-refused-answer-by-request-state-is-a-bare-error",
+        "api/mcp_server.py",
+        "            except DecisionRejectedError as exc:  # e.g. an answer",
+        "            except ValueError as exc:  # e.g. an answer",
+        MCP_UNFIT,
+    ),
+]
+
+
 def run_tests(tests: tuple[str, ...]) -> tuple[bool, str]:
     """True if the tests all passed (the mutant survived); the last lines of pytest's output."""
     proc = subprocess.run(

@@ -71,6 +71,33 @@ async def test_declining_the_elicitation_never_runs_the_tool(server, calls):
     assert calls.count("delete_record") == 0
 
 
+@pytest.mark.parametrize("content", [{}, {"approved": "true"}, {"approve": True}, {"approved": True, "x": 1}])
+async def test_an_accepted_answer_that_does_not_fit_the_question_decides_nothing(
+    server, calls, tmp_path, content
+):
+    """The SDKs do not check an accepted answer against the requested schema: one that does not fit
+    {approved: boolean, reason?: string} is refused with why, never taken as the person's decline; the
+    run stays paused and can still be approved."""
+    async with mcp_client(server.url, "key-a", accept(content)) as client:
+        result = await client.call_tool("ops", {"prompt": "delete abc-123", "resourceId": "a1"})
+    paused = result.structured_content
+    assert paused["status"] == "paused", paused
+    text = result.content[0].text
+    assert "The answer was not taken (AGENT_RESUME_DATA_INVALID)" in text, text
+    assert "{approved: boolean, reason?: string}" in text
+    run_id = paused["runId"]
+    assert await SqliteStore(tmp_path / "http.db").list_audit(run_id) == []
+    assert calls.count("delete_record") == 0
+
+    async with httpx.AsyncClient() as http:
+        body = {"runId": run_id, "toolCallId": paused["toolCallId"]}
+        response = await http.post(
+            f"{server.url}/api/agents/ops/approve-tool-call-generate", json=body, headers=A
+        )
+    assert response.status_code == 200, response.text
+    assert calls.count("delete_record") == 1
+
+
 async def test_a_suspend_pause_asks_for_its_resume_schema(server):
     asked: list = []
     async with mcp_client(server.url, "key-a", accept({"city": "Lyon"}), asked) as client:
