@@ -1826,6 +1826,16 @@ MUTANTS += [
         "            except ValueError as exc:  # e.g. an answer",
         MCP_UNFIT,
     ),
+    Mutant(
+        "a2a-error-quotes-the-remotes-url-with-its-credentials",
+        "actors/a2a/agent.py",
+        "    return _URL.sub(shown, text)\n",
+        "    return text\n",
+        (
+            "tests/test_a2a_remote.py::"
+            "test_a_credential_in_the_remote_agents_url_reaches_no_tool_error_chunk_store_or_log",
+        ),
+    ),
 ]
 
 
