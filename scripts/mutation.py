@@ -1085,8 +1085,9 @@ MUTANTS += [
     Mutant(
         "a2a-refused-answer-is-an-rpc-error",
         "api/a2a_server.py",
-        "            except TroupeError as exc:\n                note = exc\n                break\n",
-        "            except TroupeError:\n                raise\n",
+        "        except TroupeError as exc:  # nothing decided: every call still waits\n"
+        "            yield paused_task(state, note=exc, inbox=call.inbox)\n",
+        "        except TroupeError:\n            raise\n",
         (f"{A2A_SERVER}::test_a_refused_answer_leaves_the_task_input_required_and_loses_nothing[local]",),
     ),
     Mutant(
@@ -1835,6 +1836,20 @@ MUTANTS += [
             "tests/test_a2a_remote.py::"
             "test_a_credential_in_the_remote_agents_url_reaches_no_tool_error_chunk_store_or_log",
         ),
+    ),
+    Mutant(
+        "a2a-answer-applied-before-it-is-checked-whole",
+        "api/a2a_server.py",
+        "            _check_all(call, state, decisions)\n",
+        "            pass\n",
+        ("tests/test_a2a_server.py::test_an_answer_with_one_refused_decision_decides_none_of_them",),
+    ),
+    Mutant(
+        "a2a-answer-check-ignores-the-fingerprint",
+        "api/a2a_server.py",
+        "        fits = [p for p in named if item.fingerprint in (None, p.call.fingerprint)]\n",
+        "        fits = named\n",
+        ("tests/test_a2a_server.py::test_an_answer_with_one_refused_decision_decides_none_of_them",),
     ),
 ]
 

@@ -186,6 +186,33 @@ async def test_a_refused_answer_leaves_the_task_input_required_and_loses_nothing
     assert [e["phase"] for e in calls.entries("weather")] == ["suspend", "resume"]
 
 
+@pytest.mark.parametrize(
+    ("second", "why"),
+    [
+        ({"toolCallId": "no-such-call", "approved": True}, "AGENT_RESUME_TOOL_CALL_NOT_SUSPENDED"),
+        ({"toolCallId": "c2", "fingerprint": "0" * 16, "approved": True}, "AGENT_DECISION_CONFLICT"),
+        ({"toolCallId": "c2", "resumeData": {"approved": "yes"}}, "AGENT_RESUME_DATA_INVALID"),
+        ({"toolCallId": "c1", "approved": False}, "twice"),
+    ],
+    ids=["unknown-call", "wrong-fingerprint", "resume-data-that-does-not-fit", "same-call-twice"],
+)
+async def test_an_answer_with_one_refused_decision_decides_none_of_them(server, calls, second, why):
+    """Every decision of an answer is checked before any is applied: one that cannot be taken leaves
+    every call waiting, the first one's tool included (it used to run, under "not taken")."""
+    client = await client_for(server, "batch")
+    task = await paused(client, "clean up")
+    after = await answer(client, task["id"], {"toolCallId": "c1", "approved": True}, second)
+    assert after["status"]["state"] == INPUT_REQUIRED
+    assert "Your answer was not taken" in status_text(after) and why in status_text(after)
+    assert [c["toolCallId"] for c in pending_of(after)["pendingToolCalls"]] == ["c1", "c2"]
+    assert calls.count("delete_record") == 0
+    done = await answer(
+        client, task["id"], {"toolCallId": "c1", "approved": True}, {"toolCallId": "c2", "approved": True}
+    )
+    assert done["status"]["state"] == COMPLETED
+    assert calls.count("delete_record") == 2
+
+
 async def test_several_pending_calls_are_answered_in_any_order(server, calls):
     client = await client_for(server, "batch")
     task = await paused(client, "clean up")
