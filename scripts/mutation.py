@@ -1851,6 +1851,20 @@ MUTANTS += [
         "        fits = named\n",
         ("tests/test_a2a_server.py::test_an_answer_with_one_refused_decision_decides_none_of_them",),
     ),
+    Mutant(
+        "mcp-prompt-unbounded",
+        "api/mcp_server.py",
+        "        if len(prompt) > MAX_TEXT_CHARS:  # the same bound",
+        "        if False:  # the same bound",
+        ("tests/test_mcp_server.py::test_what_api_refuses_as_too_long_or_not_text_starts_no_run_over_mcp",),
+    ),
+    Mutant(
+        "mcp-ids-unbounded-and-non-text-ignored",
+        "api/mcp_server.py",
+        "    if not isinstance(value, str) or len(value) > MAX_ID_CHARS:\n",
+        "    if not isinstance(value, str):\n        return None\n    if False:\n",
+        ("tests/test_mcp_server.py::test_what_api_refuses_as_too_long_or_not_text_starts_no_run_over_mcp",),
+    ),
 ]
 
 

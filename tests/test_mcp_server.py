@@ -15,6 +15,7 @@ from mcp_clients import accept, action, mcp_client
 
 from troupe import SqliteStore
 
+A1 = {"resourceId": "a1"}
 PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
 
 INITIALIZE = {
@@ -96,6 +97,26 @@ async def test_an_accepted_answer_that_does_not_fit_the_question_decides_nothing
         )
     assert response.status_code == 200, response.text
     assert calls.count("delete_record") == 1
+
+
+@pytest.mark.parametrize(
+    ("arguments", "said"),
+    [
+        ({"prompt": "x" * 100_001}, "'prompt' is longer than 100,000 characters"),
+        ({"prompt": "delete", "threadId": "t" * 257}, "'threadId' must be a string of at most 256"),
+        ({"prompt": "delete", "resourceId": 7}, "'resourceId' must be a string of at most 256"),
+    ],
+    ids=["prompt-too-long", "thread-id-too-long", "resource-id-not-a-string"],
+)
+async def test_what_api_refuses_as_too_long_or_not_text_starts_no_run_over_mcp(
+    server, calls, tmp_path, arguments, said
+):
+    async with mcp_client(server.url, "key-a", accept({"approved": True})) as client:
+        result = await client.call_tool("ops", {"resourceId": "a1", **arguments})
+    assert result.is_error and said in result.content[0].text, result.content[0].text
+    async with httpx.AsyncClient() as http:
+        listed = await http.get(f"{server.url}/api/agents/ops/suspended-runs", params=A1, headers=A)
+    assert listed.json()["total"] == 0 and calls.count("delete_record") == 0
 
 
 async def test_a_suspend_pause_asks_for_its_resume_schema(server):
