@@ -23,6 +23,7 @@ decision methods (claim, fingerprint, approver policies, audit), through the sur
 from __future__ import annotations
 
 import contextlib
+import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -59,7 +60,14 @@ from a2a.utils.errors import (
 )
 from troupe.actors.a2a.pending import AnswerError, DecisionItem
 from troupe.api.a2a_cancel import cancel_task, not_answerable
-from troupe.api.a2a_messages import decisions_of, page_number, prompt_of, resource_of, struct_dict
+from troupe.api.a2a_messages import (
+    context_of_message,
+    decisions_of,
+    page_number,
+    prompt_of,
+    resource_of,
+    struct_dict,
+)
 from troupe.api.a2a_tasks import (
     cancelled_task,
     context_of,
@@ -160,15 +168,16 @@ class AgentsOverA2A(RequestHandler):
         message = params.message
         prompt = prompt_of(message)
         metadata = {**struct_dict(params.metadata), **struct_dict(message.metadata)}
-        thread = message.context_id or None
         options: dict[str, Any] = {"resource_id": resource_of(call.caller, metadata.get("resourceId"))}
-        if thread is not None:
-            options["thread_id"] = thread
+        context_id = context_of_message(message)
+        if context_id is None:
+            # A task started without a context is a context of its own, named by its id and stored as
+            # its run's thread, so that ListTasks(contextId=...) finds it by the context it was told.
+            context_id = options["run_id"] = str(uuid.uuid4())
+        options["thread_id"] = context_id
         stream: AgentStream = await call.service.start_run(
             call.agent_id, prompt, options, call.caller, "stream"
         )
-        # The task's context is its thread; a run started without one is a context of its own.
-        context_id = thread or stream.run_id
         yield working_task(stream.run_id, context_id)
         reading = _Reading(stream, context_id)
         async for event in reading.events():

@@ -38,7 +38,8 @@ _ARGS_SHOWN = 300
 
 
 def context_of(state: RunState) -> str:
-    """A run's A2A context: its thread (runs started over A2A always have one), else its own id."""
+    """A run's A2A context: its thread (runs started over A2A always have one: the task's own id when
+    the message named none), else its own id (a run started over another surface without one)."""
     return state.thread_id or state.run_id
 
 

@@ -1865,6 +1865,27 @@ MUTANTS += [
         "    if not isinstance(value, str):\n        return None\n    if False:\n",
         ("tests/test_mcp_server.py::test_what_api_refuses_as_too_long_or_not_text_starts_no_run_over_mcp",),
     ),
+    Mutant(
+        "a2a-page-token-unbounded",
+        "api/a2a_messages.py",
+        " or len(token) > 10 or int(token) > MAX_PAGE_NUMBER:",
+        ":",
+        (f"{A2A_SERVER}::test_a_page_token_or_context_past_every_bound_is_invalid_params_and_starts_nothing",),
+    ),
+    Mutant(
+        "a2a-context-id-unbounded",
+        "api/a2a_messages.py",
+        "    if len(message.context_id) > MAX_ID_CHARS:\n",
+        "    if False:\n",
+        (f"{A2A_SERVER}::test_a_page_token_or_context_past_every_bound_is_invalid_params_and_starts_nothing",),
+    ),
+    Mutant(
+        "a2a-task-without-context-stores-no-thread",
+        "api/a2a_server.py",
+        '        options["thread_id"] = context_id\n',
+        '        options["thread_id"] = message.context_id or None\n',
+        (f"{A2A_SERVER}::test_a_task_started_without_a_context_is_listed_under_the_context_it_was_told",),
+    ),
 ]
 
 
