@@ -12,7 +12,7 @@ from a2a.utils.errors import InvalidParamsError
 from google.protobuf.json_format import MessageToDict
 from troupe.actors.a2a.pending import AnswerError, DecisionItem, read_answer, whole_numbers
 from troupe.api.auth import own_resource
-from troupe.api.bodies import MAX_TEXT_CHARS
+from troupe.api.bodies import MAX_ID_CHARS, MAX_TEXT_CHARS
 from troupe.core.vocabulary.identity import Principal
 
 
@@ -53,13 +53,35 @@ def resource_of(caller: Principal, given: Any) -> str | None:
     return own_resource(caller, given)
 
 
+# The last page a token may name: far past any listing, and well within what a store's offset takes
+# (SQLite's is a 64-bit integer).
+MAX_PAGE_NUMBER = 10**9
+
+
 def page_number(token: str) -> int:
     """The page a ``ListTasks`` page token names (the first page without one)."""
     if not token:
         return 0
-    if not token.isdigit():
-        raise InvalidParamsError(f"pageToken must be a page number from an earlier answer, got {token!r}")
+    if not (token.isascii() and token.isdigit()) or len(token) > 10 or int(token) > MAX_PAGE_NUMBER:
+        raise InvalidParamsError(
+            f"pageToken must be a page number from an earlier answer, got {token[:40]!r}"
+        )
     return int(token)
 
 
-__all__ = ["decisions_of", "page_number", "prompt_of", "resource_of", "struct_dict"]
+def context_of_message(message: Message) -> str | None:
+    """The context (Troupe's thread) a message names, bounded as ``/api``'s ``threadId`` is."""
+    if len(message.context_id) > MAX_ID_CHARS:
+        raise InvalidParamsError(f"contextId must be at most {MAX_ID_CHARS} characters")
+    return message.context_id or None
+
+
+__all__ = [
+    "MAX_PAGE_NUMBER",
+    "context_of_message",
+    "decisions_of",
+    "page_number",
+    "prompt_of",
+    "resource_of",
+    "struct_dict",
+]

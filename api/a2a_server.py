@@ -8,9 +8,11 @@ decision methods (claim, fingerprint, approver policies, audit), through the sur
 - ``SendMessage``/``SendStreamingMessage`` without a task id start a run from the message's text
   (``metadata.resourceId`` names its resource; a key of one resource needs none). With a task id, the
   message answers the run's paused calls: a data part ``{"decisions": [...]}``
-  (``troupe.actors.a2a.pending``), applied in order. An answer that is refused (unreadable, a wrong tool
-  call id, data that fails the schema, a policy that says no) is reported in the task's status message,
-  and the task stays ``input-required`` with every call still waiting.
+  (``troupe.actors.a2a.pending``), every one checked against the waiting calls before any is applied,
+  then applied in order. An answer that is refused (unreadable, a wrong tool call id, data that fails
+  the schema) is reported in the task's status message, and the task stays ``input-required`` with
+  every call still waiting; a refusal only deciding finds (a policy that says no) names the decisions
+  taken before it.
 - ``GetTask`` and ``SubscribeToTask`` read the run from the store (``troupe.api.a2a_tasks``), so a
   restarted server answers them as before; ``ListTasks`` lists the caller's ``input-required`` tasks.
 - ``CancelTask`` cancels the run through ``Agent.cancel_run`` as the caller (``troupe.api.a2a_cancel``):
@@ -21,9 +23,10 @@ decision methods (claim, fingerprint, approver policies, audit), through the sur
 from __future__ import annotations
 
 import contextlib
+import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from a2a.helpers.proto_helpers import new_text_part
 from a2a.server.context import ServerCallContext
@@ -57,7 +60,14 @@ from a2a.utils.errors import (
 )
 from troupe.actors.a2a.pending import AnswerError, DecisionItem
 from troupe.api.a2a_cancel import cancel_task, not_answerable
-from troupe.api.a2a_messages import decisions_of, page_number, prompt_of, resource_of, struct_dict
+from troupe.api.a2a_messages import (
+    context_of_message,
+    decisions_of,
+    page_number,
+    prompt_of,
+    resource_of,
+    struct_dict,
+)
 from troupe.api.a2a_tasks import (
     cancelled_task,
     context_of,
@@ -67,11 +77,19 @@ from troupe.api.a2a_tasks import (
     status_message,
     working_task,
 )
+from troupe.api.agui_interrupts import checked, open_pauses_of
 from troupe.api.service import Service
 from troupe.core.deciding.cancelling import STOPPED, outcome
 from troupe.core.vocabulary.chunks import Chunk
-from troupe.core.vocabulary.errors import DecisionRejectedError, SnapshotNotFoundError, TroupeError
+from troupe.core.vocabulary.errors import (
+    DecisionConflictError,
+    DecisionRejectedError,
+    SnapshotNotFoundError,
+    ToolCallNotSuspendedError,
+    TroupeError,
+)
 from troupe.core.vocabulary.identity import Principal
+from troupe.core.vocabulary.pause_shapes import suspended_run
 from troupe.core.vocabulary.results import ResultBuilder, RunResult
 from troupe.core.vocabulary.state import RunState
 from troupe.core.vocabulary.stream import AgentStream
@@ -150,15 +168,16 @@ class AgentsOverA2A(RequestHandler):
         message = params.message
         prompt = prompt_of(message)
         metadata = {**struct_dict(params.metadata), **struct_dict(message.metadata)}
-        thread = message.context_id or None
         options: dict[str, Any] = {"resource_id": resource_of(call.caller, metadata.get("resourceId"))}
-        if thread is not None:
-            options["thread_id"] = thread
+        context_id = context_of_message(message)
+        if context_id is None:
+            # A task started without a context is a context of its own, named by its id and stored as
+            # its run's thread, so that ListTasks(contextId=...) finds it by the context it was told.
+            context_id = options["run_id"] = str(uuid.uuid4())
+        options["thread_id"] = context_id
         stream: AgentStream = await call.service.start_run(
             call.agent_id, prompt, options, call.caller, "stream"
         )
-        # The task's context is its thread; a run started without one is a context of its own.
-        context_id = thread or stream.run_id
         yield working_task(stream.run_id, context_id)
         reading = _Reading(stream, context_id)
         async for event in reading.events():
@@ -184,19 +203,26 @@ class AgentsOverA2A(RequestHandler):
         except AnswerError as exc:
             yield paused_task(state, note=DecisionRejectedError(str(exc)), inbox=call.inbox)
             return
+        try:
+            _check_all(call, state, decisions)
+        except TroupeError as exc:  # nothing decided: every call still waits
+            yield paused_task(state, note=exc, inbox=call.inbox)
+            return
         reading, note = None, None
+        taken: list[str] = []
         for item in decisions:
             try:
                 stream = await _decide(call, state.run_id, item)
-            except TroupeError as exc:
+            except TroupeError as exc:  # only deciding finds it (a policy, a race): said with what was taken
                 note = exc
                 break
+            taken.append(item.tool_call_id)
             reading = _Reading(stream, context_id)
             async for event in reading.events():
                 yield event
             if reading.result.finish_reason != "suspended":
                 break  # the run moved on: any decision after this one finds nothing to decide
-        yield await self._view(call, state.run_id, context_id, reading, note)
+        yield await self._view(call, state.run_id, context_id, reading, note, taken)
 
     async def _view(
         self,
@@ -205,6 +231,7 @@ class AgentsOverA2A(RequestHandler):
         context_id: str,
         reading: _Reading | None,
         note: TroupeError | None = None,
+        taken: list[str] | None = None,
     ) -> Task:
         """The task once the request's work is done: the run's end if it ended here, else where the
         store says the run stands."""
@@ -225,7 +252,7 @@ class AgentsOverA2A(RequestHandler):
             stopped = state.cancel.finish_reason != "cancelled"
             return cancelled_task(run_id, context_id, outcome(state.cancel)["cancelled"], stopped=stopped)
         if state.status == "suspended":
-            return paused_task(state, note=note, inbox=call.inbox)
+            return paused_task(state, note=note, inbox=call.inbox, taken=taken)
         return working_task(run_id, context_id)
 
     # ---- reading tasks ----------------------------------------------------------------------------------
@@ -380,6 +407,46 @@ async def _state(call: A2ACall, run_id: str) -> RunState:
 
 
 # ---- driving a run ------------------------------------------------------------------------------------
+
+
+def _check_all(call: A2ACall, state: RunState, decisions: list[DecisionItem]) -> None:
+    """Every decision of an answer checked against the calls the run waits on (which call, its
+    fingerprint, the kind of pause, the schema, the edits), as AG-UI checks a resume, before any is
+    applied: an answer refused here decides nothing.
+
+    Raises:
+        ToolCallNotSuspendedError: a decision names no call that waits.
+        DecisionConflictError: its fingerprint is not the call's as it waits now.
+        DecisionRejectedError: two decisions for one call, or one that does not fit its call.
+    """
+    pauses = open_pauses_of(suspended_run(state), call.service, call.agent)
+    seen: set[tuple[str, str | None]] = set()
+    for item in decisions:
+        key = (item.tool_call_id, item.fingerprint)
+        if key in seen:
+            raise DecisionRejectedError(f"the answer decides tool call {item.tool_call_id!r} twice")
+        seen.add(key)
+        named = [p for p in pauses if p.call.tool_call_id == item.tool_call_id]
+        if not named:
+            raise ToolCallNotSuspendedError(
+                f"tool call {item.tool_call_id!r} is not paused in run {state.run_id} (it waits on "
+                f"{', '.join(sorted({p.call.tool_call_id for p in pauses}))}); nothing was decided",
+                run_id=state.run_id,
+                tool_call_id=item.tool_call_id,
+            )
+        fits = [p for p in named if item.fingerprint in (None, p.call.fingerprint)]
+        if not fits:
+            raise DecisionConflictError(
+                f"tool call {item.tool_call_id!r} of run {state.run_id} no longer matches fingerprint "
+                f"{item.fingerprint}; nothing was decided",
+                run_id=state.run_id,
+                tool_call_id=item.tool_call_id,
+            )
+        action: Literal["approve", "decline", "resume"] = (
+            "resume" if item.approved is None else ("approve" if item.approved else "decline")
+        )
+        # Without a fingerprint the agent decides the call's newest pause.
+        checked(fits[-1], action, reason=item.reason, edited_args=item.edited_args, data=item.resume_data)
 
 
 async def _decide(call: A2ACall, run_id: str, item: DecisionItem) -> AgentStream:

@@ -38,7 +38,8 @@ _ARGS_SHOWN = 300
 
 
 def context_of(state: RunState) -> str:
-    """A run's A2A context: its thread (runs started over A2A always have one), else its own id."""
+    """A run's A2A context: its thread (runs started over A2A always have one: the task's own id when
+    the message named none), else its own id (a run started over another surface without one)."""
     return state.thread_id or state.run_id
 
 
@@ -62,20 +63,37 @@ def task(task_id: str, context_id: str, state: Any, parts: list[Part] | None = N
     return Task(id=task_id, context_id=context_id, status=status)
 
 
-def paused_task(state: RunState, *, note: TroupeError | None = None, inbox: str | None = None) -> Task:
+def paused_task(
+    state: RunState,
+    *,
+    note: TroupeError | None = None,
+    inbox: str | None = None,
+    taken: list[str] | None = None,
+) -> Task:
     """A paused run: ``input-required``, every pending call listed (``note``: why the last answer was
-    refused; the calls still wait)."""
+    refused; ``taken``: the tool calls its decisions before that decided, if any)."""
     pending = suspended_run(state).pending
-    error = {"code": note.code, "message": note.message} if note is not None else None
+    error: dict[str, Any] | None = None
+    if note is not None:
+        error = {"code": note.code, "message": note.message}
+        if taken:
+            error["taken"] = taken
     data = pending_data(state.run_id, pending, error=error, inbox=inbox)
-    parts = [new_text_part(_summary(state.agent_id, pending, note)), new_data_part(data)]
+    parts = [new_text_part(_summary(state.agent_id, pending, note, taken)), new_data_part(data)]
     return task(state.run_id, context_of(state), TaskState.TASK_STATE_INPUT_REQUIRED, parts)
 
 
-def _summary(agent_id: str, pending: list[PendingToolCall], note: TroupeError | None) -> str:
+def _summary(
+    agent_id: str, pending: list[PendingToolCall], note: TroupeError | None, taken: list[str] | None
+) -> str:
     lines = []
     if isinstance(note, DecisionInterruptedError):  # it went out, and may have taken effect below
         lines.append(f"Your answer may have taken effect before it failed ({note.code}): {note.message}")
+    elif note is not None and taken:
+        lines.append(
+            f"Your decisions for {', '.join(taken)} were taken; the rest of your answer was not "
+            f"({note.code}): {note.message}"
+        )
     elif note is not None:
         lines.append(f"Your answer was not taken ({note.code}): {note.message}")
     lines.append(f"Agent {agent_id!r} waits for a decision on {len(pending)} tool call(s):")

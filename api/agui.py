@@ -58,6 +58,7 @@ from troupe.api.agui_interrupts import (
     OpenPause,
     answers,
     decided_ids,
+    open_pauses_of,
     withdrawn_ids,
 )
 from troupe.api.agui_messages import chat_messages, resource_of, run_body, thread_of
@@ -66,7 +67,6 @@ from troupe.api.errors import ERRORS
 from troupe.api.routing import TroupeRoute
 from troupe.api.service import CallerDep, Service, ServiceDep
 from troupe.core.vocabulary.errors import (
-    AgentNotFoundError,
     RunCancelledError,
     RunFailedError,
     TroupeError,
@@ -148,18 +148,7 @@ class AguiRun:
         """Every pause the thread waits on, in the runs of the caller's resource (all, for an admin who
         named none), oldest first per run."""
         found = await self.agent.list_suspended_runs(thread_id=self.thread, resource_id=self.resource)
-        return [
-            OpenPause(run, call, self._leaf_tool(call.agent_path, call.tool_name))
-            for run in found.runs
-            for call in run.pending
-        ]
-
-    def _leaf_tool(self, agent_path: Sequence[str], tool_name: str) -> Any:
-        try:
-            leaf = self.service.agent(agent_path[-1]) if agent_path else self.agent
-        except AgentNotFoundError:
-            return None
-        return leaf.tools.get(tool_name)
+        return [pause for run in found.runs for pause in open_pauses_of(run, self.service, self.agent)]
 
     async def decided(self, pauses: Sequence[OpenPause]) -> tuple[set[str], dict[str, RunCancelledError]]:
         """Interrupt ids already decided, and those a cancel of their run withdrew: in the thread's

@@ -25,16 +25,23 @@ from typing import Any, Literal
 
 from ag_ui.core import Interrupt, ResumeEntry
 from troupe.api.mcp_pauses import PausedCall
+from troupe.api.service import Service
 from troupe.core.deciding.cancelling import as_recorded, cancelled_error
 from troupe.core.deciding.decisions import Target, as_decision, merged_args, validated_resume_data
 from troupe.core.run.delegation import child_run_id
-from troupe.core.vocabulary.errors import DecisionRejectedError, RunCancelledError, TroupeError
+from troupe.core.vocabulary.errors import (
+    AgentNotFoundError,
+    DecisionRejectedError,
+    RunCancelledError,
+    TroupeError,
+)
 from troupe.core.vocabulary.json_schemas import instance_errors
 from troupe.core.vocabulary.requests import Decline, Resume
 from troupe.core.vocabulary.state import CallStatus, Pause, ToolCallState
 from troupe.core.vocabulary.store import AuditEntry
 from troupe.core.vocabulary.suspended import PendingToolCall, SuspendedRun
 from troupe.core.vocabulary.tools import Tool
+from troupe.supervisor.agent import Agent
 
 # Audit kinds that mean "this pause was decided" (a quorum's partial approval leaves it open).
 DECIDED_KINDS = frozenset({"approved", "declined", "resumed", "expired"})
@@ -209,6 +216,24 @@ class OpenPause:
         return Target(state, pause)
 
 
+def open_pauses_of(run: SuspendedRun, service: Service, agent: Agent) -> list[OpenPause]:
+    """The pauses ``run`` (of ``agent``, as listed) waits on, oldest first, each with its leaf tool as
+    ``service``'s runtime defines it (None when no agent of it holds the tool: an MCP server's, a remote
+    agent's)."""
+    return [
+        OpenPause(run, call, _leaf_tool(service, agent, call.agent_path, call.tool_name))
+        for call in run.pending
+    ]
+
+
+def _leaf_tool(service: Service, agent: Agent, agent_path: Sequence[str], tool_name: str) -> Tool | None:
+    try:
+        leaf = service.agent(agent_path[-1]) if agent_path else agent
+    except AgentNotFoundError:
+        return None
+    return leaf.tools.get(tool_name)
+
+
 def _with_edits(schema: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
     """An approval's schema with ``editedArgs``: AG-UI's signal that the person may edit the call."""
     edits = {
@@ -298,11 +323,45 @@ def _answer(entry: ResumeEntry, pause: OpenPause) -> Answer:
             interrupt_id=pause.id,
         )
     try:
-        return _approval(entry.payload, pause) if pause.is_approval else _input(entry.payload, pause)
+        return checked(pause, "resume", data=entry.payload)
     except DecisionRejectedError as exc:
         raise ResumeInvalidError(
             f"resume entry for interrupt {pause.id!r}: {exc.message}", interrupt_id=pause.id
         ) from exc
+
+
+def checked(
+    pause: OpenPause,
+    action: Literal["approve", "decline", "resume"],
+    *,
+    reason: str | None = None,
+    edited_args: dict[str, Any] | None = None,
+    data: Any = None,
+) -> Answer:
+    """A decision on ``pause`` checked as the agent checks it, before anything is decided: what any
+    surface that takes several decisions at once checks each of them with, so that none is applied
+    unless all can be.
+
+    Args:
+        pause: the open pause it decides.
+        action: approve (with ``edited_args``), decline (with ``reason``), or resume with ``data``
+            (for an approval pause: ``{approved, reason?, editedArgs?}``, decided as approve or decline).
+
+    Returns:
+        The answer, for the agent's own decision method.
+
+    Raises:
+        DecisionRejectedError: it does not fit the pause (its kind, the resume schema, the edits).
+    """
+    if action == "decline":
+        return Answer(pause, "decline", reason=reason)
+    if action == "approve":
+        if not pause.is_approval:
+            raise DecisionRejectedError(
+                f"tool call {pause.call.tool_call_id!r} waits for an answer (resume data), not an approval"
+            )
+        data = {"approved": True} if edited_args is None else {"approved": True, "editedArgs": edited_args}
+    return _approval(data, pause) if pause.is_approval else _input(data, pause)
 
 
 def _approval(payload: Any, pause: OpenPause) -> Answer:
@@ -346,7 +405,9 @@ __all__ = [
     "ResumeMissingError",
     "ResumeUnknownError",
     "answers",
+    "checked",
     "decided_ids",
     "interrupt_id",
+    "open_pauses_of",
     "withdrawn_ids",
 ]

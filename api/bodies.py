@@ -15,7 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 from pydantic.alias_generators import to_camel
 from troupe.api.errors import InvalidRequestError
 
-Id = Annotated[str, StringConstraints(min_length=1, max_length=256)]
+# The longest id a body carries (a thread, a resource, a run, a tool call).
+MAX_ID_CHARS = 256
+Id = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS)]
 # The longest text a body carries (a message, a decline's reason).
 MAX_TEXT_CHARS = 100_000
 Text = Annotated[str, StringConstraints(max_length=MAX_TEXT_CHARS)]

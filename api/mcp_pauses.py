@@ -73,7 +73,8 @@ class PausedCall:
         return f"{path}: {call.tool_name} ({args}) asks: {asked}", schema
 
     async def decide(self, agent: Agent, caller: Principal, action: str, content: Any) -> RunResult:
-        """Decide the call as the person answered; raises what a refused decision raises."""
+        """Decide the call as the person answered; raises what a refused decision raises (an accepted
+        answer that does not fit the question: ``ResumeDataValidationError``, nothing decided)."""
         options: dict[str, Any] = {
             "run_id": self.run_id,
             "tool_call_id": self.tool_call_id,
@@ -83,15 +84,11 @@ class PausedCall:
         }
         if action == "decline":
             return await agent.decline_tool_call_generate(**options)
-        if not self.is_approval:
-            return await agent.resume_generate(content, **options)
-        content = content if isinstance(content, dict) else {}
-        if content.get("approved") is True:
-            return await agent.approve_tool_call_generate(**options)
-        reason = content.get("reason")
-        return await agent.decline_tool_call_generate(
-            reason=reason if isinstance(reason, str) else None, **options
-        )
+        # Accepted content is resume data for either kind of pause. The MCP SDKs do not check it against
+        # the requested schema, so the agent's own check does: an approval's answer must be exactly
+        # {approved: boolean, reason?: string} (``as_decision``), anything else is refused
+        # (ResumeDataValidationError) and the call stays paused, never taken as a decline.
+        return await agent.resume_generate(content, **options)
 
     def where_to_decide(self, base_url: str | None) -> dict[str, Any]:
         """Every other way to decide this call: the inbox, HTTP, the CLI. Never a decision link: links go

@@ -21,9 +21,11 @@ from typing import Any
 
 import anyio
 from troupe.api.auth import Principal, own_resource
+from troupe.api.bodies import MAX_ID_CHARS, MAX_TEXT_CHARS
+from troupe.api.errors import InvalidRequestError
 from troupe.api.mcp_pauses import PausedCall, Questions, finished_result, paused_result, waiting_call
 from troupe.api.service import Service
-from troupe.core.vocabulary.errors import TroupeError
+from troupe.core.vocabulary.errors import DecisionRejectedError, TroupeError
 from troupe.core.vocabulary.results import RunResult
 from troupe.supervisor.agent import Agent
 
@@ -117,6 +119,8 @@ class AgentsOverMCP:
         prompt = arguments.get("prompt")
         if not isinstance(prompt, str) or not prompt:
             return _error("'prompt' must be a non-empty string")
+        if len(prompt) > MAX_TEXT_CHARS:  # the same bound as a message to /api
+            return _error(f"'prompt' is longer than {MAX_TEXT_CHARS:,} characters")
         agent = self.service.agent(name)
         options = _options(caller, arguments)
         run_id = str(uuid.uuid4())
@@ -143,7 +147,7 @@ class AgentsOverMCP:
             try:
                 result = await call.decide(agent, caller, answer.action, answer.content)
             except TroupeError as exc:
-                note = f"The answer was not taken ({exc.code}): {exc.message}"
+                note = _not_taken(exc)
                 break
         return self._paused(ctx, call, note)
 
@@ -156,7 +160,10 @@ class AgentsOverMCP:
         if action == "cancel":
             return self._paused(ctx, call, None)
         async with _cancelled_with(agent, call.run_id, caller):
-            result = await call.decide(agent, caller, action, content)
+            try:
+                result = await call.decide(agent, caller, action, content)
+            except DecisionRejectedError as exc:  # e.g. an answer that does not fit: still paused
+                return self._paused(ctx, call, _not_taken(exc))
             return await self._ask_about_pauses(ctx, caller, agent, result)
 
     def _paused(self, ctx: Any, call: PausedCall, note: str | None) -> dict[str, Any]:
@@ -187,8 +194,18 @@ def _options(caller: Principal, arguments: dict[str, Any]) -> dict[str, Any]:
 
 
 def _text(arguments: dict[str, Any], key: str) -> str | None:
+    """The id ``arguments[key]`` names (None if absent or empty), bounded as /api's ids are; anything
+    else is refused rather than ignored (a run started in another resource or thread than asked)."""
     value = arguments.get(key)
-    return value if isinstance(value, str) and value else None
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or len(value) > MAX_ID_CHARS:
+        raise InvalidRequestError(f"'{key}' must be a string of at most {MAX_ID_CHARS} characters")
+    return value
+
+
+def _not_taken(exc: TroupeError) -> str:
+    return f"The answer was not taken ({exc.code}): {exc.message}"
 
 
 def _base_url(ctx: Any, configured: str | None) -> str | None:

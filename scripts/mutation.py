@@ -1085,8 +1085,9 @@ MUTANTS += [
     Mutant(
         "a2a-refused-answer-is-an-rpc-error",
         "api/a2a_server.py",
-        "            except TroupeError as exc:\n                note = exc\n                break\n",
-        "            except TroupeError:\n                raise\n",
+        "        except TroupeError as exc:  # nothing decided: every call still waits\n"
+        "            yield paused_task(state, note=exc, inbox=call.inbox)\n",
+        "        except TroupeError:\n            raise\n",
         (f"{A2A_SERVER}::test_a_refused_answer_leaves_the_task_input_required_and_loses_nothing[local]",),
     ),
     Mutant(
@@ -1931,6 +1932,90 @@ MUTANTS += [
         '    if schema.model_config.get("extra") == "allow":\n',
         "    if False:\n",
         ("tests/test_approval.py::test_an_edit_may_name_a_field_by_its_alias_and_add_keys_a_schema_keeps",),
+    ),
+]
+
+
+# Audit fixes: MCP, A2A and AG-UI
+MCP_UNFIT = (
+    "tests/test_mcp_server.py::test_an_accepted_answer_that_does_not_fit_the_question_decides_nothing",
+    "tests/test_mcp_server_js.py::test_typescript_client_accepting_with_content_that_does_not_fit_decides_nothing",
+)
+MUTANTS += [
+    Mutant(
+        "mcp-accept-that-does-not-fit-is-a-decline",
+        "api/mcp_pauses.py",
+        "        return await agent.resume_generate(content, **options)\n",
+        "        if self.is_approval and content != {'approved': True}:\n"
+        "            return await agent.decline_tool_call_generate(**options)\n"
+        "        return await agent.resume_generate(content, **options)\n",
+        MCP_UNFIT,
+    ),
+    Mutant(
+        "mcp-refused-answer-by-request-state-is-a-bare-error",
+        "api/mcp_server.py",
+        "            except DecisionRejectedError as exc:  # e.g. an answer",
+        "            except ValueError as exc:  # e.g. an answer",
+        MCP_UNFIT,
+    ),
+    Mutant(
+        "a2a-error-quotes-the-remotes-url-with-its-credentials",
+        "actors/a2a/agent.py",
+        "    return _URL.sub(shown, text)\n",
+        "    return text\n",
+        (
+            "tests/test_a2a_remote.py::"
+            "test_a_credential_in_the_remote_agents_url_reaches_no_tool_error_chunk_store_or_log",
+        ),
+    ),
+    Mutant(
+        "a2a-answer-applied-before-it-is-checked-whole",
+        "api/a2a_server.py",
+        "            _check_all(call, state, decisions)\n",
+        "            pass\n",
+        ("tests/test_a2a_server.py::test_an_answer_with_one_refused_decision_decides_none_of_them",),
+    ),
+    Mutant(
+        "a2a-answer-check-ignores-the-fingerprint",
+        "api/a2a_server.py",
+        "        fits = [p for p in named if item.fingerprint in (None, p.call.fingerprint)]\n",
+        "        fits = named\n",
+        ("tests/test_a2a_server.py::test_an_answer_with_one_refused_decision_decides_none_of_them",),
+    ),
+    Mutant(
+        "mcp-prompt-unbounded",
+        "api/mcp_server.py",
+        "        if len(prompt) > MAX_TEXT_CHARS:  # the same bound",
+        "        if False:  # the same bound",
+        ("tests/test_mcp_server.py::test_what_api_refuses_as_too_long_or_not_text_starts_no_run_over_mcp",),
+    ),
+    Mutant(
+        "mcp-ids-unbounded-and-non-text-ignored",
+        "api/mcp_server.py",
+        "    if not isinstance(value, str) or len(value) > MAX_ID_CHARS:\n",
+        "    if not isinstance(value, str):\n        return None\n    if False:\n",
+        ("tests/test_mcp_server.py::test_what_api_refuses_as_too_long_or_not_text_starts_no_run_over_mcp",),
+    ),
+    Mutant(
+        "a2a-page-token-unbounded",
+        "api/a2a_messages.py",
+        " or len(token) > 10 or int(token) > MAX_PAGE_NUMBER:",
+        ":",
+        (f"{A2A_SERVER}::test_a_page_token_or_context_past_every_bound_is_invalid_params_and_starts_nothing",),
+    ),
+    Mutant(
+        "a2a-context-id-unbounded",
+        "api/a2a_messages.py",
+        "    if len(message.context_id) > MAX_ID_CHARS:\n",
+        "    if False:\n",
+        (f"{A2A_SERVER}::test_a_page_token_or_context_past_every_bound_is_invalid_params_and_starts_nothing",),
+    ),
+    Mutant(
+        "a2a-task-without-context-stores-no-thread",
+        "api/a2a_server.py",
+        '        options["thread_id"] = context_id\n',
+        '        options["thread_id"] = message.context_id or None\n',
+        (f"{A2A_SERVER}::test_a_task_started_without_a_context_is_listed_under_the_context_it_was_told",),
     ),
 ]
 

@@ -44,6 +44,8 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils.errors import InternalError, TaskNotCancelableError
 from google.protobuf.json_format import MessageToDict
 from starlette.applications import Starlette
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
 
 from troupe.testing import CallLog
 
@@ -211,7 +213,6 @@ class SdkServer:
         self._thread.join(timeout=30)
 
     async def _main(self) -> None:
-        holder: dict[str, AgentCard] = {}
         config = uvicorn.Config(Starlette(), host="127.0.0.1", port=0, log_level="warning")
         self.server = uvicorn.Server(config)
         # The card names the server's own URL, known once it listens: the app is built after that.
@@ -221,12 +222,29 @@ class SdkServer:
         while not self.server.started:
             await asyncio.sleep(0.01)
         self.port = self.server.servers[0].sockets[0].getsockname()[1]
-        holder["card"] = sdk_card(f"{self.url}/rpc", streaming=self.streaming)
-        handler = self.handler(self.executor, InMemoryTaskStore(), holder["card"])
-        for route in create_agent_card_routes(holder["card"]) + create_jsonrpc_routes(handler, "/rpc"):
-            app.router.routes.append(route)
+        app.router.routes.extend(self.routes())
         self._ready.set()
         await serving
+
+    def routes(self) -> list[Any]:
+        """The agent's card and its JSON-RPC endpoint (``/rpc``), for the server's own URL."""
+        card = sdk_card(f"{self.url}/rpc", streaming=self.streaming)
+        handler = self.handler(self.executor, InMemoryTaskStore(), card)
+        return [*create_agent_card_routes(card), *create_jsonrpc_routes(handler, "/rpc")]
+
+
+class BrokenEndpoint(SdkServer):
+    """An A2A endpoint whose ``/rpc`` answers every request HTTP 500 (a server, or a proxy in front of
+    it, that breaks); its card is the test's own."""
+
+    def __init__(self, log: CallLog) -> None:
+        super().__init__(WorkingAgent(log))  # never asked: nothing is served but the 500
+
+    def routes(self) -> list[Any]:
+        async def broken(request: Any) -> PlainTextResponse:
+            return PlainTextResponse("upstream broke", status_code=500)
+
+        return [Route("/rpc", broken, methods=["POST"])]
 
 
 # ---- the Python SDK's client ----------------------------------------------------------------------------

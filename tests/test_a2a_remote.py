@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -25,9 +27,11 @@ from a2a.helpers.proto_helpers import new_data_part, new_task_from_user_message,
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.tasks import TaskUpdater
 from a2a.types.a2a_pb2 import TaskState
-from a2a_agents import AskingAgent, DropsFirstAnswer, FailsAfterActing, SdkServer
+from a2a_agents import AskingAgent, BrokenEndpoint, DropsFirstAnswer, FailsAfterActing, SdkServer, sdk_card
 from a2a_trees import desk
 from conftest import TESTS
+from google.protobuf.json_format import MessageToDict
+from helpers import chunks_of
 from store_hooks import HookedStore
 from troupe.actors.a2a import proxy_run
 from troupe.actors.a2a.errors import RemoteCardError
@@ -37,7 +41,7 @@ from troupe.core.run.delegation import child_run_id
 from troupe.core.vocabulary.requests import DecideRequest, Resume
 from troupe.core.vocabulary.suspended import PendingToolCall
 
-from troupe import A2AAgent, ApproverPolicy, Runtime, SqliteStore
+from troupe import A2AAgent, ApproverPolicy, Memory, Runtime, SqliteStore
 from troupe.errors import ApprovalPolicyError, DecisionConflictError
 from troupe.testing import CallLog
 
@@ -567,6 +571,38 @@ async def test_a_remote_agent_that_makes_no_sense_is_a_tool_error(
     server = sdk_servers(AskingAgent(CallLog(tmp_path / "sdk.jsonl"), **agent))
     text = await failed_with(make_runtime, A2AAgent("vendor", card_url=server.url))
     assert "A2A agent 'vendor'" in text and said in text, text
+
+
+SECRET = "SEKRET-abc123"
+
+
+@pytest.mark.parametrize("executor", ["local"])  # caplog sees the agent host's log records in-process only
+async def test_a_credential_in_the_remote_agents_url_reaches_no_tool_error_chunk_store_or_log(
+    make_runtime, tmp_path, caplog
+):
+    """A card whose URL carries credentials (a user and password, ``?api_key=``), and an endpoint that
+    answers HTTP 500: the SDK's error quotes the full URL, and the tool error made of it reaches the
+    model, the chunks, the store and the logs. It says the status and where, without the URL's secrets."""
+    endpoint = BrokenEndpoint(CallLog(tmp_path / "broken.jsonl")).start()
+    try:
+        url = f"http://user:{SECRET}-pw@127.0.0.1:{endpoint.port}/rpc?api_key={SECRET}#{SECRET}"
+        remote = A2AAgent("vendor", card=MessageToDict(sdk_card(url)))
+        runtime = make_runtime([desk(remote, memory=Memory())])
+        with caplog.at_level(logging.DEBUG, logger="troupe"):
+            stream = await runtime.get_agent("desk").stream("go", resource_id="r1", thread_id="t1")
+            chunks = await chunks_of(stream)
+            result = await stream.result()
+    finally:
+        endpoint.stop()
+    assert result.finish_reason == "stop", result
+    errors = [c for c in chunks if c.type == "tool-error"]
+    assert errors and all(SECRET not in repr(c) for c in chunks), errors
+    assert "A2A agent 'vendor'" in result.text and "500" in result.text, result.text
+    assert f"127.0.0.1:{endpoint.port}/rpc" in result.text and SECRET not in result.text, result.text
+    with sqlite3.connect(tmp_path / "troupe.db") as db:
+        stored = "\n".join(db.iterdump())
+    assert "agent-vendor" in stored and SECRET not in stored
+    assert not [r for r in caplog.records if SECRET in r.getMessage()]
 
 
 # ---- a decision goes to the remote task once ---------------------------------------------------------------

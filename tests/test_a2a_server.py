@@ -14,7 +14,7 @@ from a2a.types.a2a_pb2 import (
     ListTasksRequest,
     SubscribeToTaskRequest,
 )
-from a2a.utils.errors import TaskNotFoundError
+from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
 from a2a_agents import (
     artifact_text,
     data_message,
@@ -186,6 +186,33 @@ async def test_a_refused_answer_leaves_the_task_input_required_and_loses_nothing
     assert [e["phase"] for e in calls.entries("weather")] == ["suspend", "resume"]
 
 
+@pytest.mark.parametrize(
+    ("second", "why"),
+    [
+        ({"toolCallId": "no-such-call", "approved": True}, "AGENT_RESUME_TOOL_CALL_NOT_SUSPENDED"),
+        ({"toolCallId": "c2", "fingerprint": "0" * 16, "approved": True}, "AGENT_DECISION_CONFLICT"),
+        ({"toolCallId": "c2", "resumeData": {"approved": "yes"}}, "AGENT_RESUME_DATA_INVALID"),
+        ({"toolCallId": "c1", "approved": False}, "twice"),
+    ],
+    ids=["unknown-call", "wrong-fingerprint", "resume-data-that-does-not-fit", "same-call-twice"],
+)
+async def test_an_answer_with_one_refused_decision_decides_none_of_them(server, calls, second, why):
+    """Every decision of an answer is checked before any is applied: one that cannot be taken leaves
+    every call waiting, the first one's tool included (it used to run, under "not taken")."""
+    client = await client_for(server, "batch")
+    task = await paused(client, "clean up")
+    after = await answer(client, task["id"], {"toolCallId": "c1", "approved": True}, second)
+    assert after["status"]["state"] == INPUT_REQUIRED
+    assert "Your answer was not taken" in status_text(after) and why in status_text(after)
+    assert [c["toolCallId"] for c in pending_of(after)["pendingToolCalls"]] == ["c1", "c2"]
+    assert calls.count("delete_record") == 0
+    done = await answer(
+        client, task["id"], {"toolCallId": "c1", "approved": True}, {"toolCallId": "c2", "approved": True}
+    )
+    assert done["status"]["state"] == COMPLETED
+    assert calls.count("delete_record") == 2
+
+
 async def test_several_pending_calls_are_answered_in_any_order(server, calls):
     client = await client_for(server, "batch")
     task = await paused(client, "clean up")
@@ -224,6 +251,29 @@ async def test_another_tenants_task_can_be_neither_seen_nor_answered(server, cal
     # A new task in another tenant's resource is refused too.
     with pytest.raises(Exception, match="may not access"):
         await events_of(theirs.send_message(text_message("delete", metadata=A1)))
+
+
+async def test_a_page_token_or_context_past_every_bound_is_invalid_params_and_starts_nothing(server, calls):
+    client = await client_for(server)
+    for token in ("9" * 30, "1" + "0" * 10, "\u00b2"):
+        with pytest.raises(InvalidParamsError, match="pageToken"):
+            await client.list_tasks(ListTasksRequest(page_token=token))
+    huge = text_message("delete abc-123", metadata=A1)
+    huge.message.context_id = "c" * 257
+    with pytest.raises(InvalidParamsError, match="contextId must be at most 256"):
+        await events_of(client.send_message(huge))
+    assert list((await client.list_tasks(ListTasksRequest())).tasks) == []
+    assert calls.count("delete_record") == 0
+
+
+async def test_a_task_started_without_a_context_is_listed_under_the_context_it_was_told(server):
+    client = await client_for(server)
+    task = await paused(client)
+    assert task["contextId"]
+    listed = await client.list_tasks(ListTasksRequest(context_id=task["contextId"]))
+    assert [t.id for t in listed.tasks] == [task["id"]] and listed.tasks[0].context_id == task["contextId"]
+    again = MessageToDict(await client.get_task(GetTaskRequest(id=task["id"])))
+    assert again["contextId"] == task["contextId"]
 
 
 async def test_resubscribing_to_a_paused_task_answers_where_it_stands(server):

@@ -15,6 +15,7 @@ from mcp_clients import accept, action, mcp_client
 
 from troupe import SqliteStore
 
+A1 = {"resourceId": "a1"}
 PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
 
 INITIALIZE = {
@@ -69,6 +70,53 @@ async def test_declining_the_elicitation_never_runs_the_tool(server, calls):
         result = await client.call_tool("ops", {"prompt": "delete", "resourceId": "a1"})
     assert "not approved" in result.structured_content["text"]
     assert calls.count("delete_record") == 0
+
+
+@pytest.mark.parametrize("content", [{}, {"approved": "true"}, {"approve": True}, {"approved": True, "x": 1}])
+async def test_an_accepted_answer_that_does_not_fit_the_question_decides_nothing(
+    server, calls, tmp_path, content
+):
+    """The SDKs do not check an accepted answer against the requested schema: one that does not fit
+    {approved: boolean, reason?: string} is refused with why, never taken as the person's decline; the
+    run stays paused and can still be approved."""
+    async with mcp_client(server.url, "key-a", accept(content)) as client:
+        result = await client.call_tool("ops", {"prompt": "delete abc-123", "resourceId": "a1"})
+    paused = result.structured_content
+    assert paused["status"] == "paused", paused
+    text = result.content[0].text
+    assert "The answer was not taken (AGENT_RESUME_DATA_INVALID)" in text, text
+    assert "{approved: boolean, reason?: string}" in text
+    run_id = paused["runId"]
+    assert await SqliteStore(tmp_path / "http.db").list_audit(run_id) == []
+    assert calls.count("delete_record") == 0
+
+    async with httpx.AsyncClient() as http:
+        body = {"runId": run_id, "toolCallId": paused["toolCallId"]}
+        response = await http.post(
+            f"{server.url}/api/agents/ops/approve-tool-call-generate", json=body, headers=A
+        )
+    assert response.status_code == 200, response.text
+    assert calls.count("delete_record") == 1
+
+
+@pytest.mark.parametrize(
+    ("arguments", "said"),
+    [
+        ({"prompt": "x" * 100_001}, "'prompt' is longer than 100,000 characters"),
+        ({"prompt": "delete", "threadId": "t" * 257}, "'threadId' must be a string of at most 256"),
+        ({"prompt": "delete", "resourceId": 7}, "'resourceId' must be a string of at most 256"),
+    ],
+    ids=["prompt-too-long", "thread-id-too-long", "resource-id-not-a-string"],
+)
+async def test_what_api_refuses_as_too_long_or_not_text_starts_no_run_over_mcp(
+    server, calls, tmp_path, arguments, said
+):
+    async with mcp_client(server.url, "key-a", accept({"approved": True})) as client:
+        result = await client.call_tool("ops", {"resourceId": "a1", **arguments})
+    assert result.is_error and said in result.content[0].text, result.content[0].text
+    async with httpx.AsyncClient() as http:
+        listed = await http.get(f"{server.url}/api/agents/ops/suspended-runs", params=A1, headers=A)
+    assert listed.json()["total"] == 0 and calls.count("delete_record") == 0
 
 
 async def test_a_suspend_pause_asks_for_its_resume_schema(server):

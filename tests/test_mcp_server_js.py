@@ -43,3 +43,17 @@ def test_typescript_client_with_a_wrong_key_is_refused(http_server, tmp_path, ca
     server = http_server(runtime_factory(tmp_path, calls), keys=KEYS)
     refused = run_client(server.url, "wrong", "approve")
     assert "unknown API key" in refused["error"]
+
+
+def test_typescript_client_accepting_with_content_that_does_not_fit_decides_nothing(
+    http_server, tmp_path, calls
+):
+    """The elicitation/create path: an accepted answer that does not fit {approved: boolean} is refused
+    with why and the run stays paused (it used to be taken as a decline)."""
+    server = http_server(runtime_factory(tmp_path, calls), keys=KEYS)
+    unfit = run_client(server.url, "key-a", "unfit")
+    assert len(unfit["asked"]) == 1, unfit
+    result = unfit["result"]
+    assert result["structuredContent"]["status"] == "paused", result
+    assert "The answer was not taken (AGENT_RESUME_DATA_INVALID)" in result["content"][0]["text"]
+    assert calls.count("delete_record") == 0

@@ -15,6 +15,7 @@ how to authenticate (``headers``, ``bearer_token``: kept out of its repr).
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -119,6 +120,31 @@ def shown_url(url: str) -> str:
     return f"{parts.scheme}://{host}{port}{parts.path}"
 
 
+# A URL as exception texts quote one (httpx: "for url 'http://...'"): up to a space or a quote.
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
+
+
+def redacted(text: str) -> str:
+    """``text`` (an exception's, to be quoted in an error) with each URL in it as ``shown_url`` shows it.
+
+    What the a2a-sdk and httpx raise quotes the URL a request went to, credentials and all (a user and
+    password, an ``?api_key=``), and a remote agent's error reaches the supervisor's model, its stored
+    run and the logs.
+
+    Example:
+        >>> redacted("Server error '500' for url 'https://u:p@a.example/rpc?api_key=s'")
+        "Server error '500' for url 'https://a.example/rpc'"
+    """
+
+    def shown(match: re.Match[str]) -> str:
+        try:
+            return shown_url(match.group(0))
+        except ValueError:  # not a URL urllib can take apart (a port out of range): none of it
+            return "<url>"
+
+    return _URL.sub(shown, text)
+
+
 def parse_card(agent_id: str, data: Any) -> Any:
     """An A2A ``AgentCard`` from its JSON; ``RemoteCardError`` naming the agent if it does not parse."""
     try:
@@ -133,4 +159,4 @@ def parse_card(agent_id: str, data: Any) -> Any:
         ) from None
 
 
-__all__ = ["DEFAULT_TIMEOUT_S", "A2AAgent", "parse_card", "shown_url"]
+__all__ = ["DEFAULT_TIMEOUT_S", "A2AAgent", "parse_card", "redacted", "shown_url"]

@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
-from troupe.actors.a2a.agent import A2AAgent, parse_card, shown_url
+from troupe.actors.a2a.agent import A2AAgent, parse_card, redacted, shown_url
 from troupe.actors.a2a.errors import RemoteAgentError, RemoteCardError
 
 # The most one response of a remote agent may hold (a card, a task, a whole event stream).
@@ -133,7 +133,8 @@ class RemoteAgent:
             await http.aclose()
             if isinstance(exc, RemoteAgentError):
                 raise
-            raise RemoteCardError(f"{self.name} cannot be used: {exc}", agent_id=self.spec.id) from None
+            why = redacted(str(exc))
+            raise RemoteCardError(f"{self.name} cannot be used: {why}", agent_id=self.spec.id) from None
         self._loop, self._http, self._client, self.card = loop, http, client, card
         return client
 
@@ -149,7 +150,8 @@ class RemoteAgent:
             body = json.loads(await response.aread()) if response.status_code == 200 else None
         except (httpx.HTTPError, _TooLarge, ValueError) as exc:
             raise RemoteCardError(
-                f"the agent card of {self.name} could not be read from {shown_url(url)}: {exc}",
+                f"the agent card of {self.name} could not be read from {shown_url(url)}: "
+                + redacted(str(exc)),
                 agent_id=self.spec.id,
             ) from None
         if response.status_code != 200:
@@ -234,20 +236,21 @@ class RemoteAgent:
             return exc
         cause = exc.__cause__ or exc.__context__
         if isinstance(cause, httpx.ConnectError | httpx.ConnectTimeout):
-            return RemoteUnreachable(f"{self.name} could not be reached: {cause}", agent_id=self.spec.id)
+            why = redacted(str(cause))
+            return RemoteUnreachable(f"{self.name} could not be reached: {why}", agent_id=self.spec.id)
         if isinstance(cause, httpx.HTTPStatusError) and cause.response.status_code < 500:
             status = cause.response.status_code
             return RemoteRefused(f"{self.name} refused the request: HTTP {status}", agent_id=self.spec.id)
         if isinstance(exc, InternalError | InvalidAgentResponseError):
-            why = f"{self.name} failed handling the request: {exc.message}"
+            why = f"{self.name} failed handling the request: {redacted(exc.message)}"
             return RemoteFailed(why, agent_id=self.spec.id)
         if isinstance(exc, A2AError) and not isinstance(exc, A2AClientError):
             gone = isinstance(exc, TaskNotFoundError | UnsupportedOperationError)
-            return RemoteRefused(
-                f"{self.name} answered with an error: {exc.message}", agent_id=self.spec.id, gone=gone
-            )
+            why = f"{self.name} answered with an error: {redacted(exc.message)}"
+            return RemoteRefused(why, agent_id=self.spec.id, gone=gone)
         too_large = next((e for e in (exc, cause) if isinstance(e, _TooLarge)), None)
-        why = str(too_large) if too_large is not None else f"{type(exc).__name__}: {exc}"
+        # The SDK's text of a 5xx quotes the full URL ("for url '...'"): its status stays, its secrets go.
+        why = str(too_large) if too_large is not None else redacted(f"{type(exc).__name__}: {exc}")
         return RemoteLost(f"the exchange with {self.name} broke off: {why}", agent_id=self.spec.id)
 
     async def close(self) -> None:

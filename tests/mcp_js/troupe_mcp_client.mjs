@@ -1,6 +1,7 @@
 // Drives Troupe's /mcp with the official TypeScript SDK's client (@modelcontextprotocol/sdk), as any
 // MCP host would: list the agents' tools, call one, answer the elicitation its approval sends.
-// Usage: node troupe_mcp_client.mjs URL KEY RESOURCE ANSWER   (ANSWER: approve | decline | none)
+// Usage: node troupe_mcp_client.mjs URL KEY RESOURCE ANSWER
+//   (ANSWER: approve | decline | unfit, an accept whose content does not fit the question | none)
 // Prints one JSON line: what was listed, asked and returned.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
@@ -14,6 +15,7 @@ if (answer !== "none") {
   client.setRequestHandler(ElicitRequestSchema, async (request) => {
     asked.push({ message: request.params.message, schema: request.params.requestedSchema });
     if (answer === "approve") return { action: "accept", content: { approved: true } };
+    if (answer === "unfit") return { action: "accept", content: { approved: "true" } };
     return { action: "accept", content: { approved: false, reason: "not from node" } };
   });
 }
