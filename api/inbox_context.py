@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from troupe.core.run.model_output import text_problem
 from troupe.core.vocabulary.errors import TroupeError
 from troupe.core.vocabulary.state import Pause, RunState
+from troupe.core.vocabulary.storable import text_problem
 from troupe.supervisor.runtime import Runtime
 
 MAX_CHARS = 2000

@@ -16,9 +16,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from troupe.core.run.model_output import args_problem
 from troupe.core.vocabulary.chunks import Chunk, camelize, payload_from_wire, snakify, wire_payload
 from troupe.core.vocabulary.results import RunResult, StepResult
+from troupe.core.vocabulary.storable import args_problem
 from troupe.core.vocabulary.suspended import DelegatedBy, PendingToolCall, SuspendedRun, SuspendedRunList
 
 # The run a stream belongs to, known before its first chunk (percent-encoded: run ids are any text).

@@ -513,7 +513,7 @@ MUTANTS += [
     ),
     Mutant(
         "model-args-depth-unbounded",
-        "core/run/model_output.py",
+        "core/vocabulary/storable.py",
         "        if depth > MAX_DEPTH:",
         "        if False:",
         ("tests/test_model_output.py",),

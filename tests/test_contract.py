@@ -25,6 +25,7 @@ def test_the_public_surface_is_pinned():
         "AgentStream",
         "ApproverPolicy",
         "Chunk",
+        "DelegatedBy",
         "Hooks",
         "LinkSigner",
         "MCPHttp",

@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
-from troupe.core.run.model_output import MAX_ID_CHARS, value_problem
+from troupe.core.vocabulary.storable import MAX_ID_CHARS, value_problem
 from troupe.core.vocabulary.suspended import PendingToolCall
 
 PENDING_KIND = "troupe.pendingToolCalls"

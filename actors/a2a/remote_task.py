@@ -4,7 +4,7 @@ answer, broken, or asking for input.
 The remote agent's events are hostile input: an event about another task, a state that makes no sense
 here (``auth-required``, an unknown one) or an answer too large to keep is ``RemoteAgentError`` (a tool
 error naming the agent), never a guess. What is kept of a question or an answer is bounded like a
-tool's result (``troupe.core.run.model_output``).
+tool's result (``troupe.core.vocabulary.storable``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 from google.protobuf.json_format import MessageToDict
 from troupe.actors.a2a.errors import RemoteAgentError
 from troupe.actors.a2a.pending import whole_numbers
-from troupe.core.run.model_output import MAX_RESULT_CHARS, value_problem
+from troupe.core.vocabulary.storable import MAX_RESULT_CHARS, value_problem
 
 # How many artifacts and parts of a task are read (a remote agent could send any number).
 MAX_ARTIFACTS = 100

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from troupe.core.run.model_output import args_problem
+from troupe.core.vocabulary.storable import args_problem
 
 
 class MCPToolError(Exception):

@@ -25,8 +25,8 @@ import re
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from troupe.core.run.model_output import MAX_DEPTH
 from troupe.core.vocabulary.json_schemas import schema_problem
+from troupe.core.vocabulary.storable import MAX_DEPTH
 
 log = logging.getLogger(__name__)
 

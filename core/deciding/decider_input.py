@@ -3,7 +3,7 @@ anything is claimed: it must be storable, and an edit may name only keys the too
 place of the model's value for each field it names).
 
 A decider's input is stored with the run and in its audit log, so it gets the same checks as a model's
-output (``troupe.core.run.model_output``): data nested deeper than those allow would be written, then
+output (``troupe.core.vocabulary.storable``): data nested deeper than those allow would be written, then
 fail every read of the run and of its audit log.
 """
 
@@ -13,9 +13,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from pydantic import AliasChoices, AliasPath, BaseModel
-from troupe.core.run.model_output import args_problem
 from troupe.core.vocabulary.errors import DecisionRejectedError
 from troupe.core.vocabulary.state import ToolCallState
+from troupe.core.vocabulary.storable import args_problem
 
 
 def refuse_unstorable(what: str, call: ToolCallState, value: Any, error: type[DecisionRejectedError]) -> None:

@@ -154,7 +154,7 @@ def _decode_args(raw: str) -> dict[str, Any] | str:
     except (ValueError, RecursionError):
         # Not JSON, or JSON that Python will not hold (an integer of thousands of digits, nesting past
         # the recursion limit): the raw text goes on, and is refused at the boundary with a tool error
-        # to the model (troupe.core.run.model_output), never a failed run.
+        # to the model (troupe.core.vocabulary.storable), never a failed run.
         return raw
     return value if isinstance(value, dict) else raw
 

@@ -17,13 +17,13 @@ from troupe.core.deciding.policy import governed, requires_approval
 from troupe.core.run.agent import AgentSpec
 from troupe.core.run.delegation import Delegation
 from troupe.core.run.flow import ActiveRun, ChildFailed, ChildFinished, ChildOutcome, ChildPaused, Plan
-from troupe.core.run.model_output import RefusedArgs, result_problem
 from troupe.core.run.outcomes import record_result
 from troupe.core.run.pauses import Pauses
 from troupe.core.tracing import span
 from troupe.core.vocabulary.hooks import ToolCallOverride
 from troupe.core.vocabulary.model import ToolCallPart
 from troupe.core.vocabulary.state import CallStatus, RunState, ToolCallState, utcnow
+from troupe.core.vocabulary.storable import RefusedArgs, result_problem
 from troupe.core.vocabulary.tool_threads import ToolThreads
 from troupe.core.vocabulary.tools import (
     AgentContext,

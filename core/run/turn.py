@@ -2,7 +2,8 @@
 turn in the run's conversation.
 
 What the model says is hostile input: text, tool call ids, names and arguments that cannot be stored
-end the turn with a ``ModelError`` or reach the loop as refused arguments (``troupe.core.run.model_output``).
+end the turn with a ``ModelError`` or reach the loop as refused arguments
+(``troupe.core.vocabulary.storable``).
 """
 
 from __future__ import annotations
@@ -12,11 +13,17 @@ from typing import Any
 
 from troupe.core.run.agent import AgentSpec
 from troupe.core.run.flow import ActiveRun
-from troupe.core.run.model_output import MAX_TEXT_CHARS, RefusedArgs, args_problem, id_problem, text_problem
 from troupe.core.tracing import span
 from troupe.core.vocabulary.errors import ModelError, TroupeError
 from troupe.core.vocabulary.messages import assistant_message
 from troupe.core.vocabulary.model import ModelRequest, TextDelta, ToolCallPart, TurnEnd
+from troupe.core.vocabulary.storable import (
+    MAX_TEXT_CHARS,
+    RefusedArgs,
+    args_problem,
+    id_problem,
+    text_problem,
+)
 
 
 @dataclass

@@ -1,8 +1,11 @@
-"""Model output is hostile input: what a model says is checked before it is streamed or stored.
+"""What a run can store, and why a value cannot: the checks every hostile input meets before it is
+streamed or stored (a model's output; a decider's edits and resume data; what a remote agent, an MCP
+server or a tool sends back).
 
-Whoever writes the prompt writes the model's output. Arguments nested a thousand deep, megabytes of
-text or a lone UTF-16 surrogate would be checkpointed and then fail every later read or render of the
-run (a listing, the inbox, a decision). So at the boundary where a model's turn enters the run:
+Model output is the first of them: whoever writes the prompt writes the model's output. Arguments
+nested a thousand deep, megabytes of text or a lone UTF-16 surrogate would be checkpointed and then fail
+every later read or render of the run (a listing, the inbox, a decision). So at the boundary where a
+model's turn enters the run:
 
 - a tool call whose arguments cannot be stored is refused: its arguments are replaced by a short
   ``RefusedArgs`` note and the model is told why in a tool error; the call never runs;
