@@ -251,7 +251,9 @@ class AguiRun:
                 message = str(error.get("message") or "the run failed")
                 yield RunErrorEvent(message=message, code=str(error.get("code") or RunFailedError.code))
                 return
-        for event in self._finished(await self.open_pauses() if self.translator.paused else []):
+        # What the thread still waits on, not only the runs decided here: a run of the thread that waits
+        # on something else keeps the outcome an interrupt.
+        for event in self._finished(await self.open_pauses()):
             yield event
 
     async def _guarded(self, events: AsyncIterator[BaseEvent]) -> AsyncIterator[BaseEvent]:

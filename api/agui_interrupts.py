@@ -87,30 +87,37 @@ class ResumeInvalidError(AguiResumeError):
     http_status = 422
 
 
-def interrupt_id(tool_call_id: str, agent_path: Sequence[str], fingerprint: str) -> str:
-    """The AG-UI id of a pause: its tool call id, qualified by its fingerprint when it is a subagent's.
+def interrupt_id(run_id: str, tool_call_id: str, agent_path: Sequence[str], fingerprint: str) -> str:
+    """The AG-UI id of a pause: its tool call id (qualified by its fingerprint when it is a subagent's)
+    and the run it waits in.
+
+    Call ids repeat from run to run (a scripted or local model's ``call-1``), and a thread may hold
+    several runs, waiting at once or one after the other: the run in the id keeps a resume, and a
+    replay of one, to the pause it names.
 
     Args:
+        run_id: the top run that waits.
         tool_call_id: the top run's tool call that waits (a delegation call for a subagent's pause).
         agent_path: the agents from the top run's down to the one whose tool asks.
         fingerprint: the pause's fingerprint, as the top run records it.
 
     Returns:
-        The id, the same on every announcement of the pause.
+        The id, the same on every announcement of the pause, and no other pause's.
 
     Example:
-        >>> interrupt_id("call-1", ["ops"], "ab12")
-        'call-1'
-        >>> interrupt_id("d1", ["boss", "clerk"], "ab12")
-        'd1~ab12'
+        >>> interrupt_id("run-7", "call-1", ["ops"], "ab12")
+        'call-1@run-7'
+        >>> interrupt_id("run-7", "d1", ["boss", "clerk"], "ab12")
+        'd1~ab12@run-7'
     """
-    return tool_call_id if len(agent_path) <= 1 else f"{tool_call_id}~{fingerprint}"
+    call = tool_call_id if len(agent_path) <= 1 else f"{tool_call_id}~{fingerprint}"
+    return f"{call}@{run_id}"
 
 
 def decided_ids(entries: Iterable[AuditEntry], agent_id: str) -> set[str]:
     """The interrupt ids the audit log says were decided in runs of ``agent_id``."""
     return {
-        interrupt_id(e.tool_call_id, e.agent_path, e.fingerprint)
+        interrupt_id(e.run_id, e.tool_call_id, e.agent_path, e.fingerprint)
         for e in entries
         if e.agent_id == agent_id and e.kind in DECIDED_KINDS
     }
@@ -122,7 +129,7 @@ def withdrawn_ids(entries: Iterable[AuditEntry], agent_id: str) -> dict[str, Run
     entries = [e for e in entries if e.agent_id == agent_id and e.kind == "cancelled"]
     runs = {e.run_id: as_recorded(e) for e in entries if not e.tool_call_id}
     return {
-        interrupt_id(e.tool_call_id, e.agent_path, e.fingerprint): cancelled_error(
+        interrupt_id(e.run_id, e.tool_call_id, e.agent_path, e.fingerprint): cancelled_error(
             e.run_id, runs[e.run_id], "the interrupt was withdrawn and nothing was decided"
         )
         for e in entries
@@ -142,7 +149,8 @@ class OpenPause:
     @property
     def id(self) -> str:
         """Its interrupt id (``interrupt_id``)."""
-        return interrupt_id(self.call.tool_call_id, self.call.agent_path, self.call.fingerprint)
+        call = self.call
+        return interrupt_id(self.run.run_id, call.tool_call_id, call.agent_path, call.fingerprint)
 
     @property
     def is_approval(self) -> bool:

@@ -1937,6 +1937,7 @@ MUTANTS += [
 
 
 # Audit fixes: MCP, A2A and AG-UI
+AGUI_SAME_CALL = "tests/test_agui.py::test_two_runs_of_a_thread_with_the_same_call_id_are_two_interrupts"
 MCP_UNFIT = (
     "tests/test_mcp_server.py::test_an_accepted_answer_that_does_not_fit_the_question_decides_nothing",
     "tests/test_mcp_server_js.py::test_typescript_client_accepting_with_content_that_does_not_fit_decides_nothing",
@@ -2016,6 +2017,20 @@ MUTANTS += [
         '        options["thread_id"] = context_id\n',
         '        options["thread_id"] = message.context_id or None\n',
         (f"{A2A_SERVER}::test_a_task_started_without_a_context_is_listed_under_the_context_it_was_told",),
+    ),
+    Mutant(
+        "agui-interrupt-id-names-no-run",
+        "api/agui_interrupts.py",
+        '    return f"{call}@{run_id}"\n',
+        "    return call\n",
+        (AGUI_SAME_CALL,),
+    ),
+    Mutant(
+        "agui-resume-ends-in-success-while-the-thread-waits",
+        "api/agui.py",
+        "        for event in self._finished(await self.open_pauses()):",
+        "        for event in self._finished(await self.open_pauses() if self.translator.paused else []):",
+        (AGUI_SAME_CALL,),
     ),
 ]
 

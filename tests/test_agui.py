@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import httpx
 import pytest
 from agui_agents import KEYS, agui_runtime
 from conftest import TESTS
@@ -42,6 +43,13 @@ def event(report: dict[str, Any], kind: str) -> dict[str, Any]:
     return next(e for e in report["events"] if e["type"] == kind)
 
 
+def call_of(interrupt: dict[str, Any]) -> str:
+    """The call part of an interrupt's id (``<call>@<run>``): what a test names it by."""
+    call, at, run = interrupt["id"].rpartition("@")
+    assert at and run == interrupt["metadata"]["troupe"]["runId"], interrupt["id"]
+    return call
+
+
 def interrupts(report: dict[str, Any]) -> list[dict[str, Any]]:
     finished = event(report, "RUN_FINISHED")
     assert finished["outcome"]["type"] == "interrupt", finished
@@ -69,11 +77,12 @@ def test_an_approval_is_an_interrupt_and_resume_runs_the_tool_once(server, tmp_p
         server.url,
         page("ops", "t1", user="delete abc-123"),
         page("ops", "t1", resume={"*": APPROVE}),
-        page("ops", "t1", rawResume=[{"interruptId": "call-1", **APPROVE}]),
+        page("ops", "t1", rawResume=[{"interruptId": "call:call-1", **APPROVE}]),
         page("ops", "t1", user="what happened?"),
     )
     [interrupt] = interrupts(asked)
-    assert interrupt["id"] == interrupt["toolCallId"] == "call-1"
+    run_id = asked["state"]["troupe"]["runId"]
+    assert (interrupt["id"], interrupt["toolCallId"]) == (f"call-1@{run_id}", "call-1")
     assert interrupt["reason"] == "tool_call"
     assert interrupt["message"] == 'ops wants to call delete_record with {"id": "abc-123"}. Approve?'
     assert interrupt["responseSchema"]["required"] == ["approved"]
@@ -82,7 +91,7 @@ def test_an_approval_is_an_interrupt_and_resume_runs_the_tool_once(server, tmp_p
     assert (troupe["kind"], troupe["toolName"]) == ("approval", "delete_record")
     assert troupe["args"] == {"id": "abc-123"}
     assert troupe["agentPath"] == ["ops"] and troupe["editable"] == {"args": True}
-    assert [i["id"] for i in asked["pending"]] == ["call-1"], "the client holds the interrupt"
+    assert [i["id"] for i in asked["pending"]] == [interrupt["id"]], "the client holds the interrupt"
 
     assert succeeded(approved) == 'call-1={"deleted": "abc-123"}'
     assert event(approved, "TOOL_CALL_RESULT")["toolCallId"] == "call-1"
@@ -98,7 +107,6 @@ def test_an_approval_is_an_interrupt_and_resume_runs_the_tool_once(server, tmp_p
     assert succeeded(later) == 'call-1={"deleted":"abc-123"}'
     assert calls.count("delete_record") == 1
 
-    run_id = asked["state"]["troupe"]["runId"]
     [entry] = sqlite_audit(tmp_path / "agui.db", run_id)
     assert (entry.kind, entry.surface, entry.decided_by) == ("approved", "ag-ui", "tenant-a")
 
@@ -144,15 +152,15 @@ def test_a_suspend_answer_is_checked_against_its_schema(server, calls):
         page("planner", "t1", resume={"*": {"status": "resolved", "payload": {"city": "Rome"}}}),
     )
     [interrupt] = interrupts(asked)
-    assert (interrupt["id"], interrupt["reason"]) == ("w1", "input_required")
+    assert (call_of(interrupt), interrupt["reason"]) == ("w1", "input_required")
     assert interrupt["responseSchema"]["required"] == ["city"]
     assert interrupt["metadata"]["troupe"]["suspendPayload"] == {"message": "Which city?"}
     assert interrupt["metadata"]["troupe"]["input"] == "suspend"
 
     refused = run_error(invalid)
     assert refused["code"] == "AGUI_RESUME_INVALID" and "city" in refused["message"]
-    assert [i["id"] for i in invalid["pending"]] == ["w1"], "the client still holds the interrupt"
-    assert [i["id"] for i in interrupts(again)] == ["w1"], "the run is still paused on it"
+    assert [i["id"] for i in invalid["pending"]] == [interrupt["id"]], "the client still holds the interrupt"
+    assert [i["id"] for i in interrupts(again)] == [interrupt["id"]], "the run is still paused on it"
     assert succeeded(answered) == 'w1={"city": "Rome", "forecast": "sunny"}'
     assert [e["phase"] for e in calls.entries("weather")] == ["suspend", "resume"]
 
@@ -167,7 +175,7 @@ def test_an_mcp_elicitation_is_an_input_interrupt(http_server, tmp_path, calls, 
         page("asker", "t1", resume={"*": {"status": "resolved", "payload": ANSWER}}),
     )
     [interrupt] = interrupts(asked)
-    assert (interrupt["id"], interrupt["reason"]) == ("e1", "input_required")
+    assert (call_of(interrupt), interrupt["reason"]) == ("e1", "input_required")
     assert "email" in interrupt["responseSchema"]["properties"], "the server's requested schema"
     troupe = interrupt["metadata"]["troupe"]
     assert (troupe["input"], troupe["suspendPayload"]["mcp_server"]) == ("elicitation", "everything")
@@ -182,7 +190,7 @@ def test_two_pending_calls_are_decided_in_one_resume_and_in_two(server, calls):
         page("pair", "t1", user="delete a and b"),
         page("pair", "t1", resume={"call-a": APPROVE, "call-b": {"status": "cancelled"}}),
     )
-    assert [i["id"] for i in interrupts(asked)] == ["call-a", "call-b"]
+    assert [call_of(i) for i in interrupts(asked)] == ["call-a", "call-b"]
     assert succeeded(both) == 'call-a={"deleted": "a"} | call-b=Tool call was not approved by the user'
     assert [e["id"] for e in calls.entries("delete_record")] == ["a"]
 
@@ -190,10 +198,10 @@ def test_two_pending_calls_are_decided_in_one_resume_and_in_two(server, calls):
     asked, first, second = steps(
         server.url,
         page("pair", "t2", user="delete a and b"),
-        page("pair", "t2", client="B", rawResume=[{"interruptId": "call-b", **APPROVE}]),
+        page("pair", "t2", client="B", rawResume=[{"interruptId": "call:call-b", **APPROVE}]),
         page("pair", "t2", client="B", resume={"*": APPROVE}),
     )
-    assert [i["id"] for i in interrupts(first)] == ["call-a"], "what is still open is announced again"
+    assert [call_of(i) for i in interrupts(first)] == ["call-a"], "what is still open is announced again"
     assert event(first, "TOOL_CALL_RESULT")["toolCallId"] == "call-b"
     assert succeeded(second) == 'call-a={"deleted": "a"} | call-b={"deleted": "b"}'
     assert [e["id"] for e in calls.entries("delete_record")] == ["a", "b", "a"]
@@ -208,7 +216,7 @@ def test_a_subagents_pause_is_an_interrupt_of_the_top_run(server, calls):
     [interrupt] = interrupts(asked)
     started = event(asked, "SUBAGENT_STARTED")
     assert (started["name"], started["parentToolCallId"]) == ("clerk", "d1")
-    assert interrupt["toolCallId"] == "d1" and interrupt["id"].startswith("d1~")
+    assert interrupt["toolCallId"] == "d1" and call_of(interrupt).startswith("d1~")
     assert interrupt["subagentRunId"] == started["subagentRunId"]
     assert interrupt["message"] == 'boss > clerk wants to call delete_record with {"id": "x-9"}. Approve?'
     assert interrupt["metadata"]["troupe"]["agentPath"] == ["boss", "clerk"]
@@ -228,14 +236,14 @@ def test_entries_that_cannot_be_taken_decide_nothing(server, calls):
         server.url,
         page("pair", "t1", user="delete a and b"),
         page("pair", "t1", client="X", rawResume=[{"interruptId": "call-z", **APPROVE}]),
-        page("pair", "t1", client="X", rawResume=[{"interruptId": "call-a", "status": "resolved"}]),
+        page("pair", "t1", client="X", rawResume=[{"interruptId": "call:call-a", "status": "resolved"}]),
         page(
             "pair",
             "t1",
             client="X",
             rawResume=[
-                {"interruptId": "call-a", **APPROVE},
-                {"interruptId": "call-b", "status": "resolved", "payload": {"approved": "yes"}},
+                {"interruptId": "call:call-a", **APPROVE},
+                {"interruptId": "call:call-b", "status": "resolved", "payload": {"approved": "yes"}},
             ],
         ),
         page("pair", "t1", client="Y", user="and also c"),
@@ -251,7 +259,7 @@ def test_entries_that_cannot_be_taken_decide_nothing(server, calls):
     succeeded(other_tenant)
     assert other_tenant["pending"] == [], "another tenant's page on the same thread id sees nothing"
     assert "HTTP 401" in wrong_key["thrown"] and wrong_key["types"] == []
-    assert [i["id"] for i in interrupts(again)] == ["call-a", "call-b"], "everything is still open"
+    assert [call_of(i) for i in interrupts(again)] == ["call-a", "call-b"], "everything is still open"
     assert calls.count("delete_record") == 0
 
 
@@ -259,7 +267,7 @@ def test_the_resume_decides_after_the_server_restarts(http_server, tmp_path, cal
     build = agui_runtime(tmp_path / "agui.db", calls, executor)
     first = http_server(build, keys=KEYS)
     [asked] = steps(first.url, page("ops", "t1", user="delete abc-123"))
-    assert [i["id"] for i in interrupts(asked)] == ["call-1"]
+    assert [call_of(i) for i in interrupts(asked)] == ["call-1"]
     first.stop()
 
     second = http_server(build, keys=KEYS)
@@ -273,3 +281,41 @@ def test_the_resume_decides_after_the_server_restarts(http_server, tmp_path, cal
     assert interrupts(again) == interrupts(asked), "the same interrupt, the same id"
     assert succeeded(approved) == 'call-1={"deleted": "abc-123"}'
     assert calls.count("delete_record") == 1
+
+
+def test_two_runs_of_a_thread_with_the_same_call_id_are_two_interrupts(server, calls):
+    """Call ids repeat from run to run (here both runs' model says ``call-1``), and a thread can hold two
+    waiting runs (one started over /api on the AG-UI thread). Each pause is an interrupt of its own id: a
+    resume decides the one it names and nothing else, the run still ends on the other, and a replay of
+    the resume decides nothing."""
+    [first] = steps(server.url, page("ops", "t1", user="delete abc-123"))
+    started = httpx.post(
+        f"{server.url}/api/agents/ops/generate",
+        json={"messages": "delete abc-123", "threadId": "t1", "resourceId": "a1"},
+        headers={"Authorization": "Bearer key-a"},
+        timeout=60,
+    )
+    assert started.json()["finishReason"] == "suspended", started.text
+    other_run = started.json()["runId"]
+
+    [both] = steps(server.url, page("ops", "t1", client="R"))
+    announced = interrupts(both)
+    assert [i["toolCallId"] for i in announced] == ["call-1", "call-1"]
+    assert len({i["id"] for i in announced}) == 2, "unique ids within the thread"
+    [theirs] = [i for i in announced if i["metadata"]["troupe"]["runId"] == other_run]
+    [ours] = [i for i in announced if i is not theirs]
+    assert interrupts(first) == [ours], "the first run's interrupt kept its id"
+
+    answer = [{"interruptId": theirs["id"], **APPROVE}]
+    decided, replayed = steps(
+        server.url,
+        page("ops", "t1", client="X", rawResume=answer),
+        page("ops", "t1", client="Y", rawResume=answer),  # a page that holds no interrupt: sent unchecked
+    )
+    assert [i["id"] for i in interrupts(decided)] == [ours["id"]], "the thread still waits on the other"
+    assert calls.count("delete_record") == 1
+    refused = run_error(replayed)
+    assert refused["code"] == "AGUI_RESUME_UNKNOWN" and ours["id"] in refused["message"]
+    assert calls.count("delete_record") == 1, "the replay decided nothing, the other run's call least of all"
+    [still] = steps(server.url, page("ops", "t1", client="Z"))
+    assert interrupts(still) == [ours]

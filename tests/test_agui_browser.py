@@ -7,6 +7,7 @@ runs once and the answer appears. Screenshots go to the test's own directory (th
 
 from __future__ import annotations
 
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -66,7 +67,7 @@ def test_a_person_approves_the_interrupt_on_an_ag_ui_page(chat, tmp_path, calls)
     chat.get_by_role("button", name="Send").click()
     card = chat.get_by_test_id("interrupt")
     expect(card).to_have_count(1)
-    expect(card).to_have_attribute("data-interrupt-id", "call-1")
+    expect(card).to_have_attribute("data-interrupt-id", re.compile(r"^call-1@[0-9a-f-]{36}$"))  # call@run
     expect(card.get_by_test_id("interrupt-message")).to_have_text(
         'ops wants to call delete_record with {"id": "abc-123"}. Approve?'
     )

@@ -136,7 +136,7 @@ def test_a_resume_of_an_interrupt_whose_run_was_cancelled_decides_nothing(server
             "t1",
             client="B",
             state=asked["state"],
-            rawResume=[{"interruptId": "call-1", "status": "cancelled"}],
+            rawResume=[{"interruptId": interrupt["id"], "status": "cancelled"}],
         ),
     )
     for report in (answered, declined):

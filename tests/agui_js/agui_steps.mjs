@@ -3,8 +3,11 @@
 // Each step runs one AG-UI run on a named client (an HttpAgent made on first use, one per person/page):
 //   {"client": "A", "agent": "ops", "key": "key-a", "thread": "t1", "resource": "a1"}  (made on first use)
 //   + "user": "text"            a new user message, then a run
-//   + "resume": {id: response}  answers built with the client's buildResumeArray ("*": every pending one)
-//   + "rawResume": [entries]    entries sent as given (a client that does not check them itself)
+//   + "resume": {id: response}  answers built with the client's buildResumeArray (keyed by interrupt id
+//                               or by its toolCallId; "*": every pending one)
+//   + "rawResume": [entries]    entries sent as given (a client that does not check them itself); an
+//                               interruptId "call:<toolCallId>" is the id of the interrupt with that
+//                               toolCallId last announced to any client (ids name the run too)
 //   + nothing else              a run with nothing new (how a page that lost its stream reconnects)
 //   + "state": {...}            the state a page starts with (one it kept), when the client is made
 //   + "cancelOn": "TYPE:name"   when an event of that type (with that toolCallName) arrives, cancel the
@@ -19,6 +22,8 @@ import { HttpAgent, buildResumeArray } from "@ag-ui/client";
 const [baseUrl, stepsJson] = process.argv.slice(2);
 const steps = JSON.parse(stepsJson);
 const clients = {};
+// toolCallId -> the id of the interrupt last announced for it, to any client.
+const announced = {};
 const KEPT = new Set([
   "RUN_STARTED",
   "RUN_FINISHED",
@@ -47,11 +52,17 @@ function clientFor(step) {
 }
 
 function resumeOf(agent, step) {
-  if (step.rawResume) return step.rawResume;
+  if (step.rawResume) {
+    return step.rawResume.map((entry) =>
+      typeof entry.interruptId === "string" && entry.interruptId.startsWith("call:")
+        ? { ...entry, interruptId: announced[entry.interruptId.slice(5)] ?? entry.interruptId }
+        : entry,
+    );
+  }
   if (!step.resume) return undefined;
   const responses = {};
   for (const interrupt of agent.pendingInterrupts) {
-    const response = step.resume[interrupt.id] ?? step.resume["*"];
+    const response = step.resume[interrupt.id] ?? step.resume[interrupt.toolCallId] ?? step.resume["*"];
     if (response) responses[interrupt.id] = response;
   }
   return buildResumeArray(agent.pendingInterrupts, responses);
@@ -97,6 +108,11 @@ async function run(step) {
     report.result = result.result ?? null;
   } catch (error) {
     report.thrown = String(error?.message ?? error);
+  }
+  for (const event of events) {
+    if (event.type === "RUN_FINISHED" && event.outcome?.type === "interrupt") {
+      for (const interrupt of event.outcome.interrupts) announced[interrupt.toolCallId] = interrupt.id;
+    }
   }
   report.types = events.map((e) => e.type);
   report.events = events.filter((e) => KEPT.has(e.type));
