@@ -2032,6 +2032,13 @@ MUTANTS += [
         "        for event in self._finished(await self.open_pauses() if self.translator.paused else []):",
         (AGUI_SAME_CALL,),
     ),
+    Mutant(
+        "a2a-answer-refused-part-way-said-not-taken",
+        "api/a2a_server.py",
+        "            taken.append(item.tool_call_id)\n",
+        "",
+        ("tests/test_a2a_server.py::test_an_answer_refused_part_way_names_the_decisions_it_took",),
+    ),
 ]
 
 

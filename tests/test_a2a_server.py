@@ -27,7 +27,7 @@ from a2a_agents import (
 )
 from fastapi import FastAPI, Request
 from google.protobuf.json_format import MessageToDict
-from helpers import delete_tool, echo_model
+from helpers import delete_tool, echo_model, pay_tool
 from http_server import KEYS, ops_agents
 from troupe.api.a2a_tasks import paused_task
 from troupe.api.app import troupe_router
@@ -320,6 +320,38 @@ async def test_approver_policies_hold_over_a2a(http_server, tmp_path, calls, exe
         await client_for(server, key="key-dba"), task["id"], {"toolCallId": "call-1", "approved": True}
     )
     assert done["status"]["state"] == COMPLETED and calls.count("delete_record") == 1
+
+
+async def test_an_answer_refused_part_way_names_the_decisions_it_took(http_server, tmp_path, calls, executor):
+    """A refusal that only deciding finds (an approver policy, checked as the decision is claimed) comes
+    after the decisions before it in the answer were taken: the task says which were, and which wait."""
+    mixed = Agent(
+        "mixed",
+        model=echo_model(
+            tool_call("pay", {"to": "bob", "amount": 5}, id="c1"),
+            tool_call("delete_record", {"id": "r-2"}, id="c2"),
+        ),
+        tools=[pay_tool(calls, require_approval=True), delete_tool(calls)],
+    )
+
+    def make() -> Runtime:
+        policy = ApproverPolicy(tool="delete_record", roles=frozenset({"dba"}))
+        store = SqliteStore(tmp_path / "a2a.db")
+        return Runtime([mixed], storage=store, executor=executor, approver_policies=[policy])  # type: ignore[arg-type]
+
+    server = http_server(make, keys=KEYS)
+    client = await client_for(server, "mixed")
+    task = await paused(client, "pay and clean up")
+    after = await answer(
+        client, task["id"], {"toolCallId": "c1", "approved": True}, {"toolCallId": "c2", "approved": True}
+    )
+    assert after["status"]["state"] == INPUT_REQUIRED
+    said = status_text(after)
+    assert "Your decisions for c1 were taken; the rest of your answer was not" in said, said
+    assert pending_of(after)["error"]["taken"] == ["c1"]
+    assert pending_of(after)["error"]["code"] == "AGENT_DECISION_FORBIDDEN"
+    assert [c["toolCallId"] for c in pending_of(after)["pendingToolCalls"]] == ["c2"]
+    assert [e["amount"] for e in calls.entries("pay")] == [5] and calls.count("delete_record") == 0
 
 
 async def test_troupe_router_in_a_host_app_serves_a2a_as_the_hosts_principal(
