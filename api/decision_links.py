@@ -125,8 +125,9 @@ async def decide(token: str, request: Request, service: ServiceDep) -> Response:
     except _REFUSED as error:
         status = 403 if isinstance(error, ApprovalPolicyError) else 409
         return _page("Not decided", f"This link was not used: {error}", status)
-    except DecisionRejectedError as error:  # the decision itself is wrong: the link still works
-        return _page("Not decided", f"This link was not used: {error}; the call still waits", 422)
+    except DecisionRejectedError as error:  # not decided now (wrong, or not yet): the link still works
+        waits = f"This link was not used: {error}; the call still waits"
+        return _page("Not decided", waits, error.http_status)
     except TroupeError as error:
         return _page("This link cannot be used", str(error), error.http_status)
     except ClientDisconnect:

@@ -1857,6 +1857,13 @@ MUTANTS += [
         ("tests/test_decision_links.py::test_a_links_form_is_read_only_for_a_genuine_token_and_bounded",),
     ),
     Mutant(
+        "link-page-calls-a-call-in-doubt-a-wrong-decision",
+        "api/decision_links.py",
+        '        return _page("Not decided", waits, error.http_status)',
+        '        return _page("Not decided", waits, 422)',
+        ("tests/test_decision_links.py::test_a_call_in_doubt_is_not_decided_through_its_link_yet_and_says_so",),
+    ),
+    Mutant(
         "approval-whose-resume-data-declines-is-taken-as-a-decline",
         "core/deciding/decisions.py",
         "    if decision.approved is not None and decision.approved != answer.approved:",

@@ -527,3 +527,33 @@ async def test_a_links_form_is_read_only_for_a_genuine_token_and_bounded(
         fine = await client.post(links["decline"], data={"reason": "not this one"})
         assert fine.status_code == 200 and "Declined" in fine.text, "the link still works"
     assert calls.count() == 0
+
+
+async def test_a_call_in_doubt_is_not_decided_through_its_link_yet_and_says_so(
+    http_server, tmp_path, calls, receiver
+):
+    """A call whose host lost it while it may still run (in doubt) cannot be decided before its
+    deadline: the link's page answers what the API does (409, not "your decision is wrong"), and the
+    link still works."""
+    from datetime import UTC, datetime, timedelta
+
+    from troupe.core.vocabulary.state import InDoubt
+
+    server = serve(http_server, tmp_path, calls, receiver)
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+        run_id, links = await paused_with_links(client, receiver)
+        store = SqliteStore(tmp_path / "l.db")
+        stored = await store.load_run(run_id)
+        assert stored is not None
+        deadline = datetime.now(UTC) + timedelta(minutes=10)
+        stored.state.calls[0].pauses[0].in_doubt = InDoubt(owner="host-1", deadline=deadline)
+        await store.save_run(stored.state, expected_version=stored.version)
+        await store.close()
+
+        refused = await client.post(links["approve"])
+        assert refused.status_code == 409 and "is in doubt" in refused.text and "still waits" in refused.text
+        api = await client.post(
+            "/api/agents/ops/approve-tool-call", json={"runId": run_id, "toolCallId": "call-1"}, headers=ADMIN
+        )
+        assert api.status_code == refused.status_code, "the same answer as the API's"
+    assert calls.count() == 0
