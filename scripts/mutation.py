@@ -2046,6 +2046,51 @@ MUTANTS += [
         "",
         ("tests/test_a2a_server.py::test_an_answer_refused_part_way_names_the_decisions_it_took",),
     ),
+    # Audit fixes: the operator CLI
+    Mutant(
+        "cli-cancel-without-as-is-the-process",
+        "troupe/ops/operator.py",
+        '        return {"decided_by": ANONYMOUS_OPERATOR, "surface": "cli"}\n',
+        '        return {"surface": "cli"}\n',
+        (
+            "tests/test_cancel_surfaces.py::test_troupe_runs_cancel_of_a_governed_run_needs_someone_the_policy_names",
+        ),
+    ),
+    Mutant(
+        "cli-server-url-not-checked",
+        "troupe/ops/run_source.py",
+        "        client = AsyncTroupeClient(_server_url(args.server), api_key=credential, timeout=60.0)\n",
+        "        client = AsyncTroupeClient(args.server, api_key=credential, timeout=60.0)\n",
+        ("tests/test_operator_safety.py::test_malformed_urls_are_one_line_without_the_password",),
+    ),
+    Mutant(
+        "cli-redis-url-not-checked",
+        "troupe/ops/run_source.py",
+        "        _check_redis_url(url)\n",
+        "",
+        ("tests/test_operator_safety.py::test_malformed_urls_are_one_line_without_the_password",),
+    ),
+    Mutant(
+        "cli-redis-url-message-keeps-the-password",
+        "troupe/ops/run_source.py",
+        '        reason = str(exc).replace(password, "***") if password else str(exc)\n',
+        '        reason = f"{exc} in {url}"\n',
+        ("tests/test_operator_safety.py::test_malformed_urls_are_one_line_without_the_password",),
+    ),
+    Mutant(
+        "cli-inbox-answer-not-checked",
+        "troupe/ops/run_source.py",
+        "        if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):\n",
+        "        if False:\n",
+        ("tests/test_operator_safety.py::test_a_server_that_is_not_troupe_is_named_not_read_as_nothing_waiting",),
+    ),
+    Mutant(
+        "cli-recall-trusts-a-records-time",
+        "troupe/ops/recall.py",
+        "    return isinstance(at, int | float) and not isinstance(at, bool) and now - at < KEEP_S\n",
+        "    return isinstance(entry, dict) and now - float(entry.get(\"at\", 0)) < KEEP_S\n",
+        ("tests/test_operator_safety.py::test_a_damaged_decisions_file_is_forgotten_not_a_traceback",),
+    ),
 ]
 
 

@@ -7,6 +7,7 @@ webhook receiver."""
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from troupe.api.sync_client import TroupeClient
 from troupe.core.deciding.approvers import ApproverPolicy
 from webhook_receiver import Receiver
 
-from troupe import SqliteStore
+from troupe import Runtime, SqliteStore
 from troupe.cli import main
 from troupe.errors import CancelForbiddenError, RunCancelledError
 from troupe.testing import CallLog
@@ -175,13 +176,16 @@ def test_troupe_runs_cancel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cap
     first, second = asyncio.run(pause())
     app = ["--app", "operator_app:runtime"]
 
-    assert main(["runs", "cancel", first, *app, "--reason", "by hand"]) == 0
-    assert f"run {first} (ops, suspended) cancelled: by hand" in capsys.readouterr().out
+    # Nobody named is no more than somebody named: neither the starter, an admin nor an approver.
+    assert main(["runs", "cancel", first, *app, "--reason", "by hand"]) == 1
+    assert "'anonymous' may not cancel" in capsys.readouterr().err
     assert main(["runs", "cancel", second, *app, "--as", "mallory"]) == 1
     assert "'mallory' may not cancel" in capsys.readouterr().err
+    assert main(["runs", "cancel", first, *app, "--as", "carol", "--reason", "by hand"]) == 0
+    assert f"run {first} (ops, suspended) cancelled by carol: by hand" in capsys.readouterr().out
     assert main(["runs", "cancel", second, *app, "--as", "carol", "--reason", "mine"]) == 0
     assert "cancelled by carol: mine" in capsys.readouterr().out
-    assert main(["runs", "cancel", first, *app, "--reason", "again"]) == 1
+    assert main(["runs", "cancel", first, *app, "--as", "carol", "--reason", "again"]) == 1
     assert "AGENT_RUN_CANCELLED" in capsys.readouterr().err
 
     async def gone() -> list[Any]:
@@ -192,6 +196,58 @@ def test_troupe_runs_cancel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cap
             await store.close()
 
     assert asyncio.run(gone()) == [None, None], "the runs were not ended"
+    assert CallLog(calls).count() == 0
+
+
+def test_troupe_runs_cancel_of_a_governed_run_needs_someone_the_policy_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Without ``--as`` a cancel is an anonymous operator's, as a decision is: a run an approver policy
+    governs stays paused, and the refusal says to name yourself; a principal with the role cancels it."""
+    import subprocess
+    import sys
+
+    from http_server import ops_agents
+
+    db, calls = tmp_path / "http.db", tmp_path / "calls.jsonl"
+    env = {"TROUPE_TEST_STORE": str(db), "TROUPE_TEST_CALLS": str(calls)}
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+
+    async def pause() -> str:
+        runtime = Runtime(ops_agents(CallLog(calls)), storage=SqliteStore(db), executor="local")
+        run = await runtime.get_agent("ops").generate("delete", resource_id="a1", started_by="carol")
+        await runtime.shutdown()
+        return run.run_id
+
+    async def status() -> str | None:
+        store = SqliteStore(db)
+        try:
+            stored = await store.load_run(run_id)
+            return None if stored is None else stored.state.status
+        finally:
+            await store.close()
+
+    def troupe(*args: str) -> subprocess.CompletedProcess[str]:
+        tests = str(Path(__file__).resolve().parent)
+        return subprocess.run(
+            [sys.executable, "-m", "troupe.cli", *args, "--app", "operator_app:governed"],
+            env={**os.environ, **env, "PYTHONPATH": tests, "XDG_STATE_HOME": str(tmp_path)},
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+
+    run_id = asyncio.run(pause())
+    for refused in (troupe("runs", "cancel", run_id), troupe("approve", run_id)):
+        assert refused.returncode == 1 and "Traceback" not in refused.stderr, refused.stderr
+        assert refused.stderr.count("\n") == 1 and "--as SUBJECT" in refused.stderr, refused.stderr
+    cancel = troupe("runs", "cancel", run_id)
+    assert "'anonymous' may not cancel" in cancel.stderr and "AGENT_CANCEL_FORBIDDEN" in cancel.stderr
+    assert asyncio.run(status()) == "suspended", "the pause was withdrawn"
+
+    done = troupe("runs", "cancel", run_id, "--as", "dana", "--role", "dba", "--reason", "not needed")
+    assert done.returncode == 0, done.stderr
+    assert f"run {run_id} (ops, suspended) cancelled by dana: not needed" in done.stdout
+    assert asyncio.run(status()) is None
     assert CallLog(calls).count() == 0
 
 

@@ -308,3 +308,100 @@ def test_open_mode_refuses_a_remote_address_unless_asked(tmp_path):
     done = troupe("serve", "--demo", "--open", "--host", "0.0.0.0", cwd=tmp_path)
     assert done.returncode == 2 and "--allow-remote-open" in done.stderr
     assert list(tmp_path.iterdir()) == [], "refused before anything started"
+
+
+# ---- malformed input: one line, never a traceback -----------------------------------------------------
+
+
+class _Answering:
+    """A server at a URL that is no Troupe server's: every GET answers 200 with ``body``."""
+
+    def __init__(self, content_type: str, body: bytes) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self.send_response(200)
+                self.send_header("content-type", content_type)
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self) -> _Answering:
+        import threading
+
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _one_line(done: subprocess.CompletedProcess[str], expected: str) -> None:
+    assert done.returncode == 1, (done.args, done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1, (done.args, done.stderr)
+    assert expected in done.stderr, (done.args, done.stderr)
+    assert "hunter2" not in done.stderr + done.stdout, "a password was shown"
+    assert "Nothing is waiting" not in done.stdout
+
+
+def test_malformed_urls_are_one_line_without_the_password(tmp_path):
+    cases = {
+        "--server http://127.0.0.1:notaport: not a URL (Invalid port": ["--server", "http://127.0.0.1:notaport"],
+        "--server http://[::1: not a URL": ["--server", "http://[::1"],
+        "--server http://ann:***@127.0.0.1:notaport: not a URL": ["--server", "http://ann:hunter2@127.0.0.1:notaport"],
+        "--server ftp://127.0.0.1: not an http(s) URL": ["--server", "ftp://127.0.0.1"],
+        "--store redis://:***@127.0.0.1:notaport/0: Port could not be cast to integer": [
+            "--store", "redis://:hunter2@127.0.0.1:notaport/0"
+        ],
+        "--store redis://:***@127.0.0.1:99999/0: Port out of range": ["--store", "redis://:hunter2@127.0.0.1:99999/0"],
+    }  # fmt: skip
+    for expected, where in cases.items():
+        _one_line(troupe("runs", "list", *where, cwd=tmp_path), expected)
+    shown = troupe("runs", "show", "r", "--store", "redis://:hunter2@127.0.0.1:99999/0", cwd=tmp_path)
+    _one_line(shown, "Port out of range")
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body"),
+    [("text/html", b"<html>please sign in</html>"), ("application/json", b"[1, 2, 3]"),
+     ("application/json", b'{"hello": "world"}'), ("application/json", b'{"runs": [1], "total": 1}')],
+    ids=["html", "json-list", "json-object", "runs-not-objects"],
+)  # fmt: skip
+def test_a_server_that_is_not_troupe_is_named_not_read_as_nothing_waiting(tmp_path, content_type, body):
+    with _Answering(content_type, body) as other:
+        done = troupe("runs", "list", "--server", other.url, cwd=tmp_path)
+        found = troupe(
+            "approve", "r", "--server", other.url, cwd=tmp_path, env={"XDG_STATE_HOME": str(tmp_path)}
+        )
+    expected = f"the server at {other.url} did not answer GET /api/inbox as a Troupe server does"
+    _one_line(done, expected)
+    _one_line(found, expected)
+
+
+def test_a_damaged_decisions_file_is_forgotten_not_a_traceback(tmp_path):
+    server = "http://127.0.0.1:1"
+    state = tmp_path / "state" / "troupe" / "cli-decisions.json"
+    state.parent.mkdir(parents=True)
+    damaged = {"at": "yesterday", "agent": "ops", "call": "c"}
+    records = {
+        json.dumps(["x", "y", "approve"]): damaged,
+        json.dumps([server, "r", "approve c"]): damaged,
+        json.dumps([server, "r", "approve"]): {**damaged, "at": [1]},
+    }
+    state.write_text(json.dumps(records))
+    env = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    for args in (
+        ["approve", "r", "c", "--agent", "ops"],
+        ["approve", "r", "c"],
+        ["approve", "r", "--agent", "ops"],
+    ):
+        done = troupe(*args, "--server", server, cwd=tmp_path, env=env)
+        _one_line(done, f"cannot reach the server at {server}")

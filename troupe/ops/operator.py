@@ -27,6 +27,7 @@ from troupe.core.vocabulary.agent_api import AsyncAgentAPI
 from troupe.core.vocabulary.errors import (
     AgentNotFoundError,
     ApprovalPolicyError,
+    CancelForbiddenError,
     DecisionConflictError,
     SnapshotNotFoundError,
     StorageUnavailableError,
@@ -245,16 +246,23 @@ async def _target(source: Source, args: Any, out: TextIO) -> tuple[str, str]:
     return runs[0].agent_id, latest.tool_call_id
 
 
+# Who decides or cancels in-process when nobody says (no ``--as``): an anonymous principal, as an open
+# server's caller is (not an admin: it did not say who it is). The runtime's own rules then apply: it
+# decides only calls no approver policy governs, and cancels only what such a principal may (not a run
+# a policy governs, nor one someone else started). Naming nobody must never be more than naming oneself.
+ANONYMOUS_OPERATOR = Principal("anonymous", LOCAL_ISSUER, "anonymous", anonymous=True)
+
+
 def _operator(source: Source, args: Any) -> dict[str, Any]:
-    """Who decides in-process (``--app``): ``--as`` with its issuer and roles, audited as the CLI's. Over
-    ``--server`` the server knows the caller by its key or token."""
+    """Who decides in-process (``--app``): ``--as`` with its issuer and roles, or ``ANONYMOUS_OPERATOR``,
+    audited as the CLI's. Over ``--server`` the server knows the caller by its key or token."""
     who = getattr(args, "as_subject", None)
     if source.runtime is None:
         if who:
             raise SystemExit("--as is for --app; with --server you are who your --key or --token says")
         return {}
     if not who:
-        return {"surface": "cli"}
+        return {"decided_by": ANONYMOUS_OPERATOR, "surface": "cli"}
     try:
         principal = Principal(who, args.issuer or LOCAL_ISSUER, who, roles=frozenset(args.role or ()))
     except ValueError as exc:
@@ -402,7 +410,11 @@ def _failure(args: Any, exc: Exception) -> str:
         if not any(given):
             return "the server needs a credential: pass --key KEY or --token TOKEN (or set TROUPE_API_KEY)"
         return f"the server refused the credential (--key, --token or their variables): {safe(exc.message)}"
-    if isinstance(exc, ApprovalPolicyError) and args.app and not getattr(args, "as_subject", None):
+    if (
+        isinstance(exc, ApprovalPolicyError | CancelForbiddenError)
+        and args.app
+        and not getattr(args, "as_subject", None)
+    ):
         return (
             f"{safe(exc.message)} [{exc.code}]; say who decides: --as SUBJECT [--issuer ISSUER] [--role ROLE]"
         )

@@ -35,10 +35,17 @@ def _load(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def _recent(entry: Any, now: float) -> bool:
+    """Whether ``entry`` is a record written within ``KEEP_S``. One that is not a record with a time
+    (the file edited by hand, or damaged) counts as absent: it is forgotten, never a failed command."""
+    at = entry.get("at") if isinstance(entry, dict) else None
+    return isinstance(at, int | float) and not isinstance(at, bool) and now - at < KEEP_S
+
+
 def recalled(where: str, run_id: str, command: str) -> tuple[str, str] | None:
     """``(agent, call)`` an earlier ``command`` on this run (at this source) resolved to, if recent."""
-    entry = _load(_path()).get(_key(where, run_id, command))
-    if not isinstance(entry, dict) or time.time() - float(entry.get("at", 0)) > KEEP_S:
+    entry: Any = _load(_path()).get(_key(where, run_id, command))
+    if not _recent(entry, time.time()):
         return None
     agent, call = entry.get("agent"), entry.get("call")
     return (agent, call) if isinstance(agent, str) and isinstance(call, str) else None
@@ -47,7 +54,7 @@ def recalled(where: str, run_id: str, command: str) -> tuple[str, str] | None:
 def remember(where: str, run_id: str, command: str, agent: str, call: str) -> None:
     path = _path()
     now = time.time()
-    data = {k: v for k, v in _load(path).items() if isinstance(v, dict) and now - v.get("at", 0) < KEEP_S}
+    data = {k: v for k, v in _load(path).items() if _recent(v, now)}
     data[_key(where, run_id, command)] = {"agent": agent, "call": call, "at": now}
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     temp = path.with_suffix(f".{os.getpid()}.tmp")

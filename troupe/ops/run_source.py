@@ -11,6 +11,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import httpx
+
+from troupe.api.errors import HttpError
+from troupe.api.wire import suspended_runs_from_json
 from troupe.core.vocabulary.agent_api import AsyncAgentAPI
 from troupe.core.vocabulary.listing import Order, PausedQuery, listed
 from troupe.core.vocabulary.pause_shapes import suspended_list, suspended_run
@@ -32,6 +36,7 @@ def existing_store(url: str, prefix: str) -> Store:
     any other scheme is refused. Raises ``SystemExit`` naming what is wrong."""
     scheme, sep, rest = url.partition("://")
     if sep and scheme in REDIS_SCHEMES:
+        _check_redis_url(url)
         return open_store(url, prefix)
     if sep and scheme != "sqlite":
         raise SystemExit(
@@ -42,6 +47,41 @@ def existing_store(url: str, prefix: str) -> Store:
     if not path.is_file():
         raise SystemExit(f"--store {safe(url)}: no such SQLite file (nothing was created)")
     return open_store(str(path), prefix)
+
+
+def _check_redis_url(url: str) -> None:
+    """redis-py reads a URL only at the store's first command, and a malformed one (a port that is no
+    number) then ends the command in a traceback: read it now, as redis-py will, and say what is wrong
+    without the URL's password."""
+    from redis.asyncio.connection import parse_url
+
+    scheme = url.partition("://")[0]
+    if scheme not in ("redis", "rediss", "unix"):
+        return  # cluster and Sentinel URLs list several hosts, which the store splits itself
+    try:
+        parse_url(url)
+    except ValueError as exc:
+        password = _password(url)
+        reason = str(exc).replace(password, "***") if password else str(exc)
+        raise SystemExit(f"--store {safe(redacted(url))}: {safe(reason)}") from None
+
+
+def _password(url: str) -> str:
+    """The password in the URL's ``user:password@``, or "" (to keep it out of messages)."""
+    userinfo, at, _ = url.partition("://")[2].partition("/")[0].rpartition("@")
+    return userinfo.partition(":")[2] if at else ""
+
+
+def _server_url(url: str) -> str:
+    """``url`` if it can name a server (http or https, with a host); else ``SystemExit`` saying why.
+    httpx would only say so at the first request, in a traceback."""
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        raise SystemExit(f"--server {safe(redacted(url))}: not a URL ({safe(str(exc))})") from None
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise SystemExit(f"--server {safe(redacted(url))}: not an http(s) URL, e.g. http://127.0.0.1:8000")
+    return url
 
 
 @dataclass(frozen=True)
@@ -117,7 +157,7 @@ class Source:
         paging: dict[str, Any] = {"per_page": page.size, "cursor": page.cursor}
         paging["page"] = page.number if page.cursor is None else None
         if self.client is not None and agent_id is None:
-            return await self.client.list_inbox(resource_id=resource, **paging), "oldest"
+            return await self._inbox(resource, **paging), "oldest"
         assert agent_id is not None
         return await self.agent(agent_id).list_suspended_runs(
             thread_id=thread, resource_id=resource, **paging
@@ -148,7 +188,7 @@ class Source:
             runs = [suspended_run(s) for s in states if s.parent is None or agent_id is not None]
         elif self.client is not None and agent_id is None and thread is None and resource is None:
             progress.note("asking the server")
-            runs = (await self.client.list_inbox()).runs
+            runs = (await self._inbox(None)).runs
             progress.done()
         else:
             ids = [agent_id] if agent_id else await self.agent_ids()
@@ -159,6 +199,32 @@ class Source:
                 runs.extend(found.runs)
             progress.done()
         return sorted((r for r in runs if r.pending), key=lambda r: (r.suspended_at or _EPOCH, r.run_id))
+
+    async def _inbox(
+        self,
+        resource: str | None,
+        page: int | None = None,
+        per_page: int | None = None,
+        cursor: str | None = None,
+    ) -> SuspendedRunList:
+        """The server's inbox, checked before it is read: a login page, a proxy or another service
+        answering 200 at that URL must not read as "nothing is waiting"."""
+        assert self.client is not None
+        query = {"resourceId": resource, "page": page, "perPage": per_page, "cursor": cursor}
+        try:
+            data = await self.client.request(
+                "GET", "/inbox", params={k: v for k, v in query.items() if v is not None}
+            )
+        except ValueError:  # not JSON at all
+            data = None
+        runs = data.get("runs") if isinstance(data, dict) else None
+        if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
+            raise HttpError(
+                f"the server at {safe(redacted(self.where))} did not answer GET /api/inbox as a Troupe "
+                "server does: is --server the URL of `troupe serve` (or of your app that mounts it)?",
+                status=200,
+            )
+        return suspended_runs_from_json(data)
 
     async def close(self) -> None:
         if self.client is not None:
@@ -180,7 +246,8 @@ async def open_source(args: Any) -> Source:
             or os.environ.get("TROUPE_TOKEN")
             or os.environ.get("TROUPE_API_KEY")
         )
-        return Source(args.server, client=AsyncTroupeClient(args.server, api_key=credential, timeout=60.0))
+        client = AsyncTroupeClient(_server_url(args.server), api_key=credential, timeout=60.0)
+        return Source(args.server, client=client)
     if args.app:
         return Source(args.app, runtime=await load_runtime(args.app))
     if args.store:
