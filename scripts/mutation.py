@@ -2048,6 +2048,20 @@ MUTANTS += [
     ),
 ]
 
+# Audit fixes: the run loop and the model client
+OWN_TIMEOUT_ERROR = (
+    "tests/test_loop.py::test_a_tool_raising_its_own_timeout_error_is_a_tool_error_beside_its_sibling"
+)
+MUTANTS += [
+    Mutant(
+        "tool-own-timeout-error-fails-the-run",
+        "core/run/calls.py",
+        "                _failed(run, call, exc)\n                return\n            why[0]",
+        "                raise\n            why[0]",
+        (f"{OWN_TIMEOUT_ERROR}[local-no-timeout]",),
+    ),
+]
+
 
 def run_tests(tests: tuple[str, ...]) -> tuple[bool, str]:
     """True if the tests all passed (the mutant survived); the last lines of pytest's output."""
