@@ -2060,6 +2060,23 @@ MUTANTS += [
         "                raise\n            why[0]",
         (f"{OWN_TIMEOUT_ERROR}[local-no-timeout]",),
     ),
+    Mutant(
+        "model-text-checked-quadratically",
+        "core/run/turn.py",
+        "            said += len(event.text)\n",
+        "            said = sum(map(len, text)) + len(event.text)\n",
+        ("tests/test_model_output.py::test_checking_the_turns_text_costs_the_same_for_every_delta",),
+    ),
+    Mutant(
+        "model-text-limit-per-delta",
+        "core/run/turn.py",
+        "            said += len(event.text)\n",
+        "",
+        (
+            "tests/test_model_output.py::"
+            "test_the_turns_text_is_refused_one_character_past_the_limit_however_it_is_cut",
+        ),
+    ),
 ]
 
 

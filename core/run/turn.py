@@ -65,10 +65,13 @@ async def _stream_turn(
     # Each stretch of text is one part, wrapped in text-start/text-end as Mastra does.
     part: str | None = None
     parts = 0
+    # A running count: summing the earlier pieces at every delta is quadratic in the number of deltas
+    # (a model streaming one character at a time held the host's event loop for seconds).
+    said = 0
     async for event in spec.model.stream_turn(request):
         if isinstance(event, TextDelta):
-            said = sum(map(len, text))
             _refuse_unless_storable("text", text_problem(event.text, MAX_TEXT_CHARS - said))
+            said += len(event.text)
             if part is None:
                 parts += 1
                 part = f"text-{run.state.step + 1}-{parts}"
