@@ -2077,6 +2077,24 @@ MUTANTS += [
             "test_the_turns_text_is_refused_one_character_past_the_limit_however_it_is_cut",
         ),
     ),
+    Mutant(
+        "subagent-start-failure-fails-the-supervisor",
+        "core/run/delegation.py",
+        "                    return ChildFailed(link, "
+        'f"the subagent could not start: {type(exc).__name__}: {exc}")\n',
+        "                    raise\n",
+        (
+            "tests/test_supervisor.py::"
+            "test_a_subagent_whose_run_cannot_start_is_a_tool_error_the_supervisor_hears[local]",
+        ),
+    ),
+    Mutant(
+        "repeated-call-id-kept",
+        "core/run/turn.py",
+        "    if part.id not in earlier:\n",
+        "    if True:\n",
+        ("tests/test_supervisor.py::test_a_call_id_the_model_repeats_in_a_later_step_delegates_afresh[local]",),
+    ),
 ]
 
 
