@@ -2095,6 +2095,24 @@ MUTANTS += [
         "    if True:\n",
         ("tests/test_supervisor.py::test_a_call_id_the_model_repeats_in_a_later_step_delegates_afresh[local]",),
     ),
+    Mutant(
+        "openai-stream-without-finish-is-a-turn",
+        "core/models/openai_model.py",
+        "        if finish is None:\n",
+        "        if False:\n",
+        (
+            "tests/test_openai_model.py::test_a_stream_that_ends_before_its_finish_reason_is_a_model_error",
+            "tests/test_openai_model.py::"
+            "test_a_tool_call_cut_off_before_its_arguments_fails_the_run_and_never_runs",
+        ),
+    ),
+    Mutant(
+        "openai-calls-at-one-index-merged",
+        "core/models/openai_model.py",
+        '        if slot is None or (piece.id and slot["id"] and piece.id != slot["id"]):\n',
+        "        if slot is None:\n",
+        ("tests/test_openai_model.py::test_two_calls_sent_at_one_index_with_their_own_ids_stay_two_calls",),
+    ),
 ]
 
 
