@@ -2093,6 +2093,73 @@ MUTANTS += [
     ),
 ]
 
+# Audit fixes: the run loop and the model client
+OWN_TIMEOUT_ERROR = (
+    "tests/test_loop.py::test_a_tool_raising_its_own_timeout_error_is_a_tool_error_beside_its_sibling"
+)
+MUTANTS += [
+    Mutant(
+        "tool-own-timeout-error-fails-the-run",
+        "core/run/calls.py",
+        "                _failed(run, call, exc)\n                return\n            why[0]",
+        "                raise\n            why[0]",
+        (f"{OWN_TIMEOUT_ERROR}[local-no-timeout]",),
+    ),
+    Mutant(
+        "model-text-checked-quadratically",
+        "core/run/turn.py",
+        "            said += len(event.text)\n",
+        "            said = sum(map(len, text)) + len(event.text)\n",
+        ("tests/test_model_output.py::test_checking_the_turns_text_costs_the_same_for_every_delta",),
+    ),
+    Mutant(
+        "model-text-limit-per-delta",
+        "core/run/turn.py",
+        "            said += len(event.text)\n",
+        "",
+        (
+            "tests/test_model_output.py::"
+            "test_the_turns_text_is_refused_one_character_past_the_limit_however_it_is_cut",
+        ),
+    ),
+    Mutant(
+        "subagent-start-failure-fails-the-supervisor",
+        "core/run/delegation.py",
+        "                    return ChildFailed(link, "
+        'f"the subagent could not start: {type(exc).__name__}: {exc}")\n',
+        "                    raise\n",
+        (
+            "tests/test_supervisor.py::"
+            "test_a_subagent_whose_run_cannot_start_is_a_tool_error_the_supervisor_hears[local]",
+        ),
+    ),
+    Mutant(
+        "repeated-call-id-kept",
+        "core/run/turn.py",
+        "    if part.id not in earlier:\n",
+        "    if True:\n",
+        ("tests/test_supervisor.py::test_a_call_id_the_model_repeats_in_a_later_step_delegates_afresh[local]",),
+    ),
+    Mutant(
+        "openai-stream-without-finish-is-a-turn",
+        "core/models/openai_model.py",
+        "        if finish is None:\n",
+        "        if False:\n",
+        (
+            "tests/test_openai_model.py::test_a_stream_that_ends_before_its_finish_reason_is_a_model_error",
+            "tests/test_openai_model.py::"
+            "test_a_tool_call_cut_off_before_its_arguments_fails_the_run_and_never_runs",
+        ),
+    ),
+    Mutant(
+        "openai-calls-at-one-index-merged",
+        "core/models/openai_model.py",
+        '        if slot is None or (piece.id and slot["id"] and piece.id != slot["id"]):\n',
+        "        if slot is None:\n",
+        ("tests/test_openai_model.py::test_two_calls_sent_at_one_index_with_their_own_ids_stay_two_calls",),
+    ),
+]
+
 
 def run_tests(tests: tuple[str, ...]) -> tuple[bool, str]:
     """True if the tests all passed (the mutant survived); the last lines of pytest's output."""

@@ -49,6 +49,11 @@ class Reply:
     completion_tokens: int = 5
     # OpenAI's value; None means "tool_calls" when the reply has calls, else "stop".
     finish_reason: str | None = None
+    # The stream ends cleanly after this many chunks (no finish chunk, no usage, no [DONE]): what a
+    # client reads from a connection-delimited response that the server or a proxy dropped half way.
+    cut_after: int | None = None
+    # Every call at stream index 0, one after the other (as some servers send them), not interleaved.
+    one_index: bool = False
 
 
 def call(name: str, arguments: dict[str, Any] | str, *, id: str) -> ScriptedCall:
@@ -62,14 +67,20 @@ def reply(
     calls: Sequence[ScriptedCall] = (),
     usage: tuple[int, int] = (10, 5),
     finish_reason: str | None = None,
+    cut_after: int | None = None,
+    one_index: bool = False,
 ) -> Reply:
-    """One scripted assistant turn: text and/or tool calls; ``usage`` is (prompt, completion) tokens."""
+    """One scripted assistant turn: text and/or tool calls; ``usage`` is (prompt, completion) tokens;
+    ``cut_after`` ends the stream early, after that many chunks; ``one_index`` sends every call at
+    index 0."""
     return Reply(
         text=text,
         calls=tuple(calls),
         prompt_tokens=usage[0],
         completion_tokens=usage[1],
         finish_reason=finish_reason,
+        cut_after=cut_after,
+        one_index=one_index,
     )
 
 
@@ -116,6 +127,10 @@ class FakeOpenAI:
         self.played += 1
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         chunks = self.chunks(scripted, model=body.get("model", ""), include_usage=include_usage)
+        if scripted.cut_after is not None:
+            return StreamingResponse(
+                _sse(chunks[: scripted.cut_after], done=False), media_type="text/event-stream"
+            )
         return StreamingResponse(_sse(chunks), media_type="text/event-stream")
 
     def chunks(self, scripted: Reply, *, model: str, include_usage: bool) -> list[dict[str, Any]]:
@@ -138,7 +153,8 @@ class FakeOpenAI:
         out = [chunk({"role": "assistant", "content": ""})]
         out += [chunk({"content": piece}) for piece in split(scripted.text, self.pieces)]
         fragments = []
-        for index, scripted_call in enumerate(scripted.calls):
+        for position, scripted_call in enumerate(scripted.calls):
+            index = 0 if scripted.one_index else position
             out.append(
                 chunk(
                     {
@@ -155,7 +171,13 @@ class FakeOpenAI:
             )
             arguments = scripted_call.arguments
             raw = arguments if isinstance(arguments, str) else json.dumps(arguments)
-            fragments.append([(index, piece) for piece in split(raw, self.pieces)])
+            pieces = [(index, piece) for piece in split(raw, self.pieces)]
+            if scripted.one_index:  # at one index, a call's arguments must come before the next call
+                out += [
+                    chunk({"tool_calls": [{"index": index, "function": {"arguments": p}}]}) for _, p in pieces
+                ]
+            else:
+                fragments.append(pieces)
         # Round-robin: fragment 1 of every call, then fragment 2 of every call, ...
         for round_ in zip(*_padded(fragments), strict=True):
             for index, piece in filter(None, round_):
@@ -182,10 +204,11 @@ def _padded(lists: list[list[Any]]) -> list[list[Any]]:
     return [items + [None] * (longest - len(items)) for items in lists]
 
 
-async def _sse(chunks: list[dict[str, Any]]) -> AsyncIterator[str]:
+async def _sse(chunks: list[dict[str, Any]], *, done: bool = True) -> AsyncIterator[str]:
     for item in chunks:
         yield f"data: {json.dumps(item)}\n\n"
-    yield "data: [DONE]\n\n"
+    if done:
+        yield "data: [DONE]\n\n"
 
 
 def _error(message: str) -> JSONResponse:

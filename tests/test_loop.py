@@ -90,6 +90,35 @@ async def test_a_tool_that_raises_becomes_a_tool_error_the_model_sees(make_runti
     assert (await stream.result()).text == 'call-1={"error": "ValueError: cannot handle 4"}'
 
 
+@pytest.mark.parametrize("timeout_s", [None, 30.0], ids=["no-timeout", "own-timeout-not-reached"])
+async def test_a_tool_raising_its_own_timeout_error_is_a_tool_error_beside_its_sibling(
+    make_runtime, calls, timeout_s
+):
+    """A TimeoutError from inside the tool (a socket read, its own wait_for) is not its timeout_s
+    running out: the model hears it like any error, the other call of the step still counts."""
+
+    class In(BaseModel):
+        q: str
+
+    def flaky(inp, ctx):
+        raise TimeoutError("upstream read timed out")
+
+    tools = [create_tool("flaky", "f", In, flaky, timeout_s=timeout_s), pay_tool(calls)]
+    model = echo_model(
+        tool_call("flaky", {"q": "x"}, id="c1"), tool_call("pay", {"to": "ann", "amount": 2}, id="c2")
+    )
+    agent = Agent("ops", model=model, tools=tools)
+    make_runtime([agent])
+
+    result = await agent.generate("go")
+
+    assert result.finish_reason == "stop"
+    assert result.text == (
+        'c1={"error": "TimeoutError: upstream read timed out"} | c2={"paid": 2, "to": "ann"}'
+    )
+    assert calls.count("pay") == 1
+
+
 async def test_unknown_tools_and_invalid_args_are_reported_to_the_model(make_runtime, calls):
     model = echo_model(tool_call("nope", {}, id="c1"), tool_call("pay", {"to": "x"}, id="c2"))
     agent = Agent("ops", model=model, tools=[pay_tool(calls)])

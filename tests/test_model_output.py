@@ -15,10 +15,12 @@ import pytest
 from helpers import RecordInput
 from http_server import ADMIN, KEYS
 from inbox_agents import inbox_agents
+from troupe.core.vocabulary.errors import ModelError
 from troupe.core.vocabulary.state import CallStatus, Pause, RunState, ToolCallState
+from troupe.core.vocabulary.storable import MAX_TEXT_CHARS
 
-from troupe import Agent, Runtime, SqliteStore, create_tool
-from troupe.testing import CallLog, FunctionModel, text, tool_call
+from troupe import Agent, MemoryStore, Runtime, SqliteStore, create_tool
+from troupe.testing import CallLog, FunctionModel, ScriptedModel, text, tool_call
 
 
 def nested(depth: int) -> dict[str, Any]:
@@ -159,3 +161,33 @@ async def test_a_result_that_cannot_be_stored_reaches_the_model_as_a_tool_error(
         await runtime.shutdown()
     assert done.finish_reason == "stop" and calls.count("record") == 1
     assert "the tool ran, but its result cannot be kept" in done.text and why in done.text
+
+
+async def answer_of(model: ScriptedModel) -> str:
+    agent = Agent("talker", model=model)
+    runtime = Runtime([agent], storage=MemoryStore(), executor="local")
+    try:
+        return (await agent.generate("talk")).text
+    finally:
+        await runtime.shutdown()
+
+
+async def test_the_turns_text_is_refused_one_character_past_the_limit_however_it_is_cut():
+    """The limit holds for the whole turn, not for each delta: two deltas of half the limit each fit,
+    one character more in the second does not."""
+    half = MAX_TEXT_CHARS // 2
+    first = "x" * (half - 1) + " "  # the scripted model streams one delta per word
+
+    assert len(await answer_of(ScriptedModel([text(first + "y" * half)]))) == MAX_TEXT_CHARS
+    with pytest.raises(ModelError, match=f"longer than {half} characters \\({half + 1}\\)"):
+        await answer_of(ScriptedModel([text(first + "y" * (half + 1))]))
+
+
+@pytest.mark.timeout(60)
+async def test_checking_the_turns_text_costs_the_same_for_every_delta():
+    """A model may stream its text a character or two at a time. 200,000 deltas take about two seconds
+    here when each delta's check costs the same; summing the earlier deltas afresh at each one (as
+    before) held the event loop for about ten minutes (23 s for 40,000), which the timeout fails."""
+    said = await answer_of(ScriptedModel([text("a " * 200_000)]))
+
+    assert len(said) == 400_000

@@ -141,6 +141,47 @@ async def test_a_turn_can_mix_text_and_a_tool_call(server):
     assert events[-1].finish_reason == "tool-calls"
 
 
+async def test_a_stream_that_ends_before_its_finish_reason_is_a_model_error(server):
+    """Text cut short is not a complete turn (a connection-delimited stream ends cleanly when dropped)."""
+    server.play(reply("The answer is: do NOT delete it", cut_after=3))
+
+    with pytest.raises(ModelError, match="ended before the turn did"):
+        await one_turn(model_for(server))
+
+
+async def test_a_tool_call_cut_off_before_its_arguments_fails_the_run_and_never_runs(server, calls, tmp_path):
+    """Its header came (id and name), its arguments never did: run with no arguments, it would do what
+    nobody asked for. The run fails clearly instead."""
+    server.play(reply(calls=[call("delete_record", {"id": "abc-123"}, id="call_1")], cut_after=2))
+    agent = Agent("ops", model=model_for(server), tools=[delete_tool(calls, require_approval=False)])
+    runtime = Runtime([agent], storage=SqliteStore(tmp_path / "t.db"), executor="local")
+    try:
+        stream = await agent.stream("delete it")
+        chunks = await chunks_of(stream)
+    finally:
+        await runtime.shutdown()
+
+    assert "tool-call" not in types_of(chunks) and calls.count() == 0
+    assert types_of(chunks)[-2:] == ["error", "finish"]
+    assert chunks[-2].payload["error"]["code"] == "MODEL_ERROR"
+
+
+async def test_two_calls_sent_at_one_index_with_their_own_ids_stay_two_calls(server):
+    server.play(
+        reply(
+            calls=[call("delete_record", {"id": "r1"}, id="call_a"), call("pay", {"to": "bob"}, id="call_b")],
+            one_index=True,
+        )
+    )
+
+    events = await one_turn(model_for(server))
+
+    assert calls_in(events) == [
+        ToolCallPart(id="call_a", name="delete_record", args={"id": "r1"}),
+        ToolCallPart(id="call_b", name="pay", args={"to": "bob"}),
+    ]
+
+
 @pytest.mark.parametrize(
     ("openai_reason", "troupe_reason"), [("length", "length"), ("content_filter", "content-filter")]
 )

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from blocking import kill_actor, wait_for
 from helpers import chunks_of, delete_tool, echo_model, pay_tool, types_of, weather_tool
 from trees import delegating, leaf, three_levels, two_levels
+from troupe.core.vocabulary.mcp_servers import MCPStdio
 
 from troupe import Agent, Runtime, SqliteStore
-from troupe.testing import CallLog, tool_call
+from troupe.testing import CallLog, FunctionModel, text, tool_call
 
 
 async def test_a_subagent_approval_surfaces_at_the_top_and_the_decision_routes_down(make_runtime, calls):
@@ -341,3 +343,48 @@ async def test_a_subagent_actor_dying_while_it_takes_the_run_is_followed_after_i
         assert len({e["run_id"] for e in calls.entries("work")}) == 1, "the same subagent run both times"
     finally:
         await runtime.shutdown()
+
+
+# ---- delegations that go wrong before the subagent runs ---------------------------------------------------
+
+
+async def test_a_subagent_whose_run_cannot_start_is_a_tool_error_the_supervisor_hears(make_runtime, calls):
+    """Its MCP server will not open, so its host cannot start the run: the supervisor's model hears
+    that, as it would a subagent that started and failed, and the supervisor's run goes on."""
+    broken = MCPStdio("broken", "/nonexistent/mcp-server-binary")
+    sub = Agent("data", description="d", model=echo_model(text("never")), mcp_servers=[broken])
+    sup = Agent("sup", model=delegating("sup", ("data", "do it", "d1")), agents={"data": sub})
+    make_runtime([sup])
+
+    result = await sup.generate("go")
+
+    assert result.finish_reason == "stop"
+    assert result.text.startswith('sup: d1={"error": "the subagent could not start: MCPServerError: ')
+
+
+async def test_a_call_id_the_model_repeats_in_a_later_step_delegates_afresh(make_runtime):
+    """Local OpenAI-compatible servers say ``call_0`` at every step. The second delegation is its own
+    call (renamed where the turn enters the run), so it starts a subagent run of its own rather than
+    landing on the first one's finished run."""
+
+    def sub_turn(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        return text(f"did {[m['content'] for m in messages if m['role'] == 'user'][-1]}")
+
+    def sup_turn(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        results = [f"{m['tool_call_id']}={m['content']}" for m in messages if m["role"] == "tool"]
+        if len(results) < 2:
+            return tool_call("agent-data", {"prompt": f"task {len(results) + 1}"}, id="call_0")
+        return text(" | ".join(results))
+
+    sub = Agent("data", description="d", model=FunctionModel(sub_turn))
+    sup = Agent("sup", model=FunctionModel(sup_turn), agents={"data": sub})
+    make_runtime([sup])
+
+    stream = await sup.stream("go")
+    chunks = await chunks_of(stream)
+    result = await stream.result()
+
+    assert result.finish_reason == "stop"
+    assert result.text == "call_0=did task 1 | call_0-step2=did task 2"
+    said = [c.payload["tool_call_id"] for c in chunks if c.type in ("tool-call", "tool-result")]
+    assert said == ["call_0", "call_0", "call_0-step2", "call_0-step2"]

@@ -94,11 +94,13 @@ class OpenAIModel(Model):
             request: The conversation and the tools' specs.
 
         Raises:
-            ModelError: No API key, or the server cannot be reached or fails.
+            ModelError: No API key, the server cannot be reached or fails, or its stream ends before the
+                turn does (no ``finish_reason``).
         """
         stream = await self._create(self._params(request))
-        calls: dict[int, dict[str, str]] = {}
-        finish, usage = "stop", Usage()
+        calls = _Calls()
+        finish: str | None = None
+        usage = Usage()
         async for chunk in stream:
             if chunk.usage is not None:
                 usage = Usage(chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0)
@@ -107,13 +109,20 @@ class OpenAIModel(Model):
                 if delta is not None and delta.content:
                     yield TextDelta(delta.content)
                 for piece in (delta.tool_calls if delta is not None else None) or []:
-                    _add_piece(calls, piece)
+                    calls.add(piece)
                 if choice.finish_reason:
                     finish = choice.finish_reason
-        for index in sorted(calls):
-            slot = calls[index]
+        if finish is None:
+            # A stream delimited by the connection's close ends cleanly when the server or a proxy drops
+            # it half way: the text is cut short, and a call whose arguments never came would run with
+            # none. Only a finish_reason says the turn is complete.
+            raise ModelError(
+                f"{self.id}: the model server's stream ended before the turn did (no finish_reason); "
+                "the turn is incomplete and nothing it asked for was run"
+            )
+        for n, slot in enumerate(calls.slots):
             yield ToolCallPart(
-                id=slot["id"] or f"call-{index}", name=slot["name"], args=_decode_args(slot["arguments"])
+                id=slot["id"] or f"call-{n}", name=slot["name"], args=_decode_args(slot["arguments"])
             )
         yield TurnEnd(_FINISH.get(finish, finish), usage)
 
@@ -136,14 +145,26 @@ class OpenAIModel(Model):
         return params
 
 
-def _add_piece(calls: dict[int, dict[str, str]], piece: Any) -> None:
-    """A streamed piece of a tool call (its id, or part of its name or arguments) joins its call."""
-    slot = calls.setdefault(piece.index, {"id": "", "name": "", "arguments": ""})
-    if piece.id:
-        slot["id"] = piece.id
-    if piece.function is not None:
-        slot["name"] += piece.function.name or ""
-        slot["arguments"] += piece.function.arguments or ""
+class _Calls:
+    """The turn's tool calls, put together from their streamed pieces (an id, parts of a name or of the
+    arguments), in the order they began."""
+
+    def __init__(self) -> None:
+        self.slots: list[dict[str, str]] = []
+        self._at: dict[int, dict[str, str]] = {}  # the call each stream index is building now
+
+    def add(self, piece: Any) -> None:
+        slot = self._at.get(piece.index)
+        # A new id at an index already in use is a new call (some servers send every call at index 0):
+        # merged into the earlier one, two calls would run as one with both names and arguments run together.
+        if slot is None or (piece.id and slot["id"] and piece.id != slot["id"]):
+            slot = self._at[piece.index] = {"id": "", "name": "", "arguments": ""}
+            self.slots.append(slot)
+        if piece.id:
+            slot["id"] = piece.id
+        if piece.function is not None:
+            slot["name"] += piece.function.name or ""
+            slot["arguments"] += piece.function.arguments or ""
 
 
 def _decode_args(raw: str) -> dict[str, Any] | str:

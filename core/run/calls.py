@@ -183,14 +183,19 @@ class Calls:
         # Why a sync tool's outcome came too late, should it (its thread runs on when its call is given up).
         why = ["the run was stopped while it ran"]
         late = self.late.later(run.state, call, lambda: why[0]) if self.late is not None else None
+        limit: asyncio.Timeout | None = None
         try:
             if await self._overridden(run, call, tool, ctx):
                 return
             async with asyncio.timeout(tool.timeout_s) as limit:
                 output = await tool.run(call.effective_args, ctx, self.threads, late)
-        except TimeoutError:
-            if not limit.expired():
-                raise  # the tool's own TimeoutError: handled below like any error it raises
+        except TimeoutError as exc:
+            if limit is None or not limit.expired():
+                # The tool's own TimeoutError (a socket read, its own wait_for) is its error like any
+                # other. Re-raising it here would not reach the `except Exception` below (one try's
+                # clauses do not catch each other's raises): it would fail the whole run instead.
+                _failed(run, call, exc)
+                return
             why[0] = f"the call had timed out after {tool.timeout_s:g} s"
             done(
                 run,
@@ -209,8 +214,7 @@ class Calls:
             done(run, call, {"error": f"interrupted: {exc}"}, is_error=True, interrupted=True)
             return
         except Exception as exc:
-            done(run, call, {"error": f"{type(exc).__name__}: {exc}"}, is_error=True)
-            run.ran.append(call)
+            _failed(run, call, exc)
             return
         run.ran.append(call)
         problem = result_problem(output)
@@ -240,6 +244,12 @@ class Calls:
             done(run, call, override.output, overridden=True)
             return True
         return False
+
+
+def _failed(run: ActiveRun, call: ToolCallState, exc: BaseException) -> None:
+    """The tool raised: the model is told what, and the call counts as run (it may have had effects)."""
+    done(run, call, {"error": f"{type(exc).__name__}: {exc}"}, is_error=True)
+    run.ran.append(call)
 
 
 def _timed_out(tool_name: str, timeout_s: float | None) -> str:

@@ -18,6 +18,7 @@ from troupe.core.run.agent import AgentSpec
 from troupe.core.run.flow import ActiveRun, ChildFailed, ChildFinished, ChildOutcome, ChildPaused
 from troupe.core.tracing import carrier, span
 from troupe.core.vocabulary.chunks import PAUSE_TYPES, Chunk, PauseEvent
+from troupe.core.vocabulary.errors import AgentUnavailableError, StorageError
 from troupe.core.vocabulary.identity import Principal
 from troupe.core.vocabulary.requests import AgentPort, ChunkBatches, StartRequest
 from troupe.core.vocabulary.state import ChildLink, ParentLink, ToolCallState
@@ -66,7 +67,16 @@ class Delegation:
             if source is None and reattach:
                 source = await self.port.attach(link.run_id)
             if source is None:
-                source = await self._start(run, call, link, parent_agent)
+                try:
+                    source = await self._start(run, call, link, parent_agent)
+                except (StorageError, AgentUnavailableError):
+                    # Not the subagent's failure: where its run stands is unknown (the store is out, or
+                    # its host went away while taking it), so this run fails and recovery settles it.
+                    raise
+                except Exception as exc:
+                    # The subagent's run could not start (its MCP server will not open, say): a failed
+                    # delegation the model hears, as when the run had started and failed, not this run's end.
+                    return ChildFailed(link, f"the subagent could not start: {type(exc).__name__}: {exc}")
             return await self._relay(run, call, link, source)
 
     async def _start(

@@ -8,7 +8,7 @@ end the turn with a ``ModelError`` or reach the loop as refused arguments
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from troupe.core.run.agent import AgentSpec
@@ -18,6 +18,7 @@ from troupe.core.vocabulary.errors import ModelError, TroupeError
 from troupe.core.vocabulary.messages import assistant_message
 from troupe.core.vocabulary.model import ModelRequest, TextDelta, ToolCallPart, TurnEnd
 from troupe.core.vocabulary.storable import (
+    MAX_ID_CHARS,
     MAX_TEXT_CHARS,
     RefusedArgs,
     args_problem,
@@ -43,7 +44,7 @@ async def model_turn(spec: AgentSpec, tool_specs: list[dict[str, Any]], run: Act
     calls: list[ToolCallPart] = []
     try:
         with span("troupe.model", troupe__model=spec.model.id, troupe__step=state.step + 1):
-            end = await _stream_turn(spec, run, request, text, calls)
+            end = await _stream_turn(spec, run, request, text, calls, _call_ids(state.messages))
     except TroupeError:
         raise
     except Exception as exc:
@@ -58,17 +59,26 @@ async def model_turn(spec: AgentSpec, tool_specs: list[dict[str, Any]], run: Act
 
 
 async def _stream_turn(
-    spec: AgentSpec, run: ActiveRun, request: ModelRequest, text: list[str], calls: list[ToolCallPart]
+    spec: AgentSpec,
+    run: ActiveRun,
+    request: ModelRequest,
+    text: list[str],
+    calls: list[ToolCallPart],
+    earlier: set[str],
 ) -> TurnEnd:
-    """Stream the model's turn out as chunks, collecting its text and tool calls."""
+    """Stream the model's turn out as chunks, collecting its text and tool calls (``earlier``: the call
+    ids the conversation already holds)."""
     end = TurnEnd()
     # Each stretch of text is one part, wrapped in text-start/text-end as Mastra does.
     part: str | None = None
     parts = 0
+    # A running count: summing the earlier pieces at every delta is quadratic in the number of deltas
+    # (a model streaming one character at a time held the host's event loop for seconds).
+    said = 0
     async for event in spec.model.stream_turn(request):
         if isinstance(event, TextDelta):
-            said = sum(map(len, text))
             _refuse_unless_storable("text", text_problem(event.text, MAX_TEXT_CHARS - said))
+            said += len(event.text)
             if part is None:
                 parts += 1
                 part = f"text-{run.state.step + 1}-{parts}"
@@ -80,7 +90,7 @@ async def _stream_turn(
             run.chunk("text-end", type="text-end", id=part)
             part = None
         if isinstance(event, ToolCallPart):
-            event = _storable_call(event)
+            event = _new_id(_storable_call(event), earlier, run.state.step + 1)
             calls.append(event)
             run.chunk("tool-call", tool_call_id=event.id, tool_name=event.name, args=event.args)
         elif isinstance(event, TurnEnd):
@@ -93,6 +103,31 @@ async def _stream_turn(
 def _refuse_unless_storable(what: str, problem: str | None) -> None:
     if problem is not None:
         raise ModelError(f"the model's {what} cannot be stored: {problem}")
+
+
+def _call_ids(messages: list[dict[str, Any]]) -> set[str]:
+    return {
+        call["id"]
+        for message in messages
+        if message.get("role") == "assistant"
+        for call in message.get("tool_calls") or ()
+    }
+
+
+def _new_id(part: ToolCallPart, earlier: set[str], step: int) -> ToolCallPart:
+    """The call under an id the conversation has not used yet. Many OpenAI-compatible servers number
+    calls per turn (``call_0`` at every step); a call id names its pause, its decisions, its audit
+    entries and its subagent's run (``child_run_id``), so a reused one would land on the earlier call's
+    (a second delegation hit the first one's finished run). The new id is stored with the turn, so
+    recovery and decisions see the same one; the model reads it back in the conversation."""
+    if part.id not in earlier:
+        return part
+    base = f"{part.id[: MAX_ID_CHARS - 32]}-step{step}"
+    new, n = base, 1
+    while new in earlier:
+        n += 1
+        new = f"{base}-{n}"
+    return replace(part, id=new)
 
 
 def _storable_call(part: ToolCallPart) -> ToolCallPart:
