@@ -2049,6 +2049,20 @@ MUTANTS += [
 ]
 
 
+# Audit fixes: the MCP client
+MCP_DEATH = (
+    "tests/test_mcp_server_death.py::test_a_server_that_dies_mid_call_is_started_again_for_the_next_run[local]",
+)
+MUTANTS += [
+    Mutant(
+        "mcp-dead-server-stays-alive",
+        "actors/mcp/connection.py",
+        "        self._closing.set()\n\n    async def close(self) -> None:\n",
+        "\n    async def close(self) -> None:\n",
+        MCP_DEATH,
+    ),
+]
+
 def run_tests(tests: tuple[str, ...]) -> tuple[bool, str]:
     """True if the tests all passed (the mutant survived); the last lines of pytest's output."""
     proc = subprocess.run(

@@ -25,6 +25,7 @@ import re
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import anyio
 from troupe.core.vocabulary.json_schemas import schema_problem
 from troupe.core.vocabulary.storable import MAX_DEPTH
 
@@ -49,10 +50,14 @@ class WireGuard:
         self._left_out: list[str] = []
 
     @contextlib.asynccontextmanager
-    async def around(self, transport: contextlib.AbstractAsyncContextManager[Any]) -> AsyncIterator[Any]:
-        """``transport``'s streams, with what arrives checked here and what leaves noted."""
+    async def around(
+        self, transport: contextlib.AbstractAsyncContextManager[Any], on_end: Callable[[], None]
+    ) -> AsyncIterator[Any]:
+        """``transport``'s streams, with what arrives checked here and what leaves noted; ``on_end`` is
+        called when the incoming stream ends (the server's side is gone: a stdio server's process
+        exited, say)."""
         async with transport as (read, write):
-            yield _Tapped(read, self.inbound), _Tapped(write, self.outbound)
+            yield _Tapped(read, self.inbound, on_end), _Tapped(write, self.outbound)
 
     def take_left_out(self) -> list[str]:
         """The tools left out of the listings since the last call, each as ``'name': why``."""
@@ -189,20 +194,36 @@ def _response_envelope(text: str) -> tuple[int | str, int] | None:
 
 class _Tapped:
     """A transport stream whose items pass through ``tap``: received ones on their way in, sent ones on
-    their way out. Anything else is the stream's own."""
+    their way out; ``on_end`` hears that a received stream ended. Anything else is the stream's own."""
 
-    def __init__(self, inner: Any, tap: Callable[[Any], Any]) -> None:
+    def __init__(
+        self, inner: Any, tap: Callable[[Any], Any], on_end: Callable[[], None] = lambda: None
+    ) -> None:
         self._inner = inner
         self._tap = tap
+        self._on_end = on_end
 
     async def receive(self) -> Any:
-        return self._tap(await self._inner.receive())
+        try:
+            item = await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            self._on_end()
+            raise
+        return self._tap(item)
 
     def __aiter__(self) -> _Tapped:
         return self
 
     async def __anext__(self) -> Any:
-        return self._tap(await self._inner.__anext__())
+        # The SDK's session reads this way and takes the stream's end as the server's end (its waiting
+        # requests fail "Connection closed"), but the session object stays open: only its owner,
+        # told here, can end it and open the server again.
+        try:
+            item = await self._inner.__anext__()
+        except (StopAsyncIteration, anyio.ClosedResourceError):
+            self._on_end()
+            raise
+        return self._tap(item)
 
     async def send(self, item: Any) -> None:
         await self._inner.send(self._tap(item))
