@@ -1378,7 +1378,7 @@ MUTANTS += [
     Mutant(
         "mcp-unparsed-answer-dropped",
         "actors/mcp/wire.py",
-        "        text = _unparsed_text(exc)\n",
+        "        found = _answered(exc)\n",
         "        return exc\n",
         MCP_RAW,
     ),
@@ -2060,6 +2060,16 @@ MUTANTS += [
         "        self._closing.set()\n\n    async def close(self) -> None:\n",
         "\n    async def close(self) -> None:\n",
         MCP_DEATH,
+    ),
+    Mutant(
+        "mcp-answer-no-json-rpc-waits-its-timeout",
+        "actors/mcp/wire.py",
+        "    return _misshapen(errors)\n",
+        "    return None\n",
+        (
+            "tests/test_mcp_hostile_raw.py::test_an_answer_that_is_no_json_rpc_response_fails_the_call_at_once"
+            "[local-stdio-null]",
+        ),
     ),
 ]
 
