@@ -2070,6 +2070,12 @@ MUTANTS += [
             "tests/test_mcp_hostile_raw.py::test_an_answer_that_is_no_json_rpc_response_fails_the_call_at_once"
             "[local-stdio-null]",
         ),
+    ),    Mutant(
+        "mcp-error-in-structured-content-lost",
+        "actors/mcp/results.py",
+        "    if structured is not None and not told:\n",
+        "    if structured is not None and not result.get(\"isError\"):\n",
+        ("tests/test_mcp_hostile.py::test_an_error_told_only_in_structured_content_reaches_the_model[local]",),
     ),
 ]
 
