@@ -1378,7 +1378,7 @@ MUTANTS += [
     Mutant(
         "mcp-unparsed-answer-dropped",
         "actors/mcp/wire.py",
-        "        text = _unparsed_text(exc)\n",
+        "        found = _answered(exc)\n",
         "        return exc\n",
         MCP_RAW,
     ),
@@ -2160,6 +2160,36 @@ MUTANTS += [
     ),
 ]
 
+
+# Audit fixes: the MCP client
+MCP_DEATH = (
+    "tests/test_mcp_server_death.py::test_a_server_that_dies_mid_call_is_started_again_for_the_next_run[local]",
+)
+MUTANTS += [
+    Mutant(
+        "mcp-dead-server-stays-alive",
+        "actors/mcp/connection.py",
+        "        self._closing.set()\n\n    async def close(self) -> None:\n",
+        "\n    async def close(self) -> None:\n",
+        MCP_DEATH,
+    ),
+    Mutant(
+        "mcp-answer-no-json-rpc-waits-its-timeout",
+        "actors/mcp/wire.py",
+        "    return _misshapen(errors)\n",
+        "    return None\n",
+        (
+            "tests/test_mcp_hostile_raw.py::test_an_answer_that_is_no_json_rpc_response_fails_the_call_at_once"
+            "[local-stdio-null]",
+        ),
+    ),    Mutant(
+        "mcp-error-in-structured-content-lost",
+        "actors/mcp/results.py",
+        "    if structured is not None and not told:\n",
+        "    if structured is not None and not result.get(\"isError\"):\n",
+        ("tests/test_mcp_hostile.py::test_an_error_told_only_in_structured_content_reaches_the_model[local]",),
+    ),
+]
 
 def run_tests(tests: tuple[str, ...]) -> tuple[bool, str]:
     """True if the tests all passed (the mutant survived); the last lines of pytest's output."""

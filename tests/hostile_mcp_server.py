@@ -1,9 +1,9 @@
 """An MCP server that misbehaves on purpose (stdio; run as a script), for tests/test_mcp_hostile.py.
 
 It lists a good tool beside a tool whose input schema is no JSON schema, one whose name no model can
-call, and tools that answer with a result nested 100 deep, one of 2 MB, and an elicitation whose
-requested schema is not an object; with ``--stubborn`` it outlives its stdin. Written with the Python
-MCP SDK's low-level server."""
+call, and tools that answer with a result nested 100 deep, one of 2 MB, an error told only in
+structured content, and an elicitation whose requested schema is not an object; with ``--stubborn``
+it outlives its stdin. Written with the Python MCP SDK's low-level server."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ TOOLS = [
     {"name": "huge", "inputSchema": OBJECT, "annotations": {"readOnlyHint": True}},
     {"name": "ask_string", "inputSchema": OBJECT, "annotations": {"readOnlyHint": True}},
     {"name": "ask_bad", "inputSchema": OBJECT, "annotations": {"readOnlyHint": True}},
+    {"name": "quota", "inputSchema": OBJECT, "annotations": {"readOnlyHint": True}},
 ]
 ASKED = {
     "ask_string": {"type": "string"},
@@ -49,6 +50,10 @@ async def call_tool(ctx: Any, params: Any) -> Any:
         return types.CallToolResult.model_validate({"content": [{"type": "text", "text": "fine"}]})
     if name == "deep":
         return types.CallToolResult.model_validate({"content": [], "structuredContent": nested(100)})
+    if name == "quota":  # an error told only in structured content
+        return types.CallToolResult.model_validate(
+            {"content": [], "structuredContent": {"why": "quota"}, "isError": True}
+        )
     if name == "huge":
         return types.CallToolResult.model_validate({"content": [{"type": "text", "text": "x" * 2_000_000}]})
     if name in ASKED:

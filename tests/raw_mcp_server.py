@@ -9,7 +9,8 @@ input schema is not an object, a result nested deeper than a JSON parser's limit
 Every message it receives is appended to LOG (one JSON line each), so a test sees what a client sent it
 (``notifications/cancelled``, say). Tools: ``good`` answers "fine"; ``string_input`` is listed with
 ``inputSchema: {"type": "string"}``; ``deep`` answers structured content nested 200 deep; ``slow`` is
-never answered.
+never answered; ``null_result``, ``list_result`` and ``no_result`` answer JSON that is no JSON-RPC
+response (``"result": null``, ``"result": [1, 2]``, no ``result`` at all).
 """
 
 from __future__ import annotations
@@ -29,8 +30,17 @@ TOOLS = [
         ("string_input", {"type": "string"}),
         ("deep", OBJECT),
         ("slow", OBJECT),
+        ("null_result", OBJECT),
+        ("list_result", OBJECT),
+        ("no_result", OBJECT),
     ]
 ]
+# What the answer to a call of these tools holds beside "jsonrpc" and "id".
+MALFORMED: dict[str, dict[str, Any]] = {
+    "null_result": {"result": None},
+    "list_result": {"result": [1, 2]},
+    "no_result": {},
+}
 
 
 def nested(depth: int) -> Any:
@@ -66,6 +76,8 @@ def answer(line: str, log: str) -> str | None:
         out.write(json.dumps(message) + "\n")
     if "id" not in message or "method" not in message:
         return None
+    if message["method"] == "tools/call" and message["params"]["name"] in MALFORMED:
+        return json.dumps({"jsonrpc": "2.0", "id": message["id"], **MALFORMED[message["params"]["name"]]})
     try:
         result = result_of(message["method"], message.get("params") or {})
     except KeyError:

@@ -5,6 +5,7 @@ name is a clear error."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,18 @@ async def test_a_result_too_deep_or_too_large_is_refused_and_the_run_goes_on(mak
     error = next(c for c in chunks if c.type == "tool-error")
     assert why in error.payload["result"]["error"] and "was refused" in error.payload["result"]["error"]
     assert (await stream.result()).finish_reason == "stop"
+
+
+async def test_an_error_told_only_in_structured_content_reaches_the_model(make_runtime):
+    runtime = make_runtime(
+        [Agent("h", model=echo_model(tool_call("quota", {}, id="q1")), mcp_servers=[hostile()])]
+    )
+    stream = await runtime.get_agent("h").stream("go")
+    chunks = await chunks_of(stream)
+    error = next(c for c in chunks if c.type == "tool-error")
+    assert error.payload["result"]["error"] == 'MCPToolError: {"why": "quota"}'
+    told = json.loads((await stream.result()).text.removeprefix("q1="))  # what the model was told
+    assert told == {"error": 'MCPToolError: {"why": "quota"}'}
 
 
 @pytest.mark.parametrize(

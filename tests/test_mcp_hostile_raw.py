@@ -4,7 +4,9 @@ JSON-RPC and nothing else), over stdio and streamable HTTP, on both executors:
   whole listing; it is left out (logged, and in the host's stats, with why) and the server's other tools
   work, instead of every run of the agent failing;
 - a result nested 200 deep, past the SDK's JSON parser's limit, fails the call at once with a tool error,
-  instead of the call waiting for the server's timeout.
+  instead of the call waiting for the server's timeout;
+- so does an answer that is JSON but no JSON-RPC response (``"result": null``, a list, no ``result``),
+  which the SDK drops as well.
 """
 
 from __future__ import annotations
@@ -53,4 +55,28 @@ async def test_a_result_nested_past_the_parsers_limit_fails_the_call_at_once(mak
     else:  # the SDK's HTTP transport answers the request itself, with its parser's error
         assert "the call to 'deep' failed: Failed to parse JSON response" in error
         assert "recursion limit exceeded" in error and len(error) < 3000
+    assert (await stream.result()).finish_reason == "stop"
+
+
+@pytest.mark.parametrize(
+    ("tool", "why"),
+    [
+        pytest.param("null_result", "result: Input should be an object", id="null"),
+        pytest.param("list_result", "result: Input should be an object", id="list"),
+        pytest.param("no_result", "result: Field required", id="none"),
+    ],
+)
+async def test_an_answer_that_is_no_json_rpc_response_fails_the_call_at_once(make_runtime, raw, tool, why):
+    server = raw.spec("--objects-only", timeout_s=TIMEOUT_S)
+    calls = [tool_call(tool, {}, id="m1")]
+    runtime = make_runtime([Agent("h", model=echo_model(*calls), mcp_servers=[server])])
+    stream = await runtime.get_agent("h").stream("go")
+    chunks = await chunks_of(stream)
+    error = next(c for c in chunks if c.type == "tool-error").payload["result"]["error"]
+    assert "no answer from the MCP server" not in error
+    if raw.transport == "stdio":
+        refused = f"the result of {tool!r} from MCP server 'raw' was refused: not a valid JSON-RPC response"
+        assert error.endswith(f"{refused} ({why})")
+    else:  # the SDK's HTTP transport answers the request itself, with its parser's error
+        assert f"the call to {tool!r} failed: Failed to parse JSON response" in error and len(error) < 3000
     assert (await stream.result()).finish_reason == "stop"

@@ -68,7 +68,14 @@ class MCPConnection:
 
     @property
     def alive(self) -> bool:
-        return self._task is not None and not self._task.done() and self.client is not None
+        """Whether calls can go to the server: the session is open and neither closing nor ended by
+        the server (``MCPSources.ensure_open`` opens the server again when it is not)."""
+        return (
+            self._task is not None
+            and not self._task.done()
+            and self.client is not None
+            and not self._closing.is_set()
+        )
 
     # ---- opening and closing ------------------------------------------------------------------------
 
@@ -98,7 +105,7 @@ class MCPConnection:
 
         try:
             async with Client(
-                self.guard.around(self._transport()),
+                self.guard.around(self._transport(), on_end=self._server_ended),
                 elicitation_callback=self._elicit,
                 message_handler=self._on_message,
                 cache=None,
@@ -133,6 +140,14 @@ class MCPConnection:
                 return stdio_client(params)
             case MCPHttp():
                 return _http_transport(self.server)
+
+    def _server_ended(self) -> None:
+        """What the server sends ended (a stdio server's process exited, say): no request of this session
+        can be answered any more, so the session ends now rather than wait for ``close``, and is no longer
+        ``alive``: the next operation opens the server again."""
+        if not self._closing.is_set():
+            log.warning("MCP server %r ended its session: opened again when next needed", self.server.name)
+        self._closing.set()
 
     async def close(self) -> None:
         self._closing.set()

@@ -3,7 +3,8 @@
 A result is the server's to make, so it is hostile input: it is bounded (size and depth, the bounds
 model output has) before it enters a run's state. Structured content is given as it is; otherwise the
 text blocks, joined; images, audio and resources are described rather than inlined (their bytes would
-only fill the model's context). ``isError`` becomes a tool error the model sees.
+only fill the model's context). ``isError`` becomes a tool error the model sees: its text, or its
+structured content when it has no text.
 """
 
 from __future__ import annotations
@@ -37,12 +38,15 @@ def _block(block: dict[str, Any]) -> Any:
 
 
 def model_view(result: dict[str, Any]) -> Any:
-    """The output of a result (``CallToolResult`` as JSON, camelCase): structured content if any, the
-    text if that is all there is, else the blocks described."""
+    """The output of a result (``CallToolResult`` as JSON, camelCase): structured content if any (for
+    an error, only when it has no text), the text if that is all there is, else the blocks described."""
     structured = result.get("structuredContent")
-    if structured is not None and not result.get("isError"):
-        return structured
     blocks = [_block(b) for b in result.get("content") or [] if isinstance(b, dict)]
+    # An error's text is what its server wrote for the model; but an error told only in structured
+    # content ({"why": "quota"}) would otherwise reach the model as an empty message.
+    told = result.get("isError") and any(isinstance(b, str) and b for b in blocks)
+    if structured is not None and not told:
+        return structured
     if all(isinstance(b, str) for b in blocks):
         return "\n".join(blocks)
     return blocks

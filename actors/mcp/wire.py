@@ -3,14 +3,16 @@ transport (stdio or streamable HTTP) and the SDK's session.
 
 The SDK's own checks cost more than the input they refuse. One tool it cannot read (an ``inputSchema``
 that is not an object, say) fails a whole ``tools/list`` result, so every tool of the server is lost and
-every run of the agent fails; and a message its JSON parser cannot read (nested past the parser's limit
-of about 200 levels) is dropped, so the request it answers waits for its timeout. Here:
+every run of the agent fails; and a message it cannot read (nested past its JSON parser's limit of
+about 200 levels, or JSON that is no JSON-RPC message) is dropped, so the request it answers waits for
+its timeout. Here:
 
 - a ``tools/list`` result keeps the tools the SDK can read; each one left out is logged with the reason
   and kept for ``AgentHost.stats`` (``take_left_out``);
-- a response that could not be parsed becomes an error response to the request it answers (found by
-  its top-level ``id``, read without parsing the rest), so that request fails at once, refused
-  (``refused_problem`` tells such an error apart).
+- a response the SDK could not read becomes an error response to the request it answers, so that
+  request fails at once, refused (``refused_problem`` tells such an error apart): one that could not be
+  parsed (found by its top-level ``id``, read without parsing the rest), and one that is JSON but no
+  JSON-RPC response (a ``result`` that is not an object, or no ``result``), which the SDK drops too.
 
 Only responses to requests of this session are touched; everything else passes as it came.
 """
@@ -25,6 +27,7 @@ import re
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import anyio
 from troupe.core.vocabulary.json_schemas import schema_problem
 from troupe.core.vocabulary.storable import MAX_DEPTH
 
@@ -49,10 +52,14 @@ class WireGuard:
         self._left_out: list[str] = []
 
     @contextlib.asynccontextmanager
-    async def around(self, transport: contextlib.AbstractAsyncContextManager[Any]) -> AsyncIterator[Any]:
-        """``transport``'s streams, with what arrives checked here and what leaves noted."""
+    async def around(
+        self, transport: contextlib.AbstractAsyncContextManager[Any], on_end: Callable[[], None]
+    ) -> AsyncIterator[Any]:
+        """``transport``'s streams, with what arrives checked here and what leaves noted; ``on_end`` is
+        called when the incoming stream ends (the server's side is gone: a stdio server's process
+        exited, say)."""
         async with transport as (read, write):
-            yield _Tapped(read, self.inbound), _Tapped(write, self.outbound)
+            yield _Tapped(read, self.inbound, on_end), _Tapped(write, self.outbound)
 
     def take_left_out(self) -> list[str]:
         """The tools left out of the listings since the last call, each as ``'name': why``."""
@@ -119,19 +126,17 @@ class WireGuard:
             return None  # a version the SDK checks nothing for
         return None
 
-    # ---- answers that could not be parsed -----------------------------------------------------------
+    # ---- answers that could not be read -------------------------------------------------------------
 
     def _unreadable(self, exc: Exception) -> Any:
         from mcp.shared.message import SessionMessage
         from mcp_types import PARSE_ERROR, ErrorData, JSONRPCError
 
-        text = _unparsed_text(exc)
-        found = _response_envelope(text) if text is not None else None
+        found = _answered(exc)
         if found is None or found[0] not in self._sent:
             return exc
-        request_id, depth = found
+        request_id, problem = found
         method = self._sent.pop(request_id)
-        problem = f"nested deeper than {MAX_DEPTH} levels" if depth > MAX_DEPTH else "not valid JSON"
         log.warning("MCP server %r: the answer to %s was refused: %s", self.server, method, problem)
         error = ErrorData(code=PARSE_ERROR, message=problem, data=REFUSED)
         return SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
@@ -145,17 +150,42 @@ def refused_problem(exc: BaseException) -> str | None:
     return str(error.message)
 
 
-def _unparsed_text(exc: Exception) -> str | None:
-    """The message the SDK's parser could not read, as the parser's error carries it."""
+def _answered(exc: Exception) -> tuple[Any, str] | None:
+    """The ``id`` of the request a message the SDK could not read answers, and why it could not; None
+    if the message is no response. The SDK's parser error says why: text that is not JSON (which it
+    carries: only its envelope is read here), or JSON that is no JSON-RPC message (a ``result`` that is
+    not an object, or neither ``result`` nor ``error``; it carries the message, parsed)."""
     from pydantic import ValidationError
 
     if not isinstance(exc, ValidationError):
         return None
-    for error in exc.errors(include_url=False):
+    errors = exc.errors(include_url=False)
+    for error in errors:
         raw = error.get("input")
         if error["type"] == "json_invalid" and isinstance(raw, str | bytes):
-            return raw if isinstance(raw, str) else raw.decode("utf-8", "replace")
-    return None
+            found = _response_envelope(raw if isinstance(raw, str) else raw.decode("utf-8", "replace"))
+            if found is None:
+                return None
+            request_id, depth = found
+            too_deep = depth > MAX_DEPTH
+            return request_id, f"nested deeper than {MAX_DEPTH} levels" if too_deep else "not valid JSON"
+    return _misshapen(errors)
+
+
+def _misshapen(errors: list[Any]) -> tuple[Any, str] | None:
+    """``_answered`` for JSON that is no JSON-RPC message, from the parser's ``errors``."""
+    # Each variant of the SDK's message union that lacks a field reports it with the whole message.
+    missing = (e["input"] for e in errors if e["type"] == "missing" and isinstance(e["input"], dict))
+    message = next(missing, None)
+    if message is None or "method" in message:
+        return None  # not a JSON object, or a request or notification: nothing of ours waits on it
+    request_id = message.get("id")
+    if isinstance(request_id, bool) or not isinstance(request_id, int | str):
+        return None
+    # What it fails as the variant it meant to be: an error response if it says so, else a result.
+    meant = "JSONRPCError" if "error" in message else "JSONRPCResponse"
+    why = [f"{'.'.join(map(str, e['loc'][1:]))}: {e['msg']}" for e in errors if e["loc"][:1] == (meant,)]
+    return request_id, f"not a valid JSON-RPC response ({'; '.join(why)[:200]})"
 
 
 def _response_envelope(text: str) -> tuple[int | str, int] | None:
@@ -189,20 +219,36 @@ def _response_envelope(text: str) -> tuple[int | str, int] | None:
 
 class _Tapped:
     """A transport stream whose items pass through ``tap``: received ones on their way in, sent ones on
-    their way out. Anything else is the stream's own."""
+    their way out; ``on_end`` hears that a received stream ended. Anything else is the stream's own."""
 
-    def __init__(self, inner: Any, tap: Callable[[Any], Any]) -> None:
+    def __init__(
+        self, inner: Any, tap: Callable[[Any], Any], on_end: Callable[[], None] = lambda: None
+    ) -> None:
         self._inner = inner
         self._tap = tap
+        self._on_end = on_end
 
     async def receive(self) -> Any:
-        return self._tap(await self._inner.receive())
+        try:
+            item = await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            self._on_end()
+            raise
+        return self._tap(item)
 
     def __aiter__(self) -> _Tapped:
         return self
 
     async def __anext__(self) -> Any:
-        return self._tap(await self._inner.__anext__())
+        # The SDK's session reads this way and takes the stream's end as the server's end (its waiting
+        # requests fail "Connection closed"), but the session object stays open: only its owner,
+        # told here, can end it and open the server again.
+        try:
+            item = await self._inner.__anext__()
+        except (StopAsyncIteration, anyio.ClosedResourceError):
+            self._on_end()
+            raise
+        return self._tap(item)
 
     async def send(self, item: Any) -> None:
         await self._inner.send(self._tap(item))
