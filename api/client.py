@@ -155,7 +155,16 @@ class AsyncTroupeClient:
             ServerUnreachableError: The server did not take the connection.
         """
         params = _body(resourceId=resource_id, role=role, page=page, perPage=per_page, cursor=cursor)
-        return suspended_runs_from_json(await self.request("GET", "/inbox", params=params))
+        return await self.list_runs("/inbox", params)
+
+    async def list_runs(self, path: str, params: dict[str, Any]) -> SuspendedRunList:
+        """A listing of suspended runs at ``path``, checked before it is read: a login page, a proxy or
+        another service answering 200 at the server's URL must not read as "nothing is waiting"."""
+        data = await self.request("GET", path, params=params)
+        runs = data.get("runs") if isinstance(data, dict) else None
+        if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
+            raise self._not_troupe("GET", path, "no list of runs")
+        return suspended_runs_from_json(data)
 
     # ---- transport ----------------------------------------------------------------------------------
 
@@ -183,7 +192,21 @@ class AsyncTroupeClient:
             )
         if response.is_error:
             raise error_from_body(response.status_code, response.content)
-        return response.json()
+        try:
+            return response.json()
+        except ValueError as exc:  # a login page, a proxy's: not a Troupe server's answer
+            kind = response.headers.get("content-type", "no content type")[:80]
+            raise self._not_troupe(method, path, f"{response.status_code}, {kind}, not JSON") from exc
+
+    def _not_troupe(self, method: str, path: str, answer: str) -> HttpError:
+        """The error for a 2xx answer a Troupe server would not give: the URL is not one's (or not its
+        API's)."""
+        return HttpError(
+            f"the server at {_shown(self._http.base_url)} did not answer {method} {self._prefix}{path} as a "
+            f"Troupe server does ({answer}): is this the URL of a Troupe server (troupe serve, or an app "
+            "that mounts it)?",
+            status=200,
+        )
 
     @contextlib.contextmanager
     def _connecting(self) -> Iterator[None]:
@@ -224,13 +247,18 @@ class AsyncTroupeClient:
 def _unreachable(url: httpx.URL, exc: Exception) -> ServerUnreachableError:
     """The error for a server that did not take the connection: its URL (a password in it masked),
     why, and what to check."""
-    if url.password:
-        url = url.copy_with(username=url.username, password="***")
-    shown = str(url).rstrip("/")
+    shown = _shown(url)
     reason = str(exc) or type(exc).__name__
     return ServerUnreachableError(
         f"cannot reach the server at {shown}: {reason} (is it running, and at that URL?)", url=shown
     )
+
+
+def _shown(url: httpx.URL) -> str:
+    """A server's URL as an error names it: a password in it masked."""
+    if url.password:
+        url = url.copy_with(username=url.username, password="***")
+    return str(url).rstrip("/")
 
 
 async def _chunk_batches(response: httpx.Response) -> AsyncIterator[list[Chunk]]:
@@ -330,8 +358,7 @@ class AsyncAgentClient(RunMethods):
             perPage=filters.get("per_page"),
             cursor=filters.get("cursor"),
         )
-        data = await self.client.request("GET", f"{self._base}/suspended-runs", params=params)
-        return suspended_runs_from_json(data)
+        return await self.client.list_runs(f"{self._base}/suspended-runs", params)
 
     async def _cancel(self, run_id: str, cancel: CancelCall) -> CancelledRun:
         _only_in_process(cancel.acting())

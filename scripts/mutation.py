@@ -2078,8 +2078,15 @@ MUTANTS += [
         ("tests/test_operator_safety.py::test_malformed_urls_are_one_line_without_the_password",),
     ),
     Mutant(
-        "cli-inbox-answer-not-checked",
-        "troupe/ops/run_source.py",
+        "client-non-json-answer-a-traceback",
+        "api/client.py",
+        "        except ValueError as exc:  # a login page, a proxy's: not a Troupe server's answer",
+        "        except KeyError as exc:  # a login page, a proxy's: not a Troupe server's answer",
+        ("tests/test_operator_safety.py::test_a_server_that_is_not_troupe_is_named_not_read_as_nothing_waiting",),
+    ),
+    Mutant(
+        "client-listing-answer-not-checked",
+        "api/client.py",
         "        if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):\n",
         "        if False:\n",
         ("tests/test_operator_safety.py::test_a_server_that_is_not_troupe_is_named_not_read_as_nothing_waiting",),

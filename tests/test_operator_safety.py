@@ -381,9 +381,12 @@ def test_a_server_that_is_not_troupe_is_named_not_read_as_nothing_waiting(tmp_pa
         found = troupe(
             "approve", "r", "--server", other.url, cwd=tmp_path, env={"XDG_STATE_HOME": str(tmp_path)}
         )
+        one_agent = troupe("runs", "list", "--agent", "ops", "--server", other.url, cwd=tmp_path)
     expected = f"the server at {other.url} did not answer GET /api/inbox as a Troupe server does"
     _one_line(done, expected)
     _one_line(found, expected)
+    listing = f"the server at {other.url} did not answer GET /api/agents/ops/suspended-runs as a Troupe"
+    _one_line(one_agent, listing)
 
 
 def test_a_damaged_decisions_file_is_forgotten_not_a_traceback(tmp_path):

@@ -13,8 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from troupe.api.errors import HttpError
-from troupe.api.wire import suspended_runs_from_json
 from troupe.core.vocabulary.agent_api import AsyncAgentAPI
 from troupe.core.vocabulary.listing import Order, PausedQuery, listed
 from troupe.core.vocabulary.pause_shapes import suspended_list, suspended_run
@@ -157,7 +155,7 @@ class Source:
         paging: dict[str, Any] = {"per_page": page.size, "cursor": page.cursor}
         paging["page"] = page.number if page.cursor is None else None
         if self.client is not None and agent_id is None:
-            return await self._inbox(resource, **paging), "oldest"
+            return await self.client.list_inbox(resource_id=resource, **paging), "oldest"
         assert agent_id is not None
         return await self.agent(agent_id).list_suspended_runs(
             thread_id=thread, resource_id=resource, **paging
@@ -188,7 +186,7 @@ class Source:
             runs = [suspended_run(s) for s in states if s.parent is None or agent_id is not None]
         elif self.client is not None and agent_id is None and thread is None and resource is None:
             progress.note("asking the server")
-            runs = (await self._inbox(None)).runs
+            runs = (await self.client.list_inbox()).runs
             progress.done()
         else:
             ids = [agent_id] if agent_id else await self.agent_ids()
@@ -199,32 +197,6 @@ class Source:
                 runs.extend(found.runs)
             progress.done()
         return sorted((r for r in runs if r.pending), key=lambda r: (r.suspended_at or _EPOCH, r.run_id))
-
-    async def _inbox(
-        self,
-        resource: str | None,
-        page: int | None = None,
-        per_page: int | None = None,
-        cursor: str | None = None,
-    ) -> SuspendedRunList:
-        """The server's inbox, checked before it is read: a login page, a proxy or another service
-        answering 200 at that URL must not read as "nothing is waiting"."""
-        assert self.client is not None
-        query = {"resourceId": resource, "page": page, "perPage": per_page, "cursor": cursor}
-        try:
-            data = await self.client.request(
-                "GET", "/inbox", params={k: v for k, v in query.items() if v is not None}
-            )
-        except ValueError:  # not JSON at all
-            data = None
-        runs = data.get("runs") if isinstance(data, dict) else None
-        if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
-            raise HttpError(
-                f"the server at {safe(redacted(self.where))} did not answer GET /api/inbox as a Troupe "
-                "server does: is --server the URL of `troupe serve` (or of your app that mounts it)?",
-                status=200,
-            )
-        return suspended_runs_from_json(data)
 
     async def close(self) -> None:
         if self.client is not None:
