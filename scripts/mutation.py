@@ -2049,6 +2049,33 @@ MUTANTS += [
 ]
 
 
+# Audit fixes: notifications
+CHAT_MESSAGE = "tests/test_chat_message.py"
+MUTANTS += [
+    Mutant(
+        "chat-message-keeps-slacks-control-characters",
+        "core/notifying/chat_message.py",
+        '    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")\n',
+        "    return text\n",
+        (CHAT_MESSAGE,),
+    ),
+    Mutant(
+        "chat-message-keeps-hidden-characters",
+        "core/notifying/chat_message.py",
+        "    text = marked(str(value), _mark)\n",
+        "    text = str(value)\n",
+        (CHAT_MESSAGE,),
+    ),
+    Mutant(
+        "chat-message-cuts-arguments-without-a-note",
+        "core/notifying/chat_message.py",
+        "    if len(shown) > _ARGS_CHARS:\n",
+        "    if False:\n",
+        (CHAT_MESSAGE,),
+    ),
+]
+
+
 def run_tests(tests: tuple[str, ...]) -> tuple[bool, str]:
     """True if the tests all passed (the mutant survived); the last lines of pytest's output."""
     proc = subprocess.run(
