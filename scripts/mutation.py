@@ -1323,8 +1323,8 @@ MUTANTS += [
     Mutant(
         "decision-event-id-without-decider",
         "core/notifying/outbox.py",
-        ', entry.fingerprint, entry.decided_by or "")',
-        ", entry.fingerprint)",
+        '    who = (entry.issuer or "", entry.subject or "", entry.decided_by or "")\n',
+        "    who = ()\n",
         ("tests/test_notifications.py",),
     ),
     Mutant(
@@ -2072,6 +2072,23 @@ MUTANTS += [
         "    if len(shown) > _ARGS_CHARS:\n",
         "    if False:\n",
         (CHAT_MESSAGE,),
+    ),
+    Mutant(
+        "decision-event-id-names-the-display-name-not-the-person",
+        "core/notifying/outbox.py",
+        '    who = (entry.issuer or "", entry.subject or "", entry.decided_by or "")\n',
+        '    who = (entry.decided_by or "",)\n',
+        (
+            "tests/test_notifications.py::test_two_approvers_who_share_a_display_name_are_two_events",
+            "tests/test_notifications.py::test_a_decisions_event_id_is_its_own_and_the_same_each_time_it_is_built",
+        ),
+    ),
+    Mutant(
+        "decision-event-id-ignores-when",
+        "core/notifying/outbox.py",
+        "*who, entry.decided_at.isoformat()\n",
+        "*who\n",
+        ("tests/test_notifications.py::test_each_answer_to_a_tool_that_asks_twice_is_announced",),
     ),
 ]
 

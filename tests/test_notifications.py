@@ -522,3 +522,100 @@ async def test_each_approver_of_a_quorum_gets_an_event_of_their_own(tmp_path: Pa
         await runtime.shutdown()
     finally:
         receiver.stop()
+
+
+async def test_two_approvers_who_share_a_display_name_are_two_events(tmp_path: Path, calls: CallLog):
+    """A decision's event id names who decided by issuer and subject: two people both shown as "Alex"
+    approving towards a quorum are two events, both delivered, not one the second repeats."""
+    from troupe.core.deciding.approvers import ApproverPolicy
+    from troupe.core.vocabulary.identity import Principal
+
+    receiver = Receiver().start()
+    try:
+        runtime = notified(
+            tmp_path / "alexes.db",
+            [ops_agent(calls)],
+            NotificationTarget(receiver.url, SECRET, name="hook"),
+            approver_policies=[ApproverPolicy(tool="delete_record", quorum=3)],
+        )
+        agent = runtime.get_agent("ops")
+        paused = await agent.generate("delete rec-1")
+        for subject in ("alex.smith", "alex.jones"):
+            who = Principal(subject, "https://idp.test", "Alex")
+            counted = await agent.approve_tool_call_generate(run_id=paused.run_id, decided_by=who)
+            assert counted.finish_reason == "suspended"
+        arrived = [verified(r) for r in await receiver.arrived(3)]
+        recorded = [e for e in arrived if e["type"] == "tool-call.approval-recorded"]
+        assert [e["data"]["decidedBy"] for e in recorded] == ["Alex", "Alex"]
+        assert len({e["id"] for e in arrived}) == 3
+        await runtime.shutdown()
+    finally:
+        receiver.stop()
+
+
+async def test_each_answer_to_a_tool_that_asks_twice_is_announced(tmp_path: Path):
+    """A tool that suspend()s twice with the same arguments, answered twice by one person: two decisions,
+    two ``tool-call.decided`` events with ids of their own, both delivered."""
+    from pydantic import BaseModel
+
+    from troupe import create_tool
+
+    class Ask(BaseModel):
+        question: str
+
+    class Answer(BaseModel):
+        answer: str
+
+    class Where(BaseModel):
+        city: str = ""
+
+    async def booking(inp: Where, ctx: Any) -> Any:
+        data = ctx.agent.resume_data
+        if data is None:
+            return await ctx.agent.suspend({"question": "How many people?"})
+        if data.answer != "confirm":
+            return await ctx.agent.suspend({"question": f"{data.answer} people: type confirm"})
+        return {"booked": True}
+
+    book = create_tool("book", "book a table", Where, booking, suspend_schema=Ask, resume_schema=Answer)
+    agent = Agent("ops", model=echo_model(tool_call("book", {"city": "Oslo"}, id="call-1")), tools=[book])
+    receiver = Receiver().start()
+    try:
+        hook = NotificationTarget(receiver.url, SECRET, name="hook")
+        runtime = notified(tmp_path / "twice.db", [agent], hook)
+        ops = runtime.get_agent("ops")
+        result = await ops.generate("book")
+        for answer in ("4", "confirm"):
+            result = await ops.resume_generate({"answer": answer}, run_id=result.run_id, decided_by="dana")
+        assert result.finish_reason != "suspended"
+        # Two pauses and two answers.
+        arrived = [verified(r) for r in await receiver.arrived(4)]
+        decided = [e for e in arrived if e["type"] == "tool-call.decided"]
+        assert [e["data"]["decision"] for e in decided] == ["resumed", "resumed"]
+        assert len({e["id"] for e in decided}) == 2
+        await runtime.shutdown()
+    finally:
+        receiver.stop()
+
+
+def test_a_decisions_event_id_is_its_own_and_the_same_each_time_it_is_built():
+    """Two people shown by one name, deciding within one clock tick (a coarse clock), are still two
+    events: the id names issuer and subject. The same audit entry always gives the same id."""
+    from datetime import UTC, datetime
+
+    from troupe.core.notifying.outbox import decision_event
+    from troupe.core.vocabulary.store import AuditEntry
+
+    state = RunState(run_id="r1", agent_id="ops")
+    at = datetime(2030, 1, 1, tzinfo=UTC)
+
+    def approval(subject: str) -> AuditEntry:
+        return AuditEntry(
+            run_id="r1", agent_id="ops", tool_call_id="call-1", tool_name="delete_record", args={},
+            fingerprint="f", kind="approval-recorded", decided_by="Alex", subject=subject,
+            issuer="https://idp.test", decided_at=at,
+        )  # fmt: skip
+
+    smith, jones = approval("alex.smith"), approval("alex.jones")
+    assert decision_event(state, smith).id != decision_event(state, jones).id
+    assert decision_event(state, smith).id == decision_event(state, smith.model_copy()).id

@@ -204,7 +204,13 @@ def decision_event(state: RunState, entry: AuditEntry) -> Event:
     if entry.quorum is not None:
         data.update(approvals=entry.approvals, quorum=entry.quorum)
     kind = _DECISION_EVENTS.get(entry.kind, "tool-call.decided")
-    key = event_id(state.run_id, entry.kind, entry.tool_call_id, entry.fingerprint, entry.decided_by or "")
+    # The decision's own identity: who (issuer + subject, not a display name two people may share) and
+    # when (two answers to one call, such as a tool that suspend()s twice with the same arguments, are
+    # two decisions). The entry is written once, with its event id, so retries still send that one id.
+    who = (entry.issuer or "", entry.subject or "", entry.decided_by or "")
+    key = event_id(
+        state.run_id, entry.kind, entry.tool_call_id, entry.fingerprint, *who, entry.decided_at.isoformat()
+    )
     return Event(
         key, kind, state.run_id, _agents(state, entry.agent_path), entry.tool_name, state.resource_id, data
     )
