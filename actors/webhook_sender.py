@@ -16,11 +16,10 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from troupe.core.notifying.outbox import NotificationTarget
+from troupe.core.notifying.webhooks import attempt_error
 
 if TYPE_CHECKING:
     import httpx
-
-_ERROR_CHARS = 300
 
 
 class HttpSender:
@@ -45,7 +44,7 @@ class HttpSender:
         except TimeoutError:
             return f"no answer within {timeout_s:g} s"
         except httpx.HTTPError as exc:
-            return f"{type(exc).__name__}: {str(exc).replace(target.url, target.name)}"[:_ERROR_CHARS]
+            return attempt_error(target, "", exc)
         if 200 <= response.status_code < 300:
             return None
         return f"HTTP {response.status_code}"

@@ -2090,6 +2090,23 @@ MUTANTS += [
         "*who\n",
         ("tests/test_notifications.py::test_each_answer_to_a_tool_that_asks_twice_is_announced",),
     ),
+    Mutant(
+        "link-ttl-unchecked",
+        "core/notifying/links.py",
+        '        check_seconds(self.ttl_s, "decision links: ttl_s")\n',
+        "        pass\n",
+        ("tests/test_notifications.py::test_a_links_ttl_must_be_a_finite_number_of_seconds_above_zero",),
+    ),
+    Mutant(
+        "delivery-whose-request-cannot-be-made-is-not-counted",
+        "core/notifying/dispatcher.py",
+        '            return attempt_error(target, "the request could not be made: ", exc)\n',
+        "            raise\n",
+        (
+            "tests/test_notifications.py::"
+            "test_a_delivery_whose_request_cannot_be_made_is_a_failed_attempt_that_backs_off",
+        ),
+    ),
 ]
 
 

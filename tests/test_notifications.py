@@ -619,3 +619,59 @@ def test_a_decisions_event_id_is_its_own_and_the_same_each_time_it_is_built():
     smith, jones = approval("alex.smith"), approval("alex.jones")
     assert decision_event(state, smith).id != decision_event(state, jones).id
     assert decision_event(state, smith).id == decision_event(state, smith.model_copy()).id
+
+
+def test_a_links_ttl_must_be_a_finite_number_of_seconds_above_zero(tmp_path: Path):
+    """An infinite ttl_s failed every delivery of a pause before it was posted; 0 or less sent links that
+    were born expired. Both are refused where they are given, naming ttl_s."""
+    from troupe.core.notifying.links import LinkSigner
+
+    for bad in (float("inf"), float("nan"), 0, -60.0, "600", None, True):
+        with pytest.raises(ValueError, match="ttl_s"):
+            LinkSigner("https://troupe.test", LINK_SECRET, ttl_s=bad)  # type: ignore[arg-type]
+    assert LinkSigner("https://troupe.test", LINK_SECRET, ttl_s=600).ttl_s == 600
+    path = tmp_path / "notify.json"
+    for bad in (float("inf"), None, "600"):
+        links = {"public_url": "https://t", "secret": LINK_SECRET, "ttl_s": bad}
+        path.write_text(json.dumps({"targets": [{"url": "http://x", "secret": SECRET}], "links": links}))
+        with pytest.raises(ValueError, match="ttl_s"):
+            load_notifications(str(path))
+
+
+async def test_a_delivery_whose_request_cannot_be_made_is_a_failed_attempt_that_backs_off():
+    """Making the request fails (here: a pause entry whose links cannot be issued, its data damaged):
+    each try is counted with its error, backs off by the schedule and in the end fails, never posting
+    and never being claimed again at once, unannounced, for ever."""
+    from troupe.core.notifying.links import LinkSigner
+
+    receiver = Receiver().start()
+    store = MemoryStore()
+    now = [1_000.0]
+    retry = RetrySchedule(delays=(5, 30), timeout_s=2.0, lease_s=3.0)
+    target = NotificationTarget(receiver.url, SECRET, name="hook")
+    links = LinkSigner("https://troupe.test", LINK_SECRET)
+    dispatcher = Dispatcher(
+        store, Notifications((target,), retry=retry, links=links), "host-a", HttpSender(), lambda: now[0]
+    )
+    body = {"id": "e", "type": "tool-call.paused", "timestamp": "", "data": {"kind": "approval"}}
+    entry = OutboxEntry(id="e.hook", event_id="e", target="hook", run_id="r1", body=body, next_at=0.0)
+    await store.create_run(RunState(run_id="r1", agent_id="ops"))
+    await store.save_run(RunState(run_id="r1", agent_id="ops"), expected_version=1, outbox=(entry,))
+    try:
+        assert await dispatcher.pump("hook") == 1
+        (tried,) = await store.list_deliveries("r1")
+        assert (tried.status, tried.attempts, tried.next_at) == ("pending", 1, 1_005.0)
+        assert tried.last_error is not None and tried.last_error.startswith("the request could not be made")
+        assert "KeyError" in tried.last_error
+        assert SECRET not in tried.last_error and LINK_SECRET not in tried.last_error
+        assert await dispatcher.pump("hook") == 0, "it backs off: not claimed again before it is due"
+        now[0] = 1_005.0
+        assert await dispatcher.pump("hook") == 1
+        now[0] = 1_035.0
+        assert await dispatcher.pump("hook") == 1
+        (gave_up,) = await store.list_deliveries("r1")
+        assert (gave_up.status, gave_up.attempts) == ("failed", 3)
+        assert receiver.received == []
+    finally:
+        await dispatcher.close()
+        receiver.stop()

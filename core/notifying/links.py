@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from troupe.core.notifying.outbox import check_secret
+from troupe.core.notifying.outbox import check_seconds, check_secret
 from troupe.core.vocabulary.errors import DecisionLinkError
 from troupe.core.vocabulary.identity import Principal
 from troupe.core.vocabulary.store import LinkRecord, Store
@@ -57,7 +57,8 @@ class LinkSigner:
         ttl_s: How long a link lives, in seconds (default a day), or until its pause expires if sooner.
 
     Raises:
-        ValueError: A secret that is not ``whsec_`` and base64 of at least 16 bytes.
+        ValueError: A secret that is not ``whsec_`` and base64 of at least 16 bytes, or a ``ttl_s``
+            that is not a finite number above 0.
 
     Example:
         >>> key = "whsec_bGlua3MnIG93biBrZXksIDMyIGJ5dGVzIGxvbmch"  # yours: 16+ random bytes
@@ -72,6 +73,9 @@ class LinkSigner:
 
     def __post_init__(self) -> None:
         check_secret(self.secret, "decision links")
+        # Checked here, not when a link is issued: an infinite ttl_s failed every delivery of a pause
+        # before it was posted, and one of 0 or less sent links already expired.
+        check_seconds(self.ttl_s, "decision links: ttl_s")
         object.__setattr__(self, "public_url", self.public_url.rstrip("/"))
 
     @property

@@ -122,6 +122,15 @@ def check_secret(secret: Any, what: str) -> bytes:
     return key
 
 
+def check_seconds(value: Any, what: str) -> float:
+    """``value`` as a finite number of seconds above 0; a ValueError naming ``what`` otherwise (an
+    infinite or NaN time breaks date arithmetic where it is used, far from where it was given)."""
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not number or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{what} must be a finite number of seconds above 0, got {value!r}")
+    return float(value)
+
+
 # How long a delivered notification is kept by default: a week.
 KEEP_DELIVERED_S = 7 * 24 * 3600.0
 
@@ -286,14 +295,8 @@ class Notifications:
         names = [t.name for t in self.targets]
         if len(set(names)) != len(names):
             raise ValueError(f"notification targets need distinct names, got {names}")
-        keep = self.keep_delivered_s
-        if keep is not None and (
-            isinstance(keep, bool)
-            or not isinstance(keep, int | float)
-            or not math.isfinite(keep)
-            or keep <= 0
-        ):
-            raise ValueError(f"keep_delivered_s must be a positive number of seconds or None, got {keep!r}")
+        if self.keep_delivered_s is not None:
+            check_seconds(self.keep_delivered_s, "keep_delivered_s (or None)")
         if self.links is not None:
             _check_link_key(self.links, self.targets)
 
@@ -360,6 +363,7 @@ __all__ = [
     "NotificationTarget",
     "Notifications",
     "RetrySchedule",
+    "check_seconds",
     "check_secret",
     "decision_event",
     "event_id",
