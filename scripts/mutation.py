@@ -2051,6 +2051,9 @@ MUTANTS += [
 
 # Audit fixes: notifications
 CHAT_MESSAGE = "tests/test_chat_message.py"
+FRESH_LINKS = (
+    "tests/test_notifications.py::test_a_retry_after_the_links_expired_sends_fresh_ones_under_the_same_webhook_id"
+)
 MUTANTS += [
     Mutant(
         "chat-message-keeps-slacks-control-characters",
@@ -2106,6 +2109,20 @@ MUTANTS += [
             "tests/test_notifications.py::"
             "test_a_delivery_whose_request_cannot_be_made_is_a_failed_attempt_that_backs_off",
         ),
+    ),
+    Mutant(
+        "retried-delivery-resends-expired-links",
+        "core/notifying/links.py",
+        "            if source is None or kept.expires_at > until or kept.expires_at >= record.expires_at:\n",
+        "            if True:\n",
+        (FRESH_LINKS,),
+    ),
+    Mutant(
+        "retried-delivery-resends-links-that-expire-on-the-way",
+        "core/notifying/dispatcher.py",
+        "source=entry.id, now=now, fresh_for_s=fresh_for\n",
+        "source=entry.id, now=now\n",
+        (FRESH_LINKS,),
     ),
 ]
 

@@ -675,3 +675,52 @@ async def test_a_delivery_whose_request_cannot_be_made_is_a_failed_attempt_that_
     finally:
         await dispatcher.close()
         receiver.stop()
+
+
+async def test_a_retry_after_the_links_expired_sends_fresh_ones_under_the_same_webhook_id():
+    """A receiver down longer than the links' ttl_s: its retries resend the first attempt's links while
+    they still live, then fresh ones that work, never links that expired before they were delivered;
+    the webhook-id stays the event's."""
+    import time
+
+    from troupe.core.notifying.links import LinkSigner
+    from troupe.core.vocabulary.errors import DecisionLinkError
+
+    receiver = Receiver(status=503).start()
+    store = MemoryStore()
+    now = [time.time()]  # ahead of the real time only (stores forget expired links by the real clock)
+    retry = RetrySchedule(delays=(30, 29, 30), timeout_s=2.0, lease_s=3.0)
+    signer = LinkSigner("https://troupe.test", LINK_SECRET, ttl_s=60)
+    target = NotificationTarget(receiver.url, SECRET, name="hook")
+    dispatcher = Dispatcher(
+        store, Notifications((target,), retry=retry, links=signer), "host-a", HttpSender(), lambda: now[0]
+    )
+    data = {"kind": "approval", "agentId": "ops", "runId": "r1", "toolCallId": "call-1", "fingerprint": "f"}
+    body = {"id": "e", "type": "tool-call.paused", "timestamp": "", "data": data}
+    entry = OutboxEntry(id="e.hook", event_id="e", target="hook", run_id="r1", body=body, next_at=0.0)
+    await store.create_run(RunState(run_id="r1", agent_id="ops"))
+    await store.save_run(RunState(run_id="r1", agent_id="ops"), expected_version=1, outbox=(entry,))
+    try:
+        sent, start = [], now[0]
+        # At +0 and +30 the receiver fails; at +59 it is back, and the first links (60 s) would expire
+        # within that attempt's timeout.
+        for step, after in enumerate((0, 30, 59)):
+            now[0] = start + after
+            if step == 2:
+                receiver.status = 204
+            assert await dispatcher.pump("hook") == 1
+            sent.append(verified(receiver.wait_for(step + 1)[step]))
+        first, second, third = (s["data"]["links"] for s in sent)
+        assert second == first, "a retry while the links live sends the same links"
+        assert third["approve"] != first["approve"] and third["decline"] != first["decline"]
+        at = start + 60
+        for link in (third["approve"], third["decline"]):
+            assert (await signer.open(store, link.rsplit("/", 1)[1], now=at)).run_id == "r1"
+        with pytest.raises(DecisionLinkError, match="expired"):
+            await signer.open(store, first["approve"].rsplit("/", 1)[1], now=at)
+        assert {r.headers["webhook-id"] for r in receiver.received} == {"e"}
+        (delivered,) = await store.list_deliveries("r1")
+        assert (delivered.status, delivered.attempts) == ("delivered", 3)
+    finally:
+        await dispatcher.close()
+        receiver.stop()

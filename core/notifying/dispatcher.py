@@ -160,15 +160,21 @@ class Dispatcher:
 
     async def _outgoing(self, target: NotificationTarget, entry: OutboxEntry, now: float) -> dict[str, Any]:
         """What goes to ``target``: the event with its decision links (their records issued now, the same
-        ones on every attempt at this entry, and issued to this target's channel), as a chat message for
-        a chat target. An entry written by an older Troupe, already shaped, goes as it is."""
+        ones on every attempt at this entry until they expire, and issued to this target's channel), as a
+        chat message for a chat target. An entry written by an older Troupe, already shaped, goes as it
+        is."""
         body = entry.body
         if not ("type" in body and "data" in body):
             return body
         links = self.notifications.links
         if links is not None and body["type"] == "tool-call.paused":
             data = body["data"]
-            issued = await links.issue(self.store, data, channel=target.name, source=entry.id, now=now)
+            # Fresh links once the kept ones would expire during this attempt: a receiver down for
+            # longer than their ttl_s must still get links that work while the call waits.
+            fresh_for = self.notifications.retry.timeout_s
+            issued = await links.issue(
+                self.store, data, channel=target.name, source=entry.id, now=now, fresh_for_s=fresh_for
+            )
             body = {**body, "data": {**body["data"], "links": issued}}
         return chat_message(body) if target.format == "chat" else body
 

@@ -148,6 +148,7 @@ class LinkSigner:
         channel: str | None = None,
         source: str | None = None,
         now: float | None = None,
+        fresh_for_s: float = 0.0,
     ) -> dict[str, Any]:
         """Approve and decline links for a pause, their records written to ``store`` first.
 
@@ -158,8 +159,12 @@ class LinkSigner:
             approver: Issue the links to this one person: they decide only as them (send them to that
                 person alone). None: whoever uses them says who they are.
             channel: The notification target that carries them (kept in the record).
-            source: Issuing again with the same ``source`` (a retried delivery) gives the same links.
+            source: Issuing again with the same ``source`` (a retried delivery) gives the same links
+                while they have more than ``fresh_for_s`` left to live; after that, fresh ones (a
+                receiver that was down longer than ``ttl_s`` still gets links that work).
             now: Epoch seconds (tests).
+            fresh_for_s: How long, in seconds, a kept link must still live to be given again (the
+                attempt's timeout: it must not expire on the way).
 
         Returns:
             ``{"approve": url, "decline": url, "expiresAt": iso}``; only ``expiresAt`` for a pause that
@@ -177,7 +182,7 @@ class LinkSigner:
             return links
         for action in ACTIONS:
             record = LinkRecord(
-                id=self._new_id(source, action),
+                id="",
                 action=action,
                 agent_id=data["agentId"],
                 run_id=data["runId"],
@@ -188,15 +193,31 @@ class LinkSigner:
                 channel=channel,
                 created_at=at,
             )
-            kept = await store.issue_link(record)
+            kept = await self._kept(store, record, source, at + fresh_for_s)
             links[action] = self.url(kept.id)
             links["expiresAt"] = datetime.fromtimestamp(kept.expires_at, UTC).isoformat()
         return links
 
-    def _new_id(self, source: str | None, action: Action) -> str:
+    async def _kept(self, store: Store, record: LinkRecord, source: str | None, until: float) -> LinkRecord:
+        """The record issued for ``source`` and this action that still lives past ``until``, or a new one.
+
+        Issued again for one source, a link's id is derived from it, so a retried delivery sends the
+        links its first attempt sent; once those expire (before ``until``), the next id in the source's
+        line is issued, while a fresh record would live longer than the kept one (not once the pause
+        itself has expired: then none would)."""
+        generation = 0
+        while True:
+            named = record.model_copy(update={"id": self._new_id(source, record.action, generation)})
+            kept = await store.issue_link(named)
+            if source is None or kept.expires_at > until or kept.expires_at >= record.expires_at:
+                return kept
+            generation += 1
+
+    def _new_id(self, source: str | None, action: Action, generation: int = 0) -> str:
         if source is None:
             return secrets.token_urlsafe(_ID_BYTES)
-        return _b64(self._mac(_ID_CONTEXT, f"{source}\x1f{action}")[:_ID_BYTES])
+        line = f"{source}\x1f{action}" + (f"\x1f{generation}" if generation else "")
+        return _b64(self._mac(_ID_CONTEXT, line)[:_ID_BYTES])
 
 
 def approver_of(record: LinkRecord) -> Principal | None:
