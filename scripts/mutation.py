@@ -2051,6 +2051,9 @@ MUTANTS += [
 
 # Audit fixes: notifications
 CHAT_MESSAGE = "tests/test_chat_message.py"
+MALFORMED_NOTIFY = (
+    "tests/test_notifications.py::test_a_malformed_notify_file_is_refused_with_the_field_it_gets_wrong"
+)
 FRESH_LINKS = (
     "tests/test_notifications.py::test_a_retry_after_the_links_expired_sends_fresh_ones_under_the_same_webhook_id"
 )
@@ -2123,6 +2126,27 @@ MUTANTS += [
         "source=entry.id, now=now, fresh_for_s=fresh_for\n",
         "source=entry.id, now=now\n",
         (FRESH_LINKS,),
+    ),
+    Mutant(
+        "notify-file-retry-unknown-keys-pass",
+        "core/notifying/outbox.py",
+        "    if unknown:\n",
+        "    if False:\n",
+        (MALFORMED_NOTIFY,),
+    ),
+    Mutant(
+        "notify-retry-times-unchecked",
+        "core/notifying/outbox.py",
+        '            check_seconds(getattr(self, name), f"retry.{name}")\n',
+        "            pass\n",
+        (MALFORMED_NOTIFY,),
+    ),
+    Mutant(
+        "notify-filter-string-read-as-its-letters",
+        "core/notifying/outbox.py",
+        "    if isinstance(value, str) or not isinstance(value, Iterable):\n",
+        "    if not isinstance(value, Iterable):\n",
+        (MALFORMED_NOTIFY,),
     ),
 ]
 

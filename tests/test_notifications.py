@@ -724,3 +724,32 @@ async def test_a_retry_after_the_links_expired_sends_fresh_ones_under_the_same_w
     finally:
         await dispatcher.close()
         receiver.stop()
+
+
+def test_a_malformed_notify_file_is_refused_with_the_field_it_gets_wrong(tmp_path: Path):
+    """Each malformed field of ``--notify``'s file is a ValueError naming it (which ``troupe serve`` shows
+    as one line), not a traceback, and a name list given as a string is not read as its letters."""
+    target = {"url": "http://127.0.0.1:9/hook", "secret": SECRET}
+    path = tmp_path / "notify.json"
+    for bad, says in (
+        ({"retry": {"delay": [1, 2]}}, r"unknown keys \['delay'\]"),
+        ({"retry": 5}, '"retry" must be an object'),
+        ({"retry": {"timeout_s": "10"}}, "retry.timeout_s"),
+        ({"retry": {"poll_s": 0}}, "retry.poll_s"),
+        ({"retry": {"delays": [5, -5]}}, r"retry.delays\[1\]"),
+        ({"retry": {"delays": "5"}}, "retry.delays"),
+        ({"retry": {"lease_s": float("nan")}}, "retry.lease_s"),
+        ({"targets": [{**target, "agents": 5}]}, r"targets\[0\].agents must be a list"),
+        ({"targets": [{**target, "agents": "ops"}]}, r"targets\[0\].agents must be a list"),
+        ({"targets": [{**target, "tools": "pay"}]}, r"targets\[0\].tools must be a list"),
+        ({"targets": [{**target, "resources": [1]}]}, r"targets\[0\].resources must be a list"),
+        ({"links": {"public_url": "https://t", "secret": LINK_SECRET, "ttl_s": None}}, "ttl_s"),
+    ):
+        path.write_text(json.dumps({"targets": [target], **bad}))
+        with pytest.raises(ValueError, match=says):
+            load_notifications(str(path))
+    with pytest.raises(ValueError, match="tools must be a list"):
+        NotificationTarget("http://127.0.0.1:9/hook", SECRET, tools="pay")  # type: ignore[arg-type]
+    path.write_text(json.dumps({"targets": [{**target, "agents": ["ops"], "tools": None}]}))
+    (read,) = load_notifications(str(path)).targets
+    assert (read.agents, read.tools) == (frozenset({"ops"}), None)

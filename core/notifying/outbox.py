@@ -21,7 +21,7 @@ import math
 import os
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -91,8 +91,8 @@ class NotificationTarget:
         check_secret(self.secret, f"notification target {self.name!r}")
         for attr in ("agents", "tools", "resources"):
             value = getattr(self, attr)
-            if value is not None and not isinstance(value, frozenset):
-                object.__setattr__(self, attr, frozenset(value))
+            if value is not None:
+                object.__setattr__(self, attr, _names(value, f"notification target {self.name!r}: {attr}"))
 
     def matches(self, agents: Sequence[str], tool_name: str, resource_id: str | None) -> bool:
         """Whether an event passes this target's filters.
@@ -107,6 +107,16 @@ class NotificationTarget:
         if self.tools is not None and tool_name not in self.tools:
             return False
         return self.resources is None or resource_id in self.resources
+
+
+def _names(value: Any, what: str) -> frozenset[str]:
+    """A filter's names; a string is refused, not read as its letters (``"ops"`` would match no agent)."""
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        raise ValueError(f"{what} must be a list of names (strings), got {value!r}")
+    names = frozenset(value)
+    if not all(isinstance(name, str) for name in names):
+        raise ValueError(f"{what} must be a list of names (strings), got {value!r}")
+    return names
 
 
 def check_secret(secret: Any, what: str) -> bytes:
@@ -147,7 +157,8 @@ class RetrySchedule:
         poll_s: How often hosts look for due deliveries that nobody poked them about.
 
     Raises:
-        ValueError: ``lease_s`` not above ``timeout_s`` (a slow attempt could be sent twice at once).
+        ValueError: A time that is not a finite number of seconds above 0, or ``lease_s`` not above
+            ``timeout_s`` (a slow attempt could be sent twice at once).
     """
 
     delays: tuple[float, ...] = (1, 5, 30, 120, 600, 1800, 3600, 3600)
@@ -156,6 +167,12 @@ class RetrySchedule:
     poll_s: float = 2.0
 
     def __post_init__(self) -> None:
+        if isinstance(self.delays, str) or not isinstance(self.delays, Iterable):
+            raise ValueError(f"retry.delays must be a list of seconds, got {self.delays!r}")
+        delays = tuple(check_seconds(d, f"retry.delays[{n}]") for n, d in enumerate(self.delays))
+        object.__setattr__(self, "delays", delays)
+        for name in ("timeout_s", "lease_s", "poll_s"):
+            check_seconds(getattr(self, name), f"retry.{name}")
         if self.lease_s <= self.timeout_s:
             raise ValueError("lease_s must exceed timeout_s, or a slow attempt could be sent twice at once")
 
@@ -243,9 +260,23 @@ def _target(n: int, spec: Any) -> NotificationTarget:
         secret = os.environ.get(str(spec["secret_env"]), "")
         if not secret:
             raise ValueError(f"targets[{n}]: environment variable {spec['secret_env']} is not set")
-    filters = {k: frozenset(spec[k]) for k in ("agents", "tools", "resources") if spec.get(k) is not None}
+    given = [k for k in ("agents", "tools", "resources") if spec.get(k) is not None]
+    filters = {k: _names(spec[k], f"targets[{n}].{k}") for k in given}
     shape = spec.get("format", "event")
     return NotificationTarget(spec["url"], secret, name=str(spec.get("name") or ""), format=shape, **filters)
+
+
+def _retry(spec: Any) -> RetrySchedule:
+    """The ``retry`` object of the ``--notify`` file (absent: the default schedule)."""
+    if spec is None:
+        return RetrySchedule()
+    known = [f.name for f in fields(RetrySchedule)]
+    if not isinstance(spec, dict):
+        raise ValueError(f'"retry" must be an object with some of {known}, got {spec!r}')
+    unknown = sorted(set(spec) - set(known))
+    if unknown:
+        raise ValueError(f'"retry" has unknown keys {unknown}: it takes {known}')
+    return RetrySchedule(**spec)
 
 
 def _check_link_key(links: Any, targets: Sequence[NotificationTarget]) -> None:
@@ -315,7 +346,7 @@ class Notifications:
         if not isinstance(data, dict) or not isinstance(data.get("targets"), list):
             raise ValueError('expected {"targets": [{"url": ..., "secret": "whsec_..."}, ...]}')
         targets = [_target(n, spec) for n, spec in enumerate(data["targets"])]
-        retry = RetrySchedule(**data["retry"]) if isinstance(data.get("retry"), dict) else RetrySchedule()
+        retry = _retry(data.get("retry"))
         keep = data.get("keep_delivered_s", KEEP_DELIVERED_S)
         return cls(tuple(targets), retry=retry, links=links, keep_delivered_s=keep)
 
