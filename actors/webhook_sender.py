@@ -35,7 +35,12 @@ class HttpSender:
 
         if self._transport is None:
             self._transport = httpx.AsyncHTTPTransport()
-        request = httpx.Request("POST", target.url, content=body, headers=headers)
+        try:
+            request = httpx.Request("POST", target.url, content=body, headers=headers)
+        except (httpx.InvalidURL, ValueError) as exc:  # e.g. an IPv4 address out of range, bad IDNA
+            # A failed attempt with its error, not an exception that leaves the delivery claimed,
+            # unexplained, again and again.
+            return attempt_error(target, "the request could not be made: ", exc)
         request.extensions["timeout"] = httpx.Timeout(timeout_s).as_dict()
         try:
             async with asyncio.timeout(timeout_s):

@@ -2051,6 +2051,10 @@ MUTANTS += [
 
 # Audit fixes: notifications
 CHAT_MESSAGE = "tests/test_chat_message.py"
+BAD_TARGET_URL = (
+    "tests/test_notifications.py::"
+    "test_a_target_url_no_client_can_send_to_is_refused_or_a_failed_attempt_with_its_error"
+)
 MALFORMED_NOTIFY = (
     "tests/test_notifications.py::test_a_malformed_notify_file_is_refused_with_the_field_it_gets_wrong"
 )
@@ -2147,6 +2151,27 @@ MUTANTS += [
         "    if isinstance(value, str) or not isinstance(value, Iterable):\n",
         "    if not isinstance(value, Iterable):\n",
         (MALFORMED_NOTIFY,),
+    ),
+    Mutant(
+        "target-url-port-unchecked",
+        "core/notifying/outbox.py",
+        "        parts.port  # noqa: B018 (read for its check: a port out of 0-65535 raises)\n",
+        "        pass\n",
+        (BAD_TARGET_URL,),
+    ),
+    Mutant(
+        "target-url-spaces-and-control-characters-pass",
+        "core/notifying/outbox.py",
+        "    if not isinstance(url, str) or any(c.isspace() or hidden(c) for c in url):\n",
+        "    if not isinstance(url, str):\n",
+        (BAD_TARGET_URL,),
+    ),
+    Mutant(
+        "sender-request-that-cannot-be-made-raises",
+        "actors/webhook_sender.py",
+        '            return attempt_error(target, "the request could not be made: ", exc)\n',
+        "            raise\n",
+        (BAD_TARGET_URL,),
     ),
 ]
 

@@ -753,3 +753,32 @@ def test_a_malformed_notify_file_is_refused_with_the_field_it_gets_wrong(tmp_pat
     path.write_text(json.dumps({"targets": [{**target, "agents": ["ops"], "tools": None}]}))
     (read,) = load_notifications(str(path)).targets
     assert (read.agents, read.tools) == (frozenset({"ops"}), None)
+
+
+async def test_a_target_url_no_client_can_send_to_is_refused_or_a_failed_attempt_with_its_error():
+    """A port out of range or a space or control character (a pasted tab) is refused where the target is
+    made, without quoting the URL. One that only the HTTP client finds bad (an IPv4 address out of range)
+    is a failed attempt with its error, the URL's credential never in it, never a delivery left pending
+    unexplained."""
+    for bad in ("https://127.0.0.1:99999/hook", "https://chat.test/services/T0K3N\t", "http://a b/x"):
+        with pytest.raises(ValueError, match="notification target") as refused:
+            NotificationTarget(bad, SECRET)
+        assert "T0K3N" not in str(refused.value)
+    with pytest.raises(ValueError, match="notification target named: url is not valid"):
+        NotificationTarget("https://127.0.0.1:99999/hook", SECRET, name="named")
+
+    store = MemoryStore()
+    target = NotificationTarget("http://256.0.0.1:80/services/T0K3N", SECRET, name="chat")
+    dispatcher = Dispatcher(store, Notifications((target,)), "host-a", HttpSender(), lambda: 1_000.0)
+    body = {"id": "e", "type": "tool-call.decided", "timestamp": "", "data": {}}
+    entry = OutboxEntry(id="e.chat", event_id="e", target="chat", run_id="r1", body=body, next_at=0.0)
+    await store.create_run(RunState(run_id="r1", agent_id="ops"))
+    await store.save_run(RunState(run_id="r1", agent_id="ops"), expected_version=1, outbox=(entry,))
+    try:
+        assert await dispatcher.pump("chat") == 1
+        (tried,) = await store.list_deliveries("r1")
+        assert (tried.status, tried.attempts, tried.next_at) == ("pending", 1, 1_001.0)
+        assert tried.last_error is not None and "could not be made: InvalidURL" in tried.last_error
+        assert "T0K3N" not in tried.last_error
+    finally:
+        await dispatcher.close()

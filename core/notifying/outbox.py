@@ -23,8 +23,9 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
+from troupe.core.vocabulary.hidden_chars import hidden
 from troupe.core.vocabulary.pause_shapes import notification_data
 from troupe.core.vocabulary.state import Pause, RunState, ToolCallState, utcnow
 from troupe.core.vocabulary.store import AuditEntry, OutboxEntry
@@ -64,7 +65,8 @@ class NotificationTarget:
             decision links, still signed).
 
     Raises:
-        ValueError: A URL that is not http(s), a bad secret, or an unknown format.
+        ValueError: A URL that is not http(s) or cannot be sent to (a port out of range, a space or
+            control character), a bad secret, filters that are not names, or an unknown format.
 
     Example:
         >>> target = NotificationTarget("https://hooks.example.com/troupe", secret, tools={"pay_invoice"})
@@ -83,9 +85,10 @@ class NotificationTarget:
     def __post_init__(self) -> None:
         if self.format not in ("event", "chat"):
             raise ValueError(f"notification target {self.name or '?'}: format must be 'event' or 'chat'")
-        parts = urlsplit(self.url)
+        what = f"notification target {self.name or '?'}"
+        parts = _url_parts(self.url, what)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"notification target {self.name or '?'}: url must be http(s)://host/...")
+            raise ValueError(f"{what}: url must be http(s)://host/...")
         if not self.name:
             object.__setattr__(self, "name", parts.hostname + (f":{parts.port}" if parts.port else ""))
         check_secret(self.secret, f"notification target {self.name!r}")
@@ -107,6 +110,20 @@ class NotificationTarget:
         if self.tools is not None and tool_name not in self.tools:
             return False
         return self.resources is None or resource_id in self.resources
+
+
+def _url_parts(url: Any, what: str) -> SplitResult:
+    """A target's URL, split, refused (without quoting it: it may hold a credential) when no HTTP
+    client could send to it: a port out of range, or a space or control character anywhere (a
+    trailing tab from a pasted secret), which would leave every delivery failing unexplained."""
+    if not isinstance(url, str) or any(c.isspace() or hidden(c) for c in url):
+        raise ValueError(f"{what}: url must be text without spaces or control characters")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (read for its check: a port out of 0-65535 raises)
+    except ValueError as exc:
+        raise ValueError(f"{what}: url is not valid ({exc})") from None
+    return parts
 
 
 def _names(value: Any, what: str) -> frozenset[str]:
