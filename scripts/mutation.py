@@ -2173,6 +2173,13 @@ MUTANTS += [
         "            raise\n",
         (BAD_TARGET_URL,),
     ),
+    Mutant(
+        "link-token-mac-decoded-leniently",
+        "core/notifying/links.py",
+        "    if _b64(raw) != text:\n",
+        "    if False:\n",
+        ("tests/test_decision_links.py::test_a_token_with_anything_added_to_its_mac_is_not_genuine",),
+    ),
 ]
 
 

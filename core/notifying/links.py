@@ -239,7 +239,12 @@ def _b64(raw: bytes) -> str:
 
 
 def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    """Strictly: only the one spelling ``_b64`` writes. The decoder skips characters outside the
+    alphabet, so without the round trip a token with junk in or after its MAC was still genuine."""
+    raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    if _b64(raw) != text:
+        raise ValueError("not the canonical base64url of its bytes")
+    return raw
 
 
 __all__ = ["ACTIONS", "Action", "LinkSigner", "approver_of"]
