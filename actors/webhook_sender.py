@@ -16,11 +16,10 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from troupe.core.notifying.outbox import NotificationTarget
+from troupe.core.notifying.webhooks import attempt_error
 
 if TYPE_CHECKING:
     import httpx
-
-_ERROR_CHARS = 300
 
 
 class HttpSender:
@@ -36,7 +35,12 @@ class HttpSender:
 
         if self._transport is None:
             self._transport = httpx.AsyncHTTPTransport()
-        request = httpx.Request("POST", target.url, content=body, headers=headers)
+        try:
+            request = httpx.Request("POST", target.url, content=body, headers=headers)
+        except (httpx.InvalidURL, ValueError) as exc:  # e.g. an IPv4 address out of range, bad IDNA
+            # A failed attempt with its error, not an exception that leaves the delivery claimed,
+            # unexplained, again and again.
+            return attempt_error(target, "the request could not be made: ", exc)
         request.extensions["timeout"] = httpx.Timeout(timeout_s).as_dict()
         try:
             async with asyncio.timeout(timeout_s):
@@ -45,7 +49,7 @@ class HttpSender:
         except TimeoutError:
             return f"no answer within {timeout_s:g} s"
         except httpx.HTTPError as exc:
-            return f"{type(exc).__name__}: {str(exc).replace(target.url, target.name)}"[:_ERROR_CHARS]
+            return attempt_error(target, "", exc)
         if 200 <= response.status_code < 300:
             return None
         return f"HTTP {response.status_code}"

@@ -1323,8 +1323,8 @@ MUTANTS += [
     Mutant(
         "decision-event-id-without-decider",
         "core/notifying/outbox.py",
-        ', entry.fingerprint, entry.decided_by or "")',
-        ", entry.fingerprint)",
+        '    who = (entry.issuer or "", entry.subject or "", entry.decided_by or "")\n',
+        "    who = ()\n",
         ("tests/test_notifications.py",),
     ),
     Mutant(
@@ -2197,6 +2197,140 @@ MUTANTS += [
         ("tests/test_mcp_hostile.py::test_an_error_told_only_in_structured_content_reaches_the_model[local]",),
     ),
 ]
+
+# Audit fixes: notifications
+CHAT_MESSAGE = "tests/test_chat_message.py"
+BAD_TARGET_URL = (
+    "tests/test_notifications.py::"
+    "test_a_target_url_no_client_can_send_to_is_refused_or_a_failed_attempt_with_its_error"
+)
+MALFORMED_NOTIFY = (
+    "tests/test_notifications.py::test_a_malformed_notify_file_is_refused_with_the_field_it_gets_wrong"
+)
+FRESH_LINKS = (
+    "tests/test_notifications.py::test_a_retry_after_the_links_expired_sends_fresh_ones_under_the_same_webhook_id"
+)
+MUTANTS += [
+    Mutant(
+        "chat-message-keeps-slacks-control-characters",
+        "core/notifying/chat_message.py",
+        '    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")\n',
+        "    return text\n",
+        (CHAT_MESSAGE,),
+    ),
+    Mutant(
+        "chat-message-keeps-hidden-characters",
+        "core/notifying/chat_message.py",
+        "    text = marked(str(value), _mark)\n",
+        "    text = str(value)\n",
+        (CHAT_MESSAGE,),
+    ),
+    Mutant(
+        "chat-message-cuts-arguments-without-a-note",
+        "core/notifying/chat_message.py",
+        "    if len(shown) > _ARGS_CHARS:\n",
+        "    if False:\n",
+        (CHAT_MESSAGE,),
+    ),
+    Mutant(
+        "decision-event-id-names-the-display-name-not-the-person",
+        "core/notifying/outbox.py",
+        '    who = (entry.issuer or "", entry.subject or "", entry.decided_by or "")\n',
+        '    who = (entry.decided_by or "",)\n',
+        (
+            "tests/test_notifications.py::test_two_approvers_who_share_a_display_name_are_two_events",
+            "tests/test_notifications.py::test_a_decisions_event_id_is_its_own_and_the_same_each_time_it_is_built",
+        ),
+    ),
+    Mutant(
+        "decision-event-id-ignores-when",
+        "core/notifying/outbox.py",
+        "*who, entry.decided_at.isoformat()\n",
+        "*who\n",
+        ("tests/test_notifications.py::test_each_answer_to_a_tool_that_asks_twice_is_announced",),
+    ),
+    Mutant(
+        "link-ttl-unchecked",
+        "core/notifying/links.py",
+        '        check_seconds(self.ttl_s, "decision links: ttl_s")\n',
+        "        pass\n",
+        ("tests/test_notifications.py::test_a_links_ttl_must_be_a_finite_number_of_seconds_above_zero",),
+    ),
+    Mutant(
+        "delivery-whose-request-cannot-be-made-is-not-counted",
+        "core/notifying/dispatcher.py",
+        '            return attempt_error(target, "the request could not be made: ", exc)\n',
+        "            raise\n",
+        (
+            "tests/test_notifications.py::"
+            "test_a_delivery_whose_request_cannot_be_made_is_a_failed_attempt_that_backs_off",
+        ),
+    ),
+    Mutant(
+        "retried-delivery-resends-expired-links",
+        "core/notifying/links.py",
+        "            if source is None or kept.expires_at > until or kept.expires_at >= record.expires_at:\n",
+        "            if True:\n",
+        (FRESH_LINKS,),
+    ),
+    Mutant(
+        "retried-delivery-resends-links-that-expire-on-the-way",
+        "core/notifying/dispatcher.py",
+        "source=entry.id, now=now, fresh_for_s=fresh_for\n",
+        "source=entry.id, now=now\n",
+        (FRESH_LINKS,),
+    ),
+    Mutant(
+        "notify-file-retry-unknown-keys-pass",
+        "core/notifying/outbox.py",
+        "    if unknown:\n",
+        "    if False:\n",
+        (MALFORMED_NOTIFY,),
+    ),
+    Mutant(
+        "notify-retry-times-unchecked",
+        "core/notifying/outbox.py",
+        '            check_seconds(getattr(self, name), f"retry.{name}")\n',
+        "            pass\n",
+        (MALFORMED_NOTIFY,),
+    ),
+    Mutant(
+        "notify-filter-string-read-as-its-letters",
+        "core/notifying/outbox.py",
+        "    if isinstance(value, str) or not isinstance(value, Iterable):\n",
+        "    if not isinstance(value, Iterable):\n",
+        (MALFORMED_NOTIFY,),
+    ),
+    Mutant(
+        "target-url-port-unchecked",
+        "core/notifying/outbox.py",
+        "        parts.port  # noqa: B018 (read for its check: a port out of 0-65535 raises)\n",
+        "        pass\n",
+        (BAD_TARGET_URL,),
+    ),
+    Mutant(
+        "target-url-spaces-and-control-characters-pass",
+        "core/notifying/outbox.py",
+        "    if not isinstance(url, str) or any(c.isspace() or hidden(c) for c in url):\n",
+        "    if not isinstance(url, str):\n",
+        (BAD_TARGET_URL,),
+    ),
+    Mutant(
+        "sender-request-that-cannot-be-made-raises",
+        "actors/webhook_sender.py",
+        '            return attempt_error(target, "the request could not be made: ", exc)\n',
+        "            raise\n",
+        (BAD_TARGET_URL,),
+    ),
+    Mutant(
+        "link-token-mac-decoded-leniently",
+        "core/notifying/links.py",
+        "    if _b64(raw) != text:\n",
+        "    if False:\n",
+        ("tests/test_decision_links.py::test_a_token_with_anything_added_to_its_mac_is_not_genuine",),
+    ),
+]
+
 
 def run_tests(tests: tuple[str, ...]) -> tuple[bool, str]:
     """True if the tests all passed (the mutant survived); the last lines of pytest's output."""

@@ -51,7 +51,7 @@ async def test_the_chat_message_carries_working_decision_links(http_server, tmp_
 
             decided = await chat.arrived(2)
             text = Webhook(SECRET).verify(decided[1].body, decided[1].headers)["text"]
-            assert "was decided" in text and "Decision: approved by decision-link" in text
+            assert "was decided" in text and "Decision: approved by `decision-link`" in text
 
             async with asyncio.timeout(20):
                 while True:

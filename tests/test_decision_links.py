@@ -557,3 +557,16 @@ async def test_a_call_in_doubt_is_not_decided_through_its_link_yet_and_says_so(
         )
         assert api.status_code == refused.status_code, "the same answer as the API's"
     assert calls.count() == 0
+
+
+def test_a_token_with_anything_added_to_its_mac_is_not_genuine():
+    """The base64 decoder skips characters outside its alphabet, so a token with junk in or after its
+    MAC named the same record; only the one spelling the server wrote is genuine."""
+    from troupe.core.vocabulary.errors import DecisionLinkError
+
+    token = SIGNER.token("rec-1")
+    assert SIGNER.link_id(token) == "rec-1"
+    link_id, mac = token.split(".")
+    for changed in (token + "!", token + "=", token + "==", f"{link_id}.{mac[:4]}*{mac[4:]}", token + "\n"):
+        with pytest.raises(DecisionLinkError, match="not valid"):
+            SIGNER.link_id(changed)

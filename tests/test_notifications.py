@@ -522,3 +522,263 @@ async def test_each_approver_of_a_quorum_gets_an_event_of_their_own(tmp_path: Pa
         await runtime.shutdown()
     finally:
         receiver.stop()
+
+
+async def test_two_approvers_who_share_a_display_name_are_two_events(tmp_path: Path, calls: CallLog):
+    """A decision's event id names who decided by issuer and subject: two people both shown as "Alex"
+    approving towards a quorum are two events, both delivered, not one the second repeats."""
+    from troupe.core.deciding.approvers import ApproverPolicy
+    from troupe.core.vocabulary.identity import Principal
+
+    receiver = Receiver().start()
+    try:
+        runtime = notified(
+            tmp_path / "alexes.db",
+            [ops_agent(calls)],
+            NotificationTarget(receiver.url, SECRET, name="hook"),
+            approver_policies=[ApproverPolicy(tool="delete_record", quorum=3)],
+        )
+        agent = runtime.get_agent("ops")
+        paused = await agent.generate("delete rec-1")
+        for subject in ("alex.smith", "alex.jones"):
+            who = Principal(subject, "https://idp.test", "Alex")
+            counted = await agent.approve_tool_call_generate(run_id=paused.run_id, decided_by=who)
+            assert counted.finish_reason == "suspended"
+        arrived = [verified(r) for r in await receiver.arrived(3)]
+        recorded = [e for e in arrived if e["type"] == "tool-call.approval-recorded"]
+        assert [e["data"]["decidedBy"] for e in recorded] == ["Alex", "Alex"]
+        assert len({e["id"] for e in arrived}) == 3
+        await runtime.shutdown()
+    finally:
+        receiver.stop()
+
+
+async def test_each_answer_to_a_tool_that_asks_twice_is_announced(tmp_path: Path):
+    """A tool that suspend()s twice with the same arguments, answered twice by one person: two decisions,
+    two ``tool-call.decided`` events with ids of their own, both delivered."""
+    from pydantic import BaseModel
+
+    from troupe import create_tool
+
+    class Ask(BaseModel):
+        question: str
+
+    class Answer(BaseModel):
+        answer: str
+
+    class Where(BaseModel):
+        city: str = ""
+
+    async def booking(inp: Where, ctx: Any) -> Any:
+        data = ctx.agent.resume_data
+        if data is None:
+            return await ctx.agent.suspend({"question": "How many people?"})
+        if data.answer != "confirm":
+            return await ctx.agent.suspend({"question": f"{data.answer} people: type confirm"})
+        return {"booked": True}
+
+    book = create_tool("book", "book a table", Where, booking, suspend_schema=Ask, resume_schema=Answer)
+    agent = Agent("ops", model=echo_model(tool_call("book", {"city": "Oslo"}, id="call-1")), tools=[book])
+    receiver = Receiver().start()
+    try:
+        hook = NotificationTarget(receiver.url, SECRET, name="hook")
+        runtime = notified(tmp_path / "twice.db", [agent], hook)
+        ops = runtime.get_agent("ops")
+        result = await ops.generate("book")
+        for answer in ("4", "confirm"):
+            result = await ops.resume_generate({"answer": answer}, run_id=result.run_id, decided_by="dana")
+        assert result.finish_reason != "suspended"
+        # Two pauses and two answers.
+        arrived = [verified(r) for r in await receiver.arrived(4)]
+        decided = [e for e in arrived if e["type"] == "tool-call.decided"]
+        assert [e["data"]["decision"] for e in decided] == ["resumed", "resumed"]
+        assert len({e["id"] for e in decided}) == 2
+        await runtime.shutdown()
+    finally:
+        receiver.stop()
+
+
+def test_a_decisions_event_id_is_its_own_and_the_same_each_time_it_is_built():
+    """Two people shown by one name, deciding within one clock tick (a coarse clock), are still two
+    events: the id names issuer and subject. The same audit entry always gives the same id."""
+    from datetime import UTC, datetime
+
+    from troupe.core.notifying.outbox import decision_event
+    from troupe.core.vocabulary.store import AuditEntry
+
+    state = RunState(run_id="r1", agent_id="ops")
+    at = datetime(2030, 1, 1, tzinfo=UTC)
+
+    def approval(subject: str) -> AuditEntry:
+        return AuditEntry(
+            run_id="r1", agent_id="ops", tool_call_id="call-1", tool_name="delete_record", args={},
+            fingerprint="f", kind="approval-recorded", decided_by="Alex", subject=subject,
+            issuer="https://idp.test", decided_at=at,
+        )  # fmt: skip
+
+    smith, jones = approval("alex.smith"), approval("alex.jones")
+    assert decision_event(state, smith).id != decision_event(state, jones).id
+    assert decision_event(state, smith).id == decision_event(state, smith.model_copy()).id
+
+
+def test_a_links_ttl_must_be_a_finite_number_of_seconds_above_zero(tmp_path: Path):
+    """An infinite ttl_s failed every delivery of a pause before it was posted; 0 or less sent links that
+    were born expired. Both are refused where they are given, naming ttl_s."""
+    from troupe.core.notifying.links import LinkSigner
+
+    for bad in (float("inf"), float("nan"), 0, -60.0, "600", None, True):
+        with pytest.raises(ValueError, match="ttl_s"):
+            LinkSigner("https://troupe.test", LINK_SECRET, ttl_s=bad)  # type: ignore[arg-type]
+    assert LinkSigner("https://troupe.test", LINK_SECRET, ttl_s=600).ttl_s == 600
+    path = tmp_path / "notify.json"
+    for bad in (float("inf"), None, "600"):
+        links = {"public_url": "https://t", "secret": LINK_SECRET, "ttl_s": bad}
+        path.write_text(json.dumps({"targets": [{"url": "http://x", "secret": SECRET}], "links": links}))
+        with pytest.raises(ValueError, match="ttl_s"):
+            load_notifications(str(path))
+
+
+async def test_a_delivery_whose_request_cannot_be_made_is_a_failed_attempt_that_backs_off():
+    """Making the request fails (here: a pause entry whose links cannot be issued, its data damaged):
+    each try is counted with its error, backs off by the schedule and in the end fails, never posting
+    and never being claimed again at once, unannounced, for ever."""
+    from troupe.core.notifying.links import LinkSigner
+
+    receiver = Receiver().start()
+    store = MemoryStore()
+    now = [1_000.0]
+    retry = RetrySchedule(delays=(5, 30), timeout_s=2.0, lease_s=3.0)
+    target = NotificationTarget(receiver.url, SECRET, name="hook")
+    links = LinkSigner("https://troupe.test", LINK_SECRET)
+    dispatcher = Dispatcher(
+        store, Notifications((target,), retry=retry, links=links), "host-a", HttpSender(), lambda: now[0]
+    )
+    body = {"id": "e", "type": "tool-call.paused", "timestamp": "", "data": {"kind": "approval"}}
+    entry = OutboxEntry(id="e.hook", event_id="e", target="hook", run_id="r1", body=body, next_at=0.0)
+    await store.create_run(RunState(run_id="r1", agent_id="ops"))
+    await store.save_run(RunState(run_id="r1", agent_id="ops"), expected_version=1, outbox=(entry,))
+    try:
+        assert await dispatcher.pump("hook") == 1
+        (tried,) = await store.list_deliveries("r1")
+        assert (tried.status, tried.attempts, tried.next_at) == ("pending", 1, 1_005.0)
+        assert tried.last_error is not None and tried.last_error.startswith("the request could not be made")
+        assert "KeyError" in tried.last_error
+        assert SECRET not in tried.last_error and LINK_SECRET not in tried.last_error
+        assert await dispatcher.pump("hook") == 0, "it backs off: not claimed again before it is due"
+        now[0] = 1_005.0
+        assert await dispatcher.pump("hook") == 1
+        now[0] = 1_035.0
+        assert await dispatcher.pump("hook") == 1
+        (gave_up,) = await store.list_deliveries("r1")
+        assert (gave_up.status, gave_up.attempts) == ("failed", 3)
+        assert receiver.received == []
+    finally:
+        await dispatcher.close()
+        receiver.stop()
+
+
+async def test_a_retry_after_the_links_expired_sends_fresh_ones_under_the_same_webhook_id():
+    """A receiver down longer than the links' ttl_s: its retries resend the first attempt's links while
+    they still live, then fresh ones that work, never links that expired before they were delivered;
+    the webhook-id stays the event's."""
+    import time
+
+    from troupe.core.notifying.links import LinkSigner
+    from troupe.core.vocabulary.errors import DecisionLinkError
+
+    receiver = Receiver(status=503).start()
+    store = MemoryStore()
+    now = [time.time()]  # ahead of the real time only (stores forget expired links by the real clock)
+    retry = RetrySchedule(delays=(30, 29, 30), timeout_s=2.0, lease_s=3.0)
+    signer = LinkSigner("https://troupe.test", LINK_SECRET, ttl_s=60)
+    target = NotificationTarget(receiver.url, SECRET, name="hook")
+    dispatcher = Dispatcher(
+        store, Notifications((target,), retry=retry, links=signer), "host-a", HttpSender(), lambda: now[0]
+    )
+    data = {"kind": "approval", "agentId": "ops", "runId": "r1", "toolCallId": "call-1", "fingerprint": "f"}
+    body = {"id": "e", "type": "tool-call.paused", "timestamp": "", "data": data}
+    entry = OutboxEntry(id="e.hook", event_id="e", target="hook", run_id="r1", body=body, next_at=0.0)
+    await store.create_run(RunState(run_id="r1", agent_id="ops"))
+    await store.save_run(RunState(run_id="r1", agent_id="ops"), expected_version=1, outbox=(entry,))
+    try:
+        sent, start = [], now[0]
+        # At +0 and +30 the receiver fails; at +59 it is back, and the first links (60 s) would expire
+        # within that attempt's timeout.
+        for step, after in enumerate((0, 30, 59)):
+            now[0] = start + after
+            if step == 2:
+                receiver.status = 204
+            assert await dispatcher.pump("hook") == 1
+            sent.append(verified(receiver.wait_for(step + 1)[step]))
+        first, second, third = (s["data"]["links"] for s in sent)
+        assert second == first, "a retry while the links live sends the same links"
+        assert third["approve"] != first["approve"] and third["decline"] != first["decline"]
+        at = start + 60
+        for link in (third["approve"], third["decline"]):
+            assert (await signer.open(store, link.rsplit("/", 1)[1], now=at)).run_id == "r1"
+        with pytest.raises(DecisionLinkError, match="expired"):
+            await signer.open(store, first["approve"].rsplit("/", 1)[1], now=at)
+        assert {r.headers["webhook-id"] for r in receiver.received} == {"e"}
+        (delivered,) = await store.list_deliveries("r1")
+        assert (delivered.status, delivered.attempts) == ("delivered", 3)
+    finally:
+        await dispatcher.close()
+        receiver.stop()
+
+
+def test_a_malformed_notify_file_is_refused_with_the_field_it_gets_wrong(tmp_path: Path):
+    """Each malformed field of ``--notify``'s file is a ValueError naming it (which ``troupe serve`` shows
+    as one line), not a traceback, and a name list given as a string is not read as its letters."""
+    target = {"url": "http://127.0.0.1:9/hook", "secret": SECRET}
+    path = tmp_path / "notify.json"
+    for bad, says in (
+        ({"retry": {"delay": [1, 2]}}, r"unknown keys \['delay'\]"),
+        ({"retry": 5}, '"retry" must be an object'),
+        ({"retry": {"timeout_s": "10"}}, "retry.timeout_s"),
+        ({"retry": {"poll_s": 0}}, "retry.poll_s"),
+        ({"retry": {"delays": [5, -5]}}, r"retry.delays\[1\]"),
+        ({"retry": {"delays": "5"}}, "retry.delays"),
+        ({"retry": {"lease_s": float("nan")}}, "retry.lease_s"),
+        ({"targets": [{**target, "agents": 5}]}, r"targets\[0\].agents must be a list"),
+        ({"targets": [{**target, "agents": "ops"}]}, r"targets\[0\].agents must be a list"),
+        ({"targets": [{**target, "tools": "pay"}]}, r"targets\[0\].tools must be a list"),
+        ({"targets": [{**target, "resources": [1]}]}, r"targets\[0\].resources must be a list"),
+        ({"links": {"public_url": "https://t", "secret": LINK_SECRET, "ttl_s": None}}, "ttl_s"),
+    ):
+        path.write_text(json.dumps({"targets": [target], **bad}))
+        with pytest.raises(ValueError, match=says):
+            load_notifications(str(path))
+    with pytest.raises(ValueError, match="tools must be a list"):
+        NotificationTarget("http://127.0.0.1:9/hook", SECRET, tools="pay")  # type: ignore[arg-type]
+    path.write_text(json.dumps({"targets": [{**target, "agents": ["ops"], "tools": None}]}))
+    (read,) = load_notifications(str(path)).targets
+    assert (read.agents, read.tools) == (frozenset({"ops"}), None)
+
+
+async def test_a_target_url_no_client_can_send_to_is_refused_or_a_failed_attempt_with_its_error():
+    """A port out of range or a space or control character (a pasted tab) is refused where the target is
+    made, without quoting the URL. One that only the HTTP client finds bad (an IPv4 address out of range)
+    is a failed attempt with its error, the URL's credential never in it, never a delivery left pending
+    unexplained."""
+    for bad in ("https://127.0.0.1:99999/hook", "https://chat.test/services/T0K3N\t", "http://a b/x"):
+        with pytest.raises(ValueError, match="notification target") as refused:
+            NotificationTarget(bad, SECRET)
+        assert "T0K3N" not in str(refused.value)
+    with pytest.raises(ValueError, match="notification target named: url is not valid"):
+        NotificationTarget("https://127.0.0.1:99999/hook", SECRET, name="named")
+
+    store = MemoryStore()
+    target = NotificationTarget("http://256.0.0.1:80/services/T0K3N", SECRET, name="chat")
+    dispatcher = Dispatcher(store, Notifications((target,)), "host-a", HttpSender(), lambda: 1_000.0)
+    body = {"id": "e", "type": "tool-call.decided", "timestamp": "", "data": {}}
+    entry = OutboxEntry(id="e.chat", event_id="e", target="chat", run_id="r1", body=body, next_at=0.0)
+    await store.create_run(RunState(run_id="r1", agent_id="ops"))
+    await store.save_run(RunState(run_id="r1", agent_id="ops"), expected_version=1, outbox=(entry,))
+    try:
+        assert await dispatcher.pump("chat") == 1
+        (tried,) = await store.list_deliveries("r1")
+        assert (tried.status, tried.attempts, tried.next_at) == ("pending", 1, 1_001.0)
+        assert tried.last_error is not None and "could not be made: InvalidURL" in tried.last_error
+        assert "T0K3N" not in tried.last_error
+    finally:
+        await dispatcher.close()

@@ -23,7 +23,7 @@ from typing import Any
 from troupe.core.cancellation import stop_if_cancelled, wait_or_timeout
 from troupe.core.notifying.chat_message import chat_message
 from troupe.core.notifying.outbox import Notifications, NotificationTarget, check_secret
-from troupe.core.notifying.webhooks import WebhookSender, signed_request
+from troupe.core.notifying.webhooks import WebhookSender, attempt_error, signed_request
 from troupe.core.vocabulary.store import OutboxEntry, Store
 
 log = logging.getLogger(__name__)
@@ -148,21 +148,33 @@ class Dispatcher:
             log.info("delivery %s was taken over or redelivered while being sent", entry.id)
 
     async def _post(self, target: NotificationTarget, entry: OutboxEntry, now: float) -> str | None:
-        sent = entry.model_copy(update={"body": await self._outgoing(target, entry, now)})
-        body, headers = signed_request(target, sent, now)
+        try:
+            sent = entry.model_copy(update={"body": await self._outgoing(target, entry, now)})
+            body, headers = signed_request(target, sent, now)
+        except Exception as exc:
+            # A request that cannot be made is a failed attempt like any other: it backs off, and in the
+            # end fails where an operator sees why, instead of being claimed again and again, unannounced.
+            log.warning("making delivery %s for %s failed", entry.id, target.name, exc_info=True)
+            return attempt_error(target, "the request could not be made: ", exc)
         return await self.sender.send(target, body, headers, self.notifications.retry.timeout_s)
 
     async def _outgoing(self, target: NotificationTarget, entry: OutboxEntry, now: float) -> dict[str, Any]:
         """What goes to ``target``: the event with its decision links (their records issued now, the same
-        ones on every attempt at this entry, and issued to this target's channel), as a chat message for
-        a chat target. An entry written by an older Troupe, already shaped, goes as it is."""
+        ones on every attempt at this entry until they expire, and issued to this target's channel), as a
+        chat message for a chat target. An entry written by an older Troupe, already shaped, goes as it
+        is."""
         body = entry.body
         if not ("type" in body and "data" in body):
             return body
         links = self.notifications.links
         if links is not None and body["type"] == "tool-call.paused":
             data = body["data"]
-            issued = await links.issue(self.store, data, channel=target.name, source=entry.id, now=now)
+            # Fresh links once the kept ones would expire during this attempt: a receiver down for
+            # longer than their ttl_s must still get links that work while the call waits.
+            fresh_for = self.notifications.retry.timeout_s
+            issued = await links.issue(
+                self.store, data, channel=target.name, source=entry.id, now=now, fresh_for_s=fresh_for
+            )
             body = {**body, "data": {**body["data"], "links": issued}}
         return chat_message(body) if target.format == "chat" else body
 

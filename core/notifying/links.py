@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from troupe.core.notifying.outbox import check_secret
+from troupe.core.notifying.outbox import check_seconds, check_secret
 from troupe.core.vocabulary.errors import DecisionLinkError
 from troupe.core.vocabulary.identity import Principal
 from troupe.core.vocabulary.store import LinkRecord, Store
@@ -57,7 +57,8 @@ class LinkSigner:
         ttl_s: How long a link lives, in seconds (default a day), or until its pause expires if sooner.
 
     Raises:
-        ValueError: A secret that is not ``whsec_`` and base64 of at least 16 bytes.
+        ValueError: A secret that is not ``whsec_`` and base64 of at least 16 bytes, or a ``ttl_s``
+            that is not a finite number above 0.
 
     Example:
         >>> key = "whsec_bGlua3MnIG93biBrZXksIDMyIGJ5dGVzIGxvbmch"  # yours: 16+ random bytes
@@ -72,6 +73,9 @@ class LinkSigner:
 
     def __post_init__(self) -> None:
         check_secret(self.secret, "decision links")
+        # Checked here, not when a link is issued: an infinite ttl_s failed every delivery of a pause
+        # before it was posted, and one of 0 or less sent links already expired.
+        check_seconds(self.ttl_s, "decision links: ttl_s")
         object.__setattr__(self, "public_url", self.public_url.rstrip("/"))
 
     @property
@@ -144,6 +148,7 @@ class LinkSigner:
         channel: str | None = None,
         source: str | None = None,
         now: float | None = None,
+        fresh_for_s: float = 0.0,
     ) -> dict[str, Any]:
         """Approve and decline links for a pause, their records written to ``store`` first.
 
@@ -154,8 +159,12 @@ class LinkSigner:
             approver: Issue the links to this one person: they decide only as them (send them to that
                 person alone). None: whoever uses them says who they are.
             channel: The notification target that carries them (kept in the record).
-            source: Issuing again with the same ``source`` (a retried delivery) gives the same links.
+            source: Issuing again with the same ``source`` (a retried delivery) gives the same links
+                while they have more than ``fresh_for_s`` left to live; after that, fresh ones (a
+                receiver that was down longer than ``ttl_s`` still gets links that work).
             now: Epoch seconds (tests).
+            fresh_for_s: How long, in seconds, a kept link must still live to be given again (the
+                attempt's timeout: it must not expire on the way).
 
         Returns:
             ``{"approve": url, "decline": url, "expiresAt": iso}``; only ``expiresAt`` for a pause that
@@ -173,7 +182,7 @@ class LinkSigner:
             return links
         for action in ACTIONS:
             record = LinkRecord(
-                id=self._new_id(source, action),
+                id="",
                 action=action,
                 agent_id=data["agentId"],
                 run_id=data["runId"],
@@ -184,15 +193,31 @@ class LinkSigner:
                 channel=channel,
                 created_at=at,
             )
-            kept = await store.issue_link(record)
+            kept = await self._kept(store, record, source, at + fresh_for_s)
             links[action] = self.url(kept.id)
             links["expiresAt"] = datetime.fromtimestamp(kept.expires_at, UTC).isoformat()
         return links
 
-    def _new_id(self, source: str | None, action: Action) -> str:
+    async def _kept(self, store: Store, record: LinkRecord, source: str | None, until: float) -> LinkRecord:
+        """The record issued for ``source`` and this action that still lives past ``until``, or a new one.
+
+        Issued again for one source, a link's id is derived from it, so a retried delivery sends the
+        links its first attempt sent; once those expire (before ``until``), the next id in the source's
+        line is issued, while a fresh record would live longer than the kept one (not once the pause
+        itself has expired: then none would)."""
+        generation = 0
+        while True:
+            named = record.model_copy(update={"id": self._new_id(source, record.action, generation)})
+            kept = await store.issue_link(named)
+            if source is None or kept.expires_at > until or kept.expires_at >= record.expires_at:
+                return kept
+            generation += 1
+
+    def _new_id(self, source: str | None, action: Action, generation: int = 0) -> str:
         if source is None:
             return secrets.token_urlsafe(_ID_BYTES)
-        return _b64(self._mac(_ID_CONTEXT, f"{source}\x1f{action}")[:_ID_BYTES])
+        line = f"{source}\x1f{action}" + (f"\x1f{generation}" if generation else "")
+        return _b64(self._mac(_ID_CONTEXT, line)[:_ID_BYTES])
 
 
 def approver_of(record: LinkRecord) -> Principal | None:
@@ -214,7 +239,12 @@ def _b64(raw: bytes) -> str:
 
 
 def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    """Strictly: only the one spelling ``_b64`` writes. The decoder skips characters outside the
+    alphabet, so without the round trip a token with junk in or after its MAC was still genuine."""
+    raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    if _b64(raw) != text:
+        raise ValueError("not the canonical base64url of its bytes")
+    return raw
 
 
 __all__ = ["ACTIONS", "Action", "LinkSigner", "approver_of"]

@@ -21,10 +21,11 @@ import math
 import os
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
+from troupe.core.vocabulary.hidden_chars import hidden
 from troupe.core.vocabulary.pause_shapes import notification_data
 from troupe.core.vocabulary.state import Pause, RunState, ToolCallState, utcnow
 from troupe.core.vocabulary.store import AuditEntry, OutboxEntry
@@ -64,7 +65,8 @@ class NotificationTarget:
             decision links, still signed).
 
     Raises:
-        ValueError: A URL that is not http(s), a bad secret, or an unknown format.
+        ValueError: A URL that is not http(s) or cannot be sent to (a port out of range, a space or
+            control character), a bad secret, filters that are not names, or an unknown format.
 
     Example:
         >>> target = NotificationTarget("https://hooks.example.com/troupe", secret, tools={"pay_invoice"})
@@ -83,16 +85,17 @@ class NotificationTarget:
     def __post_init__(self) -> None:
         if self.format not in ("event", "chat"):
             raise ValueError(f"notification target {self.name or '?'}: format must be 'event' or 'chat'")
-        parts = urlsplit(self.url)
+        what = f"notification target {self.name or '?'}"
+        parts = _url_parts(self.url, what)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"notification target {self.name or '?'}: url must be http(s)://host/...")
+            raise ValueError(f"{what}: url must be http(s)://host/...")
         if not self.name:
             object.__setattr__(self, "name", parts.hostname + (f":{parts.port}" if parts.port else ""))
         check_secret(self.secret, f"notification target {self.name!r}")
         for attr in ("agents", "tools", "resources"):
             value = getattr(self, attr)
-            if value is not None and not isinstance(value, frozenset):
-                object.__setattr__(self, attr, frozenset(value))
+            if value is not None:
+                object.__setattr__(self, attr, _names(value, f"notification target {self.name!r}: {attr}"))
 
     def matches(self, agents: Sequence[str], tool_name: str, resource_id: str | None) -> bool:
         """Whether an event passes this target's filters.
@@ -109,6 +112,30 @@ class NotificationTarget:
         return self.resources is None or resource_id in self.resources
 
 
+def _url_parts(url: Any, what: str) -> SplitResult:
+    """A target's URL, split, refused (without quoting it: it may hold a credential) when no HTTP
+    client could send to it: a port out of range, or a space or control character anywhere (a
+    trailing tab from a pasted secret), which would leave every delivery failing unexplained."""
+    if not isinstance(url, str) or any(c.isspace() or hidden(c) for c in url):
+        raise ValueError(f"{what}: url must be text without spaces or control characters")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (read for its check: a port out of 0-65535 raises)
+    except ValueError as exc:
+        raise ValueError(f"{what}: url is not valid ({exc})") from None
+    return parts
+
+
+def _names(value: Any, what: str) -> frozenset[str]:
+    """A filter's names; a string is refused, not read as its letters (``"ops"`` would match no agent)."""
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        raise ValueError(f"{what} must be a list of names (strings), got {value!r}")
+    names = frozenset(value)
+    if not all(isinstance(name, str) for name in names):
+        raise ValueError(f"{what} must be a list of names (strings), got {value!r}")
+    return names
+
+
 def check_secret(secret: Any, what: str) -> bytes:
     """The key bytes of a ``whsec_<base64>`` secret; a clear error (without the secret) otherwise."""
     if not isinstance(secret, str) or not secret.startswith(SECRET_PREFIX):
@@ -120,6 +147,15 @@ def check_secret(secret: Any, what: str) -> bytes:
     if len(key) < 16:
         raise ValueError(f"{what}: the secret must hold at least 16 bytes")
     return key
+
+
+def check_seconds(value: Any, what: str) -> float:
+    """``value`` as a finite number of seconds above 0; a ValueError naming ``what`` otherwise (an
+    infinite or NaN time breaks date arithmetic where it is used, far from where it was given)."""
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not number or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{what} must be a finite number of seconds above 0, got {value!r}")
+    return float(value)
 
 
 # How long a delivered notification is kept by default: a week.
@@ -138,7 +174,8 @@ class RetrySchedule:
         poll_s: How often hosts look for due deliveries that nobody poked them about.
 
     Raises:
-        ValueError: ``lease_s`` not above ``timeout_s`` (a slow attempt could be sent twice at once).
+        ValueError: A time that is not a finite number of seconds above 0, or ``lease_s`` not above
+            ``timeout_s`` (a slow attempt could be sent twice at once).
     """
 
     delays: tuple[float, ...] = (1, 5, 30, 120, 600, 1800, 3600, 3600)
@@ -147,6 +184,12 @@ class RetrySchedule:
     poll_s: float = 2.0
 
     def __post_init__(self) -> None:
+        if isinstance(self.delays, str) or not isinstance(self.delays, Iterable):
+            raise ValueError(f"retry.delays must be a list of seconds, got {self.delays!r}")
+        delays = tuple(check_seconds(d, f"retry.delays[{n}]") for n, d in enumerate(self.delays))
+        object.__setattr__(self, "delays", delays)
+        for name in ("timeout_s", "lease_s", "poll_s"):
+            check_seconds(getattr(self, name), f"retry.{name}")
         if self.lease_s <= self.timeout_s:
             raise ValueError("lease_s must exceed timeout_s, or a slow attempt could be sent twice at once")
 
@@ -204,7 +247,13 @@ def decision_event(state: RunState, entry: AuditEntry) -> Event:
     if entry.quorum is not None:
         data.update(approvals=entry.approvals, quorum=entry.quorum)
     kind = _DECISION_EVENTS.get(entry.kind, "tool-call.decided")
-    key = event_id(state.run_id, entry.kind, entry.tool_call_id, entry.fingerprint, entry.decided_by or "")
+    # The decision's own identity: who (issuer + subject, not a display name two people may share) and
+    # when (two answers to one call, such as a tool that suspend()s twice with the same arguments, are
+    # two decisions). The entry is written once, with its event id, so retries still send that one id.
+    who = (entry.issuer or "", entry.subject or "", entry.decided_by or "")
+    key = event_id(
+        state.run_id, entry.kind, entry.tool_call_id, entry.fingerprint, *who, entry.decided_at.isoformat()
+    )
     return Event(
         key, kind, state.run_id, _agents(state, entry.agent_path), entry.tool_name, state.resource_id, data
     )
@@ -228,9 +277,23 @@ def _target(n: int, spec: Any) -> NotificationTarget:
         secret = os.environ.get(str(spec["secret_env"]), "")
         if not secret:
             raise ValueError(f"targets[{n}]: environment variable {spec['secret_env']} is not set")
-    filters = {k: frozenset(spec[k]) for k in ("agents", "tools", "resources") if spec.get(k) is not None}
+    given = [k for k in ("agents", "tools", "resources") if spec.get(k) is not None]
+    filters = {k: _names(spec[k], f"targets[{n}].{k}") for k in given}
     shape = spec.get("format", "event")
     return NotificationTarget(spec["url"], secret, name=str(spec.get("name") or ""), format=shape, **filters)
+
+
+def _retry(spec: Any) -> RetrySchedule:
+    """The ``retry`` object of the ``--notify`` file (absent: the default schedule)."""
+    if spec is None:
+        return RetrySchedule()
+    known = [f.name for f in fields(RetrySchedule)]
+    if not isinstance(spec, dict):
+        raise ValueError(f'"retry" must be an object with some of {known}, got {spec!r}')
+    unknown = sorted(set(spec) - set(known))
+    if unknown:
+        raise ValueError(f'"retry" has unknown keys {unknown}: it takes {known}')
+    return RetrySchedule(**spec)
 
 
 def _check_link_key(links: Any, targets: Sequence[NotificationTarget]) -> None:
@@ -280,14 +343,8 @@ class Notifications:
         names = [t.name for t in self.targets]
         if len(set(names)) != len(names):
             raise ValueError(f"notification targets need distinct names, got {names}")
-        keep = self.keep_delivered_s
-        if keep is not None and (
-            isinstance(keep, bool)
-            or not isinstance(keep, int | float)
-            or not math.isfinite(keep)
-            or keep <= 0
-        ):
-            raise ValueError(f"keep_delivered_s must be a positive number of seconds or None, got {keep!r}")
+        if self.keep_delivered_s is not None:
+            check_seconds(self.keep_delivered_s, "keep_delivered_s (or None)")
         if self.links is not None:
             _check_link_key(self.links, self.targets)
 
@@ -306,7 +363,7 @@ class Notifications:
         if not isinstance(data, dict) or not isinstance(data.get("targets"), list):
             raise ValueError('expected {"targets": [{"url": ..., "secret": "whsec_..."}, ...]}')
         targets = [_target(n, spec) for n, spec in enumerate(data["targets"])]
-        retry = RetrySchedule(**data["retry"]) if isinstance(data.get("retry"), dict) else RetrySchedule()
+        retry = _retry(data.get("retry"))
         keep = data.get("keep_delivered_s", KEEP_DELIVERED_S)
         return cls(tuple(targets), retry=retry, links=links, keep_delivered_s=keep)
 
@@ -354,6 +411,7 @@ __all__ = [
     "NotificationTarget",
     "Notifications",
     "RetrySchedule",
+    "check_seconds",
     "check_secret",
     "decision_event",
     "event_id",

@@ -34,6 +34,15 @@ def signed_request(target: NotificationTarget, entry: OutboxEntry, at: float) ->
     return body.encode(), headers
 
 
+_ERROR_CHARS = 300
+
+
+def attempt_error(target: NotificationTarget, what: str, exc: BaseException) -> str:
+    """What a failed attempt's ``last_error`` says: the exception, bounded, with the target's URL (which
+    may hold a credential) replaced by its name."""
+    return f"{what}{type(exc).__name__}: {str(exc).replace(target.url, target.name)}"[:_ERROR_CHARS]
+
+
 class WebhookSender(Protocol):
     """Posts one signed request to a target and says how it went."""
 
@@ -48,4 +57,4 @@ class WebhookSender(Protocol):
     async def close(self) -> None: ...
 
 
-__all__ = ["WebhookSender", "signed_request"]
+__all__ = ["WebhookSender", "attempt_error", "signed_request"]

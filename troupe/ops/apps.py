@@ -72,5 +72,5 @@ def load_notifications(path: str) -> Notifications:
         if not isinstance(links, dict) or not isinstance(links.get("public_url"), str):
             raise ValueError('"links" needs "public_url" (where approvers reach this server) and a secret')
         secret = os.environ.get(str(links["secret_env"])) if "secret_env" in links else links.get("secret")
-        signer = LinkSigner(links["public_url"], str(secret or ""), float(links.get("ttl_s", 24 * 3600)))
+        signer = LinkSigner(links["public_url"], str(secret or ""), links.get("ttl_s", 24 * 3600))
     return Notifications.from_mapping(data, links=signer)
