@@ -159,7 +159,20 @@ class AsyncTroupeClient:
 
     async def list_runs(self, path: str, params: dict[str, Any]) -> SuspendedRunList:
         """A listing of suspended runs at ``path``, checked before it is read: a login page, a proxy or
-        another service answering 200 at the server's URL must not read as "nothing is waiting"."""
+        another service answering 200 at the server's URL must not read as "nothing is waiting".
+
+        Args:
+            path: The listing's route below the API prefix (``/inbox``, an agent's ``suspended-runs``).
+            params: Its query parameters.
+
+        Returns:
+            The page as a ``SuspendedRunList``.
+
+        Raises:
+            HttpError: The answer is not a listing of runs (the URL is not a Troupe server's).
+            TroupeError: An error answer, as the ``troupe.errors`` class its ``code`` names.
+            ServerUnreachableError: The server did not take the connection.
+        """
         data = await self.request("GET", path, params=params)
         runs = data.get("runs") if isinstance(data, dict) else None
         if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
