@@ -2238,7 +2238,7 @@ MUTANTS += [
         '    who = (entry.issuer or "", entry.subject or "", entry.decided_by or "")\n',
         '    who = (entry.decided_by or "",)\n',
         (
-            "tests/test_notifications.py::test_two_approvers_who_share_a_display_name_are_two_events",
+            "tests/test_notifications.py::test_each_approver_of_a_quorum_gets_an_event_of_their_own",
             "tests/test_notifications.py::test_a_decisions_event_id_is_its_own_and_the_same_each_time_it_is_built",
         ),
     ),
