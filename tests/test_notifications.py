@@ -90,6 +90,13 @@ async def until(check: Callable[[], Awaitable[bool]]) -> None:
             await asyncio.sleep(0.02)
 
 
+async def queued(store: Any, target: str, body: dict[str, Any]) -> None:
+    """One event of run ``r1`` waiting in ``store``'s outbox for ``target``, due at once."""
+    entry = OutboxEntry(id=f"e.{target}", event_id="e", target=target, run_id="r1", body=body, next_at=0.0)
+    await store.create_run(RunState(run_id="r1", agent_id="ops"))
+    await store.save_run(RunState(run_id="r1", agent_id="ops"), expected_version=1, outbox=(entry,))
+
+
 def verified(received: Any) -> dict[str, Any]:
     payload: dict[str, Any] = Webhook(SECRET).verify(received.body, received.headers)
     assert received.headers["webhook-id"] == payload["id"]
@@ -203,9 +210,7 @@ async def test_a_delivery_is_kept_keep_delivered_s_after_delivery_and_while_its_
         sender=HttpSender(),
         clock=lambda: now[0],
     )
-    entry = OutboxEntry(id="e.hook", event_id="e", target="hook", run_id="r1", body={}, next_at=0.0)
-    await store.create_run(RunState(run_id="r1", agent_id="ops"))
-    await store.save_run(RunState(run_id="r1", agent_id="ops"), expected_version=1, outbox=(entry,))
+    await queued(store, "hook", {})
     (claimed,) = await store.claim_deliveries("host-a", now=1_000.0, lease_s=10, limit=1)
     delivered = claimed.model_copy(update={"status": "delivered", "delivered_at": 1_000.0})
     assert await store.settle_delivery(delivered)
@@ -641,9 +646,7 @@ async def test_a_delivery_whose_request_cannot_be_made_is_a_failed_attempt_that_
         store, Notifications((target,), retry=retry, links=links), "host-a", HttpSender(), lambda: now[0]
     )
     body = {"id": "e", "type": "tool-call.paused", "timestamp": "", "data": {"kind": "approval"}}
-    entry = OutboxEntry(id="e.hook", event_id="e", target="hook", run_id="r1", body=body, next_at=0.0)
-    await store.create_run(RunState(run_id="r1", agent_id="ops"))
-    await store.save_run(RunState(run_id="r1", agent_id="ops"), expected_version=1, outbox=(entry,))
+    await queued(store, "hook", body)
     try:
         assert await dispatcher.pump("hook") == 1
         (tried,) = await store.list_deliveries("r1")
@@ -684,9 +687,7 @@ async def test_a_retry_after_the_links_expired_sends_fresh_ones_under_the_same_w
     )
     data = {"kind": "approval", "agentId": "ops", "runId": "r1", "toolCallId": "call-1", "fingerprint": "f"}
     body = {"id": "e", "type": "tool-call.paused", "timestamp": "", "data": data}
-    entry = OutboxEntry(id="e.hook", event_id="e", target="hook", run_id="r1", body=body, next_at=0.0)
-    await store.create_run(RunState(run_id="r1", agent_id="ops"))
-    await store.save_run(RunState(run_id="r1", agent_id="ops"), expected_version=1, outbox=(entry,))
+    await queued(store, "hook", body)
     try:
         sent, start = [], now[0]
         # At +0 and +30 the receiver fails; at +59 it is back, and the first links (60 s) would expire
@@ -758,9 +759,7 @@ async def test_a_target_url_no_client_can_send_to_is_refused_or_a_failed_attempt
     target = NotificationTarget("http://256.0.0.1:80/services/T0K3N", SECRET, name="chat")
     dispatcher = Dispatcher(store, Notifications((target,)), "host-a", HttpSender(), lambda: 1_000.0)
     body = {"id": "e", "type": "tool-call.decided", "timestamp": "", "data": {}}
-    entry = OutboxEntry(id="e.chat", event_id="e", target="chat", run_id="r1", body=body, next_at=0.0)
-    await store.create_run(RunState(run_id="r1", agent_id="ops"))
-    await store.save_run(RunState(run_id="r1", agent_id="ops"), expected_version=1, outbox=(entry,))
+    await queued(store, "chat", body)
     try:
         assert await dispatcher.pump("chat") == 1
         (tried,) = await store.list_deliveries("r1")
