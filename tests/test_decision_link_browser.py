@@ -6,14 +6,13 @@ browser sends (``Sec-Fetch-Site``, ``Origin``) is the browser's, not a test's gu
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
+from static_site import answering
 from test_identity_host_app import _token, server  # noqa: F401 - the host app's server fixture
 from test_inbox_browser import browser  # noqa: F401 - the Chromium fixture
 from webhook_receiver import free_port
@@ -82,33 +81,6 @@ def test_a_form_on_another_site_posting_the_link_decides_nothing(
     assert calls.count() == 0
 
 
-@contextlib.contextmanager
-def served_page(html: str) -> Iterator[str]:
-    """``html`` served at a URL of its own by a real server on another port (a page answered by the
-    browser's own routing would count as a public address, whose fetches to loopback Chromium blocks)."""
-
-    class Page(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = html.encode()
-            self.send_response(200)
-            self.send_header("content-type", "text/html")
-            self.send_header("content-length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    site = ThreadingHTTPServer(("127.0.0.1", 0), Page)
-    thread = threading.Thread(target=site.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{site.server_address[1]}/"
-    finally:
-        site.shutdown()
-        site.server_close()
-
-
 def test_a_page_on_another_site_cannot_approve_through_the_json_routes(
     server, bob, tmp_path, calls: CallLog  # noqa: F811
 ):
@@ -124,7 +96,8 @@ def test_a_page_on_another_site_cannot_approve_through_the_json_routes(
         "</script>"
     )
     page = bob.new_page()
-    with served_page(attack) as elsewhere, page.expect_response(lambda r: r.url == target) as posted:
+    page_elsewhere = answering("text/html", attack.encode())
+    with page_elsewhere as elsewhere, page.expect_response(lambda r: r.url == target) as posted:
         page.goto(elsewhere)
     response = posted.value
     assert "content-type" not in response.request.all_headers(), "a simple request: no preflight"

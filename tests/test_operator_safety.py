@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 from inbox_agents import inbox_runtime
+from static_site import answering
 from troupe.api.keys import digested
 
 from troupe.testing import CallLog
@@ -313,37 +314,6 @@ def test_open_mode_refuses_a_remote_address_unless_asked(tmp_path):
 # ---- malformed input: one line, never a traceback -----------------------------------------------------
 
 
-class _Answering:
-    """A server at a URL that is no Troupe server's: every GET answers 200 with ``body``."""
-
-    def __init__(self, content_type: str, body: bytes) -> None:
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                self.send_response(200)
-                self.send_header("content-type", content_type)
-                self.send_header("content-length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def __enter__(self) -> _Answering:
-        import threading
-
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 def _one_line(done: subprocess.CompletedProcess[str], expected: str) -> None:
     assert done.returncode == 1, (done.args, done.stdout, done.stderr)
     assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1, (done.args, done.stderr)
@@ -376,16 +346,17 @@ def test_malformed_urls_are_one_line_without_the_password(tmp_path):
     ids=["html", "json-list", "json-object", "runs-not-objects"],
 )  # fmt: skip
 def test_a_server_that_is_not_troupe_is_named_not_read_as_nothing_waiting(tmp_path, content_type, body):
-    with _Answering(content_type, body) as other:
-        done = troupe("runs", "list", "--server", other.url, cwd=tmp_path)
+    with answering(content_type, body) as site:
+        other = site.rstrip("/")
+        done = troupe("runs", "list", "--server", other, cwd=tmp_path)
         found = troupe(
-            "approve", "r", "--server", other.url, cwd=tmp_path, env={"XDG_STATE_HOME": str(tmp_path)}
+            "approve", "r", "--server", other, cwd=tmp_path, env={"XDG_STATE_HOME": str(tmp_path)}
         )
-        one_agent = troupe("runs", "list", "--agent", "ops", "--server", other.url, cwd=tmp_path)
-    expected = f"the server at {other.url} did not answer GET /api/inbox as a Troupe server does"
+        one_agent = troupe("runs", "list", "--agent", "ops", "--server", other, cwd=tmp_path)
+    expected = f"the server at {other} did not answer GET /api/inbox as a Troupe server does"
     _one_line(done, expected)
     _one_line(found, expected)
-    listing = f"the server at {other.url} did not answer GET /api/agents/ops/suspended-runs as a Troupe"
+    listing = f"the server at {other} did not answer GET /api/agents/ops/suspended-runs as a Troupe"
     _one_line(one_agent, listing)
 
 
