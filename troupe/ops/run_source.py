@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -59,15 +60,9 @@ def _check_redis_url(url: str) -> None:
     try:
         parse_url(url)
     except ValueError as exc:
-        password = _password(url)
+        password = urlsplit(url).password  # read lazily: the port that failed is not parsed here
         reason = str(exc).replace(password, "***") if password else str(exc)
         raise SystemExit(f"--store {safe(redacted(url))}: {safe(reason)}") from None
-
-
-def _password(url: str) -> str:
-    """The password in the URL's ``user:password@``, or "" (to keep it out of messages)."""
-    userinfo, at, _ = url.partition("://")[2].partition("/")[0].rpartition("@")
-    return userinfo.partition(":")[2] if at else ""
 
 
 def _server_url(url: str) -> str:
