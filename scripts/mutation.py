@@ -1376,6 +1376,13 @@ MUTANTS += [
         MCP_RAW,
     ),
     Mutant(
+        "mcp-lone-surrogate-message-dropped",
+        "actors/mcp/wire.py",
+        "        mended = _mended(exc)\n",
+        "        mended = None\n",
+        MCP_RAW,
+    ),
+    Mutant(
         "mcp-unparsed-answer-dropped",
         "actors/mcp/wire.py",
         "        found = _answered(exc)\n",

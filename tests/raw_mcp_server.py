@@ -10,7 +10,10 @@ Every message it receives is appended to LOG (one JSON line each), so a test see
 (``notifications/cancelled``, say). Tools: ``good`` answers "fine"; ``string_input`` is listed with
 ``inputSchema: {"type": "string"}``; ``deep`` answers structured content nested 200 deep; ``slow`` is
 never answered; ``null_result``, ``list_result`` and ``no_result`` answer JSON that is no JSON-RPC
-response (``"result": null``, ``"result": [1, 2]``, no ``result`` at all).
+response (``"result": null``, ``"result": [1, 2]``, no ``result`` at all). Over stdio only (it needs the
+server's own requests): ``odd_ask`` asks for input with a message holding a lone UTF-16 surrogate
+(``\\ud800``, which JSON can spell and no UTF-8 can hold), then answers with what it was given;
+``odd_text`` answers text holding one.
 """
 
 from __future__ import annotations
@@ -33,8 +36,14 @@ TOOLS = [
         ("null_result", OBJECT),
         ("list_result", OBJECT),
         ("no_result", OBJECT),
+        ("odd_ask", OBJECT),
+        ("odd_text", OBJECT),
     ]
 ]
+# A lone surrogate as JSON spells it: json.dumps writes "\\ud800" for it (ensure_ascii).
+LONE = "\ud800"
+# The elicitation ``odd_ask`` sends, and the call it is for (the id of its tools/call), until answered.
+ASKING: dict[str, Any] = {}
 # What the answer to a call of these tools holds beside "jsonrpc" and "id".
 MALFORMED: dict[str, dict[str, Any]] = {
     "null_result": {"result": None},
@@ -65,6 +74,8 @@ def result_of(method: str, params: dict[str, Any]) -> Any:
         name = params["name"]
         if name == "deep":
             return {"content": [], "structuredContent": nested(200)}
+        if name == "odd_text":
+            return {"content": [{"type": "text", "text": f"odd {LONE} text"}]}
         return None if name == "slow" else {"content": [{"type": "text", "text": "fine"}]}
     return {} if method == "ping" else {}[method]
 
@@ -74,8 +85,17 @@ def answer(line: str, log: str) -> str | None:
     message = json.loads(line)
     with open(log, "a") as out:
         out.write(json.dumps(message) + "\n")
+    if message.get("id") == "odd-ask":  # the answer to odd_ask's question: the call's answer is it
+        content = [{"type": "text", "text": json.dumps(message.get("result"))}]
+        return json.dumps({"jsonrpc": "2.0", "id": ASKING.pop("call"), "result": {"content": content}})
     if "id" not in message or "method" not in message:
         return None
+    if message["method"] == "tools/call" and message["params"]["name"] == "odd_ask":
+        ASKING["call"] = message["id"]
+        schema = {"type": "object", "properties": {"approved": {"type": "boolean"}}}
+        params = {"mode": "form", "message": f"proceed {LONE}?", "requestedSchema": schema}
+        asking = {"jsonrpc": "2.0", "id": "odd-ask", "method": "elicitation/create", "params": params}
+        return json.dumps(asking)
     if message["method"] == "tools/call" and message["params"]["name"] in MALFORMED:
         return json.dumps({"jsonrpc": "2.0", "id": message["id"], **MALFORMED[message["params"]["name"]]})
     try:

@@ -6,7 +6,9 @@ JSON-RPC and nothing else), over stdio and streamable HTTP, on both executors:
 - a result nested 200 deep, past the SDK's JSON parser's limit, fails the call at once with a tool error,
   instead of the call waiting for the server's timeout;
 - so does an answer that is JSON but no JSON-RPC response (``"result": null``, a list, no ``result``),
-  which the SDK drops as well.
+  which the SDK drops as well;
+- a message holding a lone UTF-16 surrogate (over stdio: a question, a result) is read with U+FFFD in
+  its place, instead of being dropped.
 """
 
 from __future__ import annotations
@@ -80,3 +82,37 @@ async def test_an_answer_that_is_no_json_rpc_response_fails_the_call_at_once(mak
     else:  # the SDK's HTTP transport answers the request itself, with its parser's error
         assert f"the call to {tool!r} failed: Failed to parse JSON response" in error and len(error) < 3000
     assert (await stream.result()).finish_reason == "stop"
+
+
+
+@pytest.fixture
+def raw_stdio(tmp_path: Path) -> Iterator[RawServer]:
+    server = RawServer("stdio", tmp_path / "received.jsonl")
+    yield server
+    server.stop()
+
+
+async def test_a_question_with_a_lone_surrogate_reaches_a_person_and_the_answer_the_server(
+    make_runtime, raw_stdio
+):
+    """JSON can spell a lone UTF-16 surrogate (``"\\ud800"``); the SDK's parser refuses a whole message
+    for it, so a server's question holding one was dropped and its call waited for the timeout. It is
+    read with U+FFFD in the surrogate's place."""
+    server = raw_stdio.spec("--objects-only", timeout_s=TIMEOUT_S)
+    agent = Agent("h", model=echo_model(tool_call("odd_ask", {}, id="a1")), mcp_servers=[server])
+    h = make_runtime([agent]).get_agent("h")
+    stream = await h.stream("go")
+    chunks = await chunks_of(stream)
+    assert chunks[-1].type == "tool-call-suspended", [c.payload for c in chunks if c.type == "tool-error"]
+    assert chunks[-1].payload["suspend_payload"]["message"] == "proceed \ufffd?"
+    result = await (await h.resume_stream({"approved": True}, run_id=stream.run_id)).result()
+    assert result.finish_reason == "stop"
+    answers = [m["result"] for m in raw_stdio.received() if m.get("id") == "odd-ask"]
+    assert answers == [{"action": "accept", "content": {"approved": True}}]
+
+
+async def test_a_result_with_a_lone_surrogate_is_read_as_a_replacement_character(make_runtime, raw_stdio):
+    server = raw_stdio.spec("--objects-only", timeout_s=TIMEOUT_S)
+    agent = Agent("h", model=echo_model(tool_call("odd_text", {}, id="t1")), mcp_servers=[server])
+    result = await make_runtime([agent]).get_agent("h").generate("go")
+    assert result.text == "t1=odd \ufffd text"

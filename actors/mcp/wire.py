@@ -9,6 +9,10 @@ its timeout. Here:
 
 - a ``tools/list`` result keeps the tools the SDK can read; each one left out is logged with the reason
   and kept for ``AgentHost.stats`` (``take_left_out``);
+- a message the SDK's parser refuses only for a lone UTF-16 surrogate in a string (JSON can spell
+  ``"\\ud800"``, no UTF-8 text can hold it) is read here with U+FFFD in its place, as a decoder reads
+  bytes it cannot decode: a server's question holding one reaches a person, its answer the model,
+  instead of being dropped (and its call waiting for the timeout);
 - a response the SDK could not read becomes an error response to the request it answers, so that
   request fails at once, refused (``refused_problem`` tells such an error apart): one that could not be
   parsed (found by its top-level ``id``, read without parsing the rest), and one that is JSON but no
@@ -38,6 +42,7 @@ REFUSED = "troupe: answer refused before parsing"
 # Requests remembered until answered; past this many the oldest are forgotten (calls never answered).
 _MAX_REMEMBERED = 1_000
 # A JSON string (with escapes) and the colon after it if it is a key, or a bracket.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _TOKEN = re.compile(r'(?P<text>"[^"\\]*(?:\\.[^"\\]*)*")(?P<key>\s*:\s*)?|(?P<open>[{\[])|(?P<close>[}\]])')
 
 
@@ -132,6 +137,10 @@ class WireGuard:
         from mcp.shared.message import SessionMessage
         from mcp_types import PARSE_ERROR, ErrorData, JSONRPCError
 
+        mended = _mended(exc)
+        if mended is not None:
+            log.warning("MCP server %r sent text with a lone surrogate; read with U+FFFD", self.server)
+            return self.inbound(mended)
         found = _answered(exc)
         if found is None or found[0] not in self._sent:
             return exc
@@ -150,6 +159,57 @@ def refused_problem(exc: BaseException) -> str | None:
     return str(error.message)
 
 
+def _mended(exc: Exception) -> Any:
+    """The message the SDK could not read, read with U+FFFD for each lone surrogate in its strings, if
+    that is all that kept the SDK from reading it (a ``SessionMessage``); None otherwise."""
+    from mcp.shared.message import SessionMessage
+    from mcp_types import jsonrpc_message_adapter
+    from pydantic import ValidationError
+
+    raw = _unparsed(exc)
+    if raw is None or '\\ud' not in raw.lower():
+        return None
+    envelope = _envelope(raw)
+    if envelope is None or envelope[2] > MAX_DEPTH:
+        return None  # not a JSON object, or nested past what is read here
+    try:
+        data = json.loads(raw)  # Python's reader takes a lone surrogate as one
+    except ValueError:
+        return None
+    mended = _without_lone_surrogates(data)
+    if mended == data:
+        return None  # what the SDK refused is something else
+    try:
+        return SessionMessage(jsonrpc_message_adapter.validate_python(mended, by_name=False))
+    except ValidationError:
+        return None
+
+
+def _without_lone_surrogates(value: Any) -> Any:
+    """``value`` (parsed JSON, at most ``MAX_DEPTH`` deep) with U+FFFD for each lone surrogate: after
+    parsing, a surrogate code point left in a string has no partner."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_without_lone_surrogates(item) for item in value]
+    if isinstance(value, dict):
+        return {_without_lone_surrogates(k): _without_lone_surrogates(v) for k, v in value.items()}
+    return value
+
+
+def _unparsed(exc: Exception) -> str | None:
+    """The text of a message the SDK's parser refused as no JSON (its error carries it), or None."""
+    from pydantic import ValidationError
+
+    if not isinstance(exc, ValidationError):
+        return None
+    for error in exc.errors(include_url=False):
+        raw = error.get("input")
+        if error["type"] == "json_invalid" and isinstance(raw, str | bytes):
+            return raw if isinstance(raw, str) else raw.decode("utf-8", "replace")
+    return None
+
+
 def _answered(exc: Exception) -> tuple[Any, str] | None:
     """The ``id`` of the request a message the SDK could not read answers, and why it could not; None
     if the message is no response. The SDK's parser error says why: text that is not JSON (which it
@@ -159,17 +219,18 @@ def _answered(exc: Exception) -> tuple[Any, str] | None:
 
     if not isinstance(exc, ValidationError):
         return None
-    errors = exc.errors(include_url=False)
-    for error in errors:
-        raw = error.get("input")
-        if error["type"] == "json_invalid" and isinstance(raw, str | bytes):
-            found = _response_envelope(raw if isinstance(raw, str) else raw.decode("utf-8", "replace"))
-            if found is None:
-                return None
-            request_id, depth = found
-            too_deep = depth > MAX_DEPTH
-            return request_id, f"nested deeper than {MAX_DEPTH} levels" if too_deep else "not valid JSON"
-    return _misshapen(errors)
+    raw = _unparsed(exc)
+    if raw is None:
+        return _misshapen(exc.errors(include_url=False))
+    envelope = _envelope(raw)
+    if envelope is None:
+        return None
+    keys, request_id, depth = envelope
+    if "method" in keys or not keys & {"result", "error"}:
+        return None  # a request or a notification: nothing of ours waits on it
+    if isinstance(request_id, bool) or not isinstance(request_id, int | str):
+        return None
+    return request_id, f"nested deeper than {MAX_DEPTH} levels" if depth > MAX_DEPTH else "not valid JSON"
 
 
 def _misshapen(errors: list[Any]) -> tuple[Any, str] | None:
@@ -188,9 +249,10 @@ def _misshapen(errors: list[Any]) -> tuple[Any, str] | None:
     return request_id, f"not a valid JSON-RPC response ({'; '.join(why)[:200]})"
 
 
-def _response_envelope(text: str) -> tuple[int | str, int] | None:
-    """The ``id`` of the JSON-RPC response ``text`` holds, and how deep it nests; None if it is no
-    response. Read token by token (strings and brackets), so no depth can overflow the reading."""
+def _envelope(text: str) -> tuple[set[str], Any, int] | None:
+    """The top-level keys of the JSON object ``text`` holds, its ``id`` (None if it has none) and how
+    deep it nests; None if it is no single object. Read token by token (strings and brackets), so no
+    depth can overflow the reading."""
     if not text.lstrip().startswith("{"):
         return None
     depth = deepest = 0
@@ -210,11 +272,7 @@ def _response_envelope(text: str) -> tuple[int | str, int] | None:
             if key == "id":
                 with contextlib.suppress(ValueError):
                     request_id = json.JSONDecoder().raw_decode(text, token.end())[0]
-    if "method" in keys or not keys & {"result", "error"}:
-        return None
-    if isinstance(request_id, bool) or not isinstance(request_id, int | str):
-        return None
-    return request_id, deepest
+    return keys, request_id, deepest
 
 
 class _Tapped:
