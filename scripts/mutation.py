@@ -2190,13 +2190,14 @@ MUTANTS += [
     Mutant(
         "mcp-answer-no-json-rpc-waits-its-timeout",
         "actors/mcp/wire.py",
-        "    return _misshapen(errors)\n",
-        "    return None\n",
+        "        return _misshapen(exc.errors(include_url=False))\n",
+        "        return None\n",
         (
             "tests/test_mcp_hostile_raw.py::test_an_answer_that_is_no_json_rpc_response_fails_the_call_at_once"
             "[local-stdio-null]",
         ),
-    ),    Mutant(
+    ),
+    Mutant(
         "mcp-error-in-structured-content-lost",
         "actors/mcp/results.py",
         "    if structured is not None and not told:\n",
