@@ -1596,6 +1596,13 @@ MUTANTS += [
         (f"{CONFORMANCE}::test_a_cursor_is_bound_to_its_listing_and_checked",),
     ),
     Mutant(
+        "cursor-with-an-endless-number-is-a-500",
+        "core/vocabulary/listing.py",
+        "    try:\n        at = float(value)\n    except OverflowError:\n        return None\n",
+        "    at = float(value)\n",
+        ("tests/test_http_inbox.py::test_a_made_up_cursor_is_refused_whatever_number_it_holds",),
+    ),
+    Mutant(
         "memory-cursor-skips-ties",
         "storage/memory.py",
         "            begin = max(begin, bisect.bisect_right(entries, start))",
