@@ -49,6 +49,14 @@ ANNOUNCE = """        announced = open_pause_chunks(state)
 """
 
 MUTANTS = [
+    # ---- what a model writes reaches a person inert ---------------------------------------------------
+    Mutant(
+        "demo-prints-model-text-raw",
+        "troupe/ops/demo.py",
+        'print(safe(p["text"], keep=NEWLINE), end="", flush=True)',
+        'print(p["text"], end="", flush=True)',
+        ("tests/test_demo.py::test_escape_sequences_the_model_writes_are_shown_not_played",),
+    ),
     # ---- checkpoint before announce ---------------------------------------------------------------------
     Mutant(
         "announce-before-checkpoint",
