@@ -51,6 +51,23 @@ ANNOUNCE = """        announced = open_pause_chunks(state)
 MUTANTS = [
     # ---- what a model writes reaches a person inert ---------------------------------------------------
     Mutant(
+        "hidden-chars-only-the-old-few-categories",
+        "core/vocabulary/hidden_chars.py",
+        '_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})',
+        '_CATEGORIES = frozenset({"Cc", "Cs"})',
+        (
+            "tests/test_decision_links.py::test_the_page_marks_hidden_characters_and_bounds_a_reason",
+            "tests/test_demo.py::test_escape_sequences_the_model_writes_are_shown_not_played",
+        ),
+    ),
+    Mutant(
+        "inbox-leaves-tag-characters-unmarked",
+        "api/static/inbox.js",
+        "[\\p{Cc}\\p{Cf}\\p{Cs}",
+        "[\\p{Cc}\\p{Cs}",
+        ("tests/test_inbox_browser.py::test_a_card_shows_its_context_and_marks_invisible_characters",),
+    ),
+    Mutant(
         "demo-prints-model-text-raw",
         "troupe/ops/demo.py",
         'print(safe(p["text"], keep=NEWLINE), end="", flush=True)',

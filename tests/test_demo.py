@@ -288,7 +288,7 @@ def test_escape_sequences_the_model_writes_are_shown_not_played(tmp_path, termin
     it could hide or fake what the next prompt asks to approve."""
     from fake_openai import FakeOpenAI, call, reply, serving
 
-    hostile = "Sure.\x1b]0;pwned\x07\x1b[2J\x1b[H\u202egnp.exe"
+    hostile = "Sure.\x1b]0;pwned\x07\x1b[2J\x1b[H\u202egnp.exe\U000e0068\u00ad"
     model = FakeOpenAI(
         [reply(hostile, calls=[call("delete_record", {"id": "abc-123"}, id="c1")]), reply(f"Kept. {hostile}")]
     )
@@ -305,6 +305,6 @@ def test_escape_sequences_the_model_writes_are_shown_not_played(tmp_path, termin
         term.type("")
         assert term.wait() == 0, term.output
 
-    shown = r"Sure.\x1b]0;pwned\x07\x1b[2J\x1b[H\u202egnp.exe"
+    shown = r"Sure.\x1b]0;pwned\x07\x1b[2J\x1b[H\u202egnp.exe\U000e0068\xad"
     assert f"assistant: {shown}" in term.output and f"Final answer: Kept. {shown}" in term.output
-    assert "\x1b" not in term.output and "\u202e" not in term.output
+    assert not {"\x1b", "\u202e", "\U000e0068", "\xad"} & set(term.output)

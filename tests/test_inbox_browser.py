@@ -415,16 +415,21 @@ def test_a_card_shows_who_started_the_run_and_who_approved_so_far(http_server, t
     assert decisions[-1].approvals == ["Bob", "Carol"]
 
 
+# "hi" in Unicode tag characters: text that no screen draws (a model reading it later would).
+TAGS_HI = "\U000e0068\U000e0069"
+
+
 def test_a_card_shows_its_context_and_marks_invisible_characters(http_server, tmp_path, calls, tabs):
     """What a person needs to judge a call is on its card, and a right-to-left override in model-written
-    arguments is shown as a mark instead of silently reversing what the person reads."""
+    arguments is shown as a mark instead of silently reversing what the person reads; so are the
+    characters that draw nothing at all (Unicode tags spelling out hidden text, a soft hyphen)."""
 
     def said_then_called(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
         if any(m["role"] == "tool" for m in messages):
             return text("done")
         return [
             text("The user wants the old report gone; deleting it."),
-            tool_call("delete_record", {"id": "report-\u202egpj.exe"}, id="f1"),
+            tool_call("delete_record", {"id": f"report-\u202egpj.exe{TAGS_HI}\u00ad"}, id="f1"),
         ]
 
     def build() -> Runtime:
@@ -445,9 +450,10 @@ def test_a_card_shows_its_context_and_marks_invisible_characters(http_server, tm
     )
     expect(card.get_by_test_id("context-tool")).to_have_text("Delete a record by id")
     expect(card.get_by_test_id("agent-path")).to_have_text("files")
-    mark = card.get_by_test_id("args").get_by_test_id("invisible")
-    expect(mark).to_have_text("\u27e6U+202E\u27e7")
-    assert "\u202e" not in (card.get_by_test_id("args").text_content() or "")
+    marks = card.get_by_test_id("args").get_by_test_id("invisible")
+    expect(marks).to_have_text([f"\u27e6U+{code}\u27e7" for code in ("202E", "E0068", "E0069", "00AD")])
+    shown = card.get_by_test_id("args").text_content() or ""
+    assert not {"\u202e", "\U000e0068", "\U000e0069", "\u00ad"} & set(shown)
     deep = inbox.card(nested)
     expect(deep.get_by_test_id("context-request")).to_have_text("rec-7")
     expect(deep.get_by_test_id("context-tool")).to_have_text("Delete a record by id")

@@ -50,8 +50,12 @@
   }
 
   // Characters that do not show, or that reorder what is shown (a right-to-left override can make
-  // "exe.txt" read "txt.exe"): each is put in the page as a visible mark naming its code point.
-  const HIDDEN = /[\u0000-\u0008\u000B-\u001F\u007F-\u009F\u061C\u200B-\u200F\u202A-\u202E\u2060-\u2064\u2066-\u2069\uFEFF]/g;
+  // "exe.txt" read "txt.exe"; tag characters spell out text no screen draws): each is put in the page
+  // as a visible mark naming its code point. The same set as troupe.core.vocabulary.hidden_chars:
+  // controls (but tab and newline), format characters, surrogates, line and paragraph separators, and
+  // the few others that draw nothing (variation selectors, Hangul fillers).
+  const HIDDEN =
+    /(?![\t\n])[\p{Cc}\p{Cf}\p{Cs}\p{Zl}\p{Zp}\u034F\u115F\u1160\u17B4\u17B5\u3164\uFFA0\uFE00-\uFE0F\u{E0100}-\u{E01EF}]/gu;
 
   function visible(text) {
     const parts = [];
