@@ -68,6 +68,20 @@ MUTANTS = [
         ("tests/test_inbox_browser.py::test_a_card_shows_its_context_and_marks_invisible_characters",),
     ),
     Mutant(
+        "inbox-args-box-scrolls-a-padded-argument",
+        "api/static/inbox.js",
+        "    if (!preview.cut) return [shown];\n",
+        "    return [el(\"pre\", { \"data-testid\": \"args\" }, pretty(args))];\n",
+        ("tests/test_inbox_browser.py::test_a_padded_argument_cannot_push_the_one_that_matters_out_of_view",),
+    ),
+    Mutant(
+        "inbox-rounds-long-numbers",
+        "api/static/inbox.js",
+        "  const readJson = (text) => JSON.parse(text, exactly);",
+        "  const readJson = (text) => JSON.parse(text);",
+        ("tests/test_inbox_browser.py::test_a_number_javascript_cannot_hold_is_shown_as_the_tool_gets_it",),
+    ),
+    Mutant(
         "demo-prints-model-text-raw",
         "troupe/ops/demo.py",
         'print(safe(p["text"], keep=NEWLINE), end="", flush=True)',
