@@ -82,6 +82,20 @@ MUTANTS = [
         ("tests/test_inbox_browser.py::test_a_number_javascript_cannot_hold_is_shown_as_the_tool_gets_it",),
     ),
     Mutant(
+        "notebook-tables-keep-hidden-characters",
+        "core/vocabulary/suspended.py",
+        "    return [([visible(cell) for cell in cells], call) for cells, call in rows]",
+        "    return rows",
+        ("tests/test_notebook.py::test_what_a_model_chose_shows_with_its_hidden_characters_marked",),
+    ),
+    Mutant(
+        "notebook-panel-keeps-hidden-characters",
+        "troupe/ops/notebook.py",
+        "    return html.escape(visible(str(value)))",
+        "    return html.escape(str(value))",
+        ("tests/test_notebook.py::test_what_a_model_chose_shows_with_its_hidden_characters_marked",),
+    ),
+    Mutant(
         "demo-prints-model-text-raw",
         "troupe/ops/demo.py",
         'print(safe(p["text"], keep=NEWLINE), end="", flush=True)',
@@ -2267,7 +2281,7 @@ MUTANTS += [
     Mutant(
         "chat-message-keeps-hidden-characters",
         "core/notifying/chat_message.py",
-        "    text = marked(str(value), _mark)\n",
+        "    text = visible(str(value))\n",
         "    text = str(value)\n",
         (CHAT_MESSAGE,),
     ),

@@ -45,4 +45,14 @@ def marked(text: str, mark: Callable[[str], str], keep: str = "") -> str:
     return "".join(mark(c) if c not in keep and hidden(c) else c for c in text)
 
 
-__all__ = ["hidden", "marked"]
+def mark(char: str) -> str:
+    """The visible mark that stands for a hidden character: ``⟦U+202E⟧``, as every screen shows it."""
+    return f"\u27e6U+{ord(char):04X}\u27e7"
+
+
+def visible(text: str, keep: str = "") -> str:
+    """``text`` with each hidden character (except those in ``keep``) shown as its ``mark``."""
+    return marked(text, mark, keep)
+
+
+__all__ = ["hidden", "mark", "marked", "visible"]
