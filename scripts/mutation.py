@@ -96,6 +96,13 @@ MUTANTS = [
         ("tests/test_notebook.py::test_what_a_model_chose_shows_with_its_hidden_characters_marked",),
     ),
     Mutant(
+        "elicitation-cuts-arguments-at-the-end",
+        "api/mcp_pauses.py",
+        "        args = args_preview(call.args)",
+        "        args = json.dumps(call.args, ensure_ascii=False)[:2000]",
+        ("tests/test_mcp_server.py::test_an_elicitation_shows_every_argument_however_one_is_padded",),
+    ),
+    Mutant(
         "demo-prints-model-text-raw",
         "troupe/ops/demo.py",
         'print(safe(p["text"], keep=NEWLINE), end="", flush=True)',
