@@ -103,6 +103,13 @@ MUTANTS = [
         ("tests/test_mcp_server.py::test_an_elicitation_shows_every_argument_however_one_is_padded",),
     ),
     Mutant(
+        "a2a-status-text-cuts-arguments-at-the-end",
+        "api/a2a_tasks.py",
+        "{call.tool_name} {args_preview(call.args)} {asks}",
+        "{call.tool_name} {json.dumps(call.args, ensure_ascii=False)[:300]} {asks}",
+        ("tests/test_a2a_server.py::test_the_status_text_shows_every_argument_however_one_is_padded",),
+    ),
+    Mutant(
         "demo-prints-model-text-raw",
         "troupe/ops/demo.py",
         'print(safe(p["text"], keep=NEWLINE), end="", flush=True)',
