@@ -110,6 +110,16 @@ MUTANTS = [
         ("tests/test_a2a_server.py::test_the_status_text_shows_every_argument_however_one_is_padded",),
     ),
     Mutant(
+        "inbox-shows-an-approvers-edit-unmarked",
+        "api/static/inbox.js",
+        "      card.approvals.replaceChildren(\n        ...visible(\n",
+        "      card.approvals.replaceChildren(\n        ...String(\n",
+        (
+            "tests/test_inbox_reach_browser.py::"
+            "test_an_earlier_approvers_edit_shows_its_hidden_characters_to_the_next_approver",
+        ),
+    ),
+    Mutant(
         "demo-prints-model-text-raw",
         "troupe/ops/demo.py",
         'print(safe(p["text"], keep=NEWLINE), end="", flush=True)',

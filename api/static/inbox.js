@@ -750,10 +750,15 @@
       const asProposed = approvals.filter((a) => !a.editedArgs);
       const more = Math.max(0, quorum - asProposed.length);
       const who = approvals.map((a) => (a.editedArgs ? `${a.name} (edited: ${JSON.stringify(a.editedArgs)})` : a.name));
-      card.approvals.textContent =
-        `${asProposed.length} of ${quorum}` +
-        (who.length ? ` (${who.join(", ")})` : "") +
-        (more ? `, ${more} more needed` : "");
+      // The names and edits are other people's text: a right-to-left override in an edit must not change
+      // what the next approver reads.
+      card.approvals.replaceChildren(
+        ...visible(
+          `${asProposed.length} of ${quorum}` +
+            (who.length ? ` (${who.join(", ")})` : "") +
+            (more ? `, ${more} more needed` : ""),
+        ),
+      );
       card.approvals.title = approvals.map(personTitle).join("\n");
     } else card.approvals.textContent = "—";
     const sent = (run.deliveries || []).filter((d) => d.toolCallId === call.toolCallId);
