@@ -24,17 +24,17 @@ from a2a.helpers.proto_helpers import new_data_part, new_text_part
 from a2a.types.a2a_pb2 import Artifact, Message, Part, Role, Task, TaskState, TaskStatus
 from troupe.actors.a2a.pending import pending_data
 from troupe.core.deciding.cancelling import DEFAULT_REASON
+from troupe.core.vocabulary.args_preview import args_preview
 from troupe.core.vocabulary.errors import DecisionInterruptedError, TroupeError
+from troupe.core.vocabulary.hidden_chars import visible
 from troupe.core.vocabulary.pause_shapes import suspended_run
 from troupe.core.vocabulary.results import RunResult
 from troupe.core.vocabulary.state import RunState
-from troupe.core.vocabulary.suspended import PendingToolCall, compact_json
+from troupe.core.vocabulary.suspended import PendingToolCall
 
 ANSWER_ARTIFACT = "answer"
 # The kind of the data part a cancelled task's status message carries.
 CANCELLED_KIND = "troupe.cancelled"
-# How much of a call's args the status text shows (the data part has them whole).
-_ARGS_SHOWN = 300
 
 
 def context_of(state: RunState) -> str:
@@ -98,10 +98,9 @@ def _summary(
         lines.append(f"Your answer was not taken ({note.code}): {note.message}")
     lines.append(f"Agent {agent_id!r} waits for a decision on {len(pending)} tool call(s):")
     for call in pending:
-        args = compact_json(call.args)
-        shown = args if len(args) <= _ARGS_SHOWN else args[: _ARGS_SHOWN - 1] + "\u2026"
-        asks = "needs approval" if call.requires_approval else "asks " + compact_json(call.suspend_payload)
-        lines.append(f"- {call.tool_call_id}: {call.tool_name} {shown} {asks}")
+        # For a person: every argument, long values cut in place (the data part has them whole).
+        asks = "needs approval" if call.requires_approval else "asks " + args_preview(call.suspend_payload)
+        lines.append(f"- {visible(call.tool_call_id)}: {call.tool_name} {args_preview(call.args)} {asks}")
     lines.append(
         'Answer on this task with a data part {"decisions": [{"toolCallId": ..., "approved": true}]} '
         '(approved: false with a "reason" to decline; "resumeData" to answer a question).'

@@ -18,7 +18,6 @@ they let through is one the agent takes.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -29,6 +28,7 @@ from troupe.api.service import Service
 from troupe.core.deciding.cancelling import as_recorded, cancelled_error
 from troupe.core.deciding.decisions import Target, as_decision, merged_args, validated_resume_data
 from troupe.core.run.delegation import child_run_id
+from troupe.core.vocabulary.args_preview import args_preview
 from troupe.core.vocabulary.errors import (
     AgentNotFoundError,
     DecisionRejectedError,
@@ -248,7 +248,7 @@ def _with_edits(schema: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
         "type": "object",
         "title": "Edited arguments",
         "description": "Arguments to run the tool with instead, merged over the proposed ones: "
-        + json.dumps(args, ensure_ascii=False)[:2000],
+        + args_preview(args),
     }
     return {**schema, "properties": {**schema.get("properties", {}), "editedArgs": edits}}
 

@@ -42,7 +42,7 @@ from troupe.core.vocabulary.errors import (
     ToolCallNotSuspendedError,
     TroupeError,
 )
-from troupe.core.vocabulary.hidden_chars import marked
+from troupe.core.vocabulary.hidden_chars import visible
 from troupe.core.vocabulary.state import Pause, RunState
 from troupe.core.vocabulary.store import LinkRecord
 
@@ -263,12 +263,8 @@ def _shown(value: Any) -> str:
         f'<span class="invisible" title="an invisible or direction-changing character">{_e(part)}</span>'
         if part.startswith("\u27e6U+")
         else _e(part)
-        for part in _MARKS.split(marked(str(value), _mark, keep="\n"))
+        for part in _MARKS.split(visible(str(value), keep="\n"))
     )
-
-
-def _mark(char: str) -> str:
-    return f"\u27e6U+{ord(char):04X}\u27e7"
 
 
 _MARKS = re.compile("(\u27e6U\\+[0-9A-F]{4,6}\u27e7)")

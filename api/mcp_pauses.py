@@ -25,6 +25,7 @@ from typing import Any
 from troupe.api.auth import Principal
 from troupe.api.errors import InvalidRequestError
 from troupe.api.service import Service
+from troupe.core.vocabulary.args_preview import args_preview
 from troupe.core.vocabulary.errors import DecisionConflictError, NoSuspendedRunError
 from troupe.core.vocabulary.pause_shapes import suspended_run
 from troupe.core.vocabulary.results import RunResult
@@ -65,10 +66,10 @@ class PausedCall:
         """The elicitation: its message and requested schema."""
         call = self.call
         path = " > ".join(call.agent_path or [self.agent_id])
-        args = json.dumps(call.args, ensure_ascii=False)[:2000]
+        args = args_preview(call.args)
         if self.is_approval:
             return f"{path} wants to call {call.tool_name} with {args}. Approve?", APPROVAL_QUESTION
-        asked = json.dumps(call.suspend_payload, ensure_ascii=False)[:2000]
+        asked = args_preview(call.suspend_payload)
         schema = call.resume_schema or {"type": "object", "properties": {}}
         return f"{path}: {call.tool_name} ({args}) asks: {asked}", schema
 

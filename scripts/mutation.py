@@ -49,6 +49,83 @@ ANNOUNCE = """        announced = open_pause_chunks(state)
 """
 
 MUTANTS = [
+    # ---- what a model writes reaches a person inert ---------------------------------------------------
+    Mutant(
+        "hidden-chars-only-the-old-few-categories",
+        "core/vocabulary/hidden_chars.py",
+        '_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})',
+        '_CATEGORIES = frozenset({"Cc", "Cs"})',
+        (
+            "tests/test_decision_links.py::test_the_page_marks_hidden_characters_and_bounds_a_reason",
+            "tests/test_demo.py::test_escape_sequences_the_model_writes_are_shown_not_played",
+        ),
+    ),
+    Mutant(
+        "inbox-leaves-tag-characters-unmarked",
+        "api/static/inbox.js",
+        "[\\p{Cc}\\p{Cf}\\p{Cs}",
+        "[\\p{Cc}\\p{Cs}",
+        ("tests/test_inbox_browser.py::test_a_card_shows_its_context_and_marks_invisible_characters",),
+    ),
+    Mutant(
+        "inbox-args-box-scrolls-a-padded-argument",
+        "api/static/inbox.js",
+        "    if (!preview.cut) return [shown];\n",
+        "    return [el(\"pre\", { \"data-testid\": \"args\" }, pretty(args))];\n",
+        ("tests/test_inbox_browser.py::test_a_padded_argument_cannot_push_the_one_that_matters_out_of_view",),
+    ),
+    Mutant(
+        "inbox-rounds-long-numbers",
+        "api/static/inbox.js",
+        "  const readJson = (text) => JSON.parse(text, exactly);",
+        "  const readJson = (text) => JSON.parse(text);",
+        ("tests/test_inbox_browser.py::test_a_number_javascript_cannot_hold_is_shown_as_the_tool_gets_it",),
+    ),
+    Mutant(
+        "notebook-tables-keep-hidden-characters",
+        "core/vocabulary/suspended.py",
+        "    return [([visible(cell) for cell in cells], call) for cells, call in rows]",
+        "    return rows",
+        ("tests/test_notebook.py::test_what_a_model_chose_shows_with_its_hidden_characters_marked",),
+    ),
+    Mutant(
+        "notebook-panel-keeps-hidden-characters",
+        "troupe/ops/notebook.py",
+        "    return html.escape(visible(str(value)))",
+        "    return html.escape(str(value))",
+        ("tests/test_notebook.py::test_what_a_model_chose_shows_with_its_hidden_characters_marked",),
+    ),
+    Mutant(
+        "elicitation-cuts-arguments-at-the-end",
+        "api/mcp_pauses.py",
+        "        args = args_preview(call.args)",
+        "        args = json.dumps(call.args, ensure_ascii=False)[:2000]",
+        ("tests/test_mcp_server.py::test_an_elicitation_shows_every_argument_however_one_is_padded",),
+    ),
+    Mutant(
+        "a2a-status-text-cuts-arguments-at-the-end",
+        "api/a2a_tasks.py",
+        "{call.tool_name} {args_preview(call.args)} {asks}",
+        "{call.tool_name} {json.dumps(call.args, ensure_ascii=False)[:300]} {asks}",
+        ("tests/test_a2a_server.py::test_the_status_text_shows_every_argument_however_one_is_padded",),
+    ),
+    Mutant(
+        "inbox-shows-an-approvers-edit-unmarked",
+        "api/static/inbox.js",
+        "      card.approvals.replaceChildren(\n        ...visible(\n",
+        "      card.approvals.replaceChildren(\n        ...String(\n",
+        (
+            "tests/test_inbox_reach_browser.py::"
+            "test_an_earlier_approvers_edit_shows_its_hidden_characters_to_the_next_approver",
+        ),
+    ),
+    Mutant(
+        "demo-prints-model-text-raw",
+        "troupe/ops/demo.py",
+        'print(safe(p["text"], keep=NEWLINE), end="", flush=True)',
+        'print(p["text"], end="", flush=True)',
+        ("tests/test_demo.py::test_escape_sequences_the_model_writes_are_shown_not_played",),
+    ),
     # ---- checkpoint before announce ---------------------------------------------------------------------
     Mutant(
         "announce-before-checkpoint",
@@ -1603,6 +1680,13 @@ MUTANTS += [
         (f"{CONFORMANCE}::test_a_cursor_is_bound_to_its_listing_and_checked",),
     ),
     Mutant(
+        "cursor-with-an-endless-number-is-a-500",
+        "core/vocabulary/listing.py",
+        "    try:\n        at = float(value)\n    except OverflowError:\n        return None\n",
+        "    at = float(value)\n",
+        ("tests/test_http_inbox.py::test_a_made_up_cursor_is_refused_whatever_number_it_holds",),
+    ),
+    Mutant(
         "memory-cursor-skips-ties",
         "storage/memory.py",
         "            begin = max(begin, bisect.bisect_right(entries, start))",
@@ -2229,7 +2313,7 @@ MUTANTS += [
     Mutant(
         "chat-message-keeps-hidden-characters",
         "core/notifying/chat_message.py",
-        "    text = marked(str(value), _mark)\n",
+        "    text = visible(str(value))\n",
         "    text = str(value)\n",
         (CHAT_MESSAGE,),
     ),

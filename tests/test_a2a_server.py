@@ -401,3 +401,20 @@ def test_an_answer_that_may_have_taken_effect_below_is_not_called_not_taken():
     code = "AGENT_DECISION_INTERRUPTED"
     assert failed.startswith(f"Your answer may have taken effect before it failed ({code}): it broke")
     assert "not taken" not in failed
+
+
+def test_the_status_text_shows_every_argument_however_one_is_padded():
+    """The task's text is what a person reads in an A2A client: a model that pads an early argument must
+    not push the one that matters out of it, and its call id and arguments show hidden characters as
+    marks (the data part keeps them whole, for programs)."""
+    memo = "Routine monthly payroll, approved as every month. " * 20
+    args = {"memo": memo, "to_account": "ATTACKER-IBAN-666", "note": "x\u202egnp.exe"}
+    pause = Pause(kind="approval", tool_name="pay", args=args, agent_path=["ops"], fingerprint="f" * 32)
+    waits = CallStatus.AWAITING_APPROVAL
+    call = ToolCallState(tool_call_id="c\x1b[2J", tool_name="pay", args=args, status=waits, pauses=[pause])
+    state = RunState(run_id="r1", agent_id="ops", status="suspended", calls=[call])
+    shown = status_text(MessageToDict(paused_task(state)))
+    assert f"\u27e6\u2026 {len(memo) - 200:,} more characters\u27e7" in shown
+    assert '"to_account": "ATTACKER-IBAN-666"' in shown
+    assert '"note": "x\u27e6U+202E\u27e7gnp.exe"' in shown and "- c\u27e6U+001B\u27e7[2J: pay" in shown
+    assert not {"\x1b", "\u202e"} & set(shown)

@@ -432,15 +432,17 @@ def test_access_logs_never_carry_a_links_token():
 async def test_the_page_marks_hidden_characters_and_bounds_a_reason(http_server, tmp_path, calls, receiver):
     """The call a link shows is what a person approves: a direction override or a zero-width space in its
     arguments shows as a mark naming it, as in the inbox; a decline's reason is held to the API's bound."""
-    server = serve(http_server, tmp_path, calls, receiver, record_id="report\u202efdp.exe\u200b")
+    server = serve(
+        http_server, tmp_path, calls, receiver, record_id="report\u202efdp.exe\u200b\U000e0068\u00ad"
+    )
     async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
         _, links = await paused_with_links(client, receiver)
 
         page = await client.get(links["decline"])
         assert page.status_code == 200
         marks = re.findall(r'<span class="invisible"[^>]*>(\u27e6U\+[0-9A-F]+\u27e7)</span>', page.text)
-        assert marks == ["\u27e6U+202E\u27e7", "\u27e6U+200B\u27e7"]
-        assert "\u202e" not in page.text and "\u200b" not in page.text
+        assert marks == [f"\u27e6U+{code}\u27e7" for code in ("202E", "200B", "E0068", "00AD")]
+        assert not {"\u202e", "\u200b", "\U000e0068", "\u00ad"} & set(page.text)
 
         too_long = await client.post(links["decline"], data={"reason": "x" * 100_001})
         assert too_long.status_code == 422 and "longer than 100,000 characters" in too_long.text

@@ -280,3 +280,31 @@ def test_a_model_server_that_cannot_be_reached_is_reported_once(tmp_path, termin
     assert term.wait() != 0
     assert term.output.count("cannot reach the model server at http://127.0.0.1:9/v1") == 1, term.output
     assert "sk-test" not in term.output
+
+
+def test_escape_sequences_the_model_writes_are_shown_not_played(tmp_path, terminals):
+    """The model's text, whoever prompted it, reaches the person's terminal only as visible escapes: a
+    title change, a screen clear or a right-to-left override in it must not act on the terminal, where
+    it could hide or fake what the next prompt asks to approve."""
+    from fake_openai import FakeOpenAI, call, reply, serving
+
+    hostile = "Sure.\x1b]0;pwned\x07\x1b[2J\x1b[H\u202egnp.exe\U000e0068\u00ad"
+    model = FakeOpenAI(
+        [reply(hostile, calls=[call("delete_record", {"id": "abc-123"}, id="c1")]), reply(f"Kept. {hostile}")]
+    )
+    with serving(model) as base_url:
+        env = demo_env()
+        env.update(OPENAI_API_KEY="sk-test", OPENAI_BASE_URL=base_url)
+        term = Terminal(
+            [*troupe_command(), "demo", "--store", "demo.db", "--executor", "local"], tmp_path, 60, env
+        )
+        terminals.append(term)
+        term.expect(r"Approve\? \[y/n\] ")
+        term.type("n")
+        term.expect(r"Reason \(optional, Enter to skip\): ")
+        term.type("")
+        assert term.wait() == 0, term.output
+
+    shown = r"Sure.\x1b]0;pwned\x07\x1b[2J\x1b[H\u202egnp.exe\U000e0068\xad"
+    assert f"assistant: {shown}" in term.output and f"Final answer: Kept. {shown}" in term.output
+    assert not {"\x1b", "\u202e", "\U000e0068", "\xad"} & set(term.output)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import time
@@ -273,6 +274,23 @@ def test_the_inbox_is_read_a_page_at_a_time_and_narrowed_by_resource_role_and_ag
         assert error_code(damaged) == (422, "INVALID_PAGINATION")
         other_filters = api.get("/inbox", params={"cursor": body_cursor(api)}, headers=A)
         assert error_code(other_filters) == (422, "INVALID_PAGINATION")
+
+
+def test_a_made_up_cursor_is_refused_whatever_number_it_holds(api):
+    """A cursor is the client's text: one shaped like ours but placed at a number no float can hold (JSON
+    reads integers of any length) is refused as damaged by both listings, never a 500."""
+    start(api, "ops", "rec-1", "a1", A)
+    for at in (10**400, -(10**400), 1e308):
+        place = json.dumps(["oldest", at, "r", "0" * 16]).encode()
+        cursor = "c1." + base64.urlsafe_b64encode(place).decode().rstrip("=")
+        for path in ("/inbox", "/agents/ops/suspended-runs"):
+            response = api.get(path, params={"cursor": cursor}, headers=A)
+            code = 422, "INVALID_PAGINATION"
+            if at == 1e308:  # a finite place: not damaged, only of another listing
+                assert error_code(response) == code and "other filters" in response.json()["error"]
+            else:
+                assert error_code(response) == code, (path, response.text)
+                assert "damaged" in response.json()["error"]
 
 
 def body_cursor(api: httpx.Client) -> str:

@@ -22,8 +22,9 @@ import httpx
 import pytest
 from http_server import KEYS, A, B
 from inbox_agents import delete_tool, inbox_agents, inbox_runtime
+from pydantic import BaseModel
 
-from troupe import Agent, Runtime, SqliteStore
+from troupe import Agent, Runtime, SqliteStore, create_tool
 from troupe.testing import FunctionModel, text, tool_call
 
 try:
@@ -415,16 +416,21 @@ def test_a_card_shows_who_started_the_run_and_who_approved_so_far(http_server, t
     assert decisions[-1].approvals == ["Bob", "Carol"]
 
 
+# "hi" in Unicode tag characters: text that no screen draws (a model reading it later would).
+TAGS_HI = "\U000e0068\U000e0069"
+
+
 def test_a_card_shows_its_context_and_marks_invisible_characters(http_server, tmp_path, calls, tabs):
     """What a person needs to judge a call is on its card, and a right-to-left override in model-written
-    arguments is shown as a mark instead of silently reversing what the person reads."""
+    arguments is shown as a mark instead of silently reversing what the person reads; so are the
+    characters that draw nothing at all (Unicode tags spelling out hidden text, a soft hyphen)."""
 
     def said_then_called(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
         if any(m["role"] == "tool" for m in messages):
             return text("done")
         return [
             text("The user wants the old report gone; deleting it."),
-            tool_call("delete_record", {"id": "report-\u202egpj.exe"}, id="f1"),
+            tool_call("delete_record", {"id": f"report-\u202egpj.exe{TAGS_HI}\u00ad"}, id="f1"),
         ]
 
     def build() -> Runtime:
@@ -445,9 +451,10 @@ def test_a_card_shows_its_context_and_marks_invisible_characters(http_server, tm
     )
     expect(card.get_by_test_id("context-tool")).to_have_text("Delete a record by id")
     expect(card.get_by_test_id("agent-path")).to_have_text("files")
-    mark = card.get_by_test_id("args").get_by_test_id("invisible")
-    expect(mark).to_have_text("\u27e6U+202E\u27e7")
-    assert "\u202e" not in (card.get_by_test_id("args").text_content() or "")
+    marks = card.get_by_test_id("args").get_by_test_id("invisible")
+    expect(marks).to_have_text([f"\u27e6U+{code}\u27e7" for code in ("202E", "E0068", "E0069", "00AD")])
+    shown = card.get_by_test_id("args").text_content() or ""
+    assert not {"\u202e", "\U000e0068", "\U000e0069", "\u00ad"} & set(shown)
     deep = inbox.card(nested)
     expect(deep.get_by_test_id("context-request")).to_have_text("rec-7")
     expect(deep.get_by_test_id("context-tool")).to_have_text("Delete a record by id")
@@ -456,6 +463,65 @@ def test_a_card_shows_its_context_and_marks_invisible_characters(http_server, tm
     path = ARTIFACTS / "inbox-context.png"
     card.screenshot(path=str(path))
     assert path.stat().st_size > 5_000
+
+
+class Transfer(BaseModel):
+    memo: str
+    to_account: int
+    amount: int
+
+
+def transfer_server(http_server: Any, tmp_path: Path, calls: Any, args: dict[str, Any]) -> Any:
+    """A server whose ``bank`` agent asks to approve one transfer with ``args``, as the model wrote them."""
+
+    def asked(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        if any(m["role"] == "tool" for m in messages):
+            return text("done")
+        return tool_call("transfer", args, id="t1")
+
+    def send(inp: Transfer, ctx: Any) -> dict[str, Any]:
+        calls.record("transfer", to_account=inp.to_account)
+        return {"sent": inp.amount}
+
+    tool = create_tool("transfer", "Send money", Transfer, send, require_approval=True)
+
+    def build() -> Runtime:
+        bank = Agent("bank", model=FunctionModel(asked), tools=[tool])
+        return Runtime([bank], storage=SqliteStore(tmp_path / "inbox.db"), executor="local")
+
+    return http_server(build, open_mode=True)
+
+
+def test_a_padded_argument_cannot_push_the_one_that_matters_out_of_view(http_server, tmp_path, calls, tabs):
+    """A model may pad an early argument with pages of text so that the one that matters sits far below,
+    in a box the person would have to scroll: the card cuts long values where they are, says how much
+    it cut, and shows every argument at once; "Show all arguments" shows them whole."""
+    memo = "Routine monthly payroll, approved as every month. " * 400
+    server = transfer_server(http_server, tmp_path, calls, {"memo": memo, "to_account": 666, "amount": 5})
+    with httpx.Client(base_url=server.url + "/api", timeout=30) as api:
+        run = start(api, "bank", "pay the staff")
+    card = tabs(server.url).card(run)
+    args = card.get_by_test_id("args")
+    expect(args).to_contain_text('"to_account": 666')
+    expect(card.get_by_test_id("cut")).to_have_text(f"\u2026 {len(memo) - 300:,} more characters")
+    below_a_scroll = args.evaluate("box => box.scrollHeight > box.clientHeight + 1")
+    assert not below_a_scroll, "every argument shows without scrolling inside the box"
+    card.get_by_test_id("show-all-args").click()
+    expect(args).to_contain_text(memo.strip())
+    expect(card.get_by_test_id("cut")).to_have_count(0)
+
+
+def test_a_number_javascript_cannot_hold_is_shown_as_the_tool_gets_it(http_server, tmp_path, calls, tabs):
+    """An account number of 17 digits is past what a JavaScript number holds exactly: the card shows the
+    digits the tool will get, not the nearest double (12345678901234568)."""
+    account, amount = 12345678901234567, 9007199254740993
+    args = {"memo": "rent", "to_account": account, "amount": amount}
+    server = transfer_server(http_server, tmp_path, calls, args)
+    with httpx.Client(base_url=server.url + "/api", timeout=30) as api:
+        run = start(api, "bank", "pay the rent")
+    shown = tabs(server.url).card(run).get_by_test_id("args")
+    expect(shown).to_contain_text(f'"to_account": {account}')
+    expect(shown).to_contain_text(f'"amount": {amount}')
 
 
 def test_the_page_decides_only_the_call_it_shows(server, api, browser, calls):

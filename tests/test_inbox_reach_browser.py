@@ -115,3 +115,41 @@ def test_the_inbox_shows_quorum_progress_and_delivery_state(
         assert calls.count() == 1
     finally:
         tab.close()
+
+
+def test_an_earlier_approvers_edit_shows_its_hidden_characters_to_the_next_approver(
+    http_server, tmp_path: Path, calls: CallLog, browser: Browser
+):
+    """Under a quorum the next approver reads what the first approved, edits included: a right-to-left
+    override in an edit is shown as a mark, not applied to what they read."""
+
+    def build() -> Runtime:
+        tool = delete_tool(calls, allow_edited_args=True)
+        agent = Agent(
+            "ops", model=echo_model(tool_call("delete_record", {"id": "rec-7"}, id="call-1")), tools=[tool]
+        )
+        return Runtime(
+            [agent],
+            storage=SqliteStore(tmp_path / "inbox.db"),
+            executor="local",
+            approver_policies=[ApproverPolicy(tool="delete_record", quorum=2)],
+        )
+
+    server = http_server(build, keys=KEYS, open_mode=True)
+    with httpx.Client(base_url=server.url + "/api", timeout=30) as api:
+        run_id = api.post("/agents/ops/generate", json={"messages": "go"}).json()["runId"]
+        edit = {"runId": run_id, "toolCallId": "call-1", "editedArgs": {"id": "rec-\u202e7-gol"}}
+        counted = api.post(
+            "/agents/ops/approve-tool-call-generate", json=edit, headers={"Authorization": "Bearer key-alice"}
+        )
+        assert counted.status_code == 200 and counted.json()["finishReason"] == "suspended", counted.text
+
+    tab = Inbox(browser, server.url)
+    tab.page.add_init_script("sessionStorage.setItem('troupe.inbox.apiKey', 'key-bob')")
+    tab.open()
+    try:
+        approvals = tab.card(run_id).get_by_test_id("approvals")
+        expect(approvals).to_contain_text('alice (edited: {"id":"rec-\u27e6U+202E\u27e77-gol"})')
+        assert "\u202e" not in (approvals.text_content() or "")
+    finally:
+        tab.close()

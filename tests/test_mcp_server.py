@@ -10,10 +10,13 @@ import asyncio
 import httpx
 import mcp_types as types
 import pytest
+from helpers import echo_model
 from http_server import KEYS, A, B, runtime_factory
 from mcp_clients import accept, action, mcp_client
+from pydantic import BaseModel, ConfigDict
 
-from troupe import SqliteStore
+from troupe import Agent, Runtime, SqliteStore, create_tool
+from troupe.testing import tool_call
 
 A1 = {"resourceId": "a1"}
 PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
@@ -57,6 +60,44 @@ async def test_an_approval_arrives_as_an_elicitation_and_approving_runs_the_tool
     run_id = result.structured_content["runId"]
     audit = await SqliteStore(tmp_path / "http.db").list_audit(run_id)
     assert [(e.kind, e.decided_by) for e in audit] == [("approved", "tenant-a")]
+
+
+async def test_an_elicitation_shows_every_argument_however_one_is_padded(http_server, tmp_path, calls):
+    """The elicitation's message is all the person sees before answering "Approve?": a model that pads
+    an early argument with pages of text must not push the one that matters out of it, and a direction
+    override or tag characters in it are shown as marks."""
+    hidden = "".join(chr(0xE0000 + ord(c)) for c in "hi")
+    memo = "Routine monthly payroll, approved as every month. " * 60
+    padded = {"memo": memo, "to_account": "ATTACKER-IBAN-666", "note": f"x\u202egnp.exe{hidden}"}
+
+    def build() -> Runtime:
+        model = echo_model(tool_call("pay", padded, id="p1"))
+        agent = Agent("bank", description="Pays", model=model, tools=[free_tool(calls)])
+        return Runtime([agent], storage=SqliteStore(tmp_path / "http.db"), executor="local")
+
+    served = http_server(build, keys=KEYS)
+    asked: list = []
+    async with mcp_client(served.url, "key-a", action("decline"), asked) as client:
+        await client.call_tool("bank", {"prompt": "pay the staff", "resourceId": "a1"})
+    message, _ = asked[0]
+    assert message.startswith('bank wants to call pay with {"memo": "Routine monthly payroll')
+    assert f"\u27e6\u2026 {len(memo) - 200:,} more characters\u27e7" in message
+    assert '"to_account": "ATTACKER-IBAN-666"' in message
+    assert '"note": "x\u27e6U+202E\u27e7gnp.exe\u27e6U+E0068\u27e7\u27e6U+E0069\u27e7"' in message
+    assert calls.count("pay") == 0
+
+
+def free_tool(calls):
+    """``pay``, approval needed, taking whatever arguments the model gives."""
+
+    class Free(BaseModel):
+        model_config = ConfigDict(extra="allow")
+
+    def pay(inp: Free, ctx: object) -> dict[str, bool]:
+        calls.record("pay")
+        return {"paid": True}
+
+    return create_tool("pay", "Pay someone", Free, pay, require_approval=True)
 
 
 async def test_declining_the_elicitation_never_runs_the_tool(server, calls):

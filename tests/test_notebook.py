@@ -142,6 +142,30 @@ async def test_approve_and_decline_buttons_decide_their_own_calls(records_runtim
     assert repr(panel) == "ApprovalPanel(2 paused calls, 2 decided)"
 
 
+async def test_what_a_model_chose_shows_with_its_hidden_characters_marked(tmp_path: Path):
+    """A model chooses the call id and the arguments: an escape sequence in the id must not reach a
+    terminal (``str()``, IPython's display), and a right-to-left override or tag characters (text no
+    screen draws) must not change what the person reads next to the Approve button, or in the tables."""
+    from IPython.lib.pretty import pretty
+
+    hidden_text = "".join(chr(0xE0000 + ord(c)) for c in "hi")
+    calls = CallLog(tmp_path / "calls.jsonl")
+    args = {"id": f"report-\u202egpj.exe{hidden_text}"}
+    model = echo_model(tool_call("delete_record", args, id="d\x1b[2J"))
+    agent = Agent("records", model=model, tools=[delete_tool(calls)])
+    runtime = Runtime([agent], storage=SqliteStore(tmp_path / "t.db"), executor="local")
+    try:
+        await agent.generate("delete the report")
+        runs = await agent.list_suspended_runs()
+        [row] = approval_buttons(agent, runs).rows
+        marks = ("\u27e6U+001B\u27e7", "\u27e6U+202E\u27e7", "\u27e6U+E0068\u27e7", "\u27e6U+E0069\u27e7")
+        for shown in (row.label.value, runs._repr_html_(), str(runs), pretty(runs), str(runs.runs[0])):
+            assert all(mark in shown for mark in marks), shown
+            assert not {"\x1b", "\u202e", "\U000e0068", "\U000e0069"} & set(shown), shown
+    finally:
+        await runtime.shutdown()
+
+
 async def test_a_decision_made_elsewhere_first_is_refused_and_the_row_stays_usable(records_runtime):
     agent, calls = records_runtime
     [run_id] = await paused_runs(agent, 1)

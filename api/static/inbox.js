@@ -50,8 +50,12 @@
   }
 
   // Characters that do not show, or that reorder what is shown (a right-to-left override can make
-  // "exe.txt" read "txt.exe"): each is put in the page as a visible mark naming its code point.
-  const HIDDEN = /[\u0000-\u0008\u000B-\u001F\u007F-\u009F\u061C\u200B-\u200F\u202A-\u202E\u2060-\u2064\u2066-\u2069\uFEFF]/g;
+  // "exe.txt" read "txt.exe"; tag characters spell out text no screen draws): each is put in the page
+  // as a visible mark naming its code point. The same set as troupe.core.vocabulary.hidden_chars:
+  // controls (but tab and newline), format characters, surrogates, line and paragraph separators, and
+  // the few others that draw nothing (variation selectors, Hangul fillers).
+  const HIDDEN =
+    /(?![\t\n])[\p{Cc}\p{Cf}\p{Cs}\p{Zl}\p{Zp}\u034F\u115F\u1160\u17B4\u17B5\u3164\uFFA0\uFE00-\uFE0F\u{E0100}-\u{E01EF}]/gu;
 
   function visible(text) {
     const parts = [];
@@ -71,6 +75,16 @@
     return parts;
   }
 
+  // JSON as the server wrote it: a number JavaScript cannot hold exactly (an account number of 17
+  // digits, an amount past 2^53) is kept as its text, so that the person approves the digits the tool
+  // will get, not the nearest double. (Browsers without JSON.rawJSON round, as before.)
+  const exactly = (key, value, context) =>
+    typeof value === "number" && context && typeof JSON.rawJSON === "function" && String(value) !== context.source
+      ? JSON.rawJSON(context.source)
+      : value;
+  const readJson = (text) => JSON.parse(text, exactly);
+  const jsonOf = async (response) => readJson(await response.text());
+
   const pretty = (value) => {
     if (value === undefined) return "";
     try {
@@ -79,6 +93,82 @@
       return String(value);
     }
   };
+
+  // A call's arguments as a card shows them first: every key, each long text, list or object cut where
+  // it is, with a mark saying how much was left out (a model may pad one value to push the one that
+  // matters out of view), within a budget of values; "Show all arguments" shows them whole.
+  const CUT = { chars: 300, items: 20, keys: 100, values: 400 };
+
+  function argsPreview(args) {
+    const parts = [];
+    let budget = CUT.values;
+    let cut = false;
+    const more = (n, noun) => `\u2026 ${n.toLocaleString("en")} more ${noun}${n === 1 ? "" : "s"}`;
+    const mark = (text) => {
+      cut = true;
+      parts.push(el("span", { class: "cut", "data-testid": "cut" }, text));
+    };
+    const text = (value) => {
+      if (value.length <= CUT.chars) {
+        parts.push(JSON.stringify(value));
+        return;
+      }
+      parts.push(JSON.stringify(value.slice(0, CUT.chars)).slice(0, -1));
+      mark(more(value.length - CUT.chars, "character"));
+      parts.push('"');
+    };
+    const write = (value, indent) => {
+      budget -= 1;
+      if (typeof value === "string") return text(value);
+      if (value === null || typeof value !== "object" || JSON.isRawJSON?.(value)) {
+        parts.push(JSON.stringify(value));
+        return;
+      }
+      const list = Array.isArray(value);
+      const entries = list ? value.map((item) => [null, item]) : Object.entries(value);
+      if (!entries.length) {
+        parts.push(list ? "[]" : "{}");
+        return;
+      }
+      const room = Math.max(1, Math.min(list ? CUT.items : CUT.keys, budget));
+      const inner = `${indent}  `;
+      parts.push(list ? "[" : "{");
+      entries.slice(0, room).forEach(([key, item], i) => {
+        parts.push(`\n${inner}`);
+        if (key !== null) {
+          text(key);
+          parts.push(": ");
+        }
+        if (budget > 0) write(item, inner);
+        else mark("\u2026");
+        if (i < entries.length - 1) parts.push(",");
+      });
+      if (entries.length > room) {
+        parts.push(`\n${inner}`);
+        mark(more(entries.length - room, list ? "item" : "key"));
+      }
+      parts.push(`\n${indent}${list ? "]" : "}"}`);
+    };
+    write(args, "");
+    return { nodes: parts.flatMap((part) => (part instanceof Node ? [part] : visible(part))), cut };
+  }
+
+  function argsSection(args) {
+    const preview = argsPreview(args);
+    const shown = el("pre", { "data-testid": "args" }, preview.nodes);
+    if (!preview.cut) return [shown];
+    shown.classList.add("preview");
+    const whole = pretty(args);
+    const all = `Show all arguments (${whole.length.toLocaleString("en")} characters)`;
+    const button = el("button", { type: "button", class: "link", "data-testid": "show-all-args" }, all);
+    button.addEventListener("click", () => {
+      const cutNow = shown.classList.toggle("preview");
+      shown.replaceChildren(...(cutNow ? argsPreview(args).nodes : visible(whole)));
+      button.textContent = cutNow ? all : "Show them cut";
+    });
+    const note = "Long values are cut here so that every argument shows. ";
+    return [el("p", { class: "cut-note", "data-testid": "args-cut" }, note, button), shown];
+  }
 
   // A tool's result as it is: text as text, anything else as JSON.
   const shown = (value) => (typeof value === "string" ? value : pretty(value));
@@ -211,7 +301,7 @@
           .join("\n");
         if (!data) continue;
         if (data === "[DONE]") return;
-        yield JSON.parse(data);
+        yield readJson(data);
       }
       if (done) return;
     }
@@ -314,7 +404,7 @@
   async function refresh() {
     if (state.paused) return;
     try {
-      showListing(await (await api("GET", SIZE ? `/inbox?${SIZE.slice(1)}` : "/inbox")).json());
+      showListing(await jsonOf(await api("GET", SIZE ? `/inbox?${SIZE.slice(1)}` : "/inbox")));
     } catch (err) {
       if (err.status === 401) onUnauthorized(err);
     }
@@ -411,7 +501,7 @@
     button.disabled = true;
     try {
       const response = await api("GET", `/inbox?cursor=${encodeURIComponent(state.nextCursor)}${SIZE}`);
-      const data = await response.json();
+      const data = await jsonOf(response);
       for (const run of data.runs || []) {
         for (const call of run.toolCalls || []) cardFor(run, call, true);
       }
@@ -578,7 +668,7 @@
         "section",
         { class: "args" },
         el("h3", {}, "Arguments"),
-        el("pre", { "data-testid": "args" }, pretty(call.args)),
+        argsSection(call.args),
       ),
       kind === "input" && asked(call.suspendPayload).length
         ? el(
@@ -660,10 +750,15 @@
       const asProposed = approvals.filter((a) => !a.editedArgs);
       const more = Math.max(0, quorum - asProposed.length);
       const who = approvals.map((a) => (a.editedArgs ? `${a.name} (edited: ${JSON.stringify(a.editedArgs)})` : a.name));
-      card.approvals.textContent =
-        `${asProposed.length} of ${quorum}` +
-        (who.length ? ` (${who.join(", ")})` : "") +
-        (more ? `, ${more} more needed` : "");
+      // The names and edits are other people's text: a right-to-left override in an edit must not change
+      // what the next approver reads.
+      card.approvals.replaceChildren(
+        ...visible(
+          `${asProposed.length} of ${quorum}` +
+            (who.length ? ` (${who.join(", ")})` : "") +
+            (more ? `, ${more} more needed` : ""),
+        ),
+      );
       card.approvals.title = approvals.map(personTitle).join("\n");
     } else card.approvals.textContent = "—";
     const sent = (run.deliveries || []).filter((d) => d.toolCallId === call.toolCallId);

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from troupe.core.vocabulary.hidden_chars import marked
+from troupe.core.vocabulary.hidden_chars import visible
 
 # The arguments shown in the message (the rest: a note says how much was cut and where all of it is).
 _ARGS_CHARS = 500
@@ -88,12 +88,8 @@ def _code(value: Any) -> str:
 def _inert(value: Any) -> str:
     """``value`` with Slack's control characters as entities (``&`` first, or it would escape the
     others' entities again) and each hidden character as a visible mark."""
-    text = marked(str(value), _mark)
+    text = visible(str(value))
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def _mark(char: str) -> str:
-    return f"\u27e6U+{ord(char):04X}\u27e7"
 
 
 __all__ = ["chat_message"]

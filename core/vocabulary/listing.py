@@ -312,9 +312,7 @@ def _decode(cursor: Any, query: PausedQuery) -> Place:
         not isinstance(fields, list)
         or len(fields) != 4
         or not all(isinstance(f, str) for f in (fields[0], fields[2], fields[3]))
-        or not isinstance(fields[1], int | float)
-        or isinstance(fields[1], bool)
-        or not math.isfinite(fields[1])
+        or _place_time(fields[1]) is None
     ):
         raise InvalidPaginationError("cursor is damaged (pass a page's nextCursor as it is)")
     order, at, run_id, digest = fields
@@ -323,6 +321,18 @@ def _decode(cursor: Any, query: PausedQuery) -> Place:
             "cursor belongs to a listing with other filters or another order: ask again without it"
         )
     return Place(float(at), run_id)
+
+
+def _place_time(value: Any) -> float | None:
+    """A cursor's pause time as a finite float, or None. JSON reads an integer of any length, and one
+    past a float's range cannot even be compared with ``math.isfinite``: it is damage, not a 500."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    try:
+        at = float(value)
+    except OverflowError:
+        return None
+    return at if math.isfinite(at) else None
 
 
 def _count(value: Any) -> bool:

@@ -3,7 +3,9 @@ run's state by ``troupe.core.vocabulary.pause_shapes.suspended_run``).
 
 Both classes display themselves: ``str()`` is a plain-text table, and in a notebook (Jupyter, IPython)
 ``_repr_html_`` renders an HTML table of the pending pauses, one row per paused tool call, every value
-HTML-escaped.
+HTML-escaped. Ids, names and arguments come from models and callers: each character in them that draws
+nothing or acts on a terminal (an escape, a right-to-left override, a tag) is shown as a mark naming it
+(``troupe.core.vocabulary.hidden_chars``), in both.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
+
+from troupe.core.vocabulary.hidden_chars import visible
 
 
 @dataclass(frozen=True)
@@ -218,7 +222,7 @@ def _rows(runs: Iterable[SuspendedRun]) -> list[tuple[list[str], PendingToolCall
                     call,
                 )
             )
-    return rows
+    return [([visible(cell) for cell in cells], call) for cells, call in rows]
 
 
 def _html_table(runs: Sequence[SuspendedRun], caption: str) -> str:

@@ -33,6 +33,7 @@ from troupe.core.vocabulary.results import RunResult
 from troupe.core.vocabulary.stream import AgentStream
 from troupe.core.vocabulary.suspended import PendingToolCall, SuspendedRun
 from troupe.ops.demo_agent import AGENT_ID, RecordsDB, build_agent, choose_model, json_or_none
+from troupe.ops.terminal import safe
 from troupe.storage.sqlite import SqliteStore
 from troupe.supervisor.agent import Agent
 from troupe.supervisor.runtime import Executor, Runtime
@@ -42,6 +43,9 @@ DEFAULT_PROMPT = "Please delete record abc-123, then book a table for dinner ton
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130
+# What the model writes is shown through ``safe`` (an escape sequence in it would reach the terminal and
+# could retitle it or clear what is being approved), keeping only its line breaks.
+NEWLINE = "\n"
 
 
 # ---- the terminal session ---------------------------------------------------------------------------
@@ -111,19 +115,19 @@ class Session:
         if chunk.type == "text-delta":
             if self._at_line_start:
                 print("assistant: ", end="")
-            print(p["text"], end="", flush=True)
+            print(safe(p["text"], keep=NEWLINE), end="", flush=True)
             self._at_line_start = False
         elif chunk.type == "tool-call":
-            self._line(f"  -> {p['tool_name']} {json.dumps(p.get('args'))}")
+            self._line(f"  -> {safe(p['tool_name'])} {json.dumps(p.get('args'))}")
         elif chunk.type == "tool-output-denied":
-            self._line(f"  <- {p['tool_name']} declined: {p['approval'].get('reason')}")
+            self._line(f"  <- {safe(p['tool_name'])} declined: {safe(p['approval'].get('reason'))}")
         elif chunk.type == "tool-result":
-            self._line(f"  <- {p['tool_name']}: {json.dumps(p.get('result'))}")
+            self._line(f"  <- {safe(p['tool_name'])}: {json.dumps(p.get('result'))}")
         elif chunk.type == "tool-error":
-            self._line(f"  <- {p['tool_name']} failed: {json.dumps(p.get('result'))}")
+            self._line(f"  <- {safe(p['tool_name'])} failed: {json.dumps(p.get('result'))}")
         elif chunk.type == "error":
             error = p.get("error") or {}
-            self._line(f"  !! run failed: {error.get('message', error)}")
+            self._line(f"  !! run failed: {safe(error.get('message', error))}")
             self.failure_shown = True
         elif chunk.pause is not None:
             return chunk.pause
@@ -154,7 +158,7 @@ class Session:
 
     async def _approve_or_decline(self, pause: Pause) -> AgentStream:
         assert self.run_id is not None
-        print(f"\nApproval needed: {pause.tool_name} {json.dumps(pause.args)}", flush=True)
+        print(f"\nApproval needed: {safe(pause.tool_name)} {json.dumps(pause.args)}", flush=True)
         if confirm("Approve? [y/n] "):
             self.decisions.append(f"{pause.tool_name} approved")
             return await self.agent.approve_tool_call(
@@ -170,7 +174,7 @@ class Session:
         assert self.run_id is not None
         payload = pause.suspend_payload
         question = payload.get("question") if isinstance(payload, dict) else None
-        print(f"\n{pause.tool_name} asks: {question or json.dumps(payload)}", flush=True)
+        print(f"\n{safe(pause.tool_name)} asks: {safe(question or json.dumps(payload))}", flush=True)
         while True:
             answer = ask("Answer: ").strip()
             if not answer:
@@ -206,7 +210,7 @@ class Session:
             try:
                 stream = await self.decide(pauses[0])
             except DecisionRejectedError as exc:
-                print(f"Refused: {exc.message}", flush=True)
+                print(f"Refused: {safe(exc.message)}", flush=True)
                 continue
             self.paused = False
             result, pauses = await self.follow(stream)
@@ -224,7 +228,7 @@ class Session:
     def _summary(self, result: RunResult) -> None:
         final = result.steps[-1].text if result.steps and result.steps[-1].text else result.text
         left = [rid for rid, _ in self.db.records()]
-        print(f"\nFinal answer: {final.strip()}")
+        print(f"\nFinal answer: {safe(final.strip(), keep=NEWLINE)}")
         print(
             f"Summary: run {self.run_id} finished ({result.finish_reason}); "
             f"{'; '.join(self.decisions) or 'no decisions'}; records left: {', '.join(left) or 'none'}.",
@@ -279,7 +283,7 @@ async def run_demo(store_path: Path, executor: Executor, session_out: list[Sessi
         return EXIT_INTERRUPTED
     except TroupeError as exc:
         if not session.failure_shown:
-            print(f"error: {exc.code}: {exc.message}", flush=True)
+            print(f"error: {exc.code}: {safe(exc.message)}", flush=True)
         return EXIT_FAILED
     finally:
         await runtime.shutdown()

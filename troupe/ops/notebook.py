@@ -33,6 +33,7 @@ except ImportError as exc:  # pragma: no cover - exercised only where ipywidgets
     ) from exc
 
 from troupe.core.vocabulary.agent_api import AsyncAgentAPI
+from troupe.core.vocabulary.hidden_chars import visible
 from troupe.core.vocabulary.results import RunResult
 from troupe.core.vocabulary.suspended import PendingToolCall, SuspendedRun, SuspendedRunList, compact_json
 
@@ -77,13 +78,13 @@ class ApprovalPanel:
         self.agent = agent
         self.on_decided = on_decided
         self.rows: list[ApprovalRow] = [self._row(run, call) for run in runs.runs for call in run.pending]
-        header = widgets.HTML(f"<b>{html.escape(_caption(runs))}</b>")
+        header = widgets.HTML(f"<b>{_esc(_caption(runs))}</b>")
         self.widget = widgets.VBox([header, *(row.box for row in self.rows)])
 
     # ---- building -----------------------------------------------------------------------------------
 
     def _row(self, run: SuspendedRun, call: PendingToolCall) -> ApprovalRow:
-        esc = html.escape
+        esc = _esc
         run_id = run.run_id
         path = " \u203a ".join(call.agent_path)
         label = widgets.HTML(
@@ -173,7 +174,7 @@ class ApprovalPanel:
         for button in row.buttons:
             button.disabled = True
         row.text.disabled = True
-        row.status.value = f"<i>{html.escape(decision)}, the run goes on\u2026</i>"
+        row.status.value = f"<i>{_esc(decision)}, the run goes on\u2026</i>"
         row.task = loop.create_task(self._decide(row, make))
         return row.task
 
@@ -234,7 +235,7 @@ def _caption(runs: SuspendedRunList) -> str:
 
 
 def _outcome_html(decision: str, result: RunResult) -> str:
-    esc = html.escape
+    esc = _esc
     if result.finish_reason == "suspended":
         payload = result.suspend_payload or {}
         again = f"{payload.get('tool_name', '?')} {compact_json(payload.get('args', {}))}"
@@ -243,7 +244,13 @@ def _outcome_html(decision: str, result: RunResult) -> str:
 
 
 def _error_html(message: str) -> str:
-    return f'<span style="color:#b00">{html.escape(message)}</span>'
+    return f'<span style="color:#b00">{_esc(message)}</span>'
+
+
+def _esc(value: Any) -> str:
+    """A model's or a caller's text for the panel: HTML-escaped, and each character that draws nothing
+    or reorders what is read (a right-to-left override, a tag) shown as a mark naming it."""
+    return html.escape(visible(str(value)))
 
 
 __all__ = ["ApprovalPanel", "ApprovalRow", "Decider", "approval_buttons"]

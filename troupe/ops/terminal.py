@@ -17,12 +17,14 @@ from troupe.core.vocabulary.hidden_chars import marked
 
 def _escape(char: str) -> str:
     code = ord(char)
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"  # as Python writes them
 
 
 def safe(text: object, keep: str = "") -> str:
-    """``text`` with control, invisible and bidi characters written as ``\\xNN`` / ``\\uNNNN``
-    (except the characters in ``keep``, e.g. newlines in a model's answer)."""
+    """``text`` with control, invisible and bidi characters written as Python writes them (``\\xNN``,
+    ``\\uNNNN``, ``\\UNNNNNNNN``), except the characters in ``keep`` (e.g. newlines in a model's answer)."""
     return marked(str(text), _escape, keep)
 
 
