@@ -401,6 +401,8 @@ class AgentHost:
             await asyncio.sleep(HEARTBEAT_S)
             try:
                 await self.store.touch_owner(self.owner, OWNER_TTL_S)
+                # Before another process may take over a run whose tool completed here during an outage.
+                await self.engine.record_kept()
                 await self._stop_cancelled()
                 if self.mcp is not None:  # cancelled elsewhere (a routed cancel, another process)
                     await self.mcp.release_ended(self.store)

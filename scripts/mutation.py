@@ -2329,6 +2329,16 @@ MUTANTS += [
         "    if False:\n",
         ("tests/test_decision_links.py::test_a_token_with_anything_added_to_its_mac_is_not_genuine",),
     ),
+    Mutant(
+        "outcome-lost-in-outage",
+        "core/run/in_doubt.py",
+        "                    self.kept.setdefault(state.run_id, []).extend(entries)\n",
+        "                    pass\n",
+        (
+            "tests/test_redis_outage.py::"
+            "test_an_approved_tool_that_completes_while_redis_is_down_is_not_asked_about_again",
+        ),
+    ),
 ]
 
 

@@ -325,6 +325,9 @@ class RunEngine:
             if stored is None or stored.state.status != "running" or stored.state.owner != expected_owner:
                 release()
                 return None
+            # Tools this host ran in the run and whose outcomes the store failed to take: recorded now,
+            # so the calls take them below rather than go back to a person as interrupted.
+            await self.loop.take_back.record_kept(run_id)
             state = stored.state
             state.owner = self.owner
             run = ActiveRun(state, stored.version, self._resumed_policy(state))
@@ -369,6 +372,16 @@ class RunEngine:
         decision_log.recovered(run_id, state.agent_id, interrupted, self.owner, expected_owner)
         start_note = {"recovered": True, "interrupted_tool_calls": interrupted}
         return Operation(self.loop, run, release, plan, start_note, kind="recovery")
+
+    async def record_kept(self) -> None:
+        """Record the outcomes of tools that completed here while the store failed (kept since by
+        ``TakeBack``), each run under its lock; raises what the store raises."""
+        for run_id in list(self.loop.take_back.kept):
+            release = await self.locks.acquire(run_id)
+            try:
+                await self.loop.take_back.record_kept(run_id)
+            finally:
+                release()
 
     def _doubt(self, owner: str | None, state: RunState) -> Doubt | None:
         """How calls taken over from ``owner`` are marked in doubt (None: ``owner`` is this host, whose
