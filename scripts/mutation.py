@@ -2339,6 +2339,13 @@ MUTANTS += [
             "test_an_approved_tool_that_completes_while_redis_is_down_is_not_asked_about_again",
         ),
     ),
+    Mutant(
+        "sqlite-folder-error-raw",
+        "storage/sqlite.py",
+        "            except OSError as exc:  # its folder cannot be made",
+        "            except ImportError as exc:  # its folder cannot be made",
+        ("tests/test_newcomer_errors.py::test_a_sqlite_store_whose_folder_cannot_be_made_is_unavailable_and_named",),
+    ),
 ]
 
 
