@@ -2346,6 +2346,18 @@ MUTANTS += [
         "            except ImportError as exc:  # its folder cannot be made",
         ("tests/test_newcomer_errors.py::test_a_sqlite_store_whose_folder_cannot_be_made_is_unavailable_and_named",),
     ),
+    Mutant(
+        "inbox-feed-moves-on-before-its-frame",
+        "api/inbox_feed.py",
+        "                frame = await self._changes(batch.changes)\n"
+        "                self.position = batch.position\n",
+        "                self.position = batch.position\n"
+        "                frame = await self._changes(batch.changes)\n",
+        (
+            "tests/test_redis_outage.py::"
+            "test_an_inbox_stream_whose_look_fails_in_an_outage_sends_what_it_missed_once_redis_is_back",
+        ),
+    ),
 ]
 
 

@@ -153,6 +153,41 @@ async def test_an_approved_tool_that_completes_while_redis_is_down_is_not_asked_
     assert [e.kind for e in await store.list_audit(paused.run_id)] == ["approved", "completed"]
 
 
+async def test_an_inbox_stream_whose_look_fails_in_an_outage_sends_what_it_missed_once_redis_is_back(
+    dedicated_redis: RedisServer, calls: CallLog
+):
+    """A look of ``/api/inbox/events`` reads the change log, then the runs that entered: Redis dies in
+    between. The stream says so (the route sends an error frame) and, once Redis is back, sends the run
+    that entered. Before the fix it had moved past those changes already: the run never reached the
+    open inbox, which showed nothing waiting until it was reloaded."""
+    from store_hooks import HookedStore
+    from troupe.api.inbox import inbox_json, run_json
+    from troupe.api.inbox_feed import InboxFeed
+    from troupe.core.vocabulary.identity import Principal
+
+    hooked = HookedStore(RedisStore(dedicated_redis.url, prefix="feed:"))
+    agent = Agent("ops", model=one_call("delete_record", {"id": "abc-123"}), tools=[delete_tool(calls)])
+    runtime = Runtime([agent], storage=hooked, executor="local")  # type: ignore[arg-type]
+    try:
+        admin = Principal(issuer="local", subject="admin", name="admin", admin=True)
+        feed = InboxFeed(runtime, admin, inbox_json, run_json)
+        first = await feed.next()
+        assert first is not None and (first["type"], first["total"]) == ("page", 0)
+        paused = await agent.generate("delete abc-123")
+
+        hooked.before_next("load_run", dedicated_redis.kill)  # after the change log was read
+        with pytest.raises(StorageUnavailableError):
+            await feed.next()
+        dedicated_redis.start()
+
+        pushed = await feed.next()
+        assert pushed is not None, "the run that entered while the store failed was never sent"
+        assert pushed["type"] == "changes" and pushed["total"] == 1
+        assert [r["runId"] for r in pushed["listed"]] == [paused.run_id]
+    finally:
+        await runtime.shutdown()
+
+
 @pytest.mark.parametrize(
     ("loop", "method"),
     [
