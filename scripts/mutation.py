@@ -2358,6 +2358,13 @@ MUTANTS += [
             "test_an_inbox_stream_whose_look_fails_in_an_outage_sends_what_it_missed_once_redis_is_back",
         ),
     ),
+    Mutant(
+        "unreadable-run-stops-supervision",
+        "supervisor/reconciler.py",
+        "        except _UNREADABLE as exc:\n",
+        "        except ImportError as exc:\n",
+        ("tests/test_recovery.py::test_a_run_that_cannot_be_read_does_not_keep_the_others_from_being_recovered",),
+    ),
 ]
 
 
