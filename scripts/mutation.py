@@ -2361,9 +2361,16 @@ MUTANTS += [
     Mutant(
         "unreadable-run-stops-supervision",
         "supervisor/reconciler.py",
-        "        except _UNREADABLE as exc:\n",
+        "        except UNREADABLE as exc:\n",
         "        except ImportError as exc:\n",
         ("tests/test_recovery.py::test_a_run_that_cannot_be_read_does_not_keep_the_others_from_being_recovered",),
+    ),
+    Mutant(
+        "unreadable-run-stops-expiry",
+        "core/run/engine.py",
+        "            except UNREADABLE as exc:  # not this Troupe's to decline",
+        "            except ImportError as exc:  # not this Troupe's to decline",
+        ("tests/test_expiry.py::test_a_run_that_cannot_be_read_does_not_keep_other_pauses_from_expiring",),
     ),
 ]
 

@@ -37,15 +37,10 @@ from typing import Any
 from troupe.actors.handle import AgentHandle, OwnedRun
 from troupe.actors.host import HEARTBEAT_S, OWNER_TTL_S
 from troupe.core.cancellation import stop_if_cancelled, wait_or_timeout
-from troupe.core.vocabulary.errors import SnapshotVersionError
-from troupe.core.vocabulary.state import Clock
+from troupe.core.vocabulary.state import UNREADABLE, Clock
 from troupe.core.vocabulary.store import Store
 
 log = logging.getLogger(__name__)
-
-# What reading a run this process cannot use raises (a newer Troupe wrote it, or it is damaged): that
-# run's trouble alone, which must not keep every other run from being supervised. An outage still is.
-_UNREADABLE = (SnapshotVersionError, ValueError)
 
 Handles = Callable[[], Mapping[str, AgentHandle]]
 
@@ -184,7 +179,7 @@ async def _in_flight(store: Store, agent_id: str, unreadable: set[str]) -> list[
     for run_id in await store.list_running_runs(agent_id):
         try:
             stored = await store.load_run(run_id)
-        except _UNREADABLE as exc:
+        except UNREADABLE as exc:
             if run_id not in unreadable:
                 unreadable.add(run_id)
                 log.error("run %s of agent %r cannot be read; not recovered: %s", run_id, agent_id, exc)

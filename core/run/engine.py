@@ -10,6 +10,7 @@ honest.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable
 from typing import Any, Literal
@@ -49,9 +50,11 @@ from troupe.core.vocabulary.requests import (
     StartRequest,
 )
 from troupe.core.vocabulary.run_record import RunRecord
-from troupe.core.vocabulary.state import CallStatus, RunState, utcnow
+from troupe.core.vocabulary.state import UNREADABLE, CallStatus, RunState, utcnow
 from troupe.core.vocabulary.store import StaleSnapshotError, Store, ThreadAppend
 from troupe.core.vocabulary.tool_threads import ToolThreads
+
+log = logging.getLogger(__name__)
 
 
 class RunEngine:
@@ -228,7 +231,12 @@ class RunEngine:
         None if nothing in the run is overdue any more."""
         release = await self.locks.acquire(run_id)
         try:
-            stored = await self.store.load_run(run_id)
+            try:
+                stored = await self.store.load_run(run_id)
+            except UNREADABLE as exc:  # not this Troupe's to decline: the sweep goes on to the next run
+                log.error("run %s cannot be read, so its overdue pause is not declined: %s", run_id, exc)
+                release()
+                return None
             now = self.loop.clock()
             # A run in flight (decided meanwhile elsewhere) is not declined under its host: the sweep
             # finds it again if it pauses with the deadline still passed.
