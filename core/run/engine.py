@@ -383,9 +383,13 @@ class RunEngine:
 
     async def record_kept(self) -> None:
         """Record the outcomes of tools that completed here while the store failed (kept since by
-        ``TakeBack``), each run under its lock; raises what the store raises."""
+        ``TakeBack``), each run under its lock; raises what the store raises. A run held here is left
+        for now: whatever holds it (its recovery records them) may hold it long, and the heartbeat that
+        calls this must not wait."""
         for run_id in list(self.loop.take_back.kept):
-            release = await self.locks.acquire(run_id)
+            if self.locks.held(run_id):
+                continue
+            release = await self.locks.acquire(run_id)  # free: taken at once
             try:
                 await self.loop.take_back.record_kept(run_id)
             finally:
