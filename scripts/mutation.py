@@ -2372,6 +2372,13 @@ MUTANTS += [
         "            except ImportError as exc:  # not this Troupe's to decline",
         ("tests/test_expiry.py::test_a_run_that_cannot_be_read_does_not_keep_other_pauses_from_expiring",),
     ),
+    Mutant(
+        "evicting-redis-unnamed",
+        "storage/redis.py",
+        '        if policy != "noeviction":\n',
+        "        if False:\n",
+        ("tests/test_redis_store.py::test_a_redis_that_evicts_keys_when_full_is_named_once",),
+    ),
 ]
 
 
