@@ -77,6 +77,7 @@ class RunEngine:
         self.owner = owner or f"engine:{uuid.uuid4().hex}"
         self.claims = Claims(self.loop, self.owner, settings.policies, self._resumed_policy)
         self.cancels = Cancels(self.loop, self.owner, settings.policies)
+        self._unreadable: set[str] = set()  # runs whose overdue pause could not be read (said so once)
 
     # ---- starting a run -----------------------------------------------------------------------------
 
@@ -234,7 +235,9 @@ class RunEngine:
             try:
                 stored = await self.store.load_run(run_id)
             except UNREADABLE as exc:  # not this Troupe's to decline: the sweep goes on to the next run
-                log.error("run %s cannot be read, so its overdue pause is not declined: %s", run_id, exc)
+                if run_id not in self._unreadable:  # said once, not at every sweep
+                    self._unreadable.add(run_id)
+                    log.error("run %s cannot be read, so its overdue pause is not declined: %s", run_id, exc)
                 release()
                 return None
             now = self.loop.clock()
