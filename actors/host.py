@@ -404,6 +404,9 @@ class AgentHost:
                 await self._stop_cancelled()
                 if self.mcp is not None:  # cancelled elsewhere (a routed cancel, another process)
                     await self.mcp.release_ended(self.store)
+                # Outcomes of tools that completed here during an outage: on record for whoever takes
+                # their runs over (another process, if this host's lease lapsed meanwhile).
+                await self.engine.record_kept()
             except Exception:
                 log.warning("lease renewal of %s failed", self.owner, exc_info=True)
             stop_if_cancelled()  # the store may have swallowed a cancel (troupe.core.cancellation)

@@ -46,16 +46,19 @@ class InboxFeed:
         self.total: int | None = None
 
     async def next(self) -> dict[str, Any] | None:
+        # The stream moves on only once a frame is made: a look that fails (the store, say) leaves it
+        # where it was, and the next look reads the same changes (or the page) again.
         store = self.runtime.store()
         if self.position is not None:
             batch = await store.paused_changes(self.position, CHANGES_PER_LOOK)
             if batch.complete:
+                frame = await self._changes(batch.changes)
                 self.position = batch.position
-                return await self._changes(batch.changes)
+                return frame
         # The first look, or one that fell behind the log: the position first, then the page.
-        self.position = (await store.paused_changes(None, 0)).position
+        position = (await store.paused_changes(None, 0)).position
         body = await self.page_json(self.runtime, self.caller)
-        self.total = body["total"]
+        self.position, self.total = position, body["total"]
         return {"type": "page", **body}
 
     async def _changes(self, changes: list[PausedChange]) -> dict[str, Any] | None:
@@ -75,8 +78,8 @@ class InboxFeed:
         total = (await self.runtime.pending_page(caller=self.caller, per_page=1)).total
         if not states and not left and total == self.total:
             return None
-        self.total = total
         shown = await asyncio.gather(*(self.run_json(self.runtime, state) for state in states))
+        self.total = total
         return {"type": "changes", "listed": list(shown), "unlisted": left, "total": total}
 
 

@@ -2421,6 +2421,56 @@ MUTANTS += [
         "    if False:\n",
         ("tests/test_decision_links.py::test_a_token_with_anything_added_to_its_mac_is_not_genuine",),
     ),
+    Mutant(
+        "outcome-lost-in-outage",
+        "core/run/in_doubt.py",
+        "                    self.kept.setdefault(state.run_id, []).extend(entries)\n",
+        "                    pass\n",
+        (
+            "tests/test_redis_outage.py::"
+            "test_an_approved_tool_that_completes_while_redis_is_down_is_not_asked_about_again",
+        ),
+    ),
+    Mutant(
+        "sqlite-folder-error-raw",
+        "storage/sqlite.py",
+        "            except OSError as exc:  # its folder cannot be made",
+        "            except ImportError as exc:  # its folder cannot be made",
+        ("tests/test_newcomer_errors.py::test_a_sqlite_store_whose_folder_cannot_be_made_is_unavailable_and_named",),
+    ),
+    Mutant(
+        "inbox-feed-moves-on-before-its-frame",
+        "api/inbox_feed.py",
+        "                frame = await self._changes(batch.changes)\n"
+        "                self.position = batch.position\n",
+        "                self.position = batch.position\n"
+        "                frame = await self._changes(batch.changes)\n",
+        (
+            "tests/test_redis_outage.py::"
+            "test_an_inbox_stream_whose_look_fails_in_an_outage_sends_what_it_missed_once_redis_is_back",
+        ),
+    ),
+    Mutant(
+        "unreadable-run-stops-supervision",
+        "supervisor/reconciler.py",
+        "        except UNREADABLE as exc:\n",
+        "        except ImportError as exc:\n",
+        ("tests/test_recovery.py::test_a_run_that_cannot_be_read_does_not_keep_the_others_from_being_recovered",),
+    ),
+    Mutant(
+        "unreadable-run-stops-expiry",
+        "core/run/engine.py",
+        "            except UNREADABLE as exc:  # not this Troupe's to decline",
+        "            except ImportError as exc:  # not this Troupe's to decline",
+        ("tests/test_expiry.py::test_a_run_that_cannot_be_read_does_not_keep_other_pauses_from_expiring",),
+    ),
+    Mutant(
+        "evicting-redis-unnamed",
+        "storage/redis.py",
+        '        if policy != "noeviction":\n',
+        "        if False:\n",
+        ("tests/test_redis_store.py::test_a_redis_that_evicts_keys_when_full_is_named_once",),
+    ),
 ]
 
 

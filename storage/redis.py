@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import math
 import uuid
 from collections import Counter
@@ -89,8 +90,12 @@ from troupe.storage.redis_link import (
 )
 from troupe.storage.redis_listing import Listings, change_of
 
+log = logging.getLogger(__name__)
+
 # Run homes remembered per store (they never change); forgotten all at once past this many.
 _HOMES_KEPT = 10_000
+# Stores (by identity) whose server's eviction policy this process has looked at.
+_POLICY_CHECKED: set[str] = set()
 
 
 class RedisStore:
@@ -171,7 +176,30 @@ class RedisStore:
             link = self._links[loop] = Link(self.url, self.timeout)
             await link.close_with_loop()
         await link.ready()
+        if self.identity not in _POLICY_CHECKED:
+            await self._check_eviction(link)
         return link
+
+    async def _check_eviction(self, link: Link) -> None:
+        """Say so, once per process, if Redis evicts keys when it is full: it would drop runs, their
+        listings and their audit without an error. An outage raises (it is the operation's outage too)
+        and the policy is looked at again next time; a server that refuses CONFIG is taken on trust."""
+        _POLICY_CHECKED.add(self.identity)  # before the await: concurrent first calls look once
+        try:
+            policy = await link.eviction_policy()
+        except redis_errors.ResponseError:
+            return
+        except BaseException:
+            _POLICY_CHECKED.discard(self.identity)
+            raise
+        if policy != "noeviction":
+            log.warning(
+                "Redis at %s evicts keys when it is full (maxmemory-policy %s): paused runs, their "
+                "listings and audit can vanish without an error. Set maxmemory-policy noeviction "
+                "(docs/how-to/stores.md)",
+                redacted(self.url),
+                policy,
+            )
 
     def _forget_closed_loops(self) -> None:
         for loop in [loop for loop in self._links if loop.is_closed()]:

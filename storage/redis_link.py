@@ -260,6 +260,16 @@ class Link:
         self._ready = not isinstance(self.client, RedisCluster)
         self._opening = asyncio.Lock()
 
+    async def eviction_policy(self) -> str:
+        """The server's ``maxmemory-policy`` (on a cluster, the one node's the client asks). Raises
+        redis-py's ``ResponseError`` where CONFIG is refused (managed Redis, ACLs)."""
+        if redis_wire is not None and isinstance(self.client, redis_wire.WireClient):
+            reply = await self.client.execute("CONFIG", "GET", "maxmemory-policy")
+            found = dict(zip(reply[::2], reply[1::2], strict=True))
+        else:
+            found = await self.client.config_get("maxmemory-policy")
+        return str(found.get("maxmemory-policy", "noeviction"))
+
     def script(self, source: str) -> AsyncScript:
         """A script kept by another module (``troupe.storage.redis_listing``), bound to this client once."""
         found = self._scripts.get(source)

@@ -436,7 +436,10 @@ class SqliteStore:
 
     def _open(self, busy_timeout_ms: int) -> sqlite3.Connection:
         if self.path != ":memory:":
-            create_private(Path(self.path))
+            try:
+                create_private(Path(self.path))
+            except OSError as exc:  # its folder cannot be made, or the file cannot be (a full disk, say)
+                raise self._unavailable(exc) from exc
         conn = sqlite3.connect(
             self.path, isolation_level=None, check_same_thread=False, timeout=busy_timeout_ms / 1000
         )

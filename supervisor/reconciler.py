@@ -37,7 +37,7 @@ from typing import Any
 from troupe.actors.handle import AgentHandle, OwnedRun
 from troupe.actors.host import HEARTBEAT_S, OWNER_TTL_S
 from troupe.core.cancellation import stop_if_cancelled, wait_or_timeout
-from troupe.core.vocabulary.state import Clock
+from troupe.core.vocabulary.state import UNREADABLE, Clock
 from troupe.core.vocabulary.store import Store
 
 log = logging.getLogger(__name__)
@@ -58,6 +58,7 @@ class Reconciler:
         self._task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
         self._taken: list[tuple[str, str]] = []  # (agent id, run id) taken over here, in order
+        self._unreadable: set[str] = set()  # runs found unreadable (and said so) so far
 
     def __getstate__(self) -> dict[str, Any]:
         # A copy is a stopped reconciler: its task and event belong to this process's event loop. (A
@@ -124,7 +125,9 @@ class Reconciler:
         # run, so the owner of every run found here is in the leases read next unless it has died.
         # Read the other way round, a host that started between the two reads would look dead, and
         # its run would be taken over while it still drives it.
-        in_flight = await asyncio.gather(*(_in_flight(store, agent_id) for agent_id in handles))
+        in_flight = await asyncio.gather(
+            *(_in_flight(store, agent_id, self._unreadable) for agent_id in handles)
+        )
         live = await store.live_owners()
         waiting = await asyncio.gather(
             *(
@@ -169,11 +172,18 @@ class Reconciler:
         return _per_agent(handles, self._taken[first:])
 
 
-async def _in_flight(store: Store, agent_id: str) -> list[OwnedRun]:
-    """The agent's runs in flight, each with the owner whose lease it is under."""
+async def _in_flight(store: Store, agent_id: str, unreadable: set[str]) -> list[OwnedRun]:
+    """The agent's runs in flight, each with the owner whose lease it is under; a run that cannot be
+    read is left out (and said so once, into ``unreadable``)."""
     runs: list[OwnedRun] = []
     for run_id in await store.list_running_runs(agent_id):
-        stored = await store.load_run(run_id)
+        try:
+            stored = await store.load_run(run_id)
+        except UNREADABLE as exc:
+            if run_id not in unreadable:
+                unreadable.add(run_id)
+                log.error("run %s of agent %r cannot be read; not recovered: %s", run_id, agent_id, exc)
+            continue
         if stored is None or stored.state.status != "running":
             continue  # finished or paused since it was listed
         runs.append((run_id, stored.state.owner))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from typing import Any
 
 from troupe.core.vocabulary.errors import StorageUnavailableError
@@ -29,10 +30,19 @@ class HookedStore:
         self._stalls: dict[str, asyncio.Event] = {}
         self._outage_after_pause = False
         self._failing: set[str] = set()
+        self._before: dict[str, Callable[[], None]] = {}
 
     def __getattr__(self, name: str) -> Any:
+        before = self._before.pop(name, None)
+        if before is not None:
+            before()
         reached = self._stalls.pop(name, None)
         return getattr(self.inner, name) if reached is None else self._stalled(reached)
+
+    def before_next(self, method: str, action: Callable[[], None]) -> None:
+        """The next call of ``method`` (one the wrapper passes straight through) does ``action`` first:
+        kills redis-server, say, so the outage lands at exactly that point."""
+        self._before[method] = action
 
     def meet_before_save(self, run_id: str, barrier: asyncio.Barrier) -> None:
         """The next save of ``run_id`` waits at ``barrier`` first: give two stores the same barrier and

@@ -89,3 +89,37 @@ async def test_a_sweep_working_from_a_stale_listing_declines_nothing_not_yet_due
         assert [r.run_id for r in listed.runs] == [paused.run_id]
     finally:
         await runtime.shutdown()
+
+
+async def test_a_run_that_cannot_be_read_does_not_keep_other_pauses_from_expiring(make_runtime, calls, clock):
+    """The most overdue pause is in a run this Troupe cannot read (a newer Troupe wrote it): the sweep
+    leaves it as it is and declines the next one. Before the fix the sweep stopped at it, every round,
+    so no pause of the agent ever expired."""
+    import json
+    import sqlite3
+    from contextlib import closing
+
+    agent = Agent(
+        "ops",
+        model=one_call("delete_record", {"id": "a"}),
+        tools=[delete_tool(calls)],
+        default_options={"approval_timeout": 60},
+    )
+    runtime = make_runtime([agent], clock=clock)
+    unreadable = await agent.generate("delete a")
+    clock.advance(1)
+    overdue = await agent.generate("delete a")
+    with closing(sqlite3.connect(runtime.store().path)) as raw, raw:
+        [raw_body] = raw.execute("SELECT body FROM runs WHERE run_id = ?", (unreadable.run_id,)).fetchone()
+        body = json.loads(raw_body)
+        body["schema_version"] = 99
+        raw.execute("UPDATE runs SET body = ? WHERE run_id = ?", (json.dumps(body), unreadable.run_id))
+    clock.advance(61)
+
+    swept = await runtime.expire_due()
+
+    assert swept["ops"] in ([overdue.run_id], []), "only the readable run (unless a round swept it first)"
+    result = await (await agent.observe_stream(run_id=overdue.run_id)).result()
+    assert result.text.startswith("call-1=No decision was made in time")
+    assert await runtime.store().list_audit(unreadable.run_id) == [], "the unreadable run is left as it is"
+    assert calls.count() == 0

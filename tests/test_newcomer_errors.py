@@ -7,9 +7,10 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from helpers import delete_tool, one_call
 from http_server import runtime_factory
 
-from troupe import RedisStore
+from troupe import Agent, RedisStore, Runtime, SqliteStore
 from troupe.cli import main
 from troupe.errors import StorageUnavailableError
 from troupe.testing import CallLog
@@ -36,6 +37,24 @@ async def test_an_unreachable_redis_says_so_without_naming_an_internal_operation
     assert "is unavailable (is redis-server running there" in str(down.value)
     assert "touch_owner" not in str(down.value)
     await store.close()
+
+
+async def test_a_sqlite_store_whose_folder_cannot_be_made_is_unavailable_and_named(tmp_path: Path):
+    """A file where the store's folder should be (or a folder it may not make): the store is out of
+    reach, said as such (STORAGE_UNAVAILABLE, 503 over HTTP), not an OSError from inside the store."""
+    (tmp_path / "taken").write_text("not a folder")
+    path = tmp_path / "taken" / "troupe.db"
+    calls = CallLog(tmp_path / "calls.jsonl")
+    agent = Agent("ops", model=one_call("delete_record", {"id": "a"}), tools=[delete_tool(calls)])
+    runtime = Runtime([agent], storage=SqliteStore(path), executor="local")
+    try:
+        for attempt in (agent.list_suspended_runs(), agent.generate("delete a")):
+            with pytest.raises(StorageUnavailableError) as down:
+                await attempt
+            assert str(path) in str(down.value)
+            assert down.value.code == "STORAGE_UNAVAILABLE"
+    finally:
+        await runtime.shutdown()
 
 
 @pytest.mark.parametrize("command", [["demo"], ["serve", "--demo", "--open"]])

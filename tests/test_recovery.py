@@ -333,3 +333,50 @@ async def test_recover_leaves_runs_that_a_live_process_drives_alone(tmp_path: Pa
     finally:
         await other.shutdown()
         await busy.shutdown()
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda body: {**body, "schema_version": 99},  # written by a newer Troupe sharing the store
+        lambda body: "{not json",  # damaged
+    ],
+    ids=["newer-version", "damaged"],
+)
+async def test_a_run_that_cannot_be_read_does_not_keep_the_others_from_being_recovered(
+    tmp_path: Path, damage: Any
+):
+    """Two runs left in flight by a dead host; one of them cannot be read by this Troupe. The other is
+    recovered all the same (and the unreadable one is left as it is). Before the fix, reading it failed
+    every supervision round, so no run of any agent was ever recovered, and ``recover()`` raised."""
+    import json
+    import sqlite3
+    from contextlib import closing
+
+    from helpers import delete_tool, one_call
+    from troupe.core.vocabulary.state import RunState
+
+    db = tmp_path / "t.db"
+    store = SqliteStore(db)
+    for run_id in ("readable", "unreadable"):
+        ask = [{"role": "user", "content": "delete a"}]
+        await store.create_run(RunState(run_id=run_id, agent_id="ops", owner="dead-host", messages=ask))
+    await store.close()
+    with closing(sqlite3.connect(db)) as raw, raw:
+        body = json.loads(raw.execute("SELECT body FROM runs WHERE run_id = 'unreadable'").fetchone()[0])
+        damaged = damage(body)
+        raw.execute(
+            "UPDATE runs SET body = ? WHERE run_id = 'unreadable'",
+            (damaged if isinstance(damaged, str) else json.dumps(damaged),),
+        )
+
+    calls = CallLog(tmp_path / "calls.jsonl")
+    agent = Agent("ops", model=one_call("delete_record", {"id": "a"}), tools=[delete_tool(calls)])
+    runtime = Runtime([agent], storage=SqliteStore(db), executor="local")
+    try:
+        assert await runtime.recover(wait_s=0) == {"ops": ["readable"]}
+        result = await (await agent.observe_stream(run_id="readable")).result()
+        assert result.finish_reason == "suspended", "the recovered run goes on to its pause"
+        assert await runtime.store().list_running_runs("ops") == ["unreadable"], "left as it is"
+    finally:
+        await runtime.shutdown()

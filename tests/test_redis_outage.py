@@ -12,9 +12,11 @@ import os
 import signal
 import threading
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
+from blocking import wait_for, worker_agent
 from helpers import chunks_of, delete_tool, one_call, types_of
 from pydantic import BaseModel
 from redis_server import RedisServer
@@ -120,6 +122,71 @@ async def test_a_run_in_flight_when_redis_dies_fails_loudly_and_keeps_its_last_c
     assert [(c.tool_name, c.status) for c in stored.state.calls] == [("work", CallStatus.RUNNING)]
     assert await store.list_running_runs("ops") == [stream.run_id]
     assert calls.count("work") == 1
+
+
+async def test_an_approved_tool_that_completes_while_redis_is_down_is_not_asked_about_again(
+    dedicated_redis: RedisServer, store: RedisStore, make_runtime: Callable[..., Runtime], tmp_path: Path
+):
+    """The approved tool completes, but the write of its result finds Redis gone. Its host still holds
+    the outcome: once Redis is back the run goes on with it. Before the fix the outcome was dropped,
+    the call went back to its human as "interrupted", and approving it again ran it twice."""
+    log, gate = CallLog(tmp_path / "work.jsonl"), tmp_path / "gate"
+    agent = worker_agent(log, str(gate), require_approval=True)
+    runtime = make_runtime([agent], storage=store)
+    paused = await agent.generate("work")
+    assert paused.finish_reason == "suspended"
+    stream = await agent.approve_tool_call(run_id=paused.run_id, tool_call_id="w1")
+    await wait_for(lambda: len(log.entries("work")) == 1, what="the tool to start")
+
+    dedicated_redis.kill()
+    gate.touch()  # the tool completes; the write of its outcome finds Redis gone
+    with pytest.raises(StorageUnavailableError):
+        await stream.result()
+
+    dedicated_redis.start()
+    await runtime.recover()  # (or the runtime's own next round, whichever comes first)
+    result = await (await agent.observe_stream(run_id=paused.run_id)).result()
+
+    assert result.finish_reason == "stop"
+    assert result.text == 'w1={"done": "job-1"}', "the run goes on with the result the tool returned"
+    assert [e["phase"] for e in log.entries("work")] == ["started", "finished"], "run once"
+    assert (await agent.list_suspended_runs()).total == 0, "nothing is asked of a person again"
+    assert [e.kind for e in await store.list_audit(paused.run_id)] == ["approved", "completed"]
+
+
+async def test_an_inbox_stream_whose_look_fails_in_an_outage_sends_what_it_missed_once_redis_is_back(
+    dedicated_redis: RedisServer, calls: CallLog
+):
+    """A look of ``/api/inbox/events`` reads the change log, then the runs that entered: Redis dies in
+    between. The stream says so (the route sends an error frame) and, once Redis is back, sends the run
+    that entered. Before the fix it had moved past those changes already: the run never reached the
+    open inbox, which showed nothing waiting until it was reloaded."""
+    from store_hooks import HookedStore
+    from troupe.api.inbox import inbox_json, run_json
+    from troupe.api.inbox_feed import InboxFeed
+    from troupe.core.vocabulary.identity import Principal
+
+    hooked = HookedStore(RedisStore(dedicated_redis.url, prefix="feed:"))
+    agent = Agent("ops", model=one_call("delete_record", {"id": "abc-123"}), tools=[delete_tool(calls)])
+    runtime = Runtime([agent], storage=hooked, executor="local")  # type: ignore[arg-type]
+    try:
+        admin = Principal(issuer="local", subject="admin", name="admin", admin=True)
+        feed = InboxFeed(runtime, admin, inbox_json, run_json)
+        first = await feed.next()
+        assert first is not None and (first["type"], first["total"]) == ("page", 0)
+        paused = await agent.generate("delete abc-123")
+
+        hooked.before_next("load_run", dedicated_redis.kill)  # after the change log was read
+        with pytest.raises(StorageUnavailableError):
+            await feed.next()
+        dedicated_redis.start()
+
+        pushed = await feed.next()
+        assert pushed is not None, "the run that entered while the store failed was never sent"
+        assert pushed["type"] == "changes" and pushed["total"] == 1
+        assert [r["runId"] for r in pushed["listed"]] == [paused.run_id]
+    finally:
+        await runtime.shutdown()
 
 
 @pytest.mark.parametrize(

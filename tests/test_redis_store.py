@@ -300,3 +300,27 @@ def _parent() -> Any:
     from troupe.core.vocabulary.state import ParentLink
 
     return ParentLink(run_id="p", tool_call_id="d1", agent_id="sup")
+
+
+# A plain URL is served by the store's own connection; an option sends it through redis-py's client.
+@pytest.mark.parametrize("options", ["", "?client_name=troupe-test"], ids=["own", "redis-py"])
+async def test_a_redis_that_evicts_keys_when_full_is_named_once(tmp_path, caplog, options: str):
+    """With an eviction policy (``allkeys-lru``, say), a full Redis drops paused runs and their listings
+    without an error: seen as 400 paused runs of which 20 were still listed and 167 gone. The store says
+    so once, naming the setting, and works on; a Redis that does not evict says nothing."""
+    caplog.set_level("WARNING", logger="troupe.storage.redis")
+    with RedisServer(tmp_path / "lru", settings={"maxmemory-policy": "allkeys-lru"}) as lru:
+        evicting = RedisStore(lru.url + options, prefix="evict:")
+        await evicting.create_run(RunState(run_id="r1", agent_id="a"))
+        await asyncio.gather(*(evicting.load_run("r1") for _ in range(3)))
+        await evicting.close()
+    warned = [r.getMessage() for r in caplog.records if "maxmemory-policy" in r.getMessage()]
+    assert len(warned) == 1, warned
+    assert "maxmemory-policy allkeys-lru" in warned[0] and "noeviction" in warned[0]
+
+    caplog.clear()
+    with RedisServer(tmp_path / "kept") as kept:
+        keeping = RedisStore(kept.url + options, prefix="evict:")
+        await keeping.create_run(RunState(run_id="r1", agent_id="a"))
+        await keeping.close()
+    assert not [r for r in caplog.records if "maxmemory-policy" in r.getMessage()]

@@ -10,6 +10,7 @@ honest.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable
 from typing import Any, Literal
@@ -49,9 +50,11 @@ from troupe.core.vocabulary.requests import (
     StartRequest,
 )
 from troupe.core.vocabulary.run_record import RunRecord
-from troupe.core.vocabulary.state import CallStatus, RunState, utcnow
+from troupe.core.vocabulary.state import UNREADABLE, CallStatus, RunState, utcnow
 from troupe.core.vocabulary.store import StaleSnapshotError, Store, ThreadAppend
 from troupe.core.vocabulary.tool_threads import ToolThreads
+
+log = logging.getLogger(__name__)
 
 
 class RunEngine:
@@ -74,6 +77,7 @@ class RunEngine:
         self.owner = owner or f"engine:{uuid.uuid4().hex}"
         self.claims = Claims(self.loop, self.owner, settings.policies, self._resumed_policy)
         self.cancels = Cancels(self.loop, self.owner, settings.policies)
+        self._unreadable: set[str] = set()  # runs whose overdue pause could not be read (said so once)
 
     # ---- starting a run -----------------------------------------------------------------------------
 
@@ -228,7 +232,14 @@ class RunEngine:
         None if nothing in the run is overdue any more."""
         release = await self.locks.acquire(run_id)
         try:
-            stored = await self.store.load_run(run_id)
+            try:
+                stored = await self.store.load_run(run_id)
+            except UNREADABLE as exc:  # not this Troupe's to decline: the sweep goes on to the next run
+                if run_id not in self._unreadable:  # said once, not at every sweep
+                    self._unreadable.add(run_id)
+                    log.error("run %s cannot be read, so its overdue pause is not declined: %s", run_id, exc)
+                release()
+                return None
             now = self.loop.clock()
             # A run in flight (decided meanwhile elsewhere) is not declined under its host: the sweep
             # finds it again if it pauses with the deadline still passed.
@@ -325,6 +336,9 @@ class RunEngine:
             if stored is None or stored.state.status != "running" or stored.state.owner != expected_owner:
                 release()
                 return None
+            # Tools this host ran in the run and whose outcomes the store failed to take: recorded now,
+            # so the calls take them below rather than go back to a person as interrupted.
+            await self.loop.take_back.record_kept(run_id)
             state = stored.state
             state.owner = self.owner
             run = ActiveRun(state, stored.version, self._resumed_policy(state))
@@ -369,6 +383,20 @@ class RunEngine:
         decision_log.recovered(run_id, state.agent_id, interrupted, self.owner, expected_owner)
         start_note = {"recovered": True, "interrupted_tool_calls": interrupted}
         return Operation(self.loop, run, release, plan, start_note, kind="recovery")
+
+    async def record_kept(self) -> None:
+        """Record the outcomes of tools that completed here while the store failed (kept since by
+        ``TakeBack``), each run under its lock; raises what the store raises. A run held here is left
+        for now: whatever holds it (its recovery records them) may hold it long, and the heartbeat that
+        calls this must not wait."""
+        for run_id in list(self.loop.take_back.kept):
+            if self.locks.held(run_id):
+                continue
+            release = await self.locks.acquire(run_id)  # free: taken at once
+            try:
+                await self.loop.take_back.record_kept(run_id)
+            finally:
+                release()
 
     def _doubt(self, owner: str | None, state: RunState) -> Doubt | None:
         """How calls taken over from ``owner`` are marked in doubt (None: ``owner`` is this host, whose

@@ -60,6 +60,10 @@ class TakeBack:
     def __init__(self, store: Store, writer: RunWriter) -> None:
         self.store = store
         self.writer = writer
+        # Outcomes of tools that completed here but could not be recorded (the store failed), by run:
+        # kept until they are, so that whoever next drives the run takes them instead of asking a person
+        # again about a call that did run (``record_kept``).
+        self.kept: dict[str, list[AuditEntry]] = {}
 
     async def after_loss(self, run: ActiveRun, error: Exception) -> Plan | RunTakenOverError | None:
         """This operation's write failed and tools ran here meanwhile: record their outcomes, then take
@@ -87,16 +91,34 @@ class TakeBack:
         self, state: RunState, ran: Sequence[ToolCallState], patience: float
     ) -> list[AuditEntry] | None:
         """Append the outcomes to the run's audit log, waiting out an outage of the store for up to
-        ``patience`` seconds."""
+        ``patience`` seconds. Outcomes still not recorded then are kept here (``record_kept``)."""
+        entries = late_results.outcomes(state, ran)
         deadline = asyncio.get_running_loop().time() + patience
         while True:
             try:
-                return await late_results.append(self.store, state, ran)
+                for entry in entries:
+                    await self.store.append_audit(entry)
+                return entries
             except StorageError:
                 if asyncio.get_running_loop().time() > deadline:
-                    log.error("run %s: outcomes of tools that finished late were not recorded", state.run_id)
+                    log.error(
+                        "run %s: outcomes of tools that completed here are not recorded yet; kept until "
+                        "the store takes them",
+                        state.run_id,
+                    )
+                    self.kept.setdefault(state.run_id, []).extend(entries)
                     return None
                 await asyncio.sleep(0.5)
+
+    async def record_kept(self, run_id: str) -> None:
+        """Record the outcomes kept for ``run_id`` in its audit log, where recovery and decisions find
+        them (``troupe.core.run.late_results``). The caller holds the run's lock. Raises what the store
+        raises; what is not recorded stays kept."""
+        entries = self.kept.get(run_id, [])
+        while entries:
+            await self.store.append_audit(entries[0])
+            entries.pop(0)
+        self.kept.pop(run_id, None)
 
     async def _retake(self, run: ActiveRun, stored: StoredRun, entries: list[AuditEntry]) -> Plan | None:
         """Take the run back if it waits on these very calls, in doubt: their outcomes complete them."""

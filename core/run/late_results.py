@@ -8,6 +8,9 @@ it appends a ``completed`` entry to the run's audit log, which needs no compare-
 the run uses that entry instead of the call's interruption: recovery takes the result as the call's,
 the host that ran it takes the run back with it while the call is in doubt, and a decision on the call
 asked again is answered that it completed (``ToolCallCompletedError``), the run going on with the result.
+A tool that completed while the store was failing (the write of its result failed too) is kept by its
+host (``TakeBack.kept``) and recorded the same way once the store takes it: at the host's next heartbeat,
+or before the host picks the run up again, whichever comes first.
 
 A tool whose call was given up (its run was cancelled, or it timed out) leaves a ``completed`` entry
 too if it ends after all (a sync tool's thread cannot be stopped: ``LateOutcomes``), its ``reason``
@@ -42,10 +45,15 @@ async def append(
     store: Store, state: RunState, calls: Sequence[ToolCallState], why: str | None = None
 ) -> list[AuditEntry]:
     """Append each call's outcome (``call.output``) to the run's audit log, noting ``why`` it is late."""
-    entries = [_entry(state, call, utcnow(), why) for call in calls]
+    entries = outcomes(state, calls, why)
     for entry in entries:
         await store.append_audit(entry)
     return entries
+
+
+def outcomes(state: RunState, calls: Sequence[ToolCallState], why: str | None = None) -> list[AuditEntry]:
+    """Each call's outcome (``call.output``) as the ``completed`` entry that records it, taken now."""
+    return [_entry(state, call, utcnow(), why) for call in calls]
 
 
 def _entry(state: RunState, call: ToolCallState, at: datetime, why: str | None = None) -> AuditEntry:
@@ -138,4 +146,12 @@ class LateOutcomes:
             await asyncio.gather(*self._writing, return_exceptions=True)
 
 
-__all__ = ["LateOutcomes", "already_completed", "append", "call_fingerprint", "completed", "use_completed"]
+__all__ = [
+    "LateOutcomes",
+    "already_completed",
+    "append",
+    "call_fingerprint",
+    "completed",
+    "outcomes",
+    "use_completed",
+]

@@ -326,9 +326,16 @@ class RunState(_Model):
         return min(stamps) if stamps else None
 
 
+# What reading a stored run raises when this Troupe cannot use it (a newer Troupe wrote it, or it is
+# damaged): that run's own trouble, never an outage of the store. Whatever looks at many runs in turn
+# (recovery, expiry) leaves such a run out rather than stop at it.
+UNREADABLE = (SnapshotVersionError, ValueError)
+
+
 __all__ = [
     "PAUSED",
     "SCHEMA_VERSION",
+    "UNREADABLE",
     "CallStatus",
     "Cancellation",
     "ChildLink",
