@@ -2465,6 +2465,16 @@ MUTANTS += [
         ("tests/test_expiry.py::test_a_run_that_cannot_be_read_does_not_keep_other_pauses_from_expiring",),
     ),
     Mutant(
+        "unreadable-paused-run-fails-every-listing",
+        "core/vocabulary/listing.py",
+        "        except UNREADABLE as exc:\n",
+        "        except ImportError as exc:\n",
+        (
+            "tests/test_store_conformance.py::"
+            "test_a_paused_run_this_troupe_cannot_read_is_left_out_of_the_page_not_the_end_of_it",
+        ),
+    ),
+    Mutant(
         "evicting-redis-unnamed",
         "storage/redis.py",
         '        if policy != "noeviction":\n',

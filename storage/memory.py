@@ -25,6 +25,7 @@ from troupe.core.vocabulary.listing import (
     PausedQuery,
     Place,
     page_of,
+    readable,
 )
 from troupe.core.vocabulary.run_record import RunRecord, as_record
 from troupe.core.vocabulary.state import RunState
@@ -203,7 +204,7 @@ class MemoryStore:
             places = _following(entries, query.order, start, low, high, query.wanted())
             rows += [(place, place.run_id) for place in places]
         ids, cursor = page_of(rows, query)
-        return PausedPage([RunState.from_json(self._runs[run_id][0]) for run_id in ids], total, cursor)
+        return PausedPage(readable(self._runs[run_id][0] for run_id in ids), total, cursor)
 
     async def paused_changes(self, after: str | None, limit: int) -> PausedChanges:
         end = str(self._change_seq)

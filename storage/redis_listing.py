@@ -39,6 +39,7 @@ from troupe.core.vocabulary.listing import (
     PausedQuery,
     Place,
     page_of,
+    readable,
 )
 from troupe.core.vocabulary.run_record import RunRecord
 from troupe.core.vocabulary.state import RunState
@@ -260,7 +261,7 @@ class Listings:
         ]
         chosen, cursor = page_of(rows, query)
         if one:
-            return PausedPage([RunState.from_json(raw) for _, _, raw in chosen if raw], total, cursor)
+            return PausedPage(readable(raw for _, _, raw in chosen if raw), total, cursor)
         return PausedPage(await self._states(link, chosen), total, cursor)
 
     def _page_of(self, link: Link, shard: Keys, query: PausedQuery, bodies: bool) -> Any:
@@ -294,7 +295,7 @@ class Listings:
             for (n, ids), states in zip(wanted.items(), found, strict=True)
             for r, state in zip(ids, states, strict=True)
         }
-        return [RunState.from_json(raw[n, r]) for n, r, _ in chosen if raw[n, r]]
+        return readable(raw[n, r] for n, r, _ in chosen if raw[n, r])
 
     async def changes(self, link: Link, after: str | None, limit: int) -> PausedChanges:
         await self.ready(link)

@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar, cast
 
 from troupe.core.vocabulary.errors import DuplicateRunError, StorageUnavailableError
-from troupe.core.vocabulary.listing import PausedChanges, PausedPage, PausedQuery
+from troupe.core.vocabulary.listing import PausedChanges, PausedPage, PausedQuery, readable
 from troupe.core.vocabulary.run_record import RunRecord, as_record
 from troupe.core.vocabulary.state import RunState
 from troupe.core.vocabulary.store import (
@@ -535,7 +535,7 @@ class SqliteStore:
 
     async def list_paused(self, query: PausedQuery) -> PausedPage:
         bodies, total, cursor = await self._run(functools.partial(read_page, query=query))
-        return PausedPage([RunState.from_json(body) for body in bodies], total, cursor)
+        return PausedPage(readable(bodies), total, cursor)
 
     async def paused_changes(self, after: str | None, limit: int) -> PausedChanges:
         return await self._run(functools.partial(read_changes, after=after, limit=limit))

@@ -43,6 +43,7 @@ import base64
 import binascii
 import hashlib
 import json
+import logging
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -50,7 +51,13 @@ from datetime import datetime
 from typing import Any, Literal, NamedTuple, TypeVar
 
 from troupe.core.vocabulary.errors import InvalidPaginationError
-from troupe.core.vocabulary.state import RunState
+from troupe.core.vocabulary.state import UNREADABLE, RunState
+
+log = logging.getLogger(__name__)
+# Why runs were left out of a page, each logged once per process (a listing is read on every refresh
+# of every open inbox); past this many reasons, no more are remembered or logged.
+_TOLD: set[str] = set()
+_TOLD_MAX = 100
 
 T = TypeVar("T")
 
@@ -233,6 +240,23 @@ class PausedPage:
     states: list[RunState]
     total: int
     next_cursor: str | None = None
+
+
+def readable(bodies: Iterable[str | bytes]) -> list[RunState]:
+    """The states of a page's stored runs, leaving out each one this Troupe cannot read (written by a
+    newer Troupe sharing the store, or damaged): one such run must not fail the listing of every other
+    (the inbox, ``suspended-runs``, the CLI), as during a rolling upgrade. The page's ``total`` still
+    counts it: it waits, for a Troupe that can read it."""
+    states = []
+    for body in bodies:
+        try:
+            states.append(RunState.from_json(body))
+        except UNREADABLE as exc:
+            why = str(exc)[:300]
+            if why not in _TOLD and len(_TOLD) < _TOLD_MAX:
+                _TOLD.add(why)
+                log.warning("a paused run this Troupe cannot read was left out of a listing: %s", why)
+    return states
 
 
 @dataclass(frozen=True)
