@@ -17,7 +17,8 @@ from typing import Any
 
 from troupe.core.vocabulary.identity import Principal
 from troupe.core.vocabulary.listing import PausedChange, listed
-from troupe.core.vocabulary.state import RunState
+from troupe.core.vocabulary.state import UNREADABLE, RunState
+from troupe.core.vocabulary.store import Store
 from troupe.supervisor.runtime import Runtime
 
 # Changes read per look: a burst larger than this is sent over the next looks.
@@ -71,8 +72,8 @@ class InboxFeed:
             return None  # nothing the caller sees changed: not even its total
         store = self.runtime.store()
         entered = [run_id for run_id, change in latest.items() if change.listed]
-        read = await asyncio.gather(*(store.load_run(run_id) for run_id in entered))
-        states = [found.state for found in read if found is not None and listed(found.state)]
+        read = await asyncio.gather(*(_readable(store, run_id) for run_id in entered))
+        states = [state for state in read if state is not None and listed(state)]
         still = {state.run_id for state in states}
         left = [run_id for run_id in latest if run_id not in still]
         total = (await self.runtime.pending_page(caller=self.caller, per_page=1)).total
@@ -81,6 +82,17 @@ class InboxFeed:
         shown = await asyncio.gather(*(self.run_json(self.runtime, state) for state in states))
         self.total = total
         return {"type": "changes", "listed": list(shown), "unlisted": left, "total": total}
+
+
+async def _readable(store: Store, run_id: str) -> RunState | None:
+    """The run's state; None if it is gone, or if this Troupe cannot read it (a newer Troupe's, or
+    damaged): left out, as the listings leave it out, rather than failing this look and every later
+    one (a stream that fails a look reads the same changes again)."""
+    try:
+        found = await store.load_run(run_id)
+    except UNREADABLE:
+        return None
+    return None if found is None else found.state
 
 
 __all__ = ["CHANGES_PER_LOOK", "InboxFeed"]

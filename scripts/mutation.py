@@ -2475,6 +2475,13 @@ MUTANTS += [
         ),
     ),
     Mutant(
+        "unreadable-run-stops-the-inbox-stream",
+        "api/inbox_feed.py",
+        "    except UNREADABLE:\n",
+        "    except ImportError:\n",
+        ("tests/test_http_inbox.py::test_an_inbox_stream_leaves_out_a_run_it_cannot_read_and_goes_on",),
+    ),
+    Mutant(
         "evicting-redis-unnamed",
         "storage/redis.py",
         '        if policy != "noeviction":\n',

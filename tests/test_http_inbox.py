@@ -298,3 +298,39 @@ def body_cursor(api: httpx.Client) -> str:
     cursor = api.get("/inbox", params={"role": "finance", "perPage": 1}, headers=ADMIN).json()["nextCursor"]
     assert isinstance(cursor, str)
     return cursor
+
+
+async def test_an_inbox_stream_leaves_out_a_run_it_cannot_read_and_goes_on(tmp_path, calls):
+    """A run that entered the listings and that this Troupe cannot read (a newer Troupe's, sharing the
+    store) failed every look of every open inbox stream, for good: the stream stays where it was when a
+    look fails, so it read the same run again. It is left out; the run beside it is sent."""
+    import sqlite3
+    from contextlib import closing
+
+    from helpers import delete_tool, one_call
+    from troupe.api.inbox import inbox_json, run_json
+    from troupe.api.inbox_feed import InboxFeed
+    from troupe.core.vocabulary.identity import Principal
+
+    from troupe import Agent, Runtime, SqliteStore
+
+    db = tmp_path / "feed.db"
+    agent = Agent("ops", model=one_call("delete_record", {"id": "abc-123"}), tools=[delete_tool(calls)])
+    runtime = Runtime([agent], storage=SqliteStore(db), executor="local")
+    try:
+        admin = Principal(issuer="local", subject="admin", name="admin", admin=True)
+        feed = InboxFeed(runtime, admin, inbox_json, run_json)
+        assert (await feed.next() or {}).get("total") == 0
+        newer = (await agent.generate("delete abc-123")).run_id
+        with closing(sqlite3.connect(db)) as raw, raw:
+            body = json.loads(raw.execute("SELECT body FROM runs WHERE run_id = ?", (newer,)).fetchone()[0])
+            body["schema_version"] = 99
+            raw.execute("UPDATE runs SET body = ? WHERE run_id = ?", (json.dumps(body), newer))
+        readable = (await agent.generate("delete abc-123")).run_id
+
+        pushed = await feed.next()
+        assert pushed is not None and pushed["type"] == "changes"
+        assert [r["runId"] for r in pushed["listed"]] == [readable]
+        assert pushed["total"] == 2, "the run left out still waits"
+    finally:
+        await runtime.shutdown()
