@@ -2329,6 +2329,41 @@ MUTANTS += [
         "    if False:\n",
         ("tests/test_decision_links.py::test_a_token_with_anything_added_to_its_mac_is_not_genuine",),
     ),
+    Mutant(
+        "mcp-sdk-missing-not-named",
+        "actors/mcp/connection.py",
+        "            client_class = _sdk_client()\n            async with client_class(\n",
+        "            from mcp import Client as client_class\n\n            async with client_class(\n",
+        ("tests/test_newcomer_errors.py::test_an_mcp_server_without_the_sdk_says_which_extra_to_install",),
+    ),
+    Mutant(
+        "troupe-mcp-without-sdk-traceback",
+        "troupe/ops/mcp_stdio.py",
+        "    except ImportError as exc:\n        raise SystemExit(",
+        "    except ModuleNotFoundError as exc:\n        raise\n        raise SystemExit(",
+        ("tests/test_newcomer_errors.py::test_troupe_mcp_without_the_sdk_says_which_extra_to_install",),
+    ),
+    Mutant(
+        "tool-list-item-not-checked",
+        "core/run/agent.py",
+        "        else [(getattr(tool, \"id\", None), tool, f\"tools[{i}]\") for i, tool in enumerate(tools)]\n",
+        "        else [(tool.id, tool, f\"tools[{i}]\") for i, tool in enumerate(tools)]\n",
+        ("tests/test_newcomer_errors.py::test_what_is_not_a_tool_is_named",),
+    ),
+    Mutant(
+        "subagents-in-a-list-unchecked",
+        "core/run/agent.py",
+        "        if agents is not None and not isinstance(agents, Mapping):\n",
+        "        if False:\n",
+        ("tests/test_newcomer_errors.py::test_subagents_in_a_list_are_told_they_go_in_a_dict",),
+    ),
+    Mutant(
+        "runtime-registers-what-is-not-an-agent",
+        "supervisor/runtime.py",
+        "        if not isinstance(agent, Agent):\n            raise TypeError(",
+        "        if False:\n            raise TypeError(",
+        ("tests/test_newcomer_errors.py::test_what_is_not_an_agent_is_named_by_the_runtime",),
+    ),
 ]
 
 

@@ -1,18 +1,22 @@
 """What a newcomer mistypes or misreads gets one line that names what is wrong and what to do, and
-changes nothing (issue 33's list, each as a user would meet it)."""
+changes nothing (issue 33's list, each as a user would meet it; then the first mistakes of code: a plain
+function where a tool goes, subagents in a list, a runtime given one agent or an agent's id, and a
+feature whose extra is not installed, the MCP SDK's ``troupe-runtime[mcp]``)."""
 
 from __future__ import annotations
 
 import asyncio
+import sys
 from pathlib import Path
 
 import pytest
 from http_server import runtime_factory
+from pydantic import BaseModel
 
-from troupe import RedisStore
+from troupe import Agent, MCPStdio, MemoryStore, RedisStore, Runtime, create_tool
 from troupe.cli import main
-from troupe.errors import StorageUnavailableError
-from troupe.testing import CallLog
+from troupe.errors import MCPServerError, StorageUnavailableError
+from troupe.testing import CallLog, ScriptedModel, text
 
 
 @pytest.mark.parametrize("url", ["postgres://x/y", "127.0.0.1:6379", "redis://", "unix://"])
@@ -107,3 +111,82 @@ def test_the_demo_script_names_python3_venv_where_python_cannot_make_a_virtualen
     assert done.returncode == 1, done.stdout + done.stderr
     assert "install python3-venv first (sudo apt-get install python3-venv)" in done.stderr
     assert not (tmp_path / ".venv").exists()
+
+
+class RecordId(BaseModel):
+    id: str
+
+
+def lookup(record: RecordId, ctx: object) -> str:
+    return record.id
+
+
+def model() -> ScriptedModel:
+    return ScriptedModel([text("hi")])
+
+
+@pytest.mark.parametrize(
+    ("tools", "says"),
+    [
+        ([lookup], "agent 'records': tools[0] is a function, not a Tool (make one with create_tool)"),
+        ({"lookup": lookup}, "agent 'records': tool 'lookup' is a function, not a Tool"),
+        (
+            create_tool("lookup", "Look a record up", RecordId, lookup),
+            "agent 'records': tools must be a list of Tools or a dict of name -> Tool, got Tool",
+        ),
+    ],
+    ids=["a function in the list", "a function in the dict", "one tool, not a list"],
+)
+def test_what_is_not_a_tool_is_named(tools, says):
+    with pytest.raises(TypeError) as refused:
+        Agent("records", model=model(), tools=tools)
+    assert says in str(refused.value)
+
+
+def test_subagents_in_a_list_are_told_they_go_in_a_dict():
+    with pytest.raises(TypeError) as refused:
+        Agent("boss", model=model(), agents=[Agent("records", model=model())])
+    assert str(refused.value) == (
+        "agent 'boss': agents must be a dict of key -> Agent (each becomes the tool 'agent-<key>'), got list"
+    )
+
+
+@pytest.mark.parametrize(
+    ("agents", "says"),
+    [
+        (
+            Agent("records", model=model()),
+            "agents must be a list of Agents or a dict of id -> Agent, got Agent",
+        ),
+        (["records"], "Runtime: 'records' is a str, not an Agent"),
+        ({"records": "records"}, "Runtime: 'records' is a str, not an Agent"),
+    ],
+    ids=["one agent", "an id in the list", "an id in the dict"],
+)
+def test_what_is_not_an_agent_is_named_by_the_runtime(agents, says):
+    with pytest.raises(TypeError) as refused:
+        Runtime(agents, storage=MemoryStore(), executor="local")
+    assert says in str(refused.value)
+
+
+async def test_an_mcp_server_without_the_sdk_says_which_extra_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "mcp", None)  # as if the extra were not installed
+    server = MCPStdio("files", sys.executable, ["-c", "pass"])
+    runtime = Runtime(
+        [Agent("clerk", model=model(), mcp_servers=[server])], storage=MemoryStore(), executor="local"
+    )
+    try:
+        with pytest.raises(MCPServerError) as refused:
+            # Well within the 30 s a server has to open: the missing SDK is known at once.
+            await asyncio.wait_for(runtime.get_agent("clerk").generate("hi"), 10)
+    finally:
+        await runtime.shutdown()
+    assert "MCP server 'files' could not be opened" in str(refused.value)
+    assert "pip install 'troupe-runtime[mcp]'" in str(refused.value)
+
+
+def test_troupe_mcp_without_the_sdk_says_which_extra_to_install(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "mcp.server.stdio", None)  # as if the extra were not installed
+    with pytest.raises(SystemExit) as stopped:
+        main(["mcp", "--demo", "--executor", "local", "--store", str(tmp_path / "demo.db")])
+    assert "troupe mcp needs the MCP SDK: pip install 'troupe-runtime[mcp]'" in str(stopped.value.code)
