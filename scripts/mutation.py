@@ -2346,7 +2346,7 @@ MUTANTS += [
     Mutant(
         "tool-list-item-not-checked",
         "core/run/agent.py",
-        "        else [(getattr(tool, \"id\", None), tool, f\"tools[{i}]\") for i, tool in enumerate(tools)]\n",
+        "        else [(getattr(tool, \"id\", \"\"), tool, f\"tools[{i}]\") for i, tool in enumerate(tools)]\n",
         "        else [(tool.id, tool, f\"tools[{i}]\") for i, tool in enumerate(tools)]\n",
         ("tests/test_newcomer_errors.py::test_what_is_not_a_tool_is_named",),
     ),
@@ -2363,6 +2363,13 @@ MUTANTS += [
         "        if not isinstance(agent, Agent):\n            raise TypeError(",
         "        if False:\n            raise TypeError(",
         ("tests/test_newcomer_errors.py::test_what_is_not_an_agent_is_named_by_the_runtime",),
+    ),
+    Mutant(
+        "blocking-client-help-keeps-await",
+        "api/sync_client.py",
+        "    call.__doc__ = _blocking_doc(method.__doc__, stream=False)\n",
+        "    pass\n",
+        ("tests/test_public_docstrings.py::test_the_blocking_client_reads_as_blocking_in_help",),
     ),
 ]
 

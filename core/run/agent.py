@@ -95,10 +95,10 @@ def _tool_map(agent_id: str, tools: Mapping[str, Tool] | Sequence[Tool] | None) 
             f"got {type(tools).__name__}"
         )
     # Each with what names it in an error: its key, or its place in the list (a non-Tool has no id).
-    items = (
+    items: list[tuple[str, Any, str]] = (
         [(name, tool, f"tool {name!r}") for name, tool in tools.items()]
         if isinstance(tools, Mapping)
-        else [(getattr(tool, "id", None), tool, f"tools[{i}]") for i, tool in enumerate(tools)]
+        else [(getattr(tool, "id", ""), tool, f"tools[{i}]") for i, tool in enumerate(tools)]
     )
     out: dict[str, Tool] = {}
     for name, tool, where in items:
