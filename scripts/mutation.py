@@ -2346,8 +2346,8 @@ MUTANTS += [
     Mutant(
         "tool-list-item-not-checked",
         "core/run/agent.py",
-        "        else [(getattr(tool, \"id\", \"\"), tool, f\"tools[{i}]\") for i, tool in enumerate(tools)]\n",
-        "        else [(tool.id, tool, f\"tools[{i}]\") for i, tool in enumerate(tools)]\n",
+        'else [(getattr(tool, "id", ""), tool, ',
+        "else [(tool.id, tool, ",
         ("tests/test_newcomer_errors.py::test_what_is_not_a_tool_is_named",),
     ),
     Mutant(
