@@ -37,6 +37,9 @@ class Mutant:
 
 
 APPROVAL = ("tests/test_guarantees.py", "tests/test_approval.py")
+NOT_INSTALLED_ROUTES = (
+    "tests/test_newcomer_errors.py::test_a_server_without_the_a2a_and_mcp_sdks_says_which_extras_serve_those_routes"
+)
 CHECKPOINT_PAUSE = (
     "        await self.checkpoint(run, thread, pauses, audit=audit, consumed=consumed)\n"
     "        self.paused.keep(state, run.version)  "
@@ -2370,6 +2373,20 @@ MUTANTS += [
         "    call.__doc__ = _blocking_doc(method.__doc__, stream=False)\n",
         "    pass\n",
         ("tests/test_public_docstrings.py::test_the_blocking_client_reads_as_blocking_in_help",),
+    ),
+    Mutant(
+        "a2a-without-sdk-bare-404",
+        "api/a2a_http.py",
+        "        return _not_installed_router()\n",
+        "        return APIRouter()\n",
+        (NOT_INSTALLED_ROUTES,),
+    ),
+    Mutant(
+        "mcp-without-sdk-bare-404",
+        "api/not_installed.py",
+        '    return http_error(not_installed("MCP", "MCP SDK", "mcp"))\n',
+        "    return http_error(HTTPException(404))\n",
+        (NOT_INSTALLED_ROUTES,),
     ),
 ]
 

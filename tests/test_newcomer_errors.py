@@ -9,8 +9,9 @@ import asyncio
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
-from http_server import runtime_factory
+from http_server import LiveServer, runtime_factory
 from pydantic import BaseModel
 
 from troupe import Agent, MCPStdio, MemoryStore, RedisStore, Runtime, create_tool
@@ -190,3 +191,29 @@ def test_troupe_mcp_without_the_sdk_says_which_extra_to_install(monkeypatch, tmp
     with pytest.raises(SystemExit) as stopped:
         main(["mcp", "--demo", "--executor", "local", "--store", str(tmp_path / "demo.db")])
     assert "troupe mcp needs the MCP SDK: pip install 'troupe-runtime[mcp]'" in str(stopped.value.code)
+
+
+def test_a_server_without_the_a2a_and_mcp_sdks_says_which_extras_serve_those_routes(monkeypatch, tmp_path):
+    # As if the extras were not installed (the modules the routes import first, which another test may
+    # have loaded already: a loaded submodule is found without its package).
+    for sdk in ("a2a.server.request_handlers.response_helpers", "mcp.server.streamable_http_manager"):
+        monkeypatch.setitem(sys.modules, sdk, None)
+    build = runtime_factory(tmp_path, CallLog(tmp_path / "calls.jsonl"))
+    server = LiveServer(build, keys={"k-ops": {"name": "ops", "admin": True}}).start()
+    try:
+        with httpx.Client(base_url=server.url, headers={"Authorization": "Bearer k-ops"}) as client:
+            answers = {
+                "card": client.get("/a2a/ops/.well-known/agent-card.json"),
+                "a2a": client.post("/a2a/ops", json={"jsonrpc": "2.0", "id": 1, "method": "GetTask"}),
+                "mcp": client.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"}),
+            }
+            nobody = client.get("/a2a/ops/.well-known/agent-card.json", headers={"Authorization": ""})
+    finally:
+        server.stop()
+    extra = {"card": "a2a", "a2a": "a2a", "mcp": "mcp"}
+    for name, answer in answers.items():
+        assert answer.status_code == 404, (name, answer.text)
+        body = answer.json()
+        assert body["code"] == "HTTP_ERROR", (name, body)
+        assert f"pip install 'troupe-runtime[{extra[name]}]'" in body["error"], (name, body)
+    assert nobody.status_code == 401  # behind the same credentials as the routes it stands for
