@@ -2388,6 +2388,13 @@ MUTANTS += [
         "    return http_error(HTTPException(404))\n",
         (NOT_INSTALLED_ROUTES,),
     ),
+    Mutant(
+        "tool-function-arity-unchecked",
+        "core/vocabulary/tools.py",
+        "        signature.bind(None, None)\n",
+        "        signature.bind\n",
+        ("tests/test_newcomer_errors.py::test_a_tool_function_that_cannot_take_input_and_ctx_is_refused_when_the_tool_is_made",),
+    ),
 ]
 
 

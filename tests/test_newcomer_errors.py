@@ -217,3 +217,28 @@ def test_a_server_without_the_a2a_and_mcp_sdks_says_which_extras_serve_those_rou
         assert body["code"] == "HTTP_ERROR", (name, body)
         assert f"pip install 'troupe-runtime[{extra[name]}]'" in body["error"], (name, body)
     assert nobody.status_code == 401  # behind the same credentials as the routes it stands for
+
+
+class Payment(BaseModel):
+    amount: int
+
+
+async def pay_one(payment: Payment) -> dict[str, int]:  # no ctx: a tool function takes (input, ctx)
+    return {"paid": payment.amount}
+
+
+def test_a_tool_function_that_cannot_take_input_and_ctx_is_refused_when_the_tool_is_made():
+    """Not when the model first calls it: then the TypeError went to the model as the tool's result, and
+    a ``require_approval`` that raised gated every call."""
+    with pytest.raises(TypeError) as refused:
+        create_tool("pay", "Pay", Payment, pay_one)
+    assert str(refused.value).startswith(
+        "tool 'pay': execute must take (input, ctx), but it is pay_one(payment"
+    )
+    with pytest.raises(TypeError) as refused:
+        create_tool("pay", "Pay", Payment, lambda p, ctx: p.amount, require_approval=lambda payment: True)
+    assert "tool 'pay': require_approval must take (input, ctx), but it is <lambda>(payment)" in str(
+        refused.value
+    )
+    # Whatever takes two positional arguments is a tool function (extra ones with defaults, *args).
+    create_tool("pay", "Pay", Payment, lambda p, ctx, retries=0: p.amount, require_approval=lambda *a: True)
