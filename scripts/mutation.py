@@ -2395,6 +2395,13 @@ MUTANTS += [
         "        signature.bind\n",
         ("tests/test_newcomer_errors.py::test_a_tool_function_that_cannot_take_input_and_ctx_is_refused_when_the_tool_is_made",),
     ),
+    Mutant(
+        "numeric-id-option-unchecked",
+        "core/vocabulary/options.py",
+        "            if value is not None and not isinstance(value, str):\n",
+        "            if False:\n",
+        ("tests/test_newcomer_errors.py::test_a_numeric_id_is_an_invalid_option_naming_it_and_starts_nothing",),
+    ),
 ]
 
 

@@ -14,9 +14,9 @@ import pytest
 from http_server import LiveServer, runtime_factory
 from pydantic import BaseModel
 
-from troupe import Agent, MCPStdio, MemoryStore, RedisStore, Runtime, create_tool
+from troupe import Agent, MCPStdio, Memory, MemoryStore, RedisStore, Runtime, create_tool
 from troupe.cli import main
-from troupe.errors import MCPServerError, StorageUnavailableError
+from troupe.errors import InvalidOptionError, MCPServerError, StorageUnavailableError
 from troupe.testing import CallLog, ScriptedModel, text
 
 
@@ -242,3 +242,22 @@ def test_a_tool_function_that_cannot_take_input_and_ctx_is_refused_when_the_tool
     )
     # Whatever takes two positional arguments is a tool function (extra ones with defaults, *args).
     create_tool("pay", "Pay", Payment, lambda p, ctx, retries=0: p.amount, require_approval=lambda *a: True)
+
+
+@pytest.mark.parametrize("option", ["thread_id", "resource_id", "run_id"])
+async def test_a_numeric_id_is_an_invalid_option_naming_it_and_starts_nothing(option):
+    """A user's numeric id passed as is: the documented ``InvalidOptionError``, not pydantic's error about
+    an internal model."""
+    runtime = Runtime(
+        [Agent("records", model=model(), memory=Memory())], storage=MemoryStore(), executor="local"
+    )
+    records = runtime.get_agent("records")
+    try:
+        with pytest.raises(InvalidOptionError) as refused:
+            await records.generate("hi", **{option: 42})
+        assert str(refused.value) == f"{option} must be a string, got int 42"
+        assert refused.value.details == {"option": option}
+        # The model's one scripted turn is still there: the refused run never reached it.
+        assert (await records.generate("hi", thread_id="t", resource_id="u")).text == "hi"
+    finally:
+        await runtime.shutdown()
