@@ -2402,6 +2402,13 @@ MUTANTS += [
         "            if False:\n",
         ("tests/test_newcomer_errors.py::test_a_numeric_id_is_an_invalid_option_naming_it_and_starts_nothing",),
     ),
+    Mutant(
+        "unpicklable-agent-left-to-rays-walk",
+        "actors/remote.py",
+        "            unpicklable = _unpicklable(recipe.args)\n",
+        "            unpicklable = None\n",
+        ("tests/test_newcomer_errors.py::test_a_tool_holding_what_cannot_travel_to_its_ray_actor_says_what_and_what_to_do",),
+    ),
 ]
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import threading
 from pathlib import Path
 
 import httpx
@@ -14,7 +15,7 @@ import pytest
 from http_server import LiveServer, runtime_factory
 from pydantic import BaseModel
 
-from troupe import Agent, MCPStdio, Memory, MemoryStore, RedisStore, Runtime, create_tool
+from troupe import Agent, MCPStdio, Memory, MemoryStore, RedisStore, Runtime, SqliteStore, create_tool
 from troupe.cli import main
 from troupe.errors import InvalidOptionError, MCPServerError, StorageUnavailableError
 from troupe.testing import CallLog, ScriptedModel, text
@@ -261,3 +262,30 @@ async def test_a_numeric_id_is_an_invalid_option_naming_it_and_starts_nothing(op
         assert (await records.generate("hi", thread_id="t", resource_id="u")).text == "hi"
     finally:
         await runtime.shutdown()
+
+
+async def test_a_tool_holding_what_cannot_travel_to_its_ray_actor_says_what_and_what_to_do(
+    ray_session, tmp_path
+):
+    """A connection in a tool's closure (a lock here, which no process can take to another): named, with
+    the two ways out, instead of pages of Ray's serialization walk."""
+    guard = threading.Lock()
+
+    def delete(record: RecordId, ctx: object) -> str:
+        with guard:
+            return record.id
+
+    agent = Agent("records", model=model(), tools=[create_tool("delete_record", "Delete", RecordId, delete)])
+    runtime = Runtime([agent], storage=SqliteStore(tmp_path / "troupe.db"), executor="ray")
+    try:
+        with pytest.raises(TypeError) as refused:
+            await runtime.get_agent("records").generate("hi")
+    finally:
+        await runtime.shutdown()
+    said = str(refused.value)
+    assert said.startswith(
+        "Agent(id='records', tools=['delete_record'], agents=[]) cannot be sent to its Ray"
+    )
+    assert "cannot pickle '_thread.lock' object" in said
+    assert "open connections and clients inside the tool" in said and "executor='local'" in said
+    assert "Checking Serializability" not in said  # Ray's walk stays in the cause
