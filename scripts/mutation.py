@@ -2409,6 +2409,13 @@ MUTANTS += [
         "            unpicklable = None\n",
         ("tests/test_newcomer_errors.py::test_a_tool_holding_what_cannot_travel_to_its_ray_actor_says_what_and_what_to_do",),
     ),
+    Mutant(
+        "tool-id-unchecked",
+        "core/vocabulary/tools.py",
+        "    if not (isinstance(id, str) and id):\n",
+        "    if False:\n",
+        ("tests/test_newcomer_errors.py::test_a_tool_id_that_is_no_name_is_refused_when_the_tool_is_made",),
+    ),
 ]
 
 

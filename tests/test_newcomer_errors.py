@@ -289,3 +289,14 @@ async def test_a_tool_holding_what_cannot_travel_to_its_ray_actor_says_what_and_
     assert "cannot pickle '_thread.lock' object" in said
     assert "open connections and clients inside the tool" in said and "executor='local'" in said
     assert "Checking Serializability" not in said  # Ray's walk stays in the cause
+
+
+@pytest.mark.parametrize(
+    "id", [None, "", pay_one], ids=["None", "empty", "the function, as a decorator takes it"]
+)
+def test_a_tool_id_that_is_no_name_is_refused_when_the_tool_is_made(id):
+    with pytest.raises(TypeError) as refused:
+        create_tool(id, "Pay", Payment, lambda p, ctx: p.amount)
+    assert str(refused.value).startswith(
+        f"a tool's id must be a non-empty string (the name the model calls it by), got {id!r}"
+    )

@@ -256,9 +256,10 @@ def create_tool(
         The ``Tool``.
 
     Raises:
-        TypeError: A schema that is not a pydantic model class, an ``execute`` that is not callable
-            with ``(input, ctx)``, a ``require_approval`` that is neither a bool nor a function callable
-            with ``(input, ctx)``, or a ``timeout_s`` that is not a positive number.
+        TypeError: An ``id`` that is not a non-empty string, a schema that is not a pydantic model
+            class, an ``execute`` that is not callable with ``(input, ctx)``, a ``require_approval``
+            that is neither a bool nor a function callable with ``(input, ctx)``, or a ``timeout_s``
+            that is not a positive number.
 
     Example:
         >>> from pydantic import BaseModel
@@ -269,6 +270,10 @@ def create_tool(
         >>> delete = create_tool("delete_record", "Delete a record by id", Record, delete_record,
         ...                      require_approval=True)
     """
+    if not (isinstance(id, str) and id):
+        raise TypeError(
+            f"a tool's id must be a non-empty string (the name the model calls it by), got {id!r}"
+        )
     if not (isinstance(input_schema, type) and issubclass(input_schema, BaseModel)):
         raise TypeError(f"tool {id!r}: input_schema must be a pydantic model class")
     for label, schema in (("output", output_schema), ("suspend", suspend_schema), ("resume", resume_schema)):
