@@ -120,7 +120,7 @@ def create_app(
     app.state.troupe = service
     app.include_router(router)
     # Without the MCP SDK, /mcp answers 404 naming the extra.
-    served = mcp if mcp is not None else mcp_not_installed
+    served = mcp if mcp is not None else mcp_not_installed(service.gate)
     app.router.routes.append(Route("/mcp", served, methods=["GET", "POST", "DELETE"]))
     for error, handler in _HANDLERS:
         app.add_exception_handler(error, handler)

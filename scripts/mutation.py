@@ -2384,8 +2384,8 @@ MUTANTS += [
     Mutant(
         "mcp-without-sdk-bare-404",
         "api/not_installed.py",
-        '    return http_error(not_installed("MCP", "MCP SDK", "mcp"))\n',
-        "    return http_error(HTTPException(404))\n",
+        '        return http_error(not_installed("MCP", "MCP SDK", "mcp"))\n',
+        "        return http_error(HTTPException(404))\n",
         (NOT_INSTALLED_ROUTES,),
     ),
     Mutant(
@@ -2415,6 +2415,13 @@ MUTANTS += [
         "    if not (isinstance(id, str) and id):\n",
         "    if False:\n",
         ("tests/test_newcomer_errors.py::test_a_tool_id_that_is_no_name_is_refused_when_the_tool_is_made",),
+    ),
+    Mutant(
+        "mcp-fallback-answers-without-a-credential",
+        "api/not_installed.py",
+        '            await gate.authenticate(request.headers.get("authorization"))\n',
+        "            pass\n",
+        (NOT_INSTALLED_ROUTES,),
     ),
 ]
 

@@ -208,7 +208,10 @@ def test_a_server_without_the_a2a_and_mcp_sdks_says_which_extras_serve_those_rou
                 "a2a": client.post("/a2a/ops", json={"jsonrpc": "2.0", "id": 1, "method": "GetTask"}),
                 "mcp": client.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"}),
             }
-            nobody = client.get("/a2a/ops/.well-known/agent-card.json", headers={"Authorization": ""})
+            nobody = [
+                client.get("/a2a/ops/.well-known/agent-card.json", headers={"Authorization": ""}).status_code,
+                client.post("/mcp", json={}, headers={"Authorization": ""}).status_code,
+            ]
     finally:
         server.stop()
     extra = {"card": "a2a", "a2a": "a2a", "mcp": "mcp"}
@@ -217,7 +220,7 @@ def test_a_server_without_the_a2a_and_mcp_sdks_says_which_extras_serve_those_rou
         body = answer.json()
         assert body["code"] == "HTTP_ERROR", (name, body)
         assert f"pip install 'troupe-runtime[{extra[name]}]'" in body["error"], (name, body)
-    assert nobody.status_code == 401  # behind the same credentials as the routes it stands for
+    assert nobody == [401, 401]  # behind the same credentials as the routes they stand for
 
 
 class Payment(BaseModel):
