@@ -240,6 +240,21 @@ class _Recipe:
     options: dict[str, Any]
 
 
+def _unpicklable(args: tuple[Any, ...]) -> TypeError | None:
+    """Why an actor's arguments cannot travel to its process, said for the person who wrote them (Ray's
+    own report is pages of its object walk), or None if they can (the TypeError was something else)."""
+    for arg in args:
+        try:
+            ray.cloudpickle.dumps(arg)
+        except Exception as exc:  # whatever pickling an object raises: TypeError, PicklingError, ...
+            return TypeError(
+                f"{arg!r} cannot be sent to its Ray actor: {exc}. An agent travels to the actor's process "
+                "with its tools, model and hooks: open connections and clients inside the tool instead of "
+                "holding them in its closure or object, or run in this process (executor='local')"
+            )
+    return None
+
+
 class RayActor:
     """A named actor whose calls raise what the actor raised.
 
@@ -270,7 +285,13 @@ class RayActor:
         options = {**_ACTOR_OPTIONS, **recipe.options}
         limit = int(options.get("max_concurrency", DEFAULT_MAX_CONCURRENCY))
         remote_class: Any = ray.remote(**options)(_reachable(recipe.actor_class, limit))
-        return remote_class.options(name=self.name, namespace=NAMESPACE, **extra).remote(*recipe.args)
+        try:
+            return remote_class.options(name=self.name, namespace=NAMESPACE, **extra).remote(*recipe.args)
+        except TypeError as exc:
+            unpicklable = _unpicklable(recipe.args)
+            if unpicklable is None:
+                raise
+            raise unpicklable from exc
 
     @property
     def handle(self) -> Any:

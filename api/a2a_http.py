@@ -11,7 +11,7 @@ Bearer`` with an API key, or an OIDC token where an identity provider is configu
 credential as every ``/api`` route does (none in open mode), the host app's identity dependency
 included (``troupe_router(identity=...)``); the SDK's JSON-RPC dispatcher reads the body and calls
 ``troupe.api.a2a_server.AgentsOverA2A`` with the caller's principal. Without ``a2a-sdk`` installed
-(``pip install troupe-runtime[a2a]``) the routes are not there.
+(``pip install troupe-runtime[a2a]``) they answer 404 naming that extra.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from troupe.api.auth import Gate
+from troupe.api.not_installed import not_installed
 from troupe.api.routing import TroupeRoute
 from troupe.api.service import CallerDep, ServiceDep
 from troupe.supervisor.agent import Agent
@@ -122,15 +123,16 @@ def _version() -> str:
         return "0"
 
 
-def a2a_router() -> APIRouter | None:
-    """The A2A routes (``/a2a/...``), or None without ``a2a-sdk``. Mounted by ``troupe_router``."""
+def a2a_router() -> APIRouter:
+    """The A2A routes (``/a2a/...``); without ``a2a-sdk``, routes that say so (404 naming the extra).
+    Mounted by ``troupe_router``."""
     try:
         from a2a.server.request_handlers.response_helpers import agent_card_to_dict
         from a2a.server.routes.common import DefaultServerCallContextBuilder
         from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
         from troupe.api.a2a_server import CALL_KEY, A2ACall, AgentsOverA2A
     except ImportError:
-        return None
+        return _not_installed_router()
 
     class CallContext(DefaultServerCallContextBuilder):
         """The SDK's call context, with the caller the route found (and no credential in it)."""
@@ -159,6 +161,17 @@ def a2a_router() -> APIRouter | None:
         request.scope[CALL_KEY] = A2ACall(service, agentId, caller, inbox)
         response: Response = await dispatcher.handle_requests(request)
         return response
+
+    return router
+
+
+def _not_installed_router() -> APIRouter:
+    router = APIRouter(tags=["a2a"], route_class=TroupeRoute)
+
+    @router.api_route("/a2a/{path:path}", methods=["GET", "POST"], include_in_schema=False)
+    async def unserved(path: str, caller: CallerDep) -> Response:
+        """Any A2A route on a server without ``a2a-sdk``, after the caller's credential as the real ones."""
+        raise not_installed("A2A", "a2a-sdk", "a2a")
 
     return router
 

@@ -34,6 +34,7 @@ from troupe.api.cross_site import refuse_simple_cross_site
 from troupe.api.guards import DEFAULT_MAX_BODY_BYTES, BodyLimit, HostCheck, allowed_hosts
 from troupe.api.identity import HostIdentity, binder
 from troupe.api.mcp_http import MCPEndpoint, MCPLimits, mcp_endpoint
+from troupe.api.not_installed import mcp_not_installed
 from troupe.api.routing import error_response, http_error, invalid_request
 from troupe.api.service import Service
 from troupe.api.streams import MIN_INTERVAL_S
@@ -77,9 +78,8 @@ def troupe_router(
     router.include_router(runs.inbox_router, prefix="/api", dependencies=json_only)  # the inbox's decisions
     router.include_router(inbox.page_router)  # GET /inbox: the approval inbox page
     router.include_router(decision_links.router)  # GET/POST /decide/{token}: decision links
-    a2a = a2a_router()  # /a2a/{agentId}: the agents over A2A (with a2a-sdk installed)
-    if a2a is not None:
-        router.include_router(a2a, dependencies=json_only)
+    # /a2a/{agentId}: the agents over A2A (without a2a-sdk, a 404 naming the extra)
+    router.include_router(a2a_router(), dependencies=json_only)
     router.troupe_service = service  # type: ignore[attr-defined]
     access = logging.getLogger("uvicorn.access")
     if not any(isinstance(f, decision_links.RedactLinks) for f in access.filters):
@@ -119,8 +119,9 @@ def create_app(
     app = FastAPI(title="Troupe", version="0.1.0", description=DESCRIPTION, lifespan=_lifespan(service, mcp))
     app.state.troupe = service
     app.include_router(router)
-    if mcp is not None:
-        app.router.routes.append(Route("/mcp", mcp, methods=["GET", "POST", "DELETE"]))
+    # Without the MCP SDK, /mcp answers 404 naming the extra.
+    served = mcp if mcp is not None else mcp_not_installed(service.gate)
+    app.router.routes.append(Route("/mcp", served, methods=["GET", "POST", "DELETE"]))
     for error, handler in _HANDLERS:
         app.add_exception_handler(error, handler)
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)

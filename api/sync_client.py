@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -160,6 +162,20 @@ def _iterate(portal: BlockingPortal, source: AsyncIterator[T]) -> Iterator[T]:
             return
 
 
+# An awaited call in an example, ``(await stream.result()).text``: blocking, it needs no parentheses.
+_AWAITED = re.compile(r"\(await ([^()]*(?:\([^()]*\)[^()]*)*)\)")
+
+
+def _blocking_doc(doc: str | None, *, stream: bool) -> str | None:
+    """The async method's docstring as its blocking twin reads (``help()``, an IDE's hover): examples
+    and prose without ``await`` and ``async``, and a stream that is a ``SyncAgentStream``."""
+    if doc is None:
+        return None
+    doc = _AWAITED.sub(r"\1", doc)
+    doc = doc.replace("await ", "").replace("async for ", "for ").replace("async with ", "with ")
+    return doc.replace("``AgentStream``", "``SyncAgentStream``") if stream else doc
+
+
 def _blocking(
     method: Callable[Concatenate[AsyncAgentClient, P], Awaitable[T]],
 ) -> Callable[Concatenate[AgentClient, P], T]:
@@ -170,6 +186,7 @@ def _blocking(
     def call(self: AgentClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
         return self._portal.call(functools.partial(method, self._agent, *args, **kwargs))
 
+    call.__doc__ = _blocking_doc(method.__doc__, stream=False)
     return call
 
 
@@ -183,6 +200,11 @@ def _blocking_stream(
         opened = self._portal.call(functools.partial(method, self._agent, *args, **kwargs))
         return SyncAgentStream(self._portal, opened)
 
+    call.__doc__ = _blocking_doc(method.__doc__, stream=True)
+    # What help() shows it returns: the wrapped method's signature, but the blocking stream.
+    call.__signature__ = inspect.signature(method).replace(  # type: ignore[attr-defined]
+        return_annotation="SyncAgentStream"
+    )
     return call
 
 

@@ -19,10 +19,8 @@ import re
 from typing import Any
 
 from pydantic import BaseModel
-from troupe.core.notifying.links import LinkSigner
-from troupe.core.notifying.outbox import Notifications, NotificationTarget
 
-from troupe import Agent, Runtime, SqliteStore, create_tool
+from troupe import Agent, LinkSigner, Notifications, NotificationTarget, Runtime, SqliteStore, create_tool
 from troupe.testing import FunctionModel, text, tool_call
 
 

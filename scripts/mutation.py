@@ -37,6 +37,9 @@ class Mutant:
 
 
 APPROVAL = ("tests/test_guarantees.py", "tests/test_approval.py")
+NOT_INSTALLED_ROUTES = (
+    "tests/test_newcomer_errors.py::test_a_server_without_the_a2a_and_mcp_sdks_says_which_extras_serve_those_routes"
+)
 CHECKPOINT_PAUSE = (
     "        await self.checkpoint(run, thread, pauses, audit=audit, consumed=consumed)\n"
     "        self.paused.keep(state, run.version)  "
@@ -2487,6 +2490,97 @@ MUTANTS += [
         '        if policy != "noeviction":\n',
         "        if False:\n",
         ("tests/test_redis_store.py::test_a_redis_that_evicts_keys_when_full_is_named_once",),
+    ),
+    Mutant(
+        "mcp-sdk-missing-not-named",
+        "actors/mcp/connection.py",
+        "            client_class = _sdk_client()\n            async with client_class(\n",
+        "            from mcp import Client as client_class\n\n            async with client_class(\n",
+        ("tests/test_newcomer_errors.py::test_an_mcp_server_without_the_sdk_says_which_extra_to_install",),
+    ),
+    Mutant(
+        "troupe-mcp-without-sdk-traceback",
+        "troupe/ops/mcp_stdio.py",
+        "    except ImportError as exc:\n        raise SystemExit(",
+        "    except ModuleNotFoundError as exc:\n        raise\n        raise SystemExit(",
+        ("tests/test_newcomer_errors.py::test_troupe_mcp_without_the_sdk_says_which_extra_to_install",),
+    ),
+    Mutant(
+        "tool-list-item-not-checked",
+        "core/run/agent.py",
+        'else [(getattr(tool, "id", ""), tool, ',
+        "else [(tool.id, tool, ",
+        ("tests/test_newcomer_errors.py::test_what_is_not_a_tool_is_named",),
+    ),
+    Mutant(
+        "subagents-in-a-list-unchecked",
+        "core/run/agent.py",
+        "        if agents is not None and not isinstance(agents, Mapping):\n",
+        "        if False:\n",
+        ("tests/test_newcomer_errors.py::test_subagents_in_a_list_are_told_they_go_in_a_dict",),
+    ),
+    Mutant(
+        "runtime-registers-what-is-not-an-agent",
+        "supervisor/runtime.py",
+        "        if not isinstance(agent, Agent):\n            raise TypeError(",
+        "        if False:\n            raise TypeError(",
+        ("tests/test_newcomer_errors.py::test_what_is_not_an_agent_is_named_by_the_runtime",),
+    ),
+    Mutant(
+        "blocking-client-help-keeps-await",
+        "api/sync_client.py",
+        "    call.__doc__ = _blocking_doc(method.__doc__, stream=False)\n",
+        "    pass\n",
+        ("tests/test_public_docstrings.py::test_the_blocking_client_reads_as_blocking_in_help",),
+    ),
+    Mutant(
+        "a2a-without-sdk-bare-404",
+        "api/a2a_http.py",
+        "        return _not_installed_router()\n",
+        "        return APIRouter()\n",
+        (NOT_INSTALLED_ROUTES,),
+    ),
+    Mutant(
+        "mcp-without-sdk-bare-404",
+        "api/not_installed.py",
+        '        return http_error(not_installed("MCP", "MCP SDK", "mcp"))\n',
+        "        return http_error(HTTPException(404))\n",
+        (NOT_INSTALLED_ROUTES,),
+    ),
+    Mutant(
+        "tool-function-arity-unchecked",
+        "core/vocabulary/tools.py",
+        "        signature.bind(None, None)\n",
+        "        signature.bind\n",
+        ("tests/test_newcomer_errors.py::test_a_tool_function_that_cannot_take_input_and_ctx_is_refused_when_the_tool_is_made",),
+    ),
+    Mutant(
+        "numeric-id-option-unchecked",
+        "core/vocabulary/options.py",
+        "            if value is not None and not isinstance(value, str):\n",
+        "            if False:\n",
+        ("tests/test_newcomer_errors.py::test_a_numeric_id_is_an_invalid_option_naming_it_and_starts_nothing",),
+    ),
+    Mutant(
+        "unpicklable-agent-left-to-rays-walk",
+        "actors/remote.py",
+        "            unpicklable = _unpicklable(recipe.args)\n",
+        "            unpicklable = None\n",
+        ("tests/test_newcomer_errors.py::test_a_tool_holding_what_cannot_travel_to_its_ray_actor_says_what_and_what_to_do",),
+    ),
+    Mutant(
+        "tool-id-unchecked",
+        "core/vocabulary/tools.py",
+        "    if not (isinstance(id, str) and id):\n",
+        "    if False:\n",
+        ("tests/test_newcomer_errors.py::test_a_tool_id_that_is_no_name_is_refused_when_the_tool_is_made",),
+    ),
+    Mutant(
+        "mcp-fallback-answers-without-a-credential",
+        "api/not_installed.py",
+        '            await gate.authenticate(request.headers.get("authorization"))\n',
+        "            pass\n",
+        (NOT_INSTALLED_ROUTES,),
     ),
 ]
 

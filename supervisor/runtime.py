@@ -176,6 +176,11 @@ class Runtime:
     # ---- agents -------------------------------------------------------------------------------------
 
     def _register_all(self, agents: Sequence[Agent] | Mapping[str, Agent] | None) -> None:
+        if agents is not None and not isinstance(agents, Mapping | Sequence):
+            raise TypeError(
+                "Runtime: agents must be a list of Agents or a dict of id -> Agent, "
+                f"got {type(agents).__name__}"
+            )
         items = agents.items() if isinstance(agents, Mapping) else ((None, a) for a in agents or ())
         for key, agent in items:
             self.register(agent, alias=key)
@@ -192,8 +197,11 @@ class Runtime:
             The agent, bound to this runtime (a copy if it was bound to another one).
 
         Raises:
+            TypeError: ``agent`` is not an ``Agent``.
             ValueError: Another agent with the same id is registered, and ``replace`` is False.
         """
+        if not isinstance(agent, Agent):
+            raise TypeError(f"Runtime: {agent!r} is a {type(agent).__name__}, not an Agent")
         for spec in agent.tree().values():
             known = self._specs.get(spec.id)
             if known is not None and known is not spec:

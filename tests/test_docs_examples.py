@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from fake_openai import FakeOpenAI, call, reply, serving
 from readme_driver import ROOT, RUN_HERE, Block, blocks
 
 EXAMPLES = ROOT / "docs" / "examples"
@@ -38,11 +39,12 @@ def _shown_output(block: Block) -> str | None:
     return following.text if re.search(r"\bprints\b", between) else None
 
 
-def _run(program: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+def _run(program: Path, cwd: Path, **more_env: str) -> subprocess.CompletedProcess[str]:
     env = {
         k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "RAY_ADDRESS", "TROUPE_EXECUTOR")
     }
     env["PYTHONPATH"] = str(ROOT)
+    env.update(more_env)
     return subprocess.run(
         [sys.executable, str(program)],
         cwd=cwd,
@@ -86,3 +88,22 @@ def test_the_readmes_quick_start_is_the_docs_quick_start():
     shown = _shown_output(readme_quick_start)
     page = next(b for b in _included() if b.source == "docs/examples/quickstart.py")
     assert shown is not None and shown == _shown_output(page), "the README and the tutorial print the same"
+
+
+def test_the_quick_start_runs_with_the_real_model_its_comment_offers(tmp_path: Path):
+    """The quick start says ``or model="openai/gpt-4o-mini"``: so changed, it runs against an OpenAI
+    server (the local fake here), whose model names its tool call as it likes, and prints the same."""
+    scripted = (
+        'model=ScriptedModel([tool_call("delete_record", {"id": "abc-123"}, id="call-1"), text("Deleted.")]),'
+    )
+    program = (EXAMPLES / "quickstart.py").read_text()
+    assert program.count(scripted) == 1 and 'or model="openai/gpt-4o-mini"' in program
+    (tmp_path / "quickstart.py").write_text(program.replace(scripted, 'model="openai/gpt-4o-mini",'))
+    server = FakeOpenAI(
+        [reply(calls=[call("delete_record", {"id": "abc-123"}, id="call_9fKq2Lw0")]), reply("Deleted.")]
+    )
+    with serving(server) as url:
+        done = _run(tmp_path / "quickstart.py", tmp_path, OPENAI_BASE_URL=url, OPENAI_API_KEY="sk-test")
+    assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert done.stdout == "needs approval: delete_record {'id': 'abc-123'}\nDeleted.\n"
+    assert server.played == 2

@@ -44,3 +44,22 @@ def test_the_api_reference_shows_every_public_name_of_troupe():
 def test_no_page_points_outside_the_repository_for_the_design():
     pages = [ROOT / "README.md", *(ROOT / "docs").rglob("*.md")]
     assert not [p for p in pages if "shared/DESIGN.md" in p.read_text()]
+
+
+_IMPORT = re.compile(r"^\s*from (troupe(?:\.\w+)+) import ([\w, ]+)", re.M)
+
+
+def test_what_a_page_imports_from_beyond_troupe_is_in_the_api_reference():
+    """A name the docs have a reader import from a module other than ``troupe`` (``troupe.notebook``,
+    ``troupe.api.app`` for ``create_app``) is shown in the reference, so that a reader can look it up,
+    and the programs the docs show import only what the reference shows."""
+    reference = "\n".join(page.read_text() for page in (ROOT / "docs" / "reference").glob("*.md"))
+    shown = set(re.findall(r"^::: ([\w.]+)\s*$", reference, re.M))
+    sources = [*(ROOT / "docs").rglob("*.md"), *(ROOT / "docs" / "examples").glob("*.py"), ROOT / "README.md"]
+    missing = set()
+    for source in sources:
+        for module, names in _IMPORT.findall(source.read_text()):
+            for name in (n.strip() for n in names.split(",")):
+                if module not in shown and f"{module}.{name}" not in shown:
+                    missing.add(f"{source.relative_to(ROOT)}: {module}.{name}")
+    assert missing == set()

@@ -1,19 +1,25 @@
 """What a newcomer mistypes or misreads gets one line that names what is wrong and what to do, and
-changes nothing (issue 33's list, each as a user would meet it)."""
+changes nothing (issue 33's list, each as a user would meet it; then the first mistakes of code: a plain
+function where a tool goes, subagents in a list, a runtime given one agent or an agent's id, and a
+feature whose extra is not installed, the MCP SDK's ``troupe-runtime[mcp]``)."""
 
 from __future__ import annotations
 
 import asyncio
+import sys
+import threading
 from pathlib import Path
 
+import httpx
 import pytest
 from helpers import delete_tool, one_call
-from http_server import runtime_factory
+from http_server import LiveServer, runtime_factory
+from pydantic import BaseModel
 
-from troupe import Agent, RedisStore, Runtime, SqliteStore
+from troupe import Agent, MCPStdio, Memory, MemoryStore, RedisStore, Runtime, SqliteStore, create_tool
 from troupe.cli import main
-from troupe.errors import StorageUnavailableError
-from troupe.testing import CallLog
+from troupe.errors import InvalidOptionError, MCPServerError, StorageUnavailableError
+from troupe.testing import CallLog, ScriptedModel, text
 
 
 @pytest.mark.parametrize("url", ["postgres://x/y", "127.0.0.1:6379", "redis://", "unix://"])
@@ -126,3 +132,193 @@ def test_the_demo_script_names_python3_venv_where_python_cannot_make_a_virtualen
     assert done.returncode == 1, done.stdout + done.stderr
     assert "install python3-venv first (sudo apt-get install python3-venv)" in done.stderr
     assert not (tmp_path / ".venv").exists()
+
+
+class RecordId(BaseModel):
+    id: str
+
+
+def lookup(record: RecordId, ctx: object) -> str:
+    return record.id
+
+
+def model() -> ScriptedModel:
+    return ScriptedModel([text("hi")])
+
+
+@pytest.mark.parametrize(
+    ("tools", "says"),
+    [
+        ([lookup], "agent 'records': tools[0] is a function, not a Tool (make one with create_tool)"),
+        ({"lookup": lookup}, "agent 'records': tool 'lookup' is a function, not a Tool"),
+        (
+            create_tool("lookup", "Look a record up", RecordId, lookup),
+            "agent 'records': tools must be a list of Tools or a dict of name -> Tool, got Tool",
+        ),
+    ],
+    ids=["a function in the list", "a function in the dict", "one tool, not a list"],
+)
+def test_what_is_not_a_tool_is_named(tools, says):
+    with pytest.raises(TypeError) as refused:
+        Agent("records", model=model(), tools=tools)
+    assert says in str(refused.value)
+
+
+def test_subagents_in_a_list_are_told_they_go_in_a_dict():
+    with pytest.raises(TypeError) as refused:
+        Agent("boss", model=model(), agents=[Agent("records", model=model())])
+    assert str(refused.value) == (
+        "agent 'boss': agents must be a dict of key -> Agent (each becomes the tool 'agent-<key>'), got list"
+    )
+
+
+@pytest.mark.parametrize(
+    ("agents", "says"),
+    [
+        (
+            Agent("records", model=model()),
+            "agents must be a list of Agents or a dict of id -> Agent, got Agent",
+        ),
+        (["records"], "Runtime: 'records' is a str, not an Agent"),
+        ({"records": "records"}, "Runtime: 'records' is a str, not an Agent"),
+    ],
+    ids=["one agent", "an id in the list", "an id in the dict"],
+)
+def test_what_is_not_an_agent_is_named_by_the_runtime(agents, says):
+    with pytest.raises(TypeError) as refused:
+        Runtime(agents, storage=MemoryStore(), executor="local")
+    assert says in str(refused.value)
+
+
+async def test_an_mcp_server_without_the_sdk_says_which_extra_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "mcp", None)  # as if the extra were not installed
+    server = MCPStdio("files", sys.executable, ["-c", "pass"])
+    runtime = Runtime(
+        [Agent("clerk", model=model(), mcp_servers=[server])], storage=MemoryStore(), executor="local"
+    )
+    try:
+        with pytest.raises(MCPServerError) as refused:
+            # Well within the 30 s a server has to open: the missing SDK is known at once.
+            await asyncio.wait_for(runtime.get_agent("clerk").generate("hi"), 10)
+    finally:
+        await runtime.shutdown()
+    assert "MCP server 'files' could not be opened" in str(refused.value)
+    assert "pip install 'troupe-runtime[mcp]'" in str(refused.value)
+
+
+def test_troupe_mcp_without_the_sdk_says_which_extra_to_install(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "mcp.server.stdio", None)  # as if the extra were not installed
+    with pytest.raises(SystemExit) as stopped:
+        main(["mcp", "--demo", "--executor", "local", "--store", str(tmp_path / "demo.db")])
+    assert "troupe mcp needs the MCP SDK: pip install 'troupe-runtime[mcp]'" in str(stopped.value.code)
+
+
+def test_a_server_without_the_a2a_and_mcp_sdks_says_which_extras_serve_those_routes(monkeypatch, tmp_path):
+    # As if the extras were not installed (the modules the routes import first, which another test may
+    # have loaded already: a loaded submodule is found without its package).
+    for sdk in ("a2a.server.request_handlers.response_helpers", "mcp.server.streamable_http_manager"):
+        monkeypatch.setitem(sys.modules, sdk, None)
+    build = runtime_factory(tmp_path, CallLog(tmp_path / "calls.jsonl"))
+    server = LiveServer(build, keys={"k-ops": {"name": "ops", "admin": True}}).start()
+    try:
+        with httpx.Client(base_url=server.url, headers={"Authorization": "Bearer k-ops"}) as client:
+            answers = {
+                "card": client.get("/a2a/ops/.well-known/agent-card.json"),
+                "a2a": client.post("/a2a/ops", json={"jsonrpc": "2.0", "id": 1, "method": "GetTask"}),
+                "mcp": client.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"}),
+            }
+            nobody = [
+                client.get("/a2a/ops/.well-known/agent-card.json", headers={"Authorization": ""}).status_code,
+                client.post("/mcp", json={}, headers={"Authorization": ""}).status_code,
+            ]
+    finally:
+        server.stop()
+    extra = {"card": "a2a", "a2a": "a2a", "mcp": "mcp"}
+    for name, answer in answers.items():
+        assert answer.status_code == 404, (name, answer.text)
+        body = answer.json()
+        assert body["code"] == "HTTP_ERROR", (name, body)
+        assert f"pip install 'troupe-runtime[{extra[name]}]'" in body["error"], (name, body)
+    assert nobody == [401, 401]  # behind the same credentials as the routes they stand for
+
+
+class Payment(BaseModel):
+    amount: int
+
+
+async def pay_one(payment: Payment) -> dict[str, int]:  # no ctx: a tool function takes (input, ctx)
+    return {"paid": payment.amount}
+
+
+def test_a_tool_function_that_cannot_take_input_and_ctx_is_refused_when_the_tool_is_made():
+    """Not when the model first calls it: then the TypeError went to the model as the tool's result, and
+    a ``require_approval`` that raised gated every call."""
+    with pytest.raises(TypeError) as refused:
+        create_tool("pay", "Pay", Payment, pay_one)
+    assert str(refused.value).startswith(
+        "tool 'pay': execute must take (input, ctx), but it is pay_one(payment"
+    )
+    with pytest.raises(TypeError) as refused:
+        create_tool("pay", "Pay", Payment, lambda p, ctx: p.amount, require_approval=lambda payment: True)
+    assert "tool 'pay': require_approval must take (input, ctx), but it is <lambda>(payment)" in str(
+        refused.value
+    )
+    # Whatever takes two positional arguments is a tool function (extra ones with defaults, *args).
+    create_tool("pay", "Pay", Payment, lambda p, ctx, retries=0: p.amount, require_approval=lambda *a: True)
+
+
+@pytest.mark.parametrize("option", ["thread_id", "resource_id", "run_id"])
+async def test_a_numeric_id_is_an_invalid_option_naming_it_and_starts_nothing(option):
+    """A user's numeric id passed as is: the documented ``InvalidOptionError``, not pydantic's error about
+    an internal model."""
+    runtime = Runtime(
+        [Agent("records", model=model(), memory=Memory())], storage=MemoryStore(), executor="local"
+    )
+    records = runtime.get_agent("records")
+    try:
+        with pytest.raises(InvalidOptionError) as refused:
+            await records.generate("hi", **{option: 42})
+        assert str(refused.value) == f"{option} must be a string, got int 42"
+        assert refused.value.details == {"option": option}
+        # The model's one scripted turn is still there: the refused run never reached it.
+        assert (await records.generate("hi", thread_id="t", resource_id="u")).text == "hi"
+    finally:
+        await runtime.shutdown()
+
+
+async def test_a_tool_holding_what_cannot_travel_to_its_ray_actor_says_what_and_what_to_do(
+    ray_session, tmp_path
+):
+    """A connection in a tool's closure (a lock here, which no process can take to another): named, with
+    the two ways out, instead of pages of Ray's serialization walk."""
+    guard = threading.Lock()
+
+    def delete(record: RecordId, ctx: object) -> str:
+        with guard:
+            return record.id
+
+    agent = Agent("records", model=model(), tools=[create_tool("delete_record", "Delete", RecordId, delete)])
+    runtime = Runtime([agent], storage=SqliteStore(tmp_path / "troupe.db"), executor="ray")
+    try:
+        with pytest.raises(TypeError) as refused:
+            await runtime.get_agent("records").generate("hi")
+    finally:
+        await runtime.shutdown()
+    said = str(refused.value)
+    assert said.startswith(
+        "Agent(id='records', tools=['delete_record'], agents=[]) cannot be sent to its Ray"
+    )
+    assert "cannot pickle '_thread.lock' object" in said
+    assert "open connections and clients inside the tool" in said and "executor='local'" in said
+    assert "Checking Serializability" not in said  # Ray's walk stays in the cause
+
+
+@pytest.mark.parametrize(
+    "id", [None, "", pay_one], ids=["None", "empty", "the function, as a decorator takes it"]
+)
+def test_a_tool_id_that_is_no_name_is_refused_when_the_tool_is_made(id):
+    with pytest.raises(TypeError) as refused:
+        create_tool(id, "Pay", Payment, lambda p, ctx: p.amount)
+    assert str(refused.value).startswith(
+        f"a tool's id must be a non-empty string (the name the model calls it by), got {id!r}"
+    )

@@ -231,3 +231,26 @@ def test_the_blocking_client_refuses_who_acts_too():
         agent = client.get_agent("records-assistant")
         with pytest.raises(TypeError, match="decided_by cannot be given over HTTP"):
             agent.send_tool_approval(thread_id="t1", resource_id=None, approved=True, decided_by="alice")
+
+
+def test_the_blocking_client_reads_as_blocking_in_help():
+    """``AgentClient``'s methods are ``AsyncAgentClient``'s, waited for: ``help()`` shows them without
+    ``await`` (an example a reader copies must run as written) and says a stream is a ``SyncAgentStream``."""
+    blocking = troupe.client.AgentClient
+    awaited = []
+    for name, member in _members(blocking).items():
+        if isinstance(member, property):
+            continue
+        doc = inspect.getdoc(member) or ""
+        awaited += [
+            f"{name}: {line.strip()}"
+            for line in doc.splitlines()
+            if re.search(r"\bawait\b|\basync (for|with)\b", line)
+        ]
+        if "``AgentStream``" in doc:
+            awaited.append(f"{name}: says it returns an AgentStream")
+    assert awaited == []
+    for name in ("stream", "approve_tool_call", "decline_tool_call", "resume_stream", "send_tool_approval"):
+        assert inspect.signature(getattr(blocking, name)).return_annotation == "SyncAgentStream", name
+    doc = inspect.getdoc(blocking.approve_tool_call) or ""
+    assert ">>> approved.result().text" in doc  # ``(await approved.result()).text``, blocking

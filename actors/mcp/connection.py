@@ -101,10 +101,10 @@ class MCPConnection:
             ) from None
 
     async def _serve(self, ready: asyncio.Future[None]) -> None:
-        from mcp import Client
-
         try:
-            async with Client(
+            # Inside the try: without the SDK, ``open`` hears why at once instead of waiting out its timeout.
+            client_class = _sdk_client()
+            async with client_class(
                 self.guard.around(self._transport(), on_end=self._server_ended),
                 elicitation_callback=self._elicit,
                 message_handler=self._on_message,
@@ -300,6 +300,15 @@ def _told(exc: BaseException) -> str:
         exc = exc.exceptions[0]
     text = str(exc) or type(exc).__name__
     return text if len(text) <= 2000 else text[:2000] + "..."
+
+
+def _sdk_client() -> Any:
+    """The MCP SDK's ``Client``; an ``ImportError`` naming the extra to install when the SDK is missing."""
+    try:
+        from mcp import Client
+    except ImportError as exc:
+        raise ImportError(f"MCP servers need the MCP SDK: pip install 'troupe-runtime[mcp]' ({exc})") from exc
+    return Client
 
 
 def _reason(exc: BaseException) -> str:

@@ -46,6 +46,11 @@ class AgentSpec:
         self.instructions = instructions
         self.model = resolve_model(model)
         self.tools = _tool_map(id, tools)
+        if agents is not None and not isinstance(agents, Mapping):
+            raise TypeError(
+                f"agent {id!r}: agents must be a dict of key -> Agent (each becomes the tool "
+                f"'agent-<key>'), got {type(agents).__name__}"
+            )
         self.agents: dict[str, AgentSpec] = dict(agents or {})
         for key, sub in self.agents.items():
             if not isinstance(sub, AgentSpec):
@@ -84,11 +89,24 @@ class AgentSpec:
 def _tool_map(agent_id: str, tools: Mapping[str, Tool] | Sequence[Tool] | None) -> dict[str, Tool]:
     if tools is None:
         return {}
-    items = tools.items() if isinstance(tools, Mapping) else ((t.id, t) for t in tools)
+    if not isinstance(tools, Mapping | Sequence) or isinstance(tools, str):
+        raise TypeError(
+            f"agent {agent_id!r}: tools must be a list of Tools or a dict of name -> Tool, "
+            f"got {type(tools).__name__}"
+        )
+    # Each with what names it in an error: its key, or its place in the list (a non-Tool has no id).
+    items: list[tuple[str, Any, str]] = (
+        [(name, tool, f"tool {name!r}") for name, tool in tools.items()]
+        if isinstance(tools, Mapping)
+        else [(getattr(tool, "id", ""), tool, f"tools[{i}]") for i, tool in enumerate(tools)]
+    )
     out: dict[str, Tool] = {}
-    for name, tool in items:
+    for name, tool, where in items:
         if not isinstance(tool, Tool):
-            raise TypeError(f"agent {agent_id!r}: tool {name!r} is not a Tool (use create_tool)")
+            raise TypeError(
+                f"agent {agent_id!r}: {where} is a {type(tool).__name__}, not a Tool "
+                "(make one with create_tool)"
+            )
         if name in out:
             raise ValueError(f"agent {agent_id!r}: two tools named {name!r}")
         out[name] = tool

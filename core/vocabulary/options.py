@@ -58,6 +58,13 @@ class RunOptions:
                 "(tool_name, args, request_context, workspace) -> bool",
                 option="require_tool_approval",
             )
+        for name in ("thread_id", "resource_id", "run_id"):
+            # An id is a string: a user's or a tenant's numeric id is one only once written as one.
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise InvalidOptionError(
+                    f"{name} must be a string, got {type(value).__name__} {value!r}", option=name
+                )
         if not isinstance(self.max_steps, int) or isinstance(self.max_steps, bool) or self.max_steps < 1:
             raise InvalidOptionError(
                 f"max_steps must be an integer >= 1, got {self.max_steps!r}", option="max_steps"

@@ -101,7 +101,7 @@ class Tool:
         suspend_schema: The pydantic model a ``suspend()`` payload must fit, if any.
         resume_schema: The pydantic model a person's answer must fit, if any.
         require_approval: Whether a call waits for a person's approval: a bool, or a function
-            ``(args, ctx) -> bool``.
+            ``(input, ctx) -> bool`` (``input`` the validated ``input_schema`` model, as ``execute`` gets).
         allow_edited_args: Whether an approval may change the arguments.
         idempotent: Whether a call interrupted by a crash may simply run again.
         resume_on_decline: A decline of its ``suspend()`` pause calls it again with
@@ -241,8 +241,9 @@ def create_tool(
         resume_schema: A pydantic model class a person's answer must fit (``ResumeDataValidationError``
             otherwise, and the run stays paused).
         require_approval: True pauses every call for a person's approval before it runs; a function
-            ``(args, ctx) -> bool`` decides per call. It overrides the run's ``require_tool_approval``
-            for this tool.
+            ``(input, ctx) -> bool`` (sync or async) decides per call, given the validated input as
+            ``execute`` is (``input.amount``, not ``args["amount"]``); one that raises means approval is
+            required. It overrides the run's ``require_tool_approval`` for this tool.
         allow_edited_args: Whether an approval may change the arguments (``edited_args``, validated
             against ``input_schema``).
         idempotent: Whether a call interrupted by a crash may simply run again (otherwise it is asked
@@ -255,9 +256,10 @@ def create_tool(
         The ``Tool``.
 
     Raises:
-        TypeError: A schema that is not a pydantic model class, an ``execute`` that is not callable, a
-            ``require_approval`` that is neither a bool nor a function, or a ``timeout_s`` that is not a
-            positive number.
+        TypeError: An ``id`` that is not a non-empty string, a schema that is not a pydantic model
+            class, an ``execute`` that is not callable with ``(input, ctx)``, a ``require_approval``
+            that is neither a bool nor a function callable with ``(input, ctx)``, or a ``timeout_s``
+            that is not a positive number.
 
     Example:
         >>> from pydantic import BaseModel
@@ -268,6 +270,10 @@ def create_tool(
         >>> delete = create_tool("delete_record", "Delete a record by id", Record, delete_record,
         ...                      require_approval=True)
     """
+    if not (isinstance(id, str) and id):
+        raise TypeError(
+            f"a tool's id must be a non-empty string (the name the model calls it by), got {id!r}"
+        )
     if not (isinstance(input_schema, type) and issubclass(input_schema, BaseModel)):
         raise TypeError(f"tool {id!r}: input_schema must be a pydantic model class")
     for label, schema in (("output", output_schema), ("suspend", suspend_schema), ("resume", resume_schema)):
@@ -275,8 +281,14 @@ def create_tool(
             raise TypeError(f"tool {id!r}: {label}_schema must be a pydantic model class")
     if not callable(execute):
         raise TypeError(f"tool {id!r}: execute must be callable")
+    if not _takes_two(execute):
+        raise TypeError(f"tool {id!r}: execute must take (input, ctx), but it is {_shown(execute)}")
     if not (isinstance(require_approval, bool) or callable(require_approval)):
-        raise TypeError(f"tool {id!r}: require_approval must be a bool or a function (args, ctx) -> bool")
+        raise TypeError(f"tool {id!r}: require_approval must be a bool or a function (input, ctx) -> bool")
+    if not isinstance(require_approval, bool) and not _takes_two(require_approval):
+        raise TypeError(
+            f"tool {id!r}: require_approval must take (input, ctx), but it is {_shown(require_approval)}"
+        )
     check_timeout(timeout_s, f"tool {id!r}: timeout_s")
     return Tool(
         id=id,
@@ -291,6 +303,25 @@ def create_tool(
         idempotent=idempotent,
         timeout_s=timeout_s,
     )
+
+
+def _takes_two(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` can be called as ``fn(input, ctx)``, as every tool function is: a one-argument
+    function would otherwise fail only when the model first calls the tool, the TypeError handed to the
+    model (or, for ``require_approval``, gating every call). True where Python cannot tell (a builtin)."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return True
+    try:
+        signature.bind(None, None)
+    except TypeError:
+        return False
+    return True
+
+
+def _shown(fn: Callable[..., Any]) -> str:
+    return f"{getattr(fn, '__name__', type(fn).__name__)}{inspect.signature(fn)}"
 
 
 def check_timeout(value: Any, what: str) -> None:

@@ -33,7 +33,9 @@ async def main():
     paused = await agent.generate("Delete abc-123")
     print(paused.finish_reason, paused.suspend_payload["tool_name"], paused.suspend_payload["args"])
     done = await agent.decline_tool_call_generate(
-        run_id=paused.run_id, tool_call_id="call-1", reason="abc-123 is still referenced by invoice 42"
+        run_id=paused.run_id,
+        tool_call_id=paused.suspend_payload["tool_call_id"],
+        reason="abc-123 is still referenced by invoice 42",
     )
     print(done.finish_reason, "-", done.text)
     await runtime.shutdown()

@@ -32,7 +32,8 @@ async def main():
     async for chunk in stream.full_stream:
         if chunk.type == "tool-call-approval":
             print("needs approval:", chunk.payload["tool_name"], chunk.payload["args"])
-    approved = await agent.approve_tool_call(run_id=stream.run_id, tool_call_id="call-1")
+            call_id = chunk.payload["tool_call_id"]  # "call-1" here; a real model makes up its own
+    approved = await agent.approve_tool_call(run_id=stream.run_id, tool_call_id=call_id)
     async for piece in approved.text_stream:
         print(piece, end="")
     print()

@@ -21,13 +21,21 @@ from troupe.core.vocabulary.identity import LOCAL_ISSUER
 
 
 def run(source: Callable[[], Awaitable[Any]], principal: Principal, public_url: str | None) -> int:
-    asyncio.run(_serve(source, principal, public_url))
+    """Serve until the client closes stdin; SystemExit naming the extra to install without the MCP SDK."""
+    try:
+        from mcp.server.stdio import stdio_server
+    except ImportError as exc:
+        raise SystemExit(f"troupe mcp needs the MCP SDK: pip install 'troupe-runtime[mcp]' ({exc})") from exc
+    asyncio.run(_serve(stdio_server, source, principal, public_url))
     return 0
 
 
-async def _serve(source: Callable[[], Awaitable[Any]], principal: Principal, public_url: str | None) -> None:
-    from mcp.server.stdio import stdio_server
-
+async def _serve(
+    stdio_server: Callable[[], Any],
+    source: Callable[[], Awaitable[Any]],
+    principal: Principal,
+    public_url: str | None,
+) -> None:
     # Inside the stdio server, anything printed goes to stderr: starting the runtime (Ray, say) can
     # never write on the protocol's channel.
     async with stdio_server() as (read, write):
