@@ -45,6 +45,13 @@ class InboxFeed:
         self.position: str | None = None  # None: the first page is still to send
         self.total: int | None = None
 
+    def seen_by(self, caller: Principal) -> None:
+        """The caller as it stands now: if its resources, roles or admin changed, the next frame is its
+        first page again, so that runs it may no longer see leave the listing."""
+        if caller != self.caller:
+            self.caller = caller
+            self.position = None
+
     async def next(self) -> dict[str, Any] | None:
         store = self.runtime.store()
         if self.position is not None:

@@ -2340,6 +2340,27 @@ MUTANTS += [
 ]
 
 
+# Who may decide, on every surface: credentials that stop holding, keys of the identity provider.
+INBOX_REVOKED = (
+    "tests/test_http_inbox.py::test_an_event_stream_ends_when_its_key_is_revoked_and_follows_its_resources",
+)
+MUTANTS += [
+    Mutant(
+        "inbox-stream-outlives-its-credential",
+        "api/inbox.py",
+        "                    feed.seen_by(await caller_now(request, feed.caller))\n",
+        "                    pass\n",
+        INBOX_REVOKED,
+    ),
+    Mutant(
+        "inbox-stream-keeps-old-resources",
+        "api/inbox_feed.py",
+        "        if caller != self.caller:\n",
+        "        if caller.id != self.caller.id:\n",
+        INBOX_REVOKED,
+    ),
+]
+
 def run_tests(tests: tuple[str, ...]) -> tuple[bool, str]:
     """True if the tests all passed (the mutant survived); the last lines of pytest's output."""
     proc = subprocess.run(
