@@ -2361,6 +2361,7 @@ MUTANTS += [
     ),
 ]
 
+
 def run_tests(tests: tuple[str, ...]) -> tuple[bool, str]:
     """True if the tests all passed (the mutant survived); the last lines of pytest's output."""
     proc = subprocess.run(
