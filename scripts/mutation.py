@@ -1280,9 +1280,9 @@ TOKENS = ("tests/test_identity_tokens.py",)
 MUTANTS += [
     Mutant(
         "jwks-refetch-cooldown-zero",
-        "api/tokens.py",
-        "                cooldown_duration=settings.jwks_cooldown_s,",
-        "                cooldown_duration=0,",
+        "api/jwks.py",
+        "            self._tried_at is not None and now - self._tried_at < self.cooldown_s\n",
+        "            False\n",
         TOKENS,
     ),
     Mutant(
@@ -2344,6 +2344,10 @@ MUTANTS += [
 INBOX_REVOKED = (
     "tests/test_http_inbox.py::test_an_event_stream_ends_when_its_key_is_revoked_and_follows_its_resources",
 )
+JWKS_STOPS = (
+    "tests/test_identity_tokens.py::"
+    "test_an_issuer_that_stops_answering_holds_up_no_token_of_a_key_already_held",
+)
 MUTANTS += [
     Mutant(
         "inbox-stream-outlives-its-credential",
@@ -2358,6 +2362,21 @@ MUTANTS += [
         "        if caller != self.caller:\n",
         "        if caller.id != self.caller.id:\n",
         INBOX_REVOKED,
+    ),
+    Mutant(
+        "jwks-known-key-waits-for-the-fetch",
+        "api/jwks.py",
+        "                self._start_fetch()  # in the background: this token is checked with the key held\n"
+        "            return found\n",
+        "                self._keys = {}\n",
+        JWKS_STOPS,
+    ),
+    Mutant(
+        "jwks-fetch-failure-drops-the-keys-held",
+        "api/jwks.py",
+        "            self._failure = exc\n",
+        "            self._failure, self._keys = exc, {}\n",
+        JWKS_STOPS,
     ),
 ]
 

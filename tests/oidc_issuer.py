@@ -51,11 +51,18 @@ class Issuer:
         self.keys = {k.kid: k for k in (SigningKey("rsa-1", "RS256"), SigningKey("ec-1", "ES256"))}
         self.published = list(self.keys)
         self.fetches = 0
+        # Cleared: a fetch is held unanswered until it is set again (an issuer that stopped answering).
+        self.answering = threading.Event()
+        self.answering.set()
+        self.holding = threading.Event()  # set once a fetch is held
         issuer = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 issuer.fetches += 1
+                if not issuer.answering.is_set():
+                    issuer.holding.set()
+                    issuer.answering.wait()
                 body = json.dumps({"keys": [issuer.keys[k].jwk() for k in issuer.published]}).encode()
                 self.send_response(200)
                 self.send_header("content-type", "application/json")
@@ -72,6 +79,7 @@ class Issuer:
         threading.Thread(target=self._server.serve_forever, daemon=True, name="oidc-issuer").start()
 
     def stop(self) -> None:
+        self.answering.set()
         self._server.shutdown()
         self._server.server_close()
 
