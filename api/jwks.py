@@ -6,20 +6,27 @@ keys held are ``LIFESPAN_S`` old; at most one fetch is under way at a time, and 
 once per cooldown. A token naming a key already held is never held up by a fetch: an issuer that is
 slow or down keeps the keys it last published in use (a key it stops publishing goes with the next
 fetch that succeeds), instead of refusing every token once they are five minutes old, and tokens
-checked at once wait for one shared fetch, not each for its own timeout one after another.
+checked at once wait for one shared fetch, not each for its own timeout one after another. A fetch
+ends within its timeout, all of it (an issuer that answers a byte at a time is cut off), and reads at
+most ``MAX_JWKS_BYTES``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import ssl
 import time
 from collections.abc import Callable
 
+import httpx
 import jwt
 
 # How old the keys may get before they are fetched again (PyJWKClient's default lifespan).
 LIFESPAN_S = 300.0
+# A JWKS holds a few public keys of a kilobyte or so each; an answer past this is not one.
+MAX_JWKS_BYTES = 1 << 20
 
 log = logging.getLogger(__name__)
 
@@ -37,9 +44,8 @@ class JwksKeys:
     def __init__(
         self, url: str, *, timeout_s: float, cooldown_s: float, clock: Callable[[], float] = time.monotonic
     ) -> None:
-        # PyJWT's client only fetches and reads (cache_jwk_set=False: no cache, no cooldown, no lock of
-        # its own); what is kept, and when to fetch, is decided here.
-        self._client = jwt.PyJWKClient(url, cache_jwk_set=False, timeout=timeout_s)
+        self.url = url
+        self.timeout_s = timeout_s
         self.cooldown_s = cooldown_s
         self.clock = clock
         self._keys: dict[str, jwt.PyJWK] = {}
@@ -89,20 +95,44 @@ class JwksKeys:
 
     async def _fetched(self) -> None:
         try:
-            keys = await asyncio.to_thread(self._client.get_signing_keys, True)
-        except Exception as exc:  # PyJWT lets some through as they are (a reset, a body not JSON)
+            async with asyncio.timeout(self.timeout_s):
+                keys = await self._download()
+        except Exception as exc:  # whatever it was (refused, cut off, too long, not a JWKS): not fetched
             # Slow, down, or not a JWKS now: the keys held stay in use until a fetch succeeds.
             self._failure = exc
             log.warning(
                 "the issuer's keys could not be fetched (%s: %s); %d key(s) fetched before stay in use",
                 type(exc).__name__,
-                exc,
+                str(exc) or f"no whole answer within {self.timeout_s} s",
                 len(self._keys),
             )
             return
-        self._keys = {k.key_id: k for k in keys if k.key_id}
+        self._keys = keys
         self._fetched_at = self._tried_at
         self._failure = None
 
+    async def _download(self) -> dict[str, jwt.PyJWK]:
+        """The signing keys the URL publishes now, by key id (as PyJWT's client reads them: no
+        redirect followed, keys for signing with a key id)."""
+        # The machine's trust store, as PyJWT's client (urllib) used: an issuer behind a private CA
+        # that the machine trusts stays reachable.
+        verify = ssl.create_default_context()
+        async with (
+            httpx.AsyncClient(timeout=self.timeout_s, verify=verify, follow_redirects=False) as client,
+            client.stream("GET", self.url, headers={"accept": "application/json"}) as response,
+        ):
+            if response.status_code != 200:
+                raise ValueError(f"HTTP {response.status_code}")
+            body = bytearray()
+            async for part in response.aiter_bytes():
+                body += part
+                if len(body) > MAX_JWKS_BYTES:
+                    raise ValueError(f"the answer is longer than {MAX_JWKS_BYTES:,} bytes")
+        found = jwt.PyJWKSet.from_dict(json.loads(body))
+        keys = {k.key_id: k for k in found.keys if k.key_id and k.public_key_use in ("sig", None)}
+        if not keys:
+            raise ValueError("it publishes no signing key with a key id")
+        return keys
 
-__all__ = ["LIFESPAN_S", "JwksKeys"]
+
+__all__ = ["LIFESPAN_S", "MAX_JWKS_BYTES", "JwksKeys"]

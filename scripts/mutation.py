@@ -2344,6 +2344,9 @@ MUTANTS += [
 INBOX_REVOKED = (
     "tests/test_http_inbox.py::test_an_event_stream_ends_when_its_key_is_revoked_and_follows_its_resources",
 )
+JWKS_DRIP = (
+    "tests/test_identity_tokens.py::test_a_jwks_answer_that_never_ends_is_cut_off_and_the_keys_held_stay"
+)
 JWKS_STOPS = (
     "tests/test_identity_tokens.py::"
     "test_an_issuer_that_stops_answering_holds_up_no_token_of_a_key_already_held",
@@ -2377,6 +2380,20 @@ MUTANTS += [
         "            self._failure = exc\n",
         "            self._failure, self._keys = exc, {}\n",
         JWKS_STOPS,
+    ),
+    Mutant(
+        "jwks-fetch-has-no-overall-deadline",
+        "api/jwks.py",
+        "            async with asyncio.timeout(self.timeout_s):\n",
+        "            async with asyncio.timeout(None):\n",
+        (JWKS_DRIP + "[slow]",),
+    ),
+    Mutant(
+        "jwks-answer-read-whole-however-long",
+        "api/jwks.py",
+        "                if len(body) > MAX_JWKS_BYTES:\n",
+        "                if False:\n",
+        (JWKS_DRIP + "[fast]",),
     ),
 ]
 

@@ -432,3 +432,23 @@ async def test_an_issuer_that_stops_answering_holds_up_no_token_of_a_key_already
     with pytest.raises(jwt.PyJWKClientError, match="no key with kid 'unpublished'"):
         await keys.key("unpublished")  # waits for a fetch, which finds the issuer down
     assert (await keys.key(fresh.kid)).key_id == fresh.kid
+
+
+@pytest.mark.parametrize("dripping", ["slow", "fast"])
+async def test_a_jwks_answer_that_never_ends_is_cut_off_and_the_keys_held_stay(issuer, dripping):
+    """An answer that comes a byte at a time (each within the read timeout) is cut off at the fetch's
+    timeout, all of it; one that comes fast and never ends, once longer than any JWKS. Either way the
+    token that waited for the fetch is answered, and the keys held stay in use."""
+    import asyncio
+
+    import jwt
+    from troupe.api.jwks import LIFESPAN_S, JwksKeys
+
+    clock = HandClock()
+    keys = JwksKeys(issuer.jwks_url, timeout_s=1 if dripping == "slow" else 60, cooldown_s=30, clock=clock)
+    assert (await keys.key("rsa-1")).key_id == "rsa-1"
+    issuer.dripping = dripping
+    clock.now += LIFESPAN_S
+    with pytest.raises(jwt.PyJWKClientError, match="no key with kid 'unpublished'"):
+        await asyncio.wait_for(keys.key("unpublished"), timeout=20)
+    assert (await keys.key("rsa-1")).key_id == "rsa-1"
