@@ -105,6 +105,23 @@ async def caller_of(request: Request) -> Principal:
     return principal
 
 
+async def caller_now(request: Request, caller: Principal) -> Principal:
+    """``caller``, as the request's credential stands now: what a response that outlives its start (an
+    event stream) asks before each thing it sends. A key removed from the keys file or a token past its
+    ``exp`` since raises ``AuthenticationError``, and so does a credential that now stands for someone
+    else; otherwise the principal as it is now (its resources and roles may have changed). The host
+    app's principal was solved once, with the request: its sessions are the app's to end."""
+    bound = binding(request)
+    if bound.host is not None:
+        return bound.host
+    now = await caller_of(request)
+    if now.id != caller.id:
+        raise AuthenticationError(
+            f"the credential this stream was opened with no longer stands for {caller.display!r}"
+        )
+    return now
+
+
 async def optional_caller(request: Request) -> Principal | None:
     """The request's principal if it names one (a bad credential is still a 401), else None."""
     bound = binding(request)
@@ -115,4 +132,4 @@ async def optional_caller(request: Request) -> Principal | None:
     return await caller_of(request)
 
 
-__all__ = ["Binding", "HostIdentity", "binder", "binding", "caller_of", "optional_caller"]
+__all__ = ["Binding", "HostIdentity", "binder", "binding", "caller_now", "caller_of", "optional_caller"]

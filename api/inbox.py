@@ -39,7 +39,8 @@ from fastapi.responses import Response, StreamingResponse
 from pydantic import StringConstraints
 from troupe.api.auth import Principal, check_resource
 from troupe.api.deliveries import delivery_json
-from troupe.api.errors import ERRORS
+from troupe.api.errors import ERRORS, AuthenticationError
+from troupe.api.identity import caller_now
 from troupe.api.inbox_context import call_context
 from troupe.api.inbox_feed import InboxFeed
 from troupe.api.routing import TroupeRoute
@@ -121,7 +122,10 @@ async def inbox_events(
     ``perPage``: the first page's size). A
     store that fails is reported in a frame ``{"error": {...}}`` and tried again. A caller keeps a few
     streams open at most (429 beyond), each looking at most once a second (or the server's
-    ``min_event_interval_s``). Not in the OpenAPI document: the stream does not end."""
+    ``min_event_interval_s``). The caller's credential is checked again before each look: a key removed
+    or a token expired since ends the stream with a frame ``{"error": {"code": "UNAUTHENTICATED", ...}}``,
+    and a caller whose resources or roles changed gets its first page again, as it may see it now. Not in
+    the OpenAPI document: otherwise the stream does not end."""
     close = service.streams.open(caller.id, caller.display)
     every = max(interval, service.min_event_interval_s)
     feed = InboxFeed(service.runtime, caller, functools.partial(inbox_json, per_page=per_page), run_json)
@@ -131,12 +135,19 @@ async def inbox_events(
         try:
             while not await request.is_disconnected():
                 try:
+                    # A key revoked or a token expired while the stream is open ends it: it would
+                    # otherwise go on showing every new pause to someone who may see none.
+                    feed.seen_by(await caller_now(request, feed.caller))
+                except AuthenticationError as exc:
+                    yield _event({"error": exc.to_dict()})
+                    return
+                try:
                     body = await feed.next()
                 except TroupeError as exc:
                     body = {"error": exc.to_dict()}
                 if body is not None:
                     quiet = 0.0
-                    yield f"data: {json.dumps(body, default=str, separators=(',', ':'))}\n\n"
+                    yield _event(body)
                 elif quiet >= KEEPALIVE_S:
                     quiet = 0.0
                     yield ": keep-alive\n\n"
@@ -146,6 +157,10 @@ async def inbox_events(
             close()
 
     return StreamingResponse(frames(), media_type=MEDIA_TYPE, headers={"Cache-Control": "no-store"})
+
+
+def _event(body: dict[str, Any]) -> str:
+    return f"data: {json.dumps(body, default=str, separators=(',', ':'))}\n\n"
 
 
 async def inbox_json(

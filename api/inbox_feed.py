@@ -46,6 +46,13 @@ class InboxFeed:
         self.position: str | None = None  # None: the first page is still to send
         self.total: int | None = None
 
+    def seen_by(self, caller: Principal) -> None:
+        """The caller as it stands now: if its resources, roles or admin changed, the next frame is its
+        first page again, so that runs it may no longer see leave the listing."""
+        if caller != self.caller:
+            self.caller = caller
+            self.position = None
+
     async def next(self) -> dict[str, Any] | None:
         # The stream moves on only once a frame is made: a look that fails (the store, say) leaves it
         # where it was, and the next look reads the same changes (or the page) again.

@@ -1,19 +1,19 @@
 """OIDC / JWT bearer tokens: an identity provider's access or ID tokens, checked with PyJWT.
 
-A token is accepted only when it is signed by one of the issuer's keys (a JWKS URL, cached and fetched
-again when a token names a key id it has not seen, at most once per ``jwks_cooldown_s``; or a JWKS file,
-read again when it changes), with an algorithm the configuration allows (never ``none``, never an HMAC:
-the keys are public), for this audience, from this issuer, and inside its ``exp``/``nbf`` window give or
-take ``leeway_s`` (at most five minutes). Its claims then make the principal: ``sub`` (or
-``subject_claim``) with the issuer is the stable subject; ``roles_claim`` and ``resources_claim`` (dotted
-paths into the claims, a list or a space-separated string) give roles and resources; ``admin_role``
-makes an admin. Every failure is one ``AuthenticationError`` (401) that names what is wrong and never
-echoes the token.
+A token is accepted only when it is signed by one of the issuer's keys (a JWKS URL, kept and fetched
+again when a token names a key id it has not seen, at most once per ``jwks_cooldown_s``, and in the
+background every five minutes, the keys held staying in use while the issuer is slow or down: see
+``troupe.api.jwks``; or a JWKS file, read again when it changes), with an algorithm the configuration
+allows (never ``none``, never an HMAC: the keys are public), for this audience, from this issuer, and
+inside its ``exp``/``nbf`` window give or take ``leeway_s`` (at most five minutes). Its claims then make
+the principal: ``sub`` (or ``subject_claim``) with the issuer is the stable subject; ``roles_claim`` and
+``resources_claim`` (dotted paths into the claims, a list or a space-separated string) give roles and
+resources; ``admin_role`` makes an admin. Every failure is one ``AuthenticationError`` (401) that names
+what is wrong and never echoes the token.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 import jwt
 from troupe.api.errors import AuthenticationError
 from troupe.api.guards import is_loopback
+from troupe.api.jwks import JwksKeys
 from troupe.core.vocabulary.identity import Principal
 
 DEFAULT_ALGORITHMS = ("RS256", "ES256")
@@ -113,18 +114,13 @@ def _check_jwks_url(url: str) -> None:
 
 
 class _KeySource:
-    """The issuer's signing keys by key id, from a JWKS URL (PyJWT's client, in a worker thread: it
-    blocks) or from a file."""
+    """The issuer's signing keys by key id, from a JWKS URL (``troupe.api.jwks``) or from a file."""
 
     def __init__(self, settings: OidcSettings) -> None:
         self.settings = settings
-        self._client = (
-            jwt.PyJWKClient(
-                settings.jwks_url,
-                cache_jwk_set=True,
-                lifespan=300,
-                timeout=settings.jwks_timeout_s,
-                cooldown_duration=settings.jwks_cooldown_s,
+        self._url = (
+            JwksKeys(
+                settings.jwks_url, timeout_s=settings.jwks_timeout_s, cooldown_s=settings.jwks_cooldown_s
             )
             if settings.jwks_url
             else None
@@ -137,8 +133,8 @@ class _KeySource:
                 raise ValueError(f"oidc jwks_file {settings.jwks_file}: {exc}") from None
 
     async def key(self, kid: str) -> jwt.PyJWK:
-        if self._client is not None:
-            return await asyncio.to_thread(self._client.get_signing_key, kid)
+        if self._url is not None:
+            return await self._url.key(kid)
         return self._from_file(kid)
 
     def _from_file(self, kid: str) -> jwt.PyJWK:

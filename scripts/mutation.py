@@ -1360,9 +1360,9 @@ TOKENS = ("tests/test_identity_tokens.py",)
 MUTANTS += [
     Mutant(
         "jwks-refetch-cooldown-zero",
-        "api/tokens.py",
-        "                cooldown_duration=settings.jwks_cooldown_s,",
-        "                cooldown_duration=0,",
+        "api/jwks.py",
+        "            self._tried_at is not None and now - self._tried_at < self.cooldown_s\n",
+        "            False\n",
         TOKENS,
     ),
     Mutant(
@@ -2581,6 +2581,64 @@ MUTANTS += [
         '            await gate.authenticate(request.headers.get("authorization"))\n',
         "            pass\n",
         (NOT_INSTALLED_ROUTES,),
+    ),
+]
+
+
+# Who may decide, on every surface: credentials that stop holding, keys of the identity provider.
+INBOX_REVOKED = (
+    "tests/test_http_inbox.py::test_an_event_stream_ends_when_its_key_is_revoked_and_follows_its_resources",
+)
+JWKS_DRIP = (
+    "tests/test_identity_tokens.py::test_a_jwks_answer_that_never_ends_is_cut_off_and_the_keys_held_stay"
+)
+JWKS_STOPS = (
+    "tests/test_identity_tokens.py::"
+    "test_an_issuer_that_stops_answering_holds_up_no_token_of_a_key_already_held",
+)
+MUTANTS += [
+    Mutant(
+        "inbox-stream-outlives-its-credential",
+        "api/inbox.py",
+        "                    feed.seen_by(await caller_now(request, feed.caller))\n",
+        "                    pass\n",
+        INBOX_REVOKED,
+    ),
+    Mutant(
+        "inbox-stream-keeps-old-resources",
+        "api/inbox_feed.py",
+        "        if caller != self.caller:\n",
+        "        if caller.id != self.caller.id:\n",
+        INBOX_REVOKED,
+    ),
+    Mutant(
+        "jwks-known-key-waits-for-the-fetch",
+        "api/jwks.py",
+        "                self._start_fetch()  # in the background: this token is checked with the key held\n"
+        "            return found\n",
+        "                self._keys = {}\n",
+        JWKS_STOPS,
+    ),
+    Mutant(
+        "jwks-fetch-failure-drops-the-keys-held",
+        "api/jwks.py",
+        "            self._failure = exc\n",
+        "            self._failure, self._keys = exc, {}\n",
+        JWKS_STOPS,
+    ),
+    Mutant(
+        "jwks-fetch-has-no-overall-deadline",
+        "api/jwks.py",
+        "            async with asyncio.timeout(self.timeout_s):\n",
+        "            async with asyncio.timeout(None):\n",
+        (JWKS_DRIP + "[slow]",),
+    ),
+    Mutant(
+        "jwks-answer-read-whole-however-long",
+        "api/jwks.py",
+        "                if len(body) > MAX_JWKS_BYTES:\n",
+        "                if False:\n",
+        (JWKS_DRIP + "[fast]",),
     ),
 ]
 

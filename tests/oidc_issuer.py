@@ -5,6 +5,7 @@ would send (``alg: none``, HS256 keyed with the public key, a tampered payload).
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import hmac
 import json
@@ -51,17 +52,43 @@ class Issuer:
         self.keys = {k.kid: k for k in (SigningKey("rsa-1", "RS256"), SigningKey("ec-1", "ES256"))}
         self.published = list(self.keys)
         self.fetches = 0
+        # Cleared: a fetch is held unanswered until it is set again (an issuer that stopped answering).
+        self.answering = threading.Event()
+        self.answering.set()
+        self.holding = threading.Event()  # set once a fetch is held
+        # "slow": the answer comes a byte at a time, each within any timeout; "fast": it never ends.
+        self.dripping: str | None = None
+        self.stopped = threading.Event()
         issuer = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 issuer.fetches += 1
+                if not issuer.answering.is_set():
+                    issuer.holding.set()
+                    issuer.answering.wait()
+                if issuer.dripping:
+                    self._drip()
+                    return
                 body = json.dumps({"keys": [issuer.keys[k].jwk() for k in issuer.published]}).encode()
                 self.send_response(200)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
+
+            def _drip(self) -> None:
+                """The start of a JWKS, then a space at a time, for as long as the reader reads."""
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.end_headers()
+                with contextlib.suppress(OSError):
+                    self.wfile.write(b'{"keys": [')
+                    while issuer.dripping:
+                        self.wfile.write(b" " * 65536 if issuer.dripping == "fast" else b" ")
+                        self.wfile.flush()
+                        if issuer.dripping != "fast":
+                            issuer.stopped.wait(0.2)
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -72,6 +99,9 @@ class Issuer:
         threading.Thread(target=self._server.serve_forever, daemon=True, name="oidc-issuer").start()
 
     def stop(self) -> None:
+        self.dripping = None
+        self.stopped.set()
+        self.answering.set()
         self._server.shutdown()
         self._server.server_close()
 

@@ -12,6 +12,7 @@ import httpx
 import pytest
 from http_server import ADMIN, KEYS, A, B
 from inbox_agents import inbox_runtime
+from troupe.api.keys import KeyRing, digest, write_file
 
 
 @pytest.fixture
@@ -171,6 +172,37 @@ def test_changes_are_pushed_as_server_sent_events(server, api):
         assert declined.status_code == 200, declined.text
         gone = json.loads(next(frames))
         assert (gone["listed"], gone["unlisted"], gone["total"]) == ([], [first], 1)
+
+
+def test_an_event_stream_ends_when_its_key_is_revoked_and_follows_its_resources(
+    http_server, tmp_path, calls
+):
+    """The stream checks its key again before each look: a key given other resources gets its first page
+    again, as it may see it now; a key removed from the keys file ends its stream with an UNAUTHENTICATED
+    frame, before a pause of a resource it could once see is shown to it."""
+    path = tmp_path / "keys.json"
+
+    def grant(**resources: list[str]) -> None:
+        entries = [{"sha256": digest(k), "subject": k, "resources": r} for k, r in resources.items()]
+        write_file(path, {"keys": entries})
+
+    grant(alice=["a1", "a2"], bob=["a1", "a2"])
+    server = http_server(inbox_runtime(tmp_path, calls), keys=KeyRing.load(path))
+    alice, bob = {"Authorization": "Bearer alice"}, {"Authorization": "Bearer bob"}
+    # Frames come every look (a second) here; the stream's keep-alive only after 15 s of quiet.
+    with httpx.Client(base_url=server.url + "/api", timeout=httpx.Timeout(30, read=10)) as api:
+        first = start(api, "ops", "rec-1", "a1", bob)
+        with api.stream("GET", "/inbox/events", params={"interval": 0.05}, headers=alice) as events:
+            frames = (json.loads(line[6:]) for line in events.iter_lines() if line.startswith("data: "))
+            assert [r["runId"] for r in next(frames)["runs"]] == [first]
+            grant(alice=["a2"], bob=["a1", "a2"])  # a1 is no longer hers
+            again = next(frames)
+            assert (again["type"], again["runs"], again["total"]) == ("page", [], 0)
+            grant(bob=["a1", "a2"])  # her key is revoked
+            start(api, "planner", "lunch", "a2", bob)
+            ended = next(frames)["error"]
+            assert (ended["code"], ended["message"]) == ("UNAUTHENTICATED", "unknown API key")
+            assert list(frames) == [], "the stream ends"
 
 
 def test_a_caller_keeps_a_few_event_streams_open_at_most(server, api):

@@ -387,3 +387,68 @@ def test_token_users_without_a_name_each_have_their_own_streams(http_server, tmp
         with api.stream("GET", "/inbox/events", headers=one) as fifth:
             assert fifth.status_code == 429
             assert "u-1" in fifth.read().decode(), "the error names the subject when there is no name"
+
+
+class HandClock:
+    """Seconds that pass only when the test says so."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_an_issuer_that_stops_answering_holds_up_no_token_of_a_key_already_held(issuer):
+    """Once the keys held are five minutes old they are fetched again in the background: while the
+    issuer does not answer, tokens of a key held are checked at once (not each after the fetch's timeout,
+    one after another) and with one fetch for all; a token of a key not held waits for that same fetch;
+    when the issuer answers with its keys rotated, the removed key goes and the new one comes; and an
+    issuer that is down keeps the keys it last published in use."""
+    import asyncio
+
+    import jwt
+    from troupe.api.jwks import LIFESPAN_S, JwksKeys
+
+    clock = HandClock()
+    keys = JwksKeys(issuer.jwks_url, timeout_s=15, cooldown_s=30, clock=clock)
+    assert (await keys.key("rsa-1")).key_id == "rsa-1" and issuer.fetches == 1
+    issuer.answering.clear()
+    clock.now += LIFESPAN_S
+    held = await asyncio.wait_for(asyncio.gather(*(keys.key("rsa-1") for _ in range(5))), timeout=10)
+    assert {k.key_id for k in held} == {"rsa-1"}
+    fresh = issuer.rotate()  # the answer, once given, publishes only the new key
+    waiting = asyncio.ensure_future(keys.key(fresh.kid))
+    assert await asyncio.to_thread(issuer.holding.wait, 10)  # the background fetch, held there
+    assert not waiting.done()
+    issuer.answering.set()
+    assert (await asyncio.wait_for(waiting, timeout=10)).key_id == fresh.kid
+    assert issuer.fetches == 2, "one fetch for the tokens checked meanwhile"
+    with pytest.raises(jwt.PyJWKClientError, match="no key with kid 'rsa-1'"):
+        await keys.key("rsa-1")  # within the cooldown: the rotated-out key is not fetched for again
+
+    issuer.stop()
+    clock.now += LIFESPAN_S + 30
+    with pytest.raises(jwt.PyJWKClientError, match="no key with kid 'unpublished'"):
+        await keys.key("unpublished")  # waits for a fetch, which finds the issuer down
+    assert (await keys.key(fresh.kid)).key_id == fresh.kid
+
+
+@pytest.mark.parametrize("dripping", ["slow", "fast"])
+async def test_a_jwks_answer_that_never_ends_is_cut_off_and_the_keys_held_stay(issuer, dripping):
+    """An answer that comes a byte at a time (each within the read timeout) is cut off at the fetch's
+    timeout, all of it; one that comes fast and never ends, once longer than any JWKS. Either way the
+    token that waited for the fetch is answered, and the keys held stay in use."""
+    import asyncio
+
+    import jwt
+    from troupe.api.jwks import LIFESPAN_S, JwksKeys
+
+    clock = HandClock()
+    keys = JwksKeys(issuer.jwks_url, timeout_s=1 if dripping == "slow" else 60, cooldown_s=30, clock=clock)
+    assert (await keys.key("rsa-1")).key_id == "rsa-1"
+    issuer.dripping = dripping
+    clock.now += LIFESPAN_S
+    with pytest.raises(jwt.PyJWKClientError, match="no key with kid 'unpublished'"):
+        await asyncio.wait_for(keys.key("unpublished"), timeout=20)
+    assert (await keys.key("rsa-1")).key_id == "rsa-1"
