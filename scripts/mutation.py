@@ -2331,6 +2331,24 @@ MUTANTS += [
     ),
 ]
 
+DURATIONS = "tests/test_durations.py"
+MUTANTS += [
+    Mutant(  # NaN, infinity or a date past the year 9999 fails the run half-way, after a paid model turn
+        "duration-unbounded",
+        "core/vocabulary/seconds.py",
+        "    return number and math.isfinite(value) and 0 < value <= MAX_SECONDS\n",
+        "    return number and value > 0\n",
+        (DURATIONS,),
+    ),
+    Mutant(
+        "run-durations-unchecked",
+        "core/vocabulary/options.py",
+        "            if seconds is not None and not is_seconds(seconds):\n",
+        "            if False:\n",
+        (DURATIONS,),
+    ),
+]
+
 
 def run_tests(tests: tuple[str, ...]) -> tuple[bool, str]:
     """True if the tests all passed (the mutant survived); the last lines of pytest's output."""
