@@ -2347,6 +2347,16 @@ MUTANTS += [
         "            if False:\n",
         (DURATIONS,),
     ),
+    Mutant(  # a pause due because the run's time ran out is declined instead, and its model goes on
+        "max-duration-pause-declined-as-unanswered",
+        "core/run/engine.py",
+        "            if stored is not None and end is not None and end <= now:\n",
+        "            if False:\n",
+        (
+            "tests/test_expiry.py::"
+            "test_a_run_whose_time_ran_out_while_it_waited_is_stopped_on_the_runtimes_clock",
+        ),
+    ),
 ]
 
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 from helpers import RecordInput, delete_tool
+from troupe.core.vocabulary.seconds import MAX_SECONDS
 
 from troupe import A2AAgent, Agent, MCPHttp, MCPStdio, Runtime, SqliteStore, create_tool
-from troupe.core.vocabulary.seconds import MAX_SECONDS
 from troupe.errors import InvalidOptionError
 from troupe.testing import FunctionModel, text, tool_call
 

@@ -7,6 +7,7 @@ explicit ``expire_due()`` gets there first declines the pause, exactly once.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime, timedelta
 
 import pytest
@@ -89,3 +90,27 @@ async def test_a_sweep_working_from_a_stale_listing_declines_nothing_not_yet_due
         assert [r.run_id for r in listed.runs] == [paused.run_id]
     finally:
         await runtime.shutdown()
+
+
+async def test_a_run_whose_time_ran_out_while_it_waited_is_stopped_on_the_runtimes_clock(
+    make_runtime, calls, clock
+):
+    """With ``duration_counts_waiting`` the pause expires when the run's ``max_duration_s`` does. Once
+    the runtime's clock passes that, the run is stopped (``max-duration``): its pause is not declined
+    as if nobody had answered, which would give its model another turn past its time."""
+    agent = Agent("ops", model=one_call("delete_record", {"id": "a"}), tools=[delete_tool(calls)])
+    runtime = make_runtime([agent], clock=clock)
+    paused = await agent.generate("delete a", max_duration_s=60, duration_counts_waiting=True)
+    assert await runtime.expire_due() == {"ops": []}
+    clock.advance(600)  # well past the end (the run was created a moment after the clock was set)
+
+    await runtime.expire_due()  # (or a round of the runtime's own, first)
+
+    store = runtime.store()
+    async with asyncio.timeout(30):
+        while await store.load_run(paused.run_id) is not None:
+            await asyncio.sleep(0.02)
+    audit = await store.list_audit(paused.run_id)
+    assert [(e.kind, e.decided_by) for e in audit] == [("cancelled", "max-duration")] * 2
+    assert "max_duration_s of 60 s" in (audit[0].reason or "")
+    assert calls.count() == 0

@@ -49,7 +49,7 @@ from troupe.core.vocabulary.requests import (
     StartRequest,
 )
 from troupe.core.vocabulary.run_record import RunRecord
-from troupe.core.vocabulary.state import CallStatus, RunState, utcnow
+from troupe.core.vocabulary.state import CallStatus, RunState
 from troupe.core.vocabulary.store import StaleSnapshotError, Store, ThreadAppend
 from troupe.core.vocabulary.tool_threads import ToolThreads
 
@@ -245,7 +245,9 @@ class RunEngine:
                 release()
                 return None
             end = stored.state.duration_deadline() if stored is not None else None
-            if stored is not None and end is not None and end <= utcnow():
+            # Read on the same clock as the pauses' deadlines above: a pause due because the run's
+            # time ran out must stop the run, never be declined as if a person had not answered.
+            if stored is not None and end is not None and end <= now:
                 # Its max_duration_s, waiting included, ran out: the run is stopped, not the pause declined.
                 return await self._cancel_under_lock(_out_of_time(stored.state), release)
             deadline, call, pause = min(due, key=lambda item: item[0])
