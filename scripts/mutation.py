@@ -2357,6 +2357,13 @@ MUTANTS += [
             "test_a_run_whose_time_ran_out_while_it_waited_is_stopped_on_the_runtimes_clock",
         ),
     ),
+    Mutant(  # a tool that catches the cancel and returns takes the run on to its next model turn
+        "swallowed-cancel-goes-on",
+        "core/run/loop.py",
+        "        stop = self.stops.pop(run.state.run_id, None)\n",
+        "        stop = None\n",
+        ("tests/test_cancel.py::test_a_tool_that_catches_the_cancel_and_returns_does_not_take_the_run_on",),
+    ),
 ]
 
 
