@@ -2336,8 +2336,15 @@ MUTANTS += [
     Mutant(  # NaN, infinity or a date past the year 9999 fails the run half-way, after a paid model turn
         "duration-unbounded",
         "core/vocabulary/seconds.py",
-        "    return number and math.isfinite(value) and 0 < value <= MAX_SECONDS\n",
-        "    return number and value > 0\n",
+        "    if not number or not math.isfinite(value) or value > MAX_SECONDS:\n",
+        "    if not number:\n",
+        (DURATIONS,),
+    ),
+    Mutant(
+        "in-doubt-times-unchecked",
+        "core/run/settings.py",
+        "            check_seconds(getattr(self, name), name, zero=True)\n",
+        "            pass\n",
         (DURATIONS,),
     ),
     Mutant(

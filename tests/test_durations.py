@@ -69,3 +69,13 @@ def test_an_odd_timeout_of_a_tool_or_a_server_or_a_remote_agent_is_refused(value
         MCPHttp("files", "http://127.0.0.1:9/mcp", timeout_s=value)
     with pytest.raises(ValueError, match="A2A agent 'vendor': timeout_s must be a number of seconds"):
         A2AAgent("vendor", card_url="http://127.0.0.1:9/", timeout_s=value)
+
+
+@pytest.mark.parametrize("option", ["in_doubt_default_s", "in_doubt_margin_s"])
+@pytest.mark.parametrize("value", [v for v in ODD if v != 0], ids=repr)
+def test_an_odd_time_a_call_stays_in_doubt_is_refused_when_the_runtime_is_made(option, value):
+    """A call in doubt after a takeover is fenced until its start plus these: a time past what a date
+    holds would fail there, when the run is taken over, rather than here."""
+    with pytest.raises(ValueError, match=f"{option} must be a number of seconds 0 or more"):
+        Runtime([], executor="local", **{option: value})
+    Runtime([], executor="local", **{option: 0})  # 0 is a time: in doubt no longer than the call took

@@ -16,22 +16,26 @@ from typing import Any
 MAX_SECONDS = 100 * 365 * 24 * 3600
 
 
-def is_seconds(value: Any) -> bool:
-    """Whether ``value`` is a number of seconds above 0, finite and at most ``MAX_SECONDS``."""
+def is_seconds(value: Any, *, zero: bool = False) -> bool:
+    """Whether ``value`` is a number of seconds above 0 (or 0 itself, with ``zero``), finite and at most
+    ``MAX_SECONDS``."""
     number = isinstance(value, int | float) and not isinstance(value, bool)
-    return number and math.isfinite(value) and 0 < value <= MAX_SECONDS
+    if not number or not math.isfinite(value) or value > MAX_SECONDS:
+        return False
+    return value > 0 or (zero and value == 0)
 
 
-def seconds_expected(what: str, value: Any) -> str:
+def seconds_expected(what: str, value: Any, *, zero: bool = False) -> str:
     """The error message for a ``value`` of ``what`` that is not a number of seconds (``is_seconds``)."""
-    return f"{what} must be a number of seconds above 0 and at most {MAX_SECONDS} (100 years), got {value!r}"
+    least = "0 or more" if zero else "above 0"
+    return f"{what} must be a number of seconds {least} and at most {MAX_SECONDS} (100 years), got {value!r}"
 
 
-def check_seconds(value: Any, what: str) -> float:
+def check_seconds(value: Any, what: str, *, zero: bool = False) -> float:
     """``value`` as a float, if it is a number of seconds (``is_seconds``); a ValueError naming ``what``
     otherwise."""
-    if not is_seconds(value):
-        raise ValueError(seconds_expected(what, value))
+    if not is_seconds(value, zero=zero):
+        raise ValueError(seconds_expected(what, value, zero=zero))
     return float(value)
 
 
