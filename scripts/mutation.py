@@ -2371,6 +2371,13 @@ MUTANTS += [
         "        stop = None\n",
         ("tests/test_cancel.py::test_a_tool_that_catches_the_cancel_and_returns_does_not_take_the_run_on",),
     ),
+    Mutant(  # a tool that catches the cancel of an exhausted time budget takes the run on to a model turn
+        "swallowed-budget-goes-on",
+        "core/run/loop.py",
+        "        if stop is None and budget.expired():\n",
+        "        if False:\n",
+        ("tests/test_cancel.py::test_a_tool_that_catches_the_cancel_and_returns_does_not_take_the_run_on",),
+    ),
 ]
 
 
