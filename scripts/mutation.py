@@ -2354,6 +2354,16 @@ MUTANTS += [
         "            if False:\n",
         (DURATIONS,),
     ),
+    Mutant(  # a run settled elsewhere between the sweep's read and its claim fails the whole sweep
+        "expiry-of-a-settled-run-raises",
+        "core/run/engine.py",
+        "        except _SETTLED_MEANWHILE:\n",
+        "        except ():\n",
+        (
+            "tests/test_expiry.py::"
+            "test_a_run_cancelled_while_the_sweep_claims_its_expiry_is_no_error_of_the_sweep",
+        ),
+    ),
     Mutant(  # a pause due because the run's time ran out is declined instead, and its model goes on
         "max-duration-pause-declined-as-unanswered",
         "core/run/engine.py",

@@ -114,3 +114,32 @@ async def test_a_run_whose_time_ran_out_while_it_waited_is_stopped_on_the_runtim
     assert [(e.kind, e.decided_by) for e in audit] == [("cancelled", "max-duration")] * 2
     assert "max_duration_s of 60 s" in (audit[0].reason or "")
     assert calls.count() == 0
+
+
+async def test_a_run_cancelled_while_the_sweep_claims_its_expiry_is_no_error_of_the_sweep(
+    tmp_path, calls, clock
+):
+    """The sweep reads an overdue run, and the run is cancelled before the sweep's claim lands (the
+    cancel wins the compare-and-set). Nothing in it is overdue any more: the sweep goes on to the next
+    run, and its caller gets no error about a run it never asked about."""
+    from store_hooks import HookedStore
+
+    store = HookedStore(SqliteStore(tmp_path / "t.db"))
+    agent = Agent("ops", model=one_call("delete_record", {"id": "a"}), tools=[delete_tool(calls)])
+    runtime = Runtime([agent], storage=store, executor="local", clock=clock)
+    try:
+        paused = await agent.generate("delete a", approval_timeout=30)
+        clock.advance(31)
+        reached, release = store.hold_next_save(paused.run_id)
+        sweeping = asyncio.create_task(runtime.expire_due())
+        await reached.wait()  # the expiry read the run, ruled, and is about to write its decline
+
+        await agent.cancel_run(paused.run_id, reason="not needed")
+        release.set()
+
+        assert paused.run_id not in (await sweeping)["ops"]
+        audit = await runtime.store().list_audit(paused.run_id)
+        assert [(e.kind, e.reason) for e in audit] == [("cancelled", "not needed")] * 2, "never declined"
+        assert calls.count() == 0
+    finally:
+        await runtime.shutdown()

@@ -33,6 +33,8 @@ from troupe.core.vocabulary.chunks import Chunk
 from troupe.core.vocabulary.errors import (
     DecisionConflictError,
     DecisionRejectedError,
+    RunNotCancellableError,
+    SnapshotNotFoundError,
     ThreadAccessError,
     ToolCallNotSuspendedError,
 )
@@ -226,6 +228,15 @@ class RunEngine:
     async def begin_expiry(self, run_id: str) -> Operation | None:
         """Decline the run's most overdue pause because its time ran out (the model is told so).
         None if nothing in the run is overdue any more."""
+        try:
+            return await self._begin_expiry(run_id)
+        except _SETTLED_MEANWHILE:
+            # Decided, cancelled or ended elsewhere (another process) after this host read the run and
+            # before its claim landed: nothing in it is overdue any more. That is no error of the sweep,
+            # which would otherwise leave the runs listed after this one waiting for its next round.
+            return None
+
+    async def _begin_expiry(self, run_id: str) -> Operation | None:
         release = await self.locks.acquire(run_id)
         try:
             stored = await self.store.load_run(run_id)
@@ -391,6 +402,16 @@ class RunEngine:
 
     def is_busy(self, run_id: str) -> bool:
         return self.locks.held(run_id)
+
+
+# What an expiry's claim (or its stop of a run out of time) meets when the run was decided, cancelled or
+# ended elsewhere since the sweep read it.
+_SETTLED_MEANWHILE = (
+    DecisionConflictError,
+    ToolCallNotSuspendedError,
+    SnapshotNotFoundError,
+    RunNotCancellableError,
+)
 
 
 def _out_of_time(state: RunState) -> CancelRequest:
