@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic.alias_generators import to_camel
 from troupe.api.errors import InvalidRequestError
+from troupe.core.vocabulary.seconds import MAX_SECONDS
 
 # The longest id a body carries (a thread, a resource, a run, a tool call).
 MAX_ID_CHARS = 256
@@ -21,8 +22,8 @@ Id = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS)]
 # The longest text a body carries (a message, a decline's reason).
 MAX_TEXT_CHARS = 100_000
 Text = Annotated[str, StringConstraints(max_length=MAX_TEXT_CHARS)]
-# Long enough for any human, short enough that a deadline stays a valid date.
-MAX_APPROVAL_TIMEOUT_S = 100 * 365 * 24 * 3600
+# Long enough for any human, short enough that a deadline stays a valid date (the Python API's bound).
+MAX_APPROVAL_TIMEOUT_S = MAX_SECONDS
 
 
 class _Part(BaseModel):

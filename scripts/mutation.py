@@ -2642,6 +2642,65 @@ MUTANTS += [
     ),
 ]
 
+DURATIONS = "tests/test_durations.py"
+MUTANTS += [
+    Mutant(  # NaN, infinity or a date past the year 9999 fails the run half-way, after a paid model turn
+        "duration-unbounded",
+        "core/vocabulary/seconds.py",
+        "    if not number or not math.isfinite(value) or value > MAX_SECONDS:\n",
+        "    if not number:\n",
+        (DURATIONS,),
+    ),
+    Mutant(
+        "in-doubt-times-unchecked",
+        "core/run/settings.py",
+        "            check_seconds(getattr(self, name), name, zero=True)\n",
+        "            pass\n",
+        (DURATIONS,),
+    ),
+    Mutant(
+        "run-durations-unchecked",
+        "core/vocabulary/options.py",
+        "            if seconds is not None and not is_seconds(seconds):\n",
+        "            if False:\n",
+        (DURATIONS,),
+    ),
+    Mutant(  # a run settled elsewhere between the sweep's read and its claim fails the whole sweep
+        "expiry-of-a-settled-run-raises",
+        "core/run/engine.py",
+        "        except _SETTLED_MEANWHILE:\n",
+        "        except ():\n",
+        (
+            "tests/test_expiry.py::"
+            "test_a_run_cancelled_while_the_sweep_claims_its_expiry_is_no_error_of_the_sweep",
+        ),
+    ),
+    Mutant(  # a pause due because the run's time ran out is declined instead, and its model goes on
+        "max-duration-pause-declined-as-unanswered",
+        "core/run/engine.py",
+        "            if stored is not None and end is not None and end <= now:\n",
+        "            if False:\n",
+        (
+            "tests/test_expiry.py::"
+            "test_a_run_whose_time_ran_out_while_it_waited_is_stopped_on_the_runtimes_clock",
+        ),
+    ),
+    Mutant(  # a tool that catches the cancel and returns takes the run on to its next model turn
+        "swallowed-cancel-goes-on",
+        "core/run/loop.py",
+        "        stop = self.stops.pop(run.state.run_id, None)\n",
+        "        stop = None\n",
+        ("tests/test_cancel.py::test_a_tool_that_catches_the_cancel_and_returns_does_not_take_the_run_on",),
+    ),
+    Mutant(  # a tool that catches the cancel of an exhausted time budget takes the run on to a model turn
+        "swallowed-budget-goes-on",
+        "core/run/loop.py",
+        "        if stop is None and budget.expired():\n",
+        "        if False:\n",
+        ("tests/test_cancel.py::test_a_tool_that_catches_the_cancel_and_returns_does_not_take_the_run_on",),
+    ),
+]
+
 
 def run_tests(tests: tuple[str, ...]) -> tuple[bool, str]:
     """True if the tests all passed (the mutant survived); the last lines of pytest's output."""

@@ -51,12 +51,19 @@ def reporting(log: CallLog, name: str, first: Any, gate: str | None = None) -> F
     return FunctionModel(turn)
 
 
-def work_tool(log: CallLog, gate: str, *, sync: bool = False, **options: Any) -> Any:
-    """``work``: records "started", waits for ``gate``, records "finished"; sync or async."""
+def work_tool(log: CallLog, gate: str, *, sync: bool = False, tidies: bool = False, **options: Any) -> Any:
+    """``work``: records "started", waits for ``gate``, records "finished"; sync or async. ``tidies``:
+    the async one catches a cancel, records "tidied" and returns (as a tool that cleans up might)."""
 
     async def work_async(inp: Job, ctx: Any) -> dict[str, Any]:
         log.record("work", phase="started", run_id=ctx.run_id)
-        await until(gate)
+        try:
+            await until(gate)
+        except asyncio.CancelledError:
+            if not tidies:
+                raise
+            log.record("work", phase="tidied")
+            return {"tidied": inp.name}
         log.record("work", phase="finished")
         return {"done": inp.name}
 
@@ -70,14 +77,20 @@ def work_tool(log: CallLog, gate: str, *, sync: bool = False, **options: Any) ->
 
 
 def worker(
-    log: CallLog, gate: str, *, sync: bool = False, model_gate: str | None = None, **options: Any
+    log: CallLog,
+    gate: str,
+    *,
+    sync: bool = False,
+    tidies: bool = False,
+    model_gate: str | None = None,
+    **options: Any,
 ) -> Agent:
     """Calls ``work`` once (its model's first turn may wait on ``model_gate``), then reports."""
     first = tool_call("work", {"name": "job-1"}, id="w1")
     return Agent(
         "worker",
         model=reporting(log, "worker", first, model_gate),
-        tools=[work_tool(log, gate, sync=sync, **options)],
+        tools=[work_tool(log, gate, sync=sync, tidies=tidies, **options)],
     )
 
 

@@ -264,6 +264,30 @@ async def test_a_cancel_that_read_the_run_before_an_approval_landed_loses_to_it(
     assert approved.finish_reason == "stop" and log.count("delete_record") == 1
 
 
+@pytest.mark.parametrize("stop", ["cancel", "max-duration"])
+async def test_a_tool_that_catches_the_cancel_and_returns_does_not_take_the_run_on(
+    make_runtime, log, tmp_path: Path, stop: str
+):
+    """A tool may catch the cancel that stops it (to clean up) and return. The run was stopped all the
+    same (cancelled, or out of time): it ends there, and its model is not asked again."""
+    agent = worker(log, str(tmp_path / "tool-gate"), tidies=True)
+    runtime = make_runtime([agent])
+    stream = await agent.stream("work please", max_duration_s=1.0 if stop == "max-duration" else None)
+    await wait_for(lambda: phases(log, "work") == ["started"], what="the tool to start")
+
+    if stop == "cancel":
+        await agent.cancel_run(stream.run_id, reason="too slow")
+    chunks = await chunks_of(stream)  # (out of time: once its second has passed)
+
+    assert chunks[-1].payload["finish_reason"] == ("cancelled" if stop == "cancel" else "max-duration")
+    await _gone(runtime, stream.run_id)
+    assert phases(log, "work") == ["started", "tidied"]
+    assert phases(log, "worker") == ["turn"], "the model was asked again after the run was stopped"
+    if stop == "cancel":  # what it returned came after the cancel was durable: recorded only
+        late = [e for e in await runtime.store().list_audit(stream.run_id) if e.kind == "completed"]
+        assert [(e.tool_call_id, e.result) for e in late] == [("w1", {"tidied": "job-1"})]
+
+
 # ---- deadlines ------------------------------------------------------------------------------------------
 
 

@@ -7,6 +7,7 @@ explicit ``expire_due()`` gets there first declines the pause, exactly once.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime, timedelta
 
 import pytest
@@ -123,3 +124,56 @@ async def test_a_run_that_cannot_be_read_does_not_keep_other_pauses_from_expirin
     assert result.text.startswith("call-1=No decision was made in time")
     assert await runtime.store().list_audit(unreadable.run_id) == [], "the unreadable run is left as it is"
     assert calls.count() == 0
+
+
+async def test_a_run_whose_time_ran_out_while_it_waited_is_stopped_on_the_runtimes_clock(
+    make_runtime, calls, clock
+):
+    """With ``duration_counts_waiting`` the pause expires when the run's ``max_duration_s`` does. Once
+    the runtime's clock passes that, the run is stopped (``max-duration``): its pause is not declined
+    as if nobody had answered, which would give its model another turn past its time."""
+    agent = Agent("ops", model=one_call("delete_record", {"id": "a"}), tools=[delete_tool(calls)])
+    runtime = make_runtime([agent], clock=clock)
+    paused = await agent.generate("delete a", max_duration_s=60, duration_counts_waiting=True)
+    assert await runtime.expire_due() == {"ops": []}
+    clock.advance(600)  # well past the end (the run was created a moment after the clock was set)
+
+    await runtime.expire_due()  # (or a round of the runtime's own, first)
+
+    store = runtime.store()
+    async with asyncio.timeout(30):
+        while await store.load_run(paused.run_id) is not None:
+            await asyncio.sleep(0.02)
+    audit = await store.list_audit(paused.run_id)
+    assert [(e.kind, e.decided_by) for e in audit] == [("cancelled", "max-duration")] * 2
+    assert "max_duration_s of 60 s" in (audit[0].reason or "")
+    assert calls.count() == 0
+
+
+async def test_a_run_cancelled_while_the_sweep_claims_its_expiry_is_no_error_of_the_sweep(
+    tmp_path, calls, clock
+):
+    """The sweep reads an overdue run, and the run is cancelled before the sweep's claim lands (the
+    cancel wins the compare-and-set). Nothing in it is overdue any more: the sweep goes on to the next
+    run, and its caller gets no error about a run it never asked about."""
+    from store_hooks import HookedStore
+
+    store = HookedStore(SqliteStore(tmp_path / "t.db"))
+    agent = Agent("ops", model=one_call("delete_record", {"id": "a"}), tools=[delete_tool(calls)])
+    runtime = Runtime([agent], storage=store, executor="local", clock=clock)
+    try:
+        paused = await agent.generate("delete a", approval_timeout=30)
+        clock.advance(31)
+        reached, release = store.hold_next_save(paused.run_id)
+        sweeping = asyncio.create_task(runtime.expire_due())
+        await reached.wait()  # the expiry read the run, ruled, and is about to write its decline
+
+        await agent.cancel_run(paused.run_id, reason="not needed")
+        release.set()
+
+        assert paused.run_id not in (await sweeping)["ops"]
+        audit = await runtime.store().list_audit(paused.run_id)
+        assert [(e.kind, e.reason) for e in audit] == [("cancelled", "not needed")] * 2, "never declined"
+        assert calls.count() == 0
+    finally:
+        await runtime.shutdown()

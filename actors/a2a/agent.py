@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 from troupe.actors.a2a.errors import RemoteCardError
 from troupe.core.run.agent import AgentSpec
 from troupe.core.vocabulary.model import Model, ModelEvent, ModelRequest
+from troupe.core.vocabulary.seconds import check_seconds
 
 DEFAULT_TIMEOUT_S = 300.0
 
@@ -52,7 +53,8 @@ class A2AAgent(AgentSpec):
         timeout_s: How long one request to it may take (a blocking send waits for the task).
 
     Raises:
-        ValueError: Neither or both of ``card_url`` and ``card``; a header that is not text.
+        ValueError: Neither or both of ``card_url`` and ``card``; a header that is not text; a
+            ``timeout_s`` that is not a number of seconds above 0 and at most 100 years.
         RemoteCardError: ``card`` does not parse as an A2A agent card.
 
     Example:
@@ -84,7 +86,7 @@ class A2AAgent(AgentSpec):
         )
         self.card_url = card_url
         self.card = dict(card) if card is not None else None
-        self.timeout_s = float(timeout_s)
+        self.timeout_s = check_seconds(timeout_s, f"A2A agent {id!r}: timeout_s")
         sent = dict(headers or {})
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in sent.items()):
             raise ValueError(f"A2A agent {id!r}: headers must map text to text")

@@ -31,9 +31,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from troupe.core.notifying.outbox import check_seconds, check_secret
+from troupe.core.notifying.outbox import check_secret
 from troupe.core.vocabulary.errors import DecisionLinkError
 from troupe.core.vocabulary.identity import Principal
+from troupe.core.vocabulary.seconds import check_seconds
 from troupe.core.vocabulary.store import LinkRecord, Store
 
 Action = Literal["approve", "decline"]

@@ -17,7 +17,6 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import math
 import os
 import time
 from collections.abc import Iterable, Sequence
@@ -27,6 +26,7 @@ from urllib.parse import SplitResult, urlsplit
 
 from troupe.core.vocabulary.hidden_chars import hidden
 from troupe.core.vocabulary.pause_shapes import notification_data
+from troupe.core.vocabulary.seconds import check_seconds
 from troupe.core.vocabulary.state import Pause, RunState, ToolCallState, utcnow
 from troupe.core.vocabulary.store import AuditEntry, OutboxEntry
 
@@ -147,15 +147,6 @@ def check_secret(secret: Any, what: str) -> bytes:
     if len(key) < 16:
         raise ValueError(f"{what}: the secret must hold at least 16 bytes")
     return key
-
-
-def check_seconds(value: Any, what: str) -> float:
-    """``value`` as a finite number of seconds above 0; a ValueError naming ``what`` otherwise (an
-    infinite or NaN time breaks date arithmetic where it is used, far from where it was given)."""
-    number = isinstance(value, int | float) and not isinstance(value, bool)
-    if not number or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{what} must be a finite number of seconds above 0, got {value!r}")
-    return float(value)
 
 
 # How long a delivered notification is kept by default: a week.
@@ -411,7 +402,6 @@ __all__ = [
     "NotificationTarget",
     "Notifications",
     "RetrySchedule",
-    "check_seconds",
     "check_secret",
     "decision_event",
     "event_id",

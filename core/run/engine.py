@@ -34,6 +34,8 @@ from troupe.core.vocabulary.chunks import Chunk
 from troupe.core.vocabulary.errors import (
     DecisionConflictError,
     DecisionRejectedError,
+    RunNotCancellableError,
+    SnapshotNotFoundError,
     ThreadAccessError,
     ToolCallNotSuspendedError,
 )
@@ -50,7 +52,7 @@ from troupe.core.vocabulary.requests import (
     StartRequest,
 )
 from troupe.core.vocabulary.run_record import RunRecord
-from troupe.core.vocabulary.state import UNREADABLE, CallStatus, RunState, utcnow
+from troupe.core.vocabulary.state import UNREADABLE, CallStatus, RunState
 from troupe.core.vocabulary.store import StaleSnapshotError, Store, ThreadAppend
 from troupe.core.vocabulary.tool_threads import ToolThreads
 
@@ -230,6 +232,15 @@ class RunEngine:
     async def begin_expiry(self, run_id: str) -> Operation | None:
         """Decline the run's most overdue pause because its time ran out (the model is told so).
         None if nothing in the run is overdue any more."""
+        try:
+            return await self._begin_expiry(run_id)
+        except _SETTLED_MEANWHILE:
+            # Decided, cancelled or ended elsewhere (another process) after this host read the run and
+            # before its claim landed: nothing in it is overdue any more. That is no error of the sweep,
+            # which would otherwise leave the runs listed after this one waiting for its next round.
+            return None
+
+    async def _begin_expiry(self, run_id: str) -> Operation | None:
         release = await self.locks.acquire(run_id)
         try:
             try:
@@ -256,7 +267,9 @@ class RunEngine:
                 release()
                 return None
             end = stored.state.duration_deadline() if stored is not None else None
-            if stored is not None and end is not None and end <= utcnow():
+            # Read on the same clock as the pauses' deadlines above: a pause due because the run's
+            # time ran out must stop the run, never be declined as if a person had not answered.
+            if stored is not None and end is not None and end <= now:
                 # Its max_duration_s, waiting included, ran out: the run is stopped, not the pause declined.
                 return await self._cancel_under_lock(_out_of_time(stored.state), release)
             deadline, call, pause = min(due, key=lambda item: item[0])
@@ -417,6 +430,16 @@ class RunEngine:
 
     def is_busy(self, run_id: str) -> bool:
         return self.locks.held(run_id)
+
+
+# What an expiry's claim (or its stop of a run out of time) meets when the run was decided, cancelled or
+# ended elsewhere since the sweep read it.
+_SETTLED_MEANWHILE = (
+    DecisionConflictError,
+    ToolCallNotSuspendedError,
+    SnapshotNotFoundError,
+    RunNotCancellableError,
+)
 
 
 def _out_of_time(state: RunState) -> CancelRequest:

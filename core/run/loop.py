@@ -214,7 +214,11 @@ class RunLoop:
                 "troupe.step", troupe__step=state.step + (0 if resumed else 1), troupe__resumed=resumed
             ):
                 async with asyncio.timeout_at(deadline) as budget:
-                    return await self._step(run, plan)
+                    outcome = await self._step(run, plan)
+            stop = self._swallowed_stop(run, outcome, budget)
+            if stop is None:
+                return outcome
+            _uncancel()
         except asyncio.CancelledError:
             stop = self.stops.pop(state.run_id, None)
             if stop is None:
@@ -228,6 +232,20 @@ class RunLoop:
             return Failed(exc)
         self.ending.add(state.run_id)
         return await self.stopping.stopped(run, stop)
+
+    def _swallowed_stop(
+        self, run: ActiveRun, outcome: StepOutcome, budget: asyncio.Timeout
+    ) -> Cancellation | None:
+        """A stop the step's work swallowed: a tool that catches the cancel meant to stop it (to clean
+        up, say) and returns. The run was asked to stop all the same, so it ends here, before its next
+        model turn, rather than going on after its cancel was durable. (A finish or a pause is written
+        with a compare-and-set that a recorded cancel fails: that ends the run the usual way.)"""
+        if not isinstance(outcome, Continue):
+            return None
+        stop = self.stops.pop(run.state.run_id, None)
+        if stop is None and budget.expired():
+            stop = _out_of_time(run.state)
+        return stop
 
     async def _after_failure(self, run: ActiveRun, plan: Plan, error: Exception) -> StepOutcome | Plan:
         """A step failed: because the run was cancelled meanwhile (it ends), or lost to another host

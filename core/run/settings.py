@@ -8,6 +8,7 @@ from typing import Literal
 
 from troupe.core.deciding.approvers import ApproverPolicies
 from troupe.core.notifying.outbox import Notifications
+from troupe.core.vocabulary.seconds import check_seconds
 from troupe.core.vocabulary.state import Clock, utcnow
 from troupe.core.vocabulary.tool_threads import DEFAULT_TOOL_THREADS, ToolThreads
 
@@ -52,9 +53,7 @@ class RunSettings:
     def __post_init__(self) -> None:
         check_durability(self.durability)
         for name in ("in_doubt_default_s", "in_doubt_margin_s"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
-                raise ValueError(f"{name} must be a number of seconds >= 0, got {value!r}")
+            check_seconds(getattr(self, name), name, zero=True)
         ToolThreads(self.tool_threads)  # a bad size is the caller's error now, not an actor's at first use
 
 

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from troupe.core.vocabulary.seconds import check_seconds
+
 McpApprovalRule = (
     bool | Mapping[str, Sequence[str]] | Callable[[str, dict[str, Any]], bool | Awaitable[bool]] | None
 )
@@ -39,8 +41,7 @@ def _check_common(kind: str, name: Any, require_approval: Any, prefix: Any, time
         raise ValueError(f"{kind}: name must be a non-empty string of at most 64 characters, got {name!r}")
     if not isinstance(prefix, str):
         raise TypeError(f"{kind} {name!r}: prefix must be a string")
-    if isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float) or timeout_s <= 0:
-        raise ValueError(f"{kind} {name!r}: timeout_s must be a positive number of seconds")
+    check_seconds(timeout_s, f"{kind} {name!r}: timeout_s")
     check_approval_rule(f"{kind} {name!r}", require_approval)
 
 

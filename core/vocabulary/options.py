@@ -9,6 +9,7 @@ from typing import Any, TypedDict
 
 from troupe.core.vocabulary.errors import InvalidOptionError
 from troupe.core.vocabulary.identity import Principal
+from troupe.core.vocabulary.seconds import is_seconds, seconds_expected
 
 # What ``require_tool_approval`` takes: a bool for every call, or a function
 # ``(tool_name, args, request_context, workspace) -> bool`` (sync or async) asked for each call
@@ -71,30 +72,16 @@ class RunOptions:
             )
         if not isinstance(self.request_context, dict):
             raise InvalidOptionError("request_context must be a dict", option="request_context")
-        timeout = self.approval_timeout
-        if timeout is not None and (
-            isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
-        ):
-            raise InvalidOptionError(
-                f"approval_timeout must be a positive number of seconds, got {timeout!r}",
-                option="approval_timeout",
-            )
+        for name in ("approval_timeout", "max_duration_s"):
+            seconds = getattr(self, name)
+            if seconds is not None and not is_seconds(seconds):
+                raise InvalidOptionError(seconds_expected(name, seconds), option=name)
         starter = self.started_by
         if starter is not None and not (
             isinstance(starter, Principal) or (isinstance(starter, str) and starter)
         ):
             raise InvalidOptionError(
                 "started_by must be a non-empty name or a troupe Principal", option="started_by"
-            )
-        duration = self.max_duration_s
-        if duration is not None and (
-            isinstance(duration, bool)
-            or not isinstance(duration, int | float)
-            or not 0 < duration < float("inf")
-        ):
-            raise InvalidOptionError(
-                f"max_duration_s must be a positive number of seconds, got {duration!r}",
-                option="max_duration_s",
             )
         if not isinstance(self.duration_counts_waiting, bool):
             raise InvalidOptionError(

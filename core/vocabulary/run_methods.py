@@ -113,12 +113,12 @@ class RunMethods:
             max_steps: At most this many model turns (default 10).
             run_id: The run's id (default: a new uuid).
             approval_timeout: Seconds a pause may wait for its person; after that the call is declined
-                with a reason the model sees (default: it waits for ever).
+                with a reason the model sees (default: it waits for ever). At most 100 years.
             started_by: Who starts the run (a name, or a ``Principal``), so that an approver policy
                 with separation of duties keeps them from deciding its calls. In-process only: over
                 HTTP the caller's credential says.
             max_duration_s: Seconds the whole run may take; then it ends with
-                ``finish_reason="max-duration"`` (default: no limit).
+                ``finish_reason="max-duration"`` (default: no limit). At most 100 years.
             duration_counts_waiting: True counts time spent waiting for people towards
                 ``max_duration_s`` (default False).
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from pydantic import BaseModel, ValidationError
+from troupe.core.vocabulary.seconds import is_seconds, seconds_expected
 from troupe.core.vocabulary.tool_threads import Late, ToolThreads
 
 ApprovalRule = bool | Callable[[Any, "ToolContext"], bool | Awaitable[bool]]
@@ -259,7 +260,7 @@ def create_tool(
         TypeError: An ``id`` that is not a non-empty string, a schema that is not a pydantic model
             class, an ``execute`` that is not callable with ``(input, ctx)``, a ``require_approval``
             that is neither a bool nor a function callable with ``(input, ctx)``, or a ``timeout_s``
-            that is not a positive number.
+            that is not a number of seconds above 0 and at most 100 years.
 
     Example:
         >>> from pydantic import BaseModel
@@ -325,11 +326,11 @@ def _shown(fn: Callable[..., Any]) -> str:
 
 
 def check_timeout(value: Any, what: str) -> None:
-    """Raise ``TypeError`` unless ``value`` is None or a positive, finite number of seconds."""
+    """Raise ``TypeError`` unless ``value`` is None or a number of seconds (``is_seconds``)."""
     if value is None:
         return
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
-        raise TypeError(f"{what} must be a positive number of seconds or None, got {value!r}")
+    if not is_seconds(value):
+        raise TypeError(f"{seconds_expected(what, value)} (or None)")
 
 
 __all__ = [
