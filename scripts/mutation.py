@@ -1446,6 +1446,10 @@ MUTANTS += [
 
 # ---- MCP, issue 41: hostile servers' listings and answers, cancelled calls, one-resource keys ---------
 MCP_RAW = ("tests/test_mcp_hostile_raw.py",)
+NOT_TEXT = (
+    "tests/test_newcomer_errors.py::"
+    "test_a_decision_given_what_is_not_text_is_refused_naming_it_and_the_run_stays_paused",
+)
 MCP_CANCEL = ("tests/test_mcp_cancel.py",)
 MUTANTS += [
     Mutant(
@@ -2485,6 +2489,21 @@ MUTANTS += [
         ("tests/test_http_inbox.py::test_an_inbox_stream_leaves_out_a_run_it_cannot_read_and_goes_on",),
     ),
     Mutant(
+        "decision-given-a-number-for-text",
+        "core/vocabulary/run_methods.py",
+        "        text_or_none(reason=reason, tool_call_id=self.tool_call_id, fingerprint=self.fingerprint)\n",
+        "        pass\n",
+        NOT_TEXT,
+    ),
+    Mutant(
+        "cancel-given-a-number-for-text",
+        "core/vocabulary/run_methods.py",
+        "        text_or_none(reason=self.reason, tool_call_id=self.tool_call_id, "
+        "fingerprint=self.fingerprint)\n",
+        "        pass\n",
+        NOT_TEXT,
+    ),
+    Mutant(
         "evicting-redis-unnamed",
         "storage/redis.py",
         '        if policy != "noeviction":\n',
@@ -2557,8 +2576,8 @@ MUTANTS += [
     Mutant(
         "numeric-id-option-unchecked",
         "core/vocabulary/options.py",
-        "            if value is not None and not isinstance(value, str):\n",
-        "            if False:\n",
+        "        text_or_none(thread_id=self.thread_id, resource_id=self.resource_id, run_id=self.run_id)\n",
+        "        pass\n",
         ("tests/test_newcomer_errors.py::test_a_numeric_id_is_an_invalid_option_naming_it_and_starts_nothing",),
     ),
     Mutant(

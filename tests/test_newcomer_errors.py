@@ -322,3 +322,32 @@ def test_a_tool_id_that_is_no_name_is_refused_when_the_tool_is_made(id):
     assert str(refused.value).startswith(
         f"a tool's id must be a non-empty string (the name the model calls it by), got {id!r}"
     )
+
+
+@pytest.mark.parametrize(
+    ("decide", "option"),
+    [
+        (lambda agent, run: agent.decline_tool_call_generate(run_id=run, reason=123), "reason"),
+        (lambda agent, run: agent.decline_tool_call(run_id=run, tool_call_id=1), "tool_call_id"),
+        (lambda agent, run: agent.approve_tool_call(run_id=run, fingerprint=b"f"), "fingerprint"),
+        (lambda agent, run: agent.cancel_run(run, reason=["why"]), "reason"),
+    ],
+    ids=["decline-reason", "call-id", "fingerprint", "cancel-reason"],
+)
+async def test_a_decision_given_what_is_not_text_is_refused_naming_it_and_the_run_stays_paused(
+    decide, option, calls
+):
+    """``reason=123`` was refused by pydantic's check of an internal audit entry ("1 validation error for
+    AuditEntry"); it is the documented ``InvalidOptionError`` naming the option, and the run still waits."""
+    agent = Agent("ops", model=one_call("delete_record", {"id": "a"}), tools=[delete_tool(calls)])
+    runtime = Runtime([agent], storage=MemoryStore(), executor="local")
+    try:
+        run = (await agent.generate("delete a")).run_id
+        with pytest.raises(InvalidOptionError) as refused:
+            await decide(agent, run)
+        assert refused.value.details == {"option": option}
+        assert str(refused.value).startswith(f"{option} must be a string, got ")
+        assert (await agent.approve_tool_call_generate(run_id=run)).finish_reason == "stop"
+        assert calls.count("delete_record") == 1
+    finally:
+        await runtime.shutdown()

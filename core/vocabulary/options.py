@@ -17,6 +17,17 @@ from troupe.core.vocabulary.seconds import is_seconds, seconds_expected
 RunPolicy = bool | Callable[[str, dict[str, Any], dict[str, Any], Any], bool | Awaitable[bool]]
 
 
+
+def text_or_none(**given: Any) -> None:
+    """Refuse, naming it, a value given where text (or nothing) goes (``InvalidOptionError``): before
+    anything is sent, so ``reason=123`` or ``thread_id=42`` is the caller's clear error, not a
+    validation error from deep in the run."""
+    for name, value in given.items():
+        if value is not None and not isinstance(value, str):
+            shown = f"{type(value).__name__} {repr(value)[:100]}"
+            raise InvalidOptionError(f"{name} must be a string, got {shown}", option=name)
+
+
 @dataclass(frozen=True)
 class RunOptions:
     require_tool_approval: RunPolicy = False
@@ -59,13 +70,8 @@ class RunOptions:
                 "(tool_name, args, request_context, workspace) -> bool",
                 option="require_tool_approval",
             )
-        for name in ("thread_id", "resource_id", "run_id"):
-            # An id is a string: a user's or a tenant's numeric id is one only once written as one.
-            value = getattr(self, name)
-            if value is not None and not isinstance(value, str):
-                raise InvalidOptionError(
-                    f"{name} must be a string, got {type(value).__name__} {value!r}", option=name
-                )
+        # An id is a string: a user's or a tenant's numeric id is one only once written as one.
+        text_or_none(thread_id=self.thread_id, resource_id=self.resource_id, run_id=self.run_id)
         if not isinstance(self.max_steps, int) or isinstance(self.max_steps, bool) or self.max_steps < 1:
             raise InvalidOptionError(
                 f"max_steps must be an integer >= 1, got {self.max_steps!r}", option="max_steps"
@@ -137,4 +143,5 @@ __all__ = [
     "StreamOptions",
     "SuspendedRunFilters",
     "check_option_names",
+    "text_or_none",
 ]

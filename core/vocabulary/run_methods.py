@@ -20,7 +20,7 @@ from typing import Any, cast
 from troupe.core.vocabulary.agent_api import Messages
 from troupe.core.vocabulary.errors import DecisionRejectedError
 from troupe.core.vocabulary.identity import Principal
-from troupe.core.vocabulary.options import RunPolicy, StreamOptions, SuspendedRunFilters
+from troupe.core.vocabulary.options import RunPolicy, StreamOptions, SuspendedRunFilters, text_or_none
 from troupe.core.vocabulary.requests import Approve, CancelledRun, Decline, Resume
 from troupe.core.vocabulary.results import RunResult
 from troupe.core.vocabulary.stream import AgentStream
@@ -42,6 +42,10 @@ class Decision:
     roles: frozenset[str] | None = None
     surface: str | None = None
 
+    def __post_init__(self) -> None:
+        reason = self.what.reason if isinstance(self.what, Decline) else None
+        text_or_none(reason=reason, tool_call_id=self.tool_call_id, fingerprint=self.fingerprint)
+
     def acting(self) -> dict[str, Any]:
         """Who decides and where, as given (the names the caller used, omitted ones left out)."""
         return _given(decided_by=self.decided_by, roles=self.roles, surface=self.surface)
@@ -57,6 +61,9 @@ class CancelCall:
     cancelled_by: str | Principal | None = None
     roles: frozenset[str] | None = None
     surface: str | None = None
+
+    def __post_init__(self) -> None:
+        text_or_none(reason=self.reason, tool_call_id=self.tool_call_id, fingerprint=self.fingerprint)
 
     def acting(self) -> dict[str, Any]:
         """Who cancels and where, as given (omitted ones left out)."""
