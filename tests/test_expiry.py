@@ -16,6 +16,7 @@ from helpers import chunks_of, delete_tool, one_call
 
 from troupe import Agent, Runtime, SqliteStore
 from troupe.errors import DecisionConflictError, PauseExpiredError
+from troupe.testing import CallLog
 
 
 @pytest.fixture
@@ -48,13 +49,17 @@ async def test_a_pause_carries_its_deadline_and_a_late_decision_is_refused(make_
     assert (entry.kind, entry.decided_by) == ("expired", "expiry")
 
 
-async def test_expired_pauses_are_declined_without_anyone_deciding(make_runtime, calls, clock):
-    agent = Agent(
+def timing_out(calls: CallLog) -> Agent:
+    """An agent whose call to ``delete_record`` pauses for at most 60 s."""
+    return Agent(
         "ops",
         model=one_call("delete_record", {"id": "a"}),
         tools=[delete_tool(calls)],
         default_options={"approval_timeout": 60},
     )
+
+async def test_expired_pauses_are_declined_without_anyone_deciding(make_runtime, calls, clock):
+    agent = timing_out(calls)
     runtime = make_runtime([agent], clock=clock)
     slow = await agent.generate("delete a")
     patient = await agent.generate("delete a", approval_timeout=3600)
@@ -100,12 +105,7 @@ async def test_a_run_that_cannot_be_read_does_not_keep_other_pauses_from_expirin
     import sqlite3
     from contextlib import closing
 
-    agent = Agent(
-        "ops",
-        model=one_call("delete_record", {"id": "a"}),
-        tools=[delete_tool(calls)],
-        default_options={"approval_timeout": 60},
-    )
+    agent = timing_out(calls)
     runtime = make_runtime([agent], clock=clock)
     unreadable = await agent.generate("delete a")
     clock.advance(1)
