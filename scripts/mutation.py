@@ -2504,6 +2504,13 @@ MUTANTS += [
         NOT_TEXT,
     ),
     Mutant(
+        "newer-sqlite-file-opened",
+        "storage/sqlite.py",
+        "            refuse_newer(conn, self.path)\n",
+        "            pass\n",
+        ("tests/test_sqlite_listings.py::test_a_file_a_newer_troupe_wrote_is_refused_before_anything_is_written_to_it",),
+    ),
+    Mutant(
         "evicting-redis-unnamed",
         "storage/redis.py",
         '        if policy != "noeviction":\n',

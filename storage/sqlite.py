@@ -64,7 +64,7 @@ from troupe.core.vocabulary.store import (
     suspended_runs,
 )
 from troupe.storage.private_file import create_private
-from troupe.storage.sqlite_listing import keep_roles, prepare, read_changes, read_page
+from troupe.storage.sqlite_listing import keep_roles, prepare, read_changes, read_page, refuse_newer
 
 log = logging.getLogger(__name__)
 
@@ -448,6 +448,7 @@ class SqliteStore:
             conn.execute(f"PRAGMA synchronous={self.synchronous}")  # one of _SYNCHRONOUS, checked above
             conn.execute(f"PRAGMA busy_timeout={busy_timeout_ms}")
             conn.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")
+            refuse_newer(conn, self.path)
             conn.executescript(_SCHEMA)
             conn.executescript(_LINKS_SCHEMA)
             prepare(conn)  # the listings' indexes, counters and change log (troupe.storage.sqlite_listing)

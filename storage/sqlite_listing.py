@@ -28,7 +28,8 @@ writer at a time, so a reader sees the log grow in order.
 **Schema versions.** ``PRAGMA user_version`` says which schema a file has; an older file is brought up
 to this one once, in one transaction (``prepare``). From version 1: the ``top`` column, the new indexes
 and counters (counted from the rows there), and the old full indexes dropped. From version 2: the
-triggers made again (they now take a run's roles out).
+triggers made again (they now take a run's roles out). A file of a later version (a newer Troupe's) is
+refused before anything is written to it (``refuse_newer``).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import math
 import sqlite3
 from typing import Any
 
-from troupe.core.vocabulary.errors import InvalidPaginationError
+from troupe.core.vocabulary.errors import InvalidPaginationError, StorageError
 from troupe.core.vocabulary.listing import (
     KEEP_CHANGES,
     IndexKey,
@@ -199,6 +200,20 @@ def _statements() -> list[str]:
 # Made again from version 2 on: their bodies changed.
 _TRIGGERS = ("runs_listed_insert", "runs_listed_delete", "runs_listed_update")
 _OLD_INDEXES = ("runs_by_agent", "runs_by_thread", "runs_by_resource", "runs_by_expiry", "runs_by_pause")
+
+
+def refuse_newer(conn: sqlite3.Connection, path: str) -> None:
+    """Refuse a file of a later schema version than ``SCHEMA_VERSION`` (a newer Troupe's), before anything
+    is written to it: this Troupe's writes would not keep what that version keeps (its indexes, counters,
+    triggers), and the newer Troupe would then read it wrong."""
+    found = conn.execute("PRAGMA user_version").fetchone()[0]
+    if found > SCHEMA_VERSION:
+        raise StorageError(
+            f"SQLite store {path} has schema version {found}, written by a newer Troupe; this Troupe "
+            f"reads versions up to {SCHEMA_VERSION} (upgrade it, or give it another file)",
+            path=path,
+            schema_version=found,
+        )
 
 
 def prepare(conn: sqlite3.Connection) -> None:
@@ -415,4 +430,13 @@ def _position(after: str) -> int:
         raise InvalidPaginationError(f"not a position in this store's change log: {after!r}") from None
 
 
-__all__ = ["LISTED", "SCHEMA_VERSION", "count_key", "keep_roles", "prepare", "read_changes", "read_page"]
+__all__ = [
+    "LISTED",
+    "SCHEMA_VERSION",
+    "count_key",
+    "keep_roles",
+    "prepare",
+    "read_changes",
+    "read_page",
+    "refuse_newer",
+]

@@ -124,6 +124,36 @@ async def test_a_file_of_version_2_gets_the_triggers_that_take_a_runs_roles_out(
         assert after.execute("SELECT COUNT(*) FROM paused_roles").fetchone()[0] == 0
 
 
+
+async def test_a_file_a_newer_troupe_wrote_is_refused_before_anything_is_written_to_it(tmp_path: Path):
+    """A file of a later schema version was opened as if it were this one's: this Troupe's writes would
+    not keep what the newer one keeps (its triggers, counters), and the newer one would read it wrong."""
+    from troupe.errors import StorageError
+
+    db = tmp_path / "newer.db"
+    store = SqliteStore(db)
+    try:
+        await store.create_run(paused("r1", 1))
+    finally:
+        await store.close()
+    with closing(sqlite3.connect(db)) as raw:
+        raw.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+        raw.commit()
+        before = raw.execute("SELECT body, version FROM runs").fetchall()
+
+    store = SqliteStore(db)
+    try:
+        newer = f"schema version {SCHEMA_VERSION + 1}, written by a newer Troupe"
+        with pytest.raises(StorageError, match=newer):
+            await store.create_run(paused("r2", 2))
+        with pytest.raises(StorageError, match="newer Troupe"):
+            await store.load_run("r1")
+    finally:
+        await store.close()
+    with closing(sqlite3.connect(db)) as after:
+        assert after.execute("SELECT body, version FROM runs").fetchall() == before
+        assert after.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION + 1
+
 async def test_a_decision_past_the_hosts_cache_is_one_read_and_writes_what_it_writes_at_any_size(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
