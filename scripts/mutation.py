@@ -2511,6 +2511,16 @@ MUTANTS += [
         ("tests/test_sqlite_listings.py::test_a_file_a_newer_troupe_wrote_is_refused_before_anything_is_written_to_it",),
     ),
     Mutant(
+        "agent-defaults-checked-at-every-call-only",
+        "core/vocabulary/options.py",
+        "        RunOptions(**options).validate()\n",
+        "        RunOptions(**options)\n",
+        (
+            "tests/test_newcomer_errors.py::"
+            "test_default_options_every_run_would_refuse_are_refused_when_the_agent_is_made",
+        ),
+    ),
+    Mutant(
         "evicting-redis-unnamed",
         "storage/redis.py",
         '        if policy != "noeviction":\n',

@@ -351,3 +351,19 @@ async def test_a_decision_given_what_is_not_text_is_refused_naming_it_and_the_ru
         assert calls.count("delete_record") == 1
     finally:
         await runtime.shutdown()
+
+
+@pytest.mark.parametrize(
+    ("defaults", "option"),
+    [
+        ({"approval_timeout": float("nan")}, "approval_timeout"),
+        ({"max_steps": 0}, "max_steps"),
+        ({"thread_id": 5}, "thread_id"),
+    ],
+)
+def test_default_options_every_run_would_refuse_are_refused_when_the_agent_is_made(defaults, option):
+    """They were accepted by ``Agent(...)``, then refused by every call of the agent."""
+    with pytest.raises(InvalidOptionError) as refused:
+        Agent("records", model=model(), default_options=defaults)
+    assert str(refused.value).startswith(f"default_options of agent 'records': {option} must be ")
+    assert refused.value.details == {"option": option}

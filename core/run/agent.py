@@ -14,7 +14,7 @@ from troupe.core.run.memory import Memory
 from troupe.core.vocabulary.hooks import Hooks
 from troupe.core.vocabulary.mcp_servers import MCPServer, check_mcp_servers
 from troupe.core.vocabulary.model import Model
-from troupe.core.vocabulary.options import check_option_names
+from troupe.core.vocabulary.options import check_defaults
 from troupe.core.vocabulary.tools import Tool
 
 DELEGATION_PREFIX = "agent-"
@@ -60,7 +60,7 @@ class AgentSpec:
                 raise ValueError(f"agent {id!r}: tool name {name_!r} clashes with subagent {key!r}")
         self.memory = memory
         self.default_options = dict(default_options or {})
-        check_option_names(self.default_options, f"default_options of agent {id!r}")
+        check_defaults(self.default_options, f"default_options of agent {id!r}")
         self.hooks = hooks or Hooks()
         # Tool sources each host opens for itself (troupe.actors.mcp): their tools join ``tools`` there.
         self.mcp_servers = check_mcp_servers(id, mcp_servers)

@@ -137,11 +137,22 @@ def check_option_names(options: dict[str, Any], where: str) -> None:
         )
 
 
+def check_defaults(options: dict[str, Any], where: str) -> None:
+    """Refuse, where they are given, default options that every run would refuse (an unknown name, a
+    NaN ``approval_timeout``, ``max_steps=0``): otherwise the agent is made and every call fails."""
+    check_option_names(options, where)
+    try:
+        RunOptions(**options).validate()
+    except InvalidOptionError as exc:
+        raise InvalidOptionError(f"{where}: {exc}", **exc.details) from None
+
+
 __all__ = [
     "RunOptions",
     "RunPolicy",
     "StreamOptions",
     "SuspendedRunFilters",
+    "check_defaults",
     "check_option_names",
     "text_or_none",
 ]
