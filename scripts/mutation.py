@@ -2521,6 +2521,13 @@ MUTANTS += [
         ),
     ),
     Mutant(
+        "full-redis-is-a-fault-not-an-outage",
+        "storage/redis_link.py",
+        "    redis_errors.OutOfMemoryError,\n",
+        "",
+        ("tests/test_redis_store.py::test_a_full_redis_is_an_outage_and_the_write_lands_once_it_has_room",),
+    ),
+    Mutant(
         "evicting-redis-unnamed",
         "storage/redis.py",
         '        if policy != "noeviction":\n',

@@ -230,9 +230,11 @@ class RedisStore:
     def _unavailable(self, operation: str, exc: BaseException) -> StorageUnavailableError:
         shown = redacted(self.url)
         # The operation is in the details, not the message: a person needs to know the store is down.
+        why = "is unavailable (is redis-server running there, and reachable?)"
+        if isinstance(exc, redis_errors.OutOfMemoryError):
+            why = "is full (its maxmemory is reached)"
         return StorageUnavailableError(
-            f"Redis store at {shown} is unavailable (is redis-server running there, and reachable?): "
-            f"{type(exc).__name__}: {exc}",
+            f"Redis store at {shown} {why}: {type(exc).__name__}: {exc}",
             url=shown,
             operation=operation,
         )

@@ -47,8 +47,19 @@ except ImportError as missing:
 
 log = logging.getLogger(__name__)
 
-# Errors that say Redis cannot be reached now (a read-only replica answers while a failover is under way).
-UNAVAILABLE = (redis_errors.ConnectionError, redis_errors.TimeoutError, redis_errors.ReadOnlyError, OSError)
+# Errors that say Redis cannot take the command now, and may later: it cannot be reached, a read-only
+# replica answers while a failover is under way, it is full (``maxmemory`` reached with ``noeviction``:
+# Redis 7 refuses a script that may write before it runs, so nothing of it landed), or a cluster is
+# down or moving the key's slot.
+UNAVAILABLE = (
+    redis_errors.ConnectionError,
+    redis_errors.TimeoutError,
+    redis_errors.ReadOnlyError,
+    redis_errors.OutOfMemoryError,
+    redis_errors.ClusterDownError,
+    redis_errors.TryAgainError,
+    OSError,
+)
 
 _MAX_CONNECTIONS = 64
 _POOL_WAIT_S = 30.0

@@ -324,3 +324,28 @@ async def test_a_redis_that_evicts_keys_when_full_is_named_once(tmp_path, caplog
         await keeping.create_run(RunState(run_id="r1", agent_id="a"))
         await keeping.close()
     assert not [r for r in caplog.records if "maxmemory-policy" in r.getMessage()]
+
+
+@pytest.mark.parametrize("options", ["", "?client_name=troupe-test"], ids=["own", "redis-py"])
+async def test_a_full_redis_is_an_outage_and_the_write_lands_once_it_has_room(tmp_path, options: str):
+    """A full Redis (``maxmemory`` reached, ``noeviction``) refuses writes until it has room again: an
+    outage of the store (503, retry), not a fault of Troupe's (``STORAGE_ERROR``, 500)."""
+    with RedisServer(tmp_path / "full", settings={"maxmemory": "4mb"}) as full:
+        store = RedisStore(full.url + options, prefix="full:")
+        big = [{"role": "user", "content": "x" * 200_000}]
+        try:
+            refused = None
+            for n in range(100):  # 20 MB in all: far past 4 MB
+                try:
+                    await store.create_run(RunState(run_id=f"r{n}", agent_id="a", messages=big))
+                except StorageUnavailableError as exc:
+                    refused = exc
+                    break
+            assert refused is not None and "is full (its maxmemory is reached)" in str(refused)
+            client = redis.asyncio.Redis.from_url(full.url)
+            await client.config_set("maxmemory", "0")
+            await client.aclose()
+            await store.create_run(RunState(run_id="after", agent_id="a", messages=big))
+            assert (await store.load_run("after")) is not None
+        finally:
+            await store.close()
