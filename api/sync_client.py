@@ -227,19 +227,48 @@ class AgentClient:
     def __repr__(self) -> str:
         return f"AgentClient({self.id!r})"
 
+    # Each method is its async twin run on the client's loop (``_blocking``), with the twin's signature
+    # and docstring. The string under each is its entry on the reference page, which is read from this
+    # source and so cannot see what ``_blocking`` gives it.
     details = _blocking(AsyncAgentClient.details)
+    """Blocking: returns its result. Arguments, options and errors: [the async
+    one][troupe.client.AsyncAgentClient.details]."""
     stream = _blocking_stream(AsyncAgentClient.stream)
+    """Blocking: returns a ``SyncAgentStream``. Arguments, options and errors: [the async
+    one][troupe.client.AsyncAgentClient.stream]."""
     generate = _blocking(AsyncAgentClient.generate)
+    """Blocking: returns its result. Arguments, options and errors: [the async
+    one][troupe.client.AsyncAgentClient.generate]."""
     approve_tool_call = _blocking_stream(AsyncAgentClient.approve_tool_call)
+    """Blocking: returns a ``SyncAgentStream``. Arguments, options and errors: [the async
+    one][troupe.client.AsyncAgentClient.approve_tool_call]."""
     decline_tool_call = _blocking_stream(AsyncAgentClient.decline_tool_call)
+    """Blocking: returns a ``SyncAgentStream``. Arguments, options and errors: [the async
+    one][troupe.client.AsyncAgentClient.decline_tool_call]."""
     approve_tool_call_generate = _blocking(AsyncAgentClient.approve_tool_call_generate)
+    """Blocking: returns its result. Arguments, options and errors: [the async
+    one][troupe.client.AsyncAgentClient.approve_tool_call_generate]."""
     decline_tool_call_generate = _blocking(AsyncAgentClient.decline_tool_call_generate)
+    """Blocking: returns its result. Arguments, options and errors: [the async
+    one][troupe.client.AsyncAgentClient.decline_tool_call_generate]."""
     resume_stream = _blocking_stream(AsyncAgentClient.resume_stream)
+    """Blocking: returns a ``SyncAgentStream``. Arguments, options and errors: [the async
+    one][troupe.client.AsyncAgentClient.resume_stream]."""
     resume_generate = _blocking(AsyncAgentClient.resume_generate)
+    """Blocking: returns its result. Arguments, options and errors: [the async
+    one][troupe.client.AsyncAgentClient.resume_generate]."""
     list_suspended_runs = _blocking(AsyncAgentClient.list_suspended_runs)
+    """Blocking: returns its result. Arguments, options and errors: [the async
+    one][troupe.client.AsyncAgentClient.list_suspended_runs]."""
     send_tool_approval = _blocking_stream(AsyncAgentClient.send_tool_approval)
+    """Blocking: returns a ``SyncAgentStream``. Arguments, options and errors: [the async
+    one][troupe.client.AsyncAgentClient.send_tool_approval]."""
     cancel_run = _blocking(AsyncAgentClient.cancel_run)
+    """Blocking: returns its result. Arguments, options and errors: [the async
+    one][troupe.client.AsyncAgentClient.cancel_run]."""
     run_status = _blocking(AsyncAgentClient.run_status)
+    """Blocking: returns its result. Arguments, options and errors: [the async
+    one][troupe.client.AsyncAgentClient.run_status]."""
 
 
 # The blocking form of ``troupe.core.vocabulary.agent_api.AgentAPI``: every method returns its result.

@@ -63,3 +63,26 @@ def test_what_a_page_imports_from_beyond_troupe_is_in_the_api_reference():
                 if module not in shown and f"{module}.{name}" not in shown:
                     missing.add(f"{source.relative_to(ROOT)}: {module}.{name}")
     assert missing == set()
+
+
+def test_the_reference_page_of_each_blocking_method_leads_to_its_async_twin():
+    """The reference pages are read from the source: a blocking client method made by ``_blocking`` shows
+    there as ``generate = _blocking(...)``, without the signature and docstring it has at run time. The
+    string under each says what it returns and links to the async method that documents it."""
+    import ast
+
+    source = ast.parse((ROOT / "api" / "sync_client.py").read_text())
+    client = next(n for n in source.body if isinstance(n, ast.ClassDef) and n.name == "AgentClient")
+    body = client.body
+    made = {}
+    for i, node in enumerate(body):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            twin = ast.unparse(node.value.args[0]) if node.value.args else ""
+            after = body[i + 1] if i + 1 < len(body) else None
+            said = isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
+            doc = after.value.value if said else ""  # type: ignore[union-attr]
+            made[node.targets[0].id] = (twin, doc)  # type: ignore[attr-defined]
+    assert len(made) >= 13, sorted(made)
+    for name, (twin, doc) in made.items():
+        assert twin == f"AsyncAgentClient.{name}"
+        assert f"][troupe.client.AsyncAgentClient.{name}]" in doc, f"{name}: no entry on the reference page"
