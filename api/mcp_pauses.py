@@ -19,6 +19,7 @@ import hashlib
 import hmac
 import json
 import os
+import shlex
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,7 @@ from troupe.api.errors import InvalidRequestError
 from troupe.api.service import Service
 from troupe.core.vocabulary.args_preview import args_preview
 from troupe.core.vocabulary.errors import DecisionConflictError, NoSuspendedRunError
+from troupe.core.vocabulary.hidden_chars import visible
 from troupe.core.vocabulary.pause_shapes import suspended_run
 from troupe.core.vocabulary.results import RunResult
 from troupe.core.vocabulary.suspended import PendingToolCall
@@ -98,6 +100,8 @@ class PausedCall:
         base = (base_url or "").rstrip("/")
         route = f"{base}/api/agents/{self.agent_id}"
         body = {"runId": self.run_id, "toolCallId": self.tool_call_id}
+        # To be pasted into a shell: the ids (the call's, a model's choice) each one quoted argument.
+        cli = ["troupe", "approve" if self.is_approval else "resume", self.run_id, self.tool_call_id]
         return {
             "inbox": f"{base}/inbox",
             "http": (
@@ -106,7 +110,7 @@ class PausedCall:
                 else {"resume": f"POST {route}/resume-stream", "decline": f"POST {route}/decline-tool-call"}
             ),
             "body": body,
-            "cli": f"troupe {'approve' if self.is_approval else 'resume'} {self.run_id} {self.tool_call_id}",
+            "cli": shlex.join(cli),
         }
 
 
@@ -205,13 +209,14 @@ def paused_result(call: PausedCall, ways: dict[str, Any], note: str | None = Non
     """The tool result for a paused run: text for the model and the person, and structured content."""
     kind = "approval" if call.is_approval else "an answer"
     text = (
-        f"The run {call.run_id} of agent {call.agent_id!r} is paused: tool call {call.tool_call_id} "
+        f"The run {call.run_id} of agent {call.agent_id!r} is paused: tool call '{call.tool_call_id}' "
         f"({call.call.tool_name}) waits for {kind}. Decide it in the inbox ({ways['inbox']}), "
         f"over HTTP ({' / '.join(ways['http'].values())} with {json.dumps(ways['body'])}), or with "
         f"`{ways['cli']}`."
     )
     if note:
         text = f"{note}\n{text}"
+    text = visible(text, keep="\n")  # ids and names a model chose, shown with their hidden characters marked
     structured = {
         "status": "paused",
         "runId": call.run_id,

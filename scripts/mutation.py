@@ -1446,6 +1446,9 @@ MUTANTS += [
 
 # ---- MCP, issue 41: hostile servers' listings and answers, cancelled calls, one-resource keys ---------
 MCP_RAW = ("tests/test_mcp_hostile_raw.py",)
+MODEL_CHOSEN_CALL_ID = (
+    "tests/test_mcp_server.py::test_a_call_id_the_model_chose_is_shown_inert_where_to_decide_it",
+)
 NOT_TEXT = (
     "tests/test_newcomer_errors.py::"
     "test_a_decision_given_what_is_not_text_is_refused_naming_it_and_the_run_stays_paused",
@@ -2526,6 +2529,20 @@ MUTANTS += [
         "    redis_errors.OutOfMemoryError,\n",
         "",
         ("tests/test_redis_store.py::test_a_full_redis_is_an_outage_and_the_write_lands_once_it_has_room",),
+    ),
+    Mutant(
+        "mcp-paused-cli-suggestion-unquoted",
+        "api/mcp_pauses.py",
+        '            "cli": shlex.join(cli),\n',
+        '            "cli": " ".join(cli),\n',
+        MODEL_CHOSEN_CALL_ID,
+    ),
+    Mutant(
+        "mcp-paused-text-keeps-hidden-characters",
+        "api/mcp_pauses.py",
+        '    text = visible(text, keep="\\n")',
+        "    text = text",
+        MODEL_CHOSEN_CALL_ID,
     ),
     Mutant(
         "evicting-redis-unnamed",

@@ -188,6 +188,30 @@ async def test_without_elicitation_the_result_says_where_to_decide_and_http_deci
     assert calls.count("delete_record") == 1
 
 
+
+async def test_a_call_id_the_model_chose_is_shown_inert_where_to_decide_it(http_server, tmp_path, calls):
+    """The paused result suggests a CLI command to paste into a shell: a call id the model chose was
+    written into it raw (``; touch pwned``), and into the text with its hidden characters unmarked."""
+    import shlex
+
+    chosen = "p1; touch pwned \u202e"
+
+    def build() -> Runtime:
+        model = echo_model(tool_call("pay", {"to": "x"}, id=chosen))
+        agent = Agent("bank", description="Pays", model=model, tools=[free_tool(calls)])
+        return Runtime([agent], storage=SqliteStore(tmp_path / "http.db"), executor="local")
+
+    served = http_server(build, keys=KEYS)
+    async with mcp_client(served.url, "key-a", None) as client:
+        result = await client.call_tool("bank", {"prompt": "pay", "resourceId": "a1"})
+    paused = result.structured_content
+    assert paused["toolCallId"] == chosen, "the id itself is kept exactly, for the routes that take it"
+    cli = shlex.split(paused["decide"]["cli"])
+    assert cli == ["troupe", "approve", paused["runId"], chosen], "one argument, whatever it holds"
+    text = result.content[0].text
+    assert "tool call 'p1; touch pwned \u27e6U+202E\u27e7'" in text and "\u202e" not in text
+    assert calls.count("pay") == 0
+
 async def test_an_answer_to_a_call_decided_meanwhile_decides_nothing_and_says_so(server, calls):
     """A question names only which call it is about; the pause is read again from the store when the
     answer comes. So an answer to a call that someone decided meanwhile (here over HTTP, while the person
