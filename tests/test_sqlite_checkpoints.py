@@ -144,7 +144,9 @@ async def test_a_checkpoint_never_makes_the_event_loop_wait_for_the_database(tmp
     store = NotingStore(tmp_path / "troupe.db")
     try:
         await write_runs(store, 600)
-        assert len(store.checkpoints) > 10, store.checkpoints
+        # About 19 fall due; one due while the worker still copies the last is taken with the next, so
+        # how many run depends on the machine's load (8 on a busy one): enough that the loop met several.
+        assert len(store.checkpoints) >= 3, store.checkpoints
         assert store.waited == 0
     finally:
         await store.close()
