@@ -28,6 +28,7 @@ from fastapi import Depends, HTTPException, Request
 from starlette.concurrency import run_in_threadpool
 from troupe.api.errors import AuthenticationError
 from troupe.core.vocabulary.identity import Principal
+from troupe.core.vocabulary.stream import AgentStream
 
 HostIdentity = Callable[..., Any]
 
@@ -122,6 +123,20 @@ async def caller_now(request: Request, caller: Principal) -> Principal:
     return now
 
 
+def held(stream: AgentStream, request: Request, caller: Principal) -> AgentStream:
+    """``stream``, read for ``caller`` only while the request's credential still stands for it: every
+    surface that sends a run's chunks to a caller reads them through this. A key revoked or a token expired
+    while the run goes on (a slow tool, many steps) makes the stream's readers raise
+    ``AuthenticationError`` before the next chunks, which each surface ends its response with, as its
+    protocol says a failure. Checked once per batch of chunks from the run (``caller_now``: the keys file
+    is read again only when it changed, the issuer's keys are kept), never once per byte sent."""
+
+    async def still_held() -> None:
+        await caller_now(request, caller)
+
+    return stream.checked_by(still_held)
+
+
 async def optional_caller(request: Request) -> Principal | None:
     """The request's principal if it names one (a bad credential is still a 401), else None."""
     bound = binding(request)
@@ -132,4 +147,13 @@ async def optional_caller(request: Request) -> Principal | None:
     return await caller_of(request)
 
 
-__all__ = ["Binding", "HostIdentity", "binder", "binding", "caller_now", "caller_of", "optional_caller"]
+__all__ = [
+    "Binding",
+    "HostIdentity",
+    "binder",
+    "binding",
+    "caller_now",
+    "caller_of",
+    "held",
+    "optional_caller",
+]
