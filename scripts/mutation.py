@@ -714,8 +714,8 @@ MUTANTS += [
     Mutant(
         "host-identity-ignored",
         "api/identity.py",
-        "        request.state.troupe = Binding(service, found)",
-        "        request.state.troupe = Binding(service, None)",
+        "        request.state.troupe = Binding(service, found, again)",
+        "        request.state.troupe = Binding(service, None, again)",
         ("tests/test_identity_host_app.py",),
     ),
     Mutant(
@@ -2616,6 +2616,9 @@ JWKS_STOPS = (
     "test_an_issuer_that_stops_answering_holds_up_no_token_of_a_key_already_held",
 )
 RUN_STREAM_REVOKED = "tests/test_revoked_streams.py::"
+HOST_SIGNED_OUT = (
+    "tests/test_identity_host_app.py::test_an_event_stream_under_the_apps_login_ends_when_its_session_does",
+)
 SSE_REVOKED = (RUN_STREAM_REVOKED + "test_a_run_stream_ends_when_its_key_is_revoked",)
 MUTANTS += [
     Mutant(
@@ -2653,6 +2656,20 @@ MUTANTS += [
         " goes out\n",
         "            pass\n",
         (RUN_STREAM_REVOKED + "test_an_mcp_tool_call_gets_a_json_rpc_error_when_its_key_is_revoked",),
+    ),
+    Mutant(
+        "host-login-solved-once-per-stream",
+        "api/identity.py",
+        "    if bound.host is not None and bound.host_now is not None:\n",
+        "    if False:\n",
+        HOST_SIGNED_OUT,
+    ),
+    Mutant(
+        "host-login-refusal-is-a-crash-not-an-end",
+        "api/identity.py",
+        "                if exc.status_code in (401, 403):\n                    return None\n",
+        "                if False:\n                    return None\n",
+        HOST_SIGNED_OUT,
     ),
     Mutant(
         "inbox-stream-outlives-its-credential",
