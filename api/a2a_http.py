@@ -158,7 +158,7 @@ def a2a_router() -> APIRouter:
         """A2A's JSON-RPC methods on the agent's tasks (its runs)."""
         service.agent(agentId)
         inbox = str(request.url_for("inbox_page"))
-        request.scope[CALL_KEY] = A2ACall(service, agentId, caller, inbox)
+        request.scope[CALL_KEY] = A2ACall(service, agentId, caller, inbox, request)
         response: Response = await dispatcher.handle_requests(request)
         return response
 

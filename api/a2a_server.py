@@ -54,10 +54,12 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils.errors import (
     ExtendedAgentCardNotConfiguredError,
     InvalidParamsError,
+    InvalidRequestError,
     PushNotificationNotSupportedError,
     TaskNotFoundError,
     UnsupportedOperationError,
 )
+from fastapi import Request
 from troupe.actors.a2a.pending import AnswerError, DecisionItem
 from troupe.api.a2a_cancel import cancel_task, not_answerable
 from troupe.api.a2a_messages import (
@@ -78,6 +80,8 @@ from troupe.api.a2a_tasks import (
     working_task,
 )
 from troupe.api.agui_interrupts import checked, open_pauses_of
+from troupe.api.errors import AuthenticationError
+from troupe.api.identity import held
 from troupe.api.service import Service
 from troupe.core.deciding.cancelling import STOPPED, outcome
 from troupe.core.vocabulary.chunks import Chunk
@@ -110,10 +114,17 @@ class A2ACall:
     agent_id: str
     caller: Principal
     inbox: str | None = None
+    request: Request | None = None  # whose credential must still hold while a run's events are sent
 
     @property
     def agent(self) -> Agent:
         return self.service.agent(self.agent_id)
+
+    def reading(self, stream: AgentStream, context_id: str) -> _Reading:
+        """``stream`` read for this caller, while its credential holds (``troupe.api.identity.held``)."""
+        if self.request is not None:
+            stream = held(stream, self.request, self.caller)
+        return _Reading(stream, context_id)
 
 
 def _call(context: ServerCallContext) -> A2ACall:
@@ -126,11 +137,13 @@ def _call(context: ServerCallContext) -> A2ACall:
 @contextlib.contextmanager
 def _as_a2a_errors() -> Iterator[None]:
     """Troupe's errors as A2A's: an unknown (or someone else's) run is an unknown task; a request the
-    caller got wrong is invalid params."""
+    caller got wrong is invalid params; a credential that ended while a task streamed, an invalid request."""
     try:
         yield
     except SnapshotNotFoundError as exc:
         raise TaskNotFoundError(exc.message) from exc
+    except AuthenticationError as exc:  # the caller's key revoked (or token expired) while a task streamed
+        raise InvalidRequestError(f"{exc.code}: {exc.message}") from exc
     except TroupeError as exc:
         if exc.http_status < 500:
             raise InvalidParamsError(f"{exc.code}: {exc.message}") from exc
@@ -179,7 +192,7 @@ class AgentsOverA2A(RequestHandler):
             call.agent_id, prompt, options, call.caller, "stream"
         )
         yield working_task(stream.run_id, context_id)
-        reading = _Reading(stream, context_id)
+        reading = call.reading(stream, context_id)
         async for event in reading.events():
             yield event
         yield await self._view(call, stream.run_id, context_id, reading)
@@ -217,7 +230,7 @@ class AgentsOverA2A(RequestHandler):
                 note = exc
                 break
             taken.append(item.tool_call_id)
-            reading = _Reading(stream, context_id)
+            reading = call.reading(stream, context_id)
             async for event in reading.events():
                 yield event
             if reading.result.finish_reason != "suspended":
@@ -290,7 +303,7 @@ class AgentsOverA2A(RequestHandler):
             except SnapshotNotFoundError:  # it ended (or was cancelled) between the look and the follow
                 yield await self._now(call, params.id)
                 return
-            reading = _Reading(stream, context_id)
+            reading = call.reading(stream, context_id)
             async for event in reading.events():
                 yield event
             yield await self._view(call, state.run_id, context_id, reading)

@@ -48,7 +48,7 @@ from ag_ui.core import (
     StateSnapshotEvent,
 )
 from ag_ui.encoder import EventEncoder
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 from troupe.api.agui_events import EventTranslator
 from troupe.api.agui_interrupts import (
@@ -64,6 +64,7 @@ from troupe.api.agui_interrupts import (
 from troupe.api.agui_messages import chat_messages, resource_of, run_body, thread_of
 from troupe.api.auth import Principal
 from troupe.api.errors import ERRORS
+from troupe.api.identity import held
 from troupe.api.routing import TroupeRoute
 from troupe.api.service import CallerDep, Service, ServiceDep
 from troupe.core.vocabulary.errors import (
@@ -94,10 +95,10 @@ MEDIA_TYPE = EventEncoder().get_content_type()
     },
 )
 async def agui_run(
-    agentId: str, body: RunAgentInput, service: ServiceDep, caller: CallerDep
+    agentId: str, body: RunAgentInput, request: Request, service: ServiceDep, caller: CallerDep
 ) -> StreamingResponse:
     """Run the agent for an AG-UI client: a new run, a resume of its interrupts, or them again."""
-    run = AguiRun(service, service.agent(agentId), caller, body)
+    run = AguiRun(service, service.agent(agentId), caller, body, request)
     events = await run.prepare()
     encoder = EventEncoder()
     return StreamingResponse(
@@ -110,10 +111,13 @@ async def agui_run(
 class AguiRun:
     """One AG-UI run input, answered."""
 
-    def __init__(self, service: Service, agent: Agent, caller: Principal, run: RunAgentInput) -> None:
+    def __init__(
+        self, service: Service, agent: Agent, caller: Principal, run: RunAgentInput, request: Request
+    ) -> None:
         self.service = service
         self.agent = agent
         self.caller = caller
+        self.request = request  # whose credential must still hold while the run's events are sent
         self.input = run
         self.thread = thread_of(run)
         self.resource = resource_of(caller, run)
@@ -239,7 +243,8 @@ class AguiRun:
         for next_stream in streams:
             stream = next_stream if isinstance(next_stream, AgentStream) else await next_stream
             self.translator.paused = False
-            async for chunk in stream.full_stream:
+            # A credential that ends meanwhile raises here: the RUN_ERROR of ``_guarded``.
+            async for chunk in held(stream, self.request, self.caller).full_stream:
                 for event in self.translator.events(chunk):
                     yield event
             if self.translator.stopped:  # cancelled while it streamed: nothing after this is decided

@@ -19,15 +19,18 @@ holder decides only calls no approver policy governs). A plain async function of
 
 from __future__ import annotations
 
+import contextlib
 import inspect
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from fastapi import Depends, HTTPException, Request
+from fastapi.dependencies.utils import get_dependant, solve_dependencies
 from starlette.concurrency import run_in_threadpool
 from troupe.api.errors import AuthenticationError
 from troupe.core.vocabulary.identity import Principal
+from troupe.core.vocabulary.stream import AgentStream
 
 HostIdentity = Callable[..., Any]
 
@@ -38,6 +41,8 @@ class Binding:
 
     service: Any  # troupe.api.service.Service (typed there; this module sits below it)
     host: Principal | None = None
+    # The host app's dependency solved again for this request (``caller_now``): its principal now.
+    host_now: Callable[[Request], Awaitable[Principal | None]] | None = None
 
 
 def binder(service: Any, identity: HostIdentity | None) -> Callable[..., Any]:
@@ -50,12 +55,45 @@ def binder(service: Any, identity: HostIdentity | None) -> Callable[..., Any]:
 
         return bind
     host = _tolerant(identity)
+    again = _solved_again(host)
 
     # ``host`` is local: a default, not an annotation, so FastAPI sees it without evaluating a string.
     async def bind_host(request: Request, found: Any = Depends(host)) -> None:
-        request.state.troupe = Binding(service, found)
+        request.state.troupe = Binding(service, found, again)
 
     return bind_host
+
+
+def _solved_again(host: Callable[..., Any]) -> Callable[[Request], Awaitable[Principal | None]]:
+    """``host`` (the host app's dependency, made tolerant) solved again for a request already answered,
+    as FastAPI solved it then: its sub-dependencies (the app's session, from its cookie) are asked anew,
+    so a session the app ended since names nobody. What a dependency with ``yield`` opens (a database
+    session) is closed as soon as the principal is known, not held for the life of a stream. A
+    sub-dependency that refuses (401/403) names nobody; any other failure is raised."""
+    dependant = get_dependant(path="", call=host)
+
+    async def again(request: Request) -> Principal | None:
+        async with contextlib.AsyncExitStack() as stack:
+            # FastAPI keeps what a ``yield`` dependency opens on the request's stacks: these are ours.
+            scope = {**request.scope, "fastapi_inner_astack": stack, "fastapi_function_astack": stack}
+            try:
+                solved = await solve_dependencies(
+                    request=Request(scope),
+                    dependant=dependant,
+                    dependency_overrides_provider=scope.get("app"),
+                    async_exit_stack=stack,
+                    embed_body_fields=False,
+                )
+            except HTTPException as exc:
+                if exc.status_code in (401, 403):
+                    return None
+                raise
+            if solved.errors:  # what the app's login reads (a cookie, a header) is not there
+                return None
+            found: Principal | None = await host(**solved.values)
+            return found
+
+    return again
 
 
 def _tolerant(identity: HostIdentity) -> Callable[..., Any]:
@@ -109,17 +147,38 @@ async def caller_now(request: Request, caller: Principal) -> Principal:
     """``caller``, as the request's credential stands now: what a response that outlives its start (an
     event stream) asks before each thing it sends. A key removed from the keys file or a token past its
     ``exp`` since raises ``AuthenticationError``, and so does a credential that now stands for someone
-    else; otherwise the principal as it is now (its resources and roles may have changed). The host
-    app's principal was solved once, with the request: its sessions are the app's to end."""
+    else; otherwise the principal as it is now (its resources and roles may have changed). Under the host
+    app's login, its dependency is solved again (the app's own session lookup, each time): a session the
+    app ended since (signed out, expired) raises too."""
     bound = binding(request)
-    if bound.host is not None:
-        return bound.host
-    now = await caller_of(request)
+    if bound.host is not None and bound.host_now is not None:
+        found = await bound.host_now(request)
+        if found is None:
+            raise AuthenticationError(
+                f"the app's login no longer names {caller.display!r} (signed out, or the session ended)"
+            )
+        now = found
+    else:
+        now = await caller_of(request)
     if now.id != caller.id:
         raise AuthenticationError(
             f"the credential this stream was opened with no longer stands for {caller.display!r}"
         )
     return now
+
+
+def held(stream: AgentStream, request: Request, caller: Principal) -> AgentStream:
+    """``stream``, read for ``caller`` only while the request's credential still stands for it: every
+    surface that sends a run's chunks to a caller reads them through this. A key revoked or a token expired
+    while the run goes on (a slow tool, many steps) makes the stream's readers raise
+    ``AuthenticationError`` before the next chunks, which each surface ends its response with, as its
+    protocol says a failure. Checked once per batch of chunks from the run (``caller_now``: the keys file
+    is read again only when it changed, the issuer's keys are kept), never once per byte sent."""
+
+    async def still_held() -> None:
+        await caller_now(request, caller)
+
+    return stream.checked_by(still_held)
 
 
 async def optional_caller(request: Request) -> Principal | None:
@@ -132,4 +191,13 @@ async def optional_caller(request: Request) -> Principal | None:
     return await caller_of(request)
 
 
-__all__ = ["Binding", "HostIdentity", "binder", "binding", "caller_now", "caller_of", "optional_caller"]
+__all__ = [
+    "Binding",
+    "HostIdentity",
+    "binder",
+    "binding",
+    "caller_now",
+    "caller_of",
+    "held",
+    "optional_caller",
+]

@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 from troupe.api.auth import Principal
 from troupe.api.errors import AuthenticationError, PermissionDeniedError
 from troupe.api.guards import Receive, Scope, Send, _header, _refuse
+from troupe.api.identity import Binding
 from troupe.api.mcp_server import PRINCIPAL_KEY, AgentsOverMCP
 from troupe.api.service import Service
 from troupe.core.vocabulary.errors import TroupeError
@@ -99,6 +100,8 @@ class MCPEndpoint:
             await _refuse(send, exc)
             return
         scope[PRINCIPAL_KEY] = principal
+        # What ``caller_now`` asks the request of, when a run's answer is about to go to this caller.
+        scope.setdefault("state", {})["troupe"] = Binding(self.service)
         scope["user"] = _session_owner(principal.id, authorization)
         if not _opens_a_session(scope):
             await self.manager.handle_request(scope, receive, send)

@@ -7,7 +7,9 @@ person who cancels, gets a result saying the run is paused, with its run id and 
 caller is a ``Principal``: over HTTP the API key of the request (``troupe.api.mcp_http``), over stdio the
 one ``troupe mcp`` was started as. It starts runs and decides them exactly as over the HTTP routes
 (``Service``): only in its own resources, and through the agents' own decision methods. A client that
-cancels its tool call (``notifications/cancelled``) cancels the run it started, as itself.
+cancels its tool call (``notifications/cancelled``) cancels the run it started, as itself. A key revoked
+(or a token expired) while the run went on gets neither its result nor its questions: the tool call is
+answered with a JSON-RPC error (``-32600``, ``UNAUTHENTICATED: ...``).
 """
 
 from __future__ import annotations
@@ -20,9 +22,11 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
+from starlette.requests import Request
 from troupe.api.auth import Principal, own_resource
 from troupe.api.bodies import MAX_ID_CHARS, MAX_TEXT_CHARS
-from troupe.api.errors import InvalidRequestError
+from troupe.api.errors import AuthenticationError, InvalidRequestError
+from troupe.api.identity import caller_now
 from troupe.api.mcp_pauses import PausedCall, Questions, finished_result, paused_result, waiting_call
 from troupe.api.service import Service
 from troupe.core.vocabulary.errors import DecisionRejectedError, TroupeError
@@ -133,6 +137,7 @@ class AgentsOverMCP:
         a client that answers by calling again (MCP 2026's input-required results)."""
         note = None
         for questions in itertools.count():
+            await self._still_held(ctx, caller)  # before the run's result or its next question goes out
             if result.finish_reason != "suspended":
                 return finished_result(result)
             call = await waiting_call(self.service, caller, agent, result.run_id)
@@ -150,6 +155,23 @@ class AgentsOverMCP:
                 note = _not_taken(exc)
                 break
         return self._paused(ctx, call, note)
+
+    async def _still_held(self, ctx: Any, caller: Principal) -> None:
+        """Nothing more of a run goes to a caller whose key was revoked (or token expired) while it ran:
+        its tool call is answered with a JSON-RPC error instead (``troupe.api.identity.caller_now``, as
+        every surface that sends a run's output asks). Over stdio the caller is the one ``troupe mcp``
+        was started as, for as long as it runs."""
+        request = getattr(ctx, "request", None)
+        if not isinstance(request, Request) or request.scope.get(PRINCIPAL_KEY) is None:
+            return
+        try:
+            await caller_now(request, caller)
+        except AuthenticationError as exc:
+            from mcp.shared.exceptions import MCPError
+            from mcp_types import INVALID_REQUEST
+
+            # MCP has no code of its own for it: the request is no longer one this server answers.
+            raise MCPError(INVALID_REQUEST, f"{exc.code}: {exc.message}", {"code": exc.code}) from None
 
     async def answered(self, ctx: Any, params: Any) -> Any:
         """A client's call again with its answer to the question an input-required result asked."""

@@ -44,9 +44,11 @@ JSON_ROUTE: dict[str, Any] = {"responses": ERRORS}
 
 
 @router.post("/agents/{agentId}/stream", operation_id="stream", **STREAM_ROUTE)
-async def stream(agentId: str, body: RunBody, service: ServiceDep, caller: CallerDep) -> StreamingResponse:
+async def stream(
+    agentId: str, body: RunBody, request: Request, service: ServiceDep, caller: CallerDep
+) -> StreamingResponse:
     """Start a run and stream its chunks until it ends or pauses for a human."""
-    return sse_response(await service.start(agentId, body, caller, "stream"))
+    return sse_response(await service.start(agentId, body, caller, "stream"), request, caller)
 
 
 @router.post("/agents/{agentId}/generate", operation_id="generate", **JSON_ROUTE)
@@ -62,6 +64,7 @@ async def generate(agentId: str, body: RunBody, service: ServiceDep, caller: Cal
 async def approve_tool_call(
     agentId: str,
     body: ApproveBody,
+    request: Request,
     service: ServiceDep,
     caller: CallerDep,
     decider: DeciderDep,
@@ -69,13 +72,14 @@ async def approve_tool_call(
     """Approve a paused call: the tool runs (once) and the run carries on."""
     agent = await service.run_agent(caller, agentId, body.run_id)
     stream = await agent.approve_tool_call(**_approval(body), **decider)
-    return sse_response(stream)
+    return sse_response(stream, request, caller)
 
 
 @router.post("/agents/{agentId}/decline-tool-call", operation_id="declineToolCall", **STREAM_ROUTE)
 async def decline_tool_call(
     agentId: str,
     body: DeclineBody,
+    request: Request,
     service: ServiceDep,
     caller: CallerDep,
     decider: DeciderDep,
@@ -83,7 +87,7 @@ async def decline_tool_call(
     """Decline a paused call: the tool never runs; the model is told ``reason``."""
     agent = await service.run_agent(caller, agentId, body.run_id)
     stream = await agent.decline_tool_call(**_refusal(body), **decider)
-    return sse_response(stream)
+    return sse_response(stream, request, caller)
 
 
 @router.post(
@@ -120,6 +124,7 @@ async def decline_tool_call_generate(
 async def resume_stream(
     agentId: str,
     body: ResumeBody,
+    request: Request,
     service: ServiceDep,
     caller: CallerDep,
     decider: DeciderDep,
@@ -128,7 +133,7 @@ async def resume_stream(
     answer, or ``{approved, reason?}`` for an approval (decided exactly as approve/decline)."""
     agent = await service.run_agent(caller, agentId, body.run_id)
     stream = await agent.resume_stream(body.resume_data, **_resumption(body), **decider)
-    return sse_response(stream)
+    return sse_response(stream, request, caller)
 
 
 @router.post("/agents/{agentId}/resume-generate", operation_id="resumeGenerate", **JSON_ROUTE)
@@ -175,7 +180,7 @@ async def send_tool_approval(
         **decider,
     )
     if MEDIA_TYPE in request.headers.get("accept", ""):
-        return sse_response(stream)
+        return sse_response(stream, request, caller)
     service.spawn(stream.result())
     accepted: dict[str, Any] = {"accepted": True, "runId": stream.run_id}
     if body.tool_call_id is not None:

@@ -3,8 +3,9 @@ shape of ``Chunk.to_wire``, Mastra's), ending with ``data: [DONE]``.
 
 The operation was accepted before the response starts, so a caller's mistake (unknown run, call not
 paused, conflicting decision) is an HTTP error status, never a 200 stream. Once the stream has started, a
-failure is sent as an ``error`` chunk, then ``[DONE]``. A client that goes away does not stop the run: it
-carries on (or stays paused) in its host, durable in the store.
+failure is sent as an ``error`` chunk, then ``[DONE]``; so is the end of the caller's credential (a key
+revoked, a token expired) while the run goes on, before anything more of the run is sent. A client that
+goes away does not stop the run: it carries on (or stays paused) in its host, durable in the store.
 """
 
 from __future__ import annotations
@@ -13,10 +14,13 @@ import json
 from collections.abc import AsyncIterator
 from urllib.parse import quote
 
+from fastapi import Request
 from fastapi.responses import StreamingResponse
+from troupe.api.identity import held
 from troupe.api.wire import RUN_ID_HEADER
 from troupe.core.vocabulary.chunks import Chunk
 from troupe.core.vocabulary.errors import RunFailedError, TroupeError
+from troupe.core.vocabulary.identity import Principal
 from troupe.core.vocabulary.stream import AgentStream
 
 MEDIA_TYPE = "text/event-stream"
@@ -37,9 +41,11 @@ async def frames(stream: AgentStream) -> AsyncIterator[bytes]:
     yield DONE
 
 
-def sse_response(stream: AgentStream) -> StreamingResponse:
+def sse_response(stream: AgentStream, request: Request, caller: Principal) -> StreamingResponse:
+    """``stream`` for ``caller``, while the request's credential holds (``troupe.api.identity.held``): a
+    key revoked or a token expired meanwhile ends it with an ``UNAUTHENTICATED`` error chunk."""
     return StreamingResponse(
-        frames(stream),
+        frames(held(stream, request, caller)),
         media_type=MEDIA_TYPE,
         headers={
             "Cache-Control": "no-cache",

@@ -714,8 +714,8 @@ MUTANTS += [
     Mutant(
         "host-identity-ignored",
         "api/identity.py",
-        "        request.state.troupe = Binding(service, found)",
-        "        request.state.troupe = Binding(service, None)",
+        "        request.state.troupe = Binding(service, found, again)",
+        "        request.state.troupe = Binding(service, None, again)",
         ("tests/test_identity_host_app.py",),
     ),
     Mutant(
@@ -2656,7 +2656,62 @@ JWKS_STOPS = (
     "tests/test_identity_tokens.py::"
     "test_an_issuer_that_stops_answering_holds_up_no_token_of_a_key_already_held",
 )
+RUN_STREAM_REVOKED = "tests/test_revoked_streams.py::"
+HOST_SIGNED_OUT = (
+    "tests/test_identity_host_app.py::test_an_event_stream_under_the_apps_login_ends_when_its_session_does",
+)
+SSE_REVOKED = (RUN_STREAM_REVOKED + "test_a_run_stream_ends_when_its_key_is_revoked",)
 MUTANTS += [
+    Mutant(
+        "run-stream-chunks-unchecked",
+        "core/vocabulary/stream.py",
+        "                await self._check()\n",
+        "                pass\n",
+        SSE_REVOKED,
+    ),
+    Mutant(
+        "sse-run-stream-outlives-its-credential",
+        "api/sse.py",
+        "        frames(held(stream, request, caller)),\n",
+        "        frames(stream),\n",
+        SSE_REVOKED,
+    ),
+    Mutant(
+        "agui-run-stream-outlives-its-credential",
+        "api/agui.py",
+        "            async for chunk in held(stream, self.request, self.caller).full_stream:\n",
+        "            async for chunk in stream.full_stream:\n",
+        (RUN_STREAM_REVOKED + "test_an_agui_run_ends_with_a_run_error_when_its_key_is_revoked",),
+    ),
+    Mutant(
+        "a2a-task-stream-outlives-its-credential",
+        "api/a2a_server.py",
+        "            stream = held(stream, self.request, self.caller)\n",
+        "            pass\n",
+        (RUN_STREAM_REVOKED + "test_an_a2a_task_stream_ends_with_a_json_rpc_error_when_its_key_is_revoked",),
+    ),
+    Mutant(
+        "mcp-answer-outlives-its-credential",
+        "api/mcp_server.py",
+        "            await self._still_held(ctx, caller)  # before the run's result or its next question"
+        " goes out\n",
+        "            pass\n",
+        (RUN_STREAM_REVOKED + "test_an_mcp_tool_call_gets_a_json_rpc_error_when_its_key_is_revoked",),
+    ),
+    Mutant(
+        "host-login-solved-once-per-stream",
+        "api/identity.py",
+        "    if bound.host is not None and bound.host_now is not None:\n",
+        "    if False:\n",
+        HOST_SIGNED_OUT,
+    ),
+    Mutant(
+        "host-login-refusal-is-a-crash-not-an-end",
+        "api/identity.py",
+        "                if exc.status_code in (401, 403):\n                    return None\n",
+        "                if False:\n                    return None\n",
+        HOST_SIGNED_OUT,
+    ),
     Mutant(
         "inbox-stream-outlives-its-credential",
         "api/inbox.py",

@@ -255,3 +255,23 @@ def test_an_async_callable_on_the_request_names_the_principal_or_leaves_it_to_ke
         nobody = api.post("/generate", json=body)
         assert nobody.status_code == 401 and nobody.json()["code"] == "UNAUTHENTICATED"
     assert calls.count() == 0
+
+
+def test_an_event_stream_under_the_apps_login_ends_when_its_session_does(server, monkeypatch):
+    """The app's own dependency is asked again before each look of an inbox event stream: once alice's
+    session ends (she signed out), her stream ends with an UNAUTHENTICATED frame before a new pause of
+    her team is shown to it."""
+    generate = "/troupe/api/agents/ops/generate"
+    with session(server, "s-alice") as alice, session(server, "s-bob") as bob:
+        alice.timeout = httpx.Timeout(30, read=10)  # a look every second; a keep-alive only after 15 s
+        with alice.stream("GET", "/troupe/api/inbox/events", params={"interval": 0.05}) as events:
+            frames = (json.loads(line[6:]) for line in events.iter_lines() if line.startswith("data: "))
+            assert next(frames)["total"] == 0
+            first = bob.post(generate, json={"messages": "go", "resourceId": "acme"}).json()["runId"]
+            assert [r["runId"] for r in next(frames)["listed"]] == [first], "while her session holds"
+            monkeypatch.delitem(SESSIONS, "s-alice")  # she signs out: the app forgets her session
+            assert alice.get("/me").status_code == 401
+            bob.post(generate, json={"messages": "again", "resourceId": "acme"})
+            ended = next(frames)["error"]
+            assert ended["code"] == "UNAUTHENTICATED" and "signed out" in ended["message"], ended
+            assert list(frames) == [], "the stream ends"

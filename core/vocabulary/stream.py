@@ -12,7 +12,7 @@ saves the two hand-offs between tasks that each batch costs otherwise.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from troupe.core.vocabulary.chunks import Chunk
 from troupe.core.vocabulary.requests import CallerPulledBatches, ChunkBatches
@@ -51,6 +51,7 @@ class AgentStream:
         # From another process, a task of its own takes every batch as it comes; from this one, the
         # readers take them when they need them (see the module's docstring).
         self._pump: asyncio.Task[None] | None = None
+        self._check: Callable[[], Awaitable[object]] | None = None
         if not isinstance(batches, CallerPulledBatches):
             self._pump = asyncio.get_running_loop().create_task(self._pull_all())
 
@@ -74,6 +75,19 @@ class AgentStream:
             if first:
                 break
         return cls(run_id or (first[0].run_id if first else ""), batches, first)
+
+    def checked_by(self, check: Callable[[], Awaitable[object]]) -> AgentStream:
+        """This stream, its readers (``full_stream``, ``text_stream``) awaiting ``check()`` before each
+        run of chunks they are about to yield: what ``check`` raises ends their reading there, after the
+        chunks before. A server makes sure with it that whoever reads a long run may still see it (a key
+        revoked while a slow tool runs gets nothing more). Chunks that came together are checked once, so
+        a check costs one per batch from the run, not one per chunk; ``result()`` is not checked.
+
+        Returns:
+            This stream.
+        """
+        self._check = check
+        return self
 
     async def _pull_all(self) -> None:
         try:
@@ -131,9 +145,14 @@ class AgentStream:
     async def _replay(self) -> AsyncIterator[Chunk]:
         index = 0
         while True:
-            while index < len(self._chunks):
+            came = len(self._chunks)
+            if index < came and self._check is not None:
+                await self._check()
+            while index < came:
                 yield self._chunks[index]
                 index += 1
+            if index < len(self._chunks):
+                continue  # more came while these were read: checked before they are yielded
             if self._done:
                 if self._error is not None:
                     raise self._error
