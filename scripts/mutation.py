@@ -2718,6 +2718,33 @@ MUTANTS += [
         "        if False:\n",
         ("tests/test_cancel.py::test_a_tool_that_catches_the_cancel_and_returns_does_not_take_the_run_on",),
     ),
+    Mutant(  # a tool name no model API takes is accepted, and the provider refuses it at the first run
+        "tool-name-rule-unchecked",
+        "core/vocabulary/names.py",
+        "    if isinstance(name, str) and _NAME.fullmatch(name):\n",
+        "    if isinstance(name, str):\n",
+        (
+            "tests/test_newcomer_errors.py::"
+            "test_a_tool_name_no_model_api_takes_is_refused_where_it_is_given_naming_it_and_the_rule",
+        ),
+    ),
+    Mutant(  # "delete_record\n" passes a ``$``-anchored match
+        "tool-name-trailing-newline",
+        "core/vocabulary/names.py",
+        "    if isinstance(name, str) and _NAME.fullmatch(name):\n",
+        '    if isinstance(name, str) and re.match(r"^[A-Za-z0-9_-]{1,64}$", name):\n',
+        (
+            "tests/test_newcomer_errors.py::"
+            "test_a_tool_name_no_model_api_takes_is_refused_where_it_is_given_naming_it_and_the_rule",
+        ),
+    ),
+    Mutant(  # Agent("a/b") is accepted and no route reaches it
+        "agent-id-rule-unchecked",
+        "core/run/agent.py",
+        "        problem = name_problem(id)\n",
+        "        problem = None\n",
+        ("tests/test_newcomer_errors.py::test_an_agent_id_no_route_can_reach_is_refused_naming_the_rule",),
+    ),
 ]
 
 
