@@ -2745,6 +2745,13 @@ MUTANTS += [
         "        problem = None\n",
         ("tests/test_newcomer_errors.py::test_an_agent_id_no_route_can_reach_is_refused_naming_the_rule",),
     ),
+    Mutant(  # list_suspended_runs(thread_id=5) silently lists nothing
+        "suspended-filters-text-unchecked",
+        "core/vocabulary/store.py",
+        '        text_or_none(thread_id=filters.get("thread_id"), resource_id=filters.get("resource_id"))\n',
+        "        pass\n",
+        ("tests/test_newcomer_errors.py::test_a_numeric_filter_of_the_suspended_runs_is_an_invalid_option_naming_it",),
+    ),
 ]
 
 

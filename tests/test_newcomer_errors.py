@@ -392,6 +392,23 @@ def test_an_agent_id_no_route_can_reach_is_refused_naming_the_rule(id):
     )
 
 
+@pytest.mark.parametrize("option", ["thread_id", "resource_id"])
+async def test_a_numeric_filter_of_the_suspended_runs_is_an_invalid_option_naming_it(option, calls):
+    """``list_suspended_runs(thread_id=5)`` matched no run and said nothing (``resource_id=5``: an
+    internal "resources must be strings"): it is the documented ``InvalidOptionError`` naming it."""
+    agent = Agent("ops", model=one_call("delete_record", {"id": "a"}), tools=[delete_tool(calls)])
+    runtime = Runtime([agent], storage=MemoryStore(), executor="local")
+    try:
+        await agent.generate("delete a", thread_id="5", resource_id="5")
+        with pytest.raises(InvalidOptionError) as refused:
+            await agent.list_suspended_runs(**{option: 5})
+        assert str(refused.value) == f"{option} must be a string, got int 5"
+        assert refused.value.details == {"option": option}
+        assert (await agent.list_suspended_runs(**{option: "5"})).total == 1
+    finally:
+        await runtime.shutdown()
+
+
 @pytest.mark.parametrize("prefix", ["files.", "files:", "my files ", "p" * 64])
 def test_an_mcp_prefix_that_would_leave_every_tool_out_is_refused_when_the_server_is_named(prefix):
     """A prefix such as ``"files."`` was accepted, and at the first run every tool of the server was left
