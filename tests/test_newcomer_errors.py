@@ -354,7 +354,9 @@ async def test_a_decision_given_what_is_not_text_is_refused_naming_it_and_the_ru
 
 
 @pytest.mark.parametrize(
-    "name", ["delete record", "x" * 65, "delete.record", "delete_record\n"], ids=["space", "65", "dot", "newline"]
+    "name",
+    ["delete record", "x" * 65, "delete.record", "delete_record\n"],
+    ids=["space", "65", "dot", "newline"],
 )
 def test_a_tool_name_no_model_api_takes_is_refused_where_it_is_given_naming_it_and_the_rule(name):
     """OpenAI's and Anthropic's APIs take only ``^[a-zA-Z0-9_-]{1,64}$`` as a tool name: such a name was

@@ -14,8 +14,8 @@ from troupe.core.run.memory import Memory
 from troupe.core.vocabulary.hooks import Hooks
 from troupe.core.vocabulary.mcp_servers import MCPServer, check_mcp_servers
 from troupe.core.vocabulary.model import Model
-from troupe.core.vocabulary.options import check_option_names
 from troupe.core.vocabulary.names import name_problem
+from troupe.core.vocabulary.options import check_option_names
 from troupe.core.vocabulary.tools import Tool, check_tool_name
 
 DELEGATION_PREFIX = "agent-"
