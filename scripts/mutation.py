@@ -875,8 +875,8 @@ MUTANTS += [
     Mutant(
         "mcp-tool-schema-unchecked",
         "actors/mcp/tools.py",
-        "            else schema_problem(schema)\n",
-        "            else None\n",
+        '        problem = f"tool name {misnamed}" if misnamed is not None else schema_problem(schema)\n',
+        '        problem = f"tool name {misnamed}" if misnamed is not None else None\n',
         ("tests/test_mcp_hostile.py",),
     ),
     Mutant(
