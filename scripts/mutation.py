@@ -2738,6 +2738,16 @@ MUTANTS += [
             "test_a_tool_name_no_model_api_takes_is_refused_where_it_is_given_naming_it_and_the_rule",
         ),
     ),
+    Mutant(  # MCPStdio(prefix="files.") is accepted and every tool of the server is left out at the first run
+        "mcp-prefix-rule-unchecked",
+        "core/vocabulary/mcp_servers.py",
+        '    if prefix and name_problem(prefix + "_") is not None:\n',
+        "    if False:\n",
+        (
+            "tests/test_newcomer_errors.py::"
+            "test_an_mcp_prefix_that_would_leave_every_tool_out_is_refused_when_the_server_is_named",
+        ),
+    ),
     Mutant(  # Agent("a/b") is accepted and no route reaches it
         "agent-id-rule-unchecked",
         "core/run/agent.py",
