@@ -875,8 +875,8 @@ MUTANTS += [
     Mutant(
         "mcp-tool-schema-unchecked",
         "actors/mcp/tools.py",
-        "            else schema_problem(schema)\n",
-        "            else None\n",
+        '        problem = f"tool name {misnamed}" if misnamed is not None else schema_problem(schema)\n',
+        '        problem = f"tool name {misnamed}" if misnamed is not None else None\n',
         ("tests/test_mcp_hostile.py",),
     ),
     Mutant(
@@ -2813,6 +2813,50 @@ MUTANTS += [
         "        if stop is None and budget.expired():\n",
         "        if False:\n",
         ("tests/test_cancel.py::test_a_tool_that_catches_the_cancel_and_returns_does_not_take_the_run_on",),
+    ),
+    Mutant(  # a tool name no model API takes is accepted, and the provider refuses it at the first run
+        "tool-name-rule-unchecked",
+        "core/vocabulary/names.py",
+        "    if isinstance(name, str) and _NAME.fullmatch(name):\n",
+        "    if isinstance(name, str):\n",
+        (
+            "tests/test_newcomer_errors.py::"
+            "test_a_tool_name_no_model_api_takes_is_refused_where_it_is_given_naming_it_and_the_rule",
+        ),
+    ),
+    Mutant(  # "delete_record\n" passes a ``$``-anchored match
+        "tool-name-trailing-newline",
+        "core/vocabulary/names.py",
+        "    if isinstance(name, str) and _NAME.fullmatch(name):\n",
+        '    if isinstance(name, str) and re.match(r"^[A-Za-z0-9_-]{1,64}$", name):\n',
+        (
+            "tests/test_newcomer_errors.py::"
+            "test_a_tool_name_no_model_api_takes_is_refused_where_it_is_given_naming_it_and_the_rule",
+        ),
+    ),
+    Mutant(  # MCPStdio(prefix="files.") is accepted and every tool of the server is left out at the first run
+        "mcp-prefix-rule-unchecked",
+        "core/vocabulary/mcp_servers.py",
+        '    if prefix and name_problem(prefix + "_") is not None:\n',
+        "    if False:\n",
+        (
+            "tests/test_newcomer_errors.py::"
+            "test_an_mcp_prefix_that_would_leave_every_tool_out_is_refused_when_the_server_is_named",
+        ),
+    ),
+    Mutant(  # Agent("a/b") is accepted and no route reaches it
+        "agent-id-rule-unchecked",
+        "core/run/agent.py",
+        "        problem = name_problem(id)\n",
+        "        problem = None\n",
+        ("tests/test_newcomer_errors.py::test_an_agent_id_no_route_can_reach_is_refused_naming_the_rule",),
+    ),
+    Mutant(  # list_suspended_runs(thread_id=5) silently lists nothing
+        "suspended-filters-text-unchecked",
+        "core/vocabulary/store.py",
+        '        text_or_none(thread_id=filters.get("thread_id"), resource_id=filters.get("resource_id"))\n',
+        "        pass\n",
+        ("tests/test_newcomer_errors.py::test_a_numeric_filter_of_the_suspended_runs_is_an_invalid_option_naming_it",),
     ),
 ]
 

@@ -33,7 +33,8 @@ class Agent(AgentSpec, RunMethods):
     default one (a ``MemoryStore``, Ray started locally).
 
     Args:
-        id: The agent's id, unique in its runtime (the HTTP routes and the audit name it).
+        id: The agent's id, unique in its runtime (the HTTP routes and the audit name it): 1-64 letters,
+            digits, ``_`` or ``-``, as it is a segment of its URLs and the name of its MCP tool.
         name: A display name (default: the id).
         description: What the agent does; a supervisor's model reads it for a subagent.
         instructions: The system prompt.
@@ -51,7 +52,9 @@ class Agent(AgentSpec, RunMethods):
         mcp_servers: MCP servers (``MCPStdio``, ``MCPHttp``) whose tools the agent takes too.
 
     Raises:
-        ValueError: An empty id, or a tool name that clashes with a subagent's tool.
+        ValueError: An id outside 1-64 letters, digits, ``_`` or ``-``; a tool name (a tools dict's key,
+            a subagent's ``agent-<key>``) outside the same rule, which model APIs hold tool names to; or
+            a tool name that clashes with a subagent's tool.
         TypeError: A subagent that is not an Agent.
         InvalidOptionError: An unknown name in ``default_options``.
 

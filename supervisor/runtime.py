@@ -547,6 +547,7 @@ class Runtime:
 
         Raises:
             InvalidPaginationError: A bad size, page or cursor.
+            InvalidOptionError: A ``thread_id`` or ``resource_id`` that is not a string.
         """
         query = SuspendedRunQuery.paged(
             agent_id,

@@ -367,3 +367,75 @@ def test_default_options_every_run_would_refuse_are_refused_when_the_agent_is_ma
         Agent("records", model=model(), default_options=defaults)
     assert str(refused.value).startswith(f"default_options of agent 'records': {option} must be ")
     assert refused.value.details == {"option": option}
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["delete record", "x" * 65, "delete.record", "delete_record\n"],
+    ids=["space", "65", "dot", "newline"],
+)
+def test_a_tool_name_no_model_api_takes_is_refused_where_it_is_given_naming_it_and_the_rule(name):
+    """OpenAI's and Anthropic's APIs take only ``^[a-zA-Z0-9_-]{1,64}$`` as a tool name: such a name was
+    accepted here and refused by the provider with a 400 at the first real run. It is refused where it is
+    given, by the rule an MCP server's tools are held to: as a tool's id, a tools dict's key, and a
+    subagent's key (its ``agent-<key>`` tool)."""
+    tool = create_tool("pay", "Pay", Payment, lambda p, ctx: p.amount)
+    rule = "is not 1-64 letters, digits, '_' or '-'"
+    with pytest.raises(ValueError) as refused:
+        create_tool(name, "Pay", Payment, lambda p, ctx: p.amount)
+    assert f"tool {name!r}: its id is the name the model calls it by, and {name[:80]!r} {rule}" in str(
+        refused.value
+    )
+    with pytest.raises(ValueError) as refused:
+        Agent("records", model=model(), tools={name: tool})
+    assert f"agent 'records': tool {name!r}'s name is the name the model calls it by" in str(refused.value)
+    with pytest.raises(ValueError) as refused:
+        Agent("boss", model=model(), agents={name: Agent("records", model=model())})
+    assert f"agent 'boss': subagent {name!r}'s tool {('agent-' + name)!r}" in str(refused.value)
+    assert rule in str(refused.value)
+    # The longest a subagent's key can be is what leaves room for "agent-".
+    Agent("boss", model=model(), agents={"k" * 58: Agent("records", model=model())}, tools={"a-b_9": tool})
+
+
+@pytest.mark.parametrize("id", ["a/b", "desk one", "x" * 65])
+def test_an_agent_id_no_route_can_reach_is_refused_naming_the_rule(id):
+    """``Agent("a/b")`` was accepted, listed by ``GET /api/agents``, and reachable by no route of its own
+    (``/api/agents/a%2Fb/generate`` and ``/a2a/a%2Fb`` are 404s: the ``/`` splits the path). An agent's
+    id keeps the rule of tool names, as Troupe's MCP server offers each agent as a tool by its id."""
+    with pytest.raises(ValueError) as refused:
+        Agent(id, model=model())
+    assert str(refused.value).startswith(
+        f"agent id {id[:80]!r} is not 1-64 letters, digits, '_' or '-', as an agent's id is a segment of "
+        "its URLs (/api/agents/<id>, /a2a/<id>)"
+    )
+
+
+@pytest.mark.parametrize("option", ["thread_id", "resource_id"])
+async def test_a_numeric_filter_of_the_suspended_runs_is_an_invalid_option_naming_it(option, calls):
+    """``list_suspended_runs(thread_id=5)`` matched no run and said nothing (``resource_id=5``: an
+    internal "resources must be strings"): it is the documented ``InvalidOptionError`` naming it."""
+    agent = Agent("ops", model=one_call("delete_record", {"id": "a"}), tools=[delete_tool(calls)])
+    runtime = Runtime([agent], storage=MemoryStore(), executor="local")
+    try:
+        await agent.generate("delete a", thread_id="5", resource_id="5")
+        with pytest.raises(InvalidOptionError) as refused:
+            await agent.list_suspended_runs(**{option: 5})
+        assert str(refused.value) == f"{option} must be a string, got int 5"
+        assert refused.value.details == {"option": option}
+        assert (await agent.list_suspended_runs(**{option: "5"})).total == 1
+    finally:
+        await runtime.shutdown()
+
+
+@pytest.mark.parametrize("prefix", ["files.", "files:", "my files ", "p" * 64])
+def test_an_mcp_prefix_that_would_leave_every_tool_out_is_refused_when_the_server_is_named(prefix):
+    """A prefix such as ``"files."`` was accepted, and at the first run every tool of the server was left
+    out (each "not 1-64 letters, digits, '_' or '-'", logged) and the model told they do not exist."""
+    with pytest.raises(ValueError) as refused:
+        MCPStdio("files", "npx", prefix=prefix)
+    assert str(refused.value) == (
+        f"MCPStdio 'files': prefix {prefix!r} goes before each of its tools' names, which the model calls "
+        "them by, so it must be at most 63 letters, digits, '_' or '-'"
+    )
+    MCPStdio("files", "npx", prefix="fs_")
+    MCPStdio("files", "npx", prefix="p" * 63)

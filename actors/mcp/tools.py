@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -27,12 +26,11 @@ from troupe.actors.mcp.connection import MCPConnection
 from troupe.actors.mcp.results import tool_output
 from troupe.core.vocabulary.json_schemas import json_schema_input, schema_problem
 from troupe.core.vocabulary.mcp_servers import MCPServer
+from troupe.core.vocabulary.names import name_problem
 from troupe.core.vocabulary.tools import ApprovalRule, Tool, ToolContext, ToolInterrupted
 
 log = logging.getLogger(__name__)
 
-# What OpenAI-compatible models accept as a function name.
-_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _MAX_DESCRIPTION = 8_000
 
 INTERRUPTED_ELICITATION = (
@@ -120,11 +118,8 @@ def build_tools(connection: MCPConnection, listed: list[dict[str, Any]]) -> tupl
         name = entry.get("name")
         seen = f"{server.prefix}{name}" if isinstance(name, str) else None
         schema = entry.get("inputSchema")
-        problem = (
-            f"tool name {name!r} is not 1-64 letters, digits, '_' or '-'"
-            if seen is None or not _NAME.match(seen)
-            else schema_problem(schema)
-        )
+        misnamed = name_problem(name if seen is None else seen)
+        problem = f"tool name {misnamed}" if misnamed is not None else schema_problem(schema)
         if problem is None and seen in tools:
             problem = f"the server lists {name!r} twice"
         if problem is not None:

@@ -14,8 +14,9 @@ from troupe.core.run.memory import Memory
 from troupe.core.vocabulary.hooks import Hooks
 from troupe.core.vocabulary.mcp_servers import MCPServer, check_mcp_servers
 from troupe.core.vocabulary.model import Model
+from troupe.core.vocabulary.names import name_problem
 from troupe.core.vocabulary.options import check_defaults
-from troupe.core.vocabulary.tools import Tool
+from troupe.core.vocabulary.tools import Tool, check_tool_name
 
 DELEGATION_PREFIX = "agent-"
 
@@ -40,6 +41,12 @@ class AgentSpec:
     ) -> None:
         if not id or not isinstance(id, str):
             raise ValueError("an agent needs a non-empty string id")
+        problem = name_problem(id)
+        if problem is not None:
+            raise ValueError(
+                f"agent id {problem}, as an agent's id is a segment of its URLs "
+                "(/api/agents/<id>, /a2a/<id>) and the tool name Troupe's MCP server offers it by"
+            )
         self.id = id
         self.name = name or id
         self.description = description
@@ -55,7 +62,10 @@ class AgentSpec:
         for key, sub in self.agents.items():
             if not isinstance(sub, AgentSpec):
                 raise TypeError(f"agent {id!r}: subagent {key!r} must be an Agent")
+            if not isinstance(key, str):
+                raise TypeError(f"agent {id!r}: a subagent's key must be a string, got {key!r}")
             name_ = DELEGATION_PREFIX + key
+            check_tool_name(name_, f"agent {id!r}: subagent {key!r}'s tool {name_!r}")
             if name_ in self.tools:
                 raise ValueError(f"agent {id!r}: tool name {name_!r} clashes with subagent {key!r}")
         self.memory = memory
@@ -107,6 +117,7 @@ def _tool_map(agent_id: str, tools: Mapping[str, Tool] | Sequence[Tool] | None) 
                 f"agent {agent_id!r}: {where} is a {type(tool).__name__}, not a Tool "
                 "(make one with create_tool)"
             )
+        check_tool_name(name, f"agent {agent_id!r}: {where}'s name")
         if name in out:
             raise ValueError(f"agent {agent_id!r}: two tools named {name!r}")
         out[name] = tool

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from troupe.core.vocabulary.names import NAME_RULE, name_problem
 from troupe.core.vocabulary.seconds import check_seconds
 
 McpApprovalRule = (
@@ -41,6 +42,12 @@ def _check_common(kind: str, name: Any, require_approval: Any, prefix: Any, time
         raise ValueError(f"{kind}: name must be a non-empty string of at most 64 characters, got {name!r}")
     if not isinstance(prefix, str):
         raise TypeError(f"{kind} {name!r}: prefix must be a string")
+    # The prefix starts each of its tools' names: one outside the rule would have every tool left out.
+    if prefix and name_problem(prefix + "_") is not None:
+        raise ValueError(
+            f"{kind} {name!r}: prefix {prefix[:80]!r} goes before each of its tools' names, which the model "
+            f"calls them by, so it must be at most 63 {NAME_RULE.removeprefix('1-64 ')}"
+        )
     check_seconds(timeout_s, f"{kind} {name!r}: timeout_s")
     check_approval_rule(f"{kind} {name!r}", require_approval)
 

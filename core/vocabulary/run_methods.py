@@ -549,6 +549,7 @@ class RunMethods:
 
         Raises:
             InvalidPaginationError: A page, size or cursor that is out of range or malformed.
+            InvalidOptionError: A ``thread_id`` or ``resource_id`` that is not a string.
 
         Example:
             >>> waiting = await agent.list_suspended_runs(thread_id="t1")

@@ -24,6 +24,7 @@ from troupe.core.vocabulary.listing import (
     PausedQuery,
     page_window,
 )
+from troupe.core.vocabulary.options import text_or_none
 from troupe.core.vocabulary.run_record import RunRecord, expiry_timestamp, pause_timestamp
 from troupe.core.vocabulary.state import RunState, utcnow
 
@@ -190,7 +191,10 @@ class SuspendedRunQuery:
         **filters: Any,
     ) -> SuspendedRunQuery:
         """Build a query from 0-based ``page`` and ``per_page`` (or a ``cursor``: the ``next_cursor``
-        of the page before); bad paging is the caller's error."""
+        of the page before); bad paging is the caller's error (``InvalidPaginationError``), and so is
+        a thread or resource id that is no text (``InvalidOptionError``)."""
+        # A number where an id goes would match no run: the caller's error, not an empty page.
+        text_or_none(thread_id=filters.get("thread_id"), resource_id=filters.get("resource_id"))
         limit, offset = page_window(page, per_page, cursor)
         query = cls(agent_id=agent_id, offset=offset, limit=limit, cursor=cursor, **filters)
         if agent_id is None and (query.thread_id is not None or query.resource_id is not None):

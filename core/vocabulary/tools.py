@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from pydantic import BaseModel, ValidationError
+from troupe.core.vocabulary.names import name_problem
 from troupe.core.vocabulary.seconds import is_seconds, seconds_expected
 from troupe.core.vocabulary.tool_threads import Late, ToolThreads
 
@@ -257,6 +258,8 @@ def create_tool(
         The ``Tool``.
 
     Raises:
+        ValueError: An ``id`` outside ``^[A-Za-z0-9_-]{1,64}$``, the rule OpenAI's and Anthropic's APIs
+            hold tool names to.
         TypeError: An ``id`` that is not a non-empty string, a schema that is not a pydantic model
             class, an ``execute`` that is not callable with ``(input, ctx)``, a ``require_approval``
             that is neither a bool nor a function callable with ``(input, ctx)``, or a ``timeout_s``
@@ -275,6 +278,7 @@ def create_tool(
         raise TypeError(
             f"a tool's id must be a non-empty string (the name the model calls it by), got {id!r}"
         )
+    check_tool_name(id, f"tool {id!r}: its id")
     if not (isinstance(input_schema, type) and issubclass(input_schema, BaseModel)):
         raise TypeError(f"tool {id!r}: input_schema must be a pydantic model class")
     for label, schema in (("output", output_schema), ("suspend", suspend_schema), ("resume", resume_schema)):
@@ -325,6 +329,17 @@ def _shown(fn: Callable[..., Any]) -> str:
     return f"{getattr(fn, '__name__', type(fn).__name__)}{inspect.signature(fn)}"
 
 
+def check_tool_name(name: str, what: str) -> None:
+    """Raise ``ValueError`` unless ``name`` keeps the rule for names a model is handed (``names``):
+    a name outside it would be accepted here and refused by the provider at the first real run."""
+    problem = name_problem(name)
+    if problem is not None:
+        raise ValueError(
+            f"{what} is the name the model calls it by, and {problem} "
+            "(the rule OpenAI's and Anthropic's APIs hold tool names to)"
+        )
+
+
 def check_timeout(value: Any, what: str) -> None:
     """Raise ``TypeError`` unless ``value`` is None or a number of seconds (``is_seconds``)."""
     if value is None:
@@ -340,6 +355,7 @@ __all__ = [
     "ToolContext",
     "ToolInterrupted",
     "check_timeout",
+    "check_tool_name",
     "create_tool",
     "is_async",
     "to_jsonable",
