@@ -68,12 +68,16 @@ class Batch(NamedTuple):
 
 
 class Outbox:
-    """The chunks of one operation that no reader has taken yet."""
+    """The chunks of one operation that its reader has not taken yet. A reader is whoever opened the
+    operation (or first attached to it); each later one that attaches while it goes on reads an outbox
+    of its own (``follower``), so that no reader takes the chunks of another."""
 
     def __init__(self) -> None:
         self.pending: list[Chunk] = []
         self.done = False
         self.finished_at = 0.0
+        self.read = False  # a reader has asked for a batch
+        self.followers: list[Outbox] = []
         self._changed = asyncio.Event()
         # How many pending chunks wake a waiting reader: 1 while it waits for a batch's first chunk, a
         # full batch while it lingers (a chunk per wake-up would cost a timer and a task switch each).
@@ -83,15 +87,31 @@ class Outbox:
         self.pending.append(chunk)
         if len(self.pending) >= self._wake_at:
             self._changed.set()
+        for follower in self.followers:
+            follower.put(chunk)
 
     def close(self) -> None:
         self.done = True
         self.finished_at = time.monotonic()
         self._changed.set()
+        for follower in self.followers:
+            follower.close()
+
+    def follower(self) -> Outbox:
+        """An outbox for another reader, from what this one's reader has not taken yet to the end: an
+        observer of the run, or a reader that replaces one gone (its chunks since are all there)."""
+        follower = Outbox()
+        follower.pending = list(self.pending)
+        if self.done:
+            follower.close()
+        else:
+            self.followers.append(follower)
+        return follower
 
     async def gather(self, linger: float, first_wait: float | None = None) -> tuple[list[Chunk], bool]:
         """Wait for chunks (for at most ``first_wait`` s if given: then nothing may come back); then keep
         gathering for up to ``linger`` s unless the operation ends or a batch fills up."""
+        self.read = True
         loop = asyncio.get_running_loop()
         until = None if first_wait is None else loop.time() + first_wait
         while not self.pending and not self.done:
@@ -193,6 +213,10 @@ class AgentHost:
         while True:
             op_id = self._live.get(run_id)
             if op_id is not None and op_id in self._outboxes:
+                outbox = self._outboxes[op_id]
+                if outbox.read:  # its reader reads on: this one gets an outbox of its own
+                    op_id = f"{op_id}+{next(self._ids)}"
+                    self._outboxes[op_id] = outbox.follower()
                 return await self.next_batch(op_id, linger)
             stored = await self.store.load_run(run_id)
             if stored is None:

@@ -2545,6 +2545,13 @@ MUTANTS += [
         MODEL_CHOSEN_CALL_ID,
     ),
     Mutant(
+        "observer-takes-the-callers-chunks",
+        "actors/host.py",
+        "                if outbox.read:  # its reader reads on: this one gets an outbox of its own\n",
+        "                if False:\n",
+        ("tests/test_observers.py",),
+    ),
+    Mutant(
         "evicting-redis-unnamed",
         "storage/redis.py",
         '        if policy != "noeviction":\n',

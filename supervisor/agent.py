@@ -185,7 +185,8 @@ class Agent(AgentSpec, RunMethods):
         """Follow a run from now on, wherever it stands.
 
         The stream carries what the operation driving the run sends from now on (one recovered after a
-        crash, say), or a replay of where the run stands: its open pauses.
+        crash, say), or a replay of where the run stands: its open pauses. Whoever else reads the run (its
+        caller) reads on as before: each reader gets every chunk from when it started reading.
 
         Args:
             run_id: The run to follow (top-level or a subagent's).
